@@ -1,0 +1,55 @@
+"""rumimm: a numba-JIT, memory-mapped reader and writer for rumi rasters.
+
+>>> import rumimm
+>>> blob = rumimm.write("scene.rumi", array)            # doctest: +SKIP
+>>> with rumimm.open("scene.rumi", header=blob) as img:   # doctest: +SKIP
+...     chip = img[:, 1024:1280, 2048:2304]
+
+Public names are imported on first use, so ``import rumimm`` stays cheap for
+data-loader workers.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .errors import BlobError, CodecError, CRSError, FormatError, RumiError, RumiWarning, WindowError
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "open": "rumimm.reader",
+    "Image": "rumimm.reader",
+    "write": "rumimm.writer",
+    "Writer": "rumimm.writer",
+    "index": "rumimm.validate",
+    "validate": "rumimm.validate",
+    "Report": "rumimm.validate",
+    "Header": "rumimm.blob",
+    "parse_blobs": "rumimm.blob",
+    "Cube": "rumimm.cube",
+    "ImageCollection": "rumimm.cube",
+    "read_batch": "rumimm.cube",
+    "set_num_threads": "rumimm.threads",
+    "get_num_threads": "rumimm.threads",
+    "DTYPES": "rumimm.dtypes",
+    "PRESETS": "rumimm.codec",
+}
+
+__all__ = sorted(
+    [*_LAZY, "RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning",
+     "__version__"]
+)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rumimm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,51 @@
+"""Exception and warning classes of rumimm.
+
+Every error about a file, a blob or a frame derives from :class:`RumiError`, itself
+a :class:`ValueError`, so callers can catch one class for "the data is bad".
+Subclasses also inherit the builtin a caller would catch anyway.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RumiError",
+    "FormatError",
+    "BlobError",
+    "CodecError",
+    "WindowError",
+    "CRSError",
+    "RumiWarning",
+]
+
+
+class RumiError(ValueError):
+    """Root of every rumimm error: the data, file or argument breaks a rumi rule."""
+
+
+class FormatError(RumiError):
+    """A rumi file breaks the file profile (IFD, placement, frames, georeferencing)."""
+
+
+class BlobError(FormatError):
+    """A header blob breaks the blob layout (magic, version, fields, size, padding)."""
+
+
+class CodecError(RumiError):
+    """An OpenZL frame failed to compress or decode, or decoded to the wrong shape."""
+
+
+class WindowError(RumiError, IndexError):
+    """A selection is outside the image or not a valid index."""
+
+
+class CRSError(RumiError):
+    """A CRS or transform rumi cannot store (non-EPSG, vertical, compound, ...)."""
+
+
+class RumiWarning(UserWarning):
+    """A recoverable oddity, such as a non-canonical but readable blob."""
+
+
+def where(path) -> str:
+    """Prefix for messages about a file: ``"scene.rumi: "`` or ``""``."""
+    return f"{path}: " if path else ""

@@ -1,0 +1,364 @@
+"""Check a rumi file (and optionally its blob) against the spec; rebuild its blob.
+
+One walk over the file serves two callers: :func:`index` stops at the first rule
+broken and raises :class:`FormatError`; :func:`validate` keeps going and returns
+every violation it can find.  Nothing larger than the file itself is allocated,
+whatever sizes the IFD claims.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import dtypes
+from .blob import Header, build_header
+from .errors import BlobError, FormatError, RumiError, where
+from .georef import Georef, parse_geokeys
+from .grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
+from .tiff import FIXED_TAGS, N_TAGS, Tag, TiffType, read_entries
+
+__all__ = ["Report", "validate", "index", "inspect_file"]
+
+OPENZL_MAGIC_BASE = 0xD7B1A5C0  # an OpenZL frame starts with this + its format version (LE)
+_FORBIDDEN_GEOTIFF = {
+    33550: "ModelPixelScaleTag",
+    33922: "ModelTiepointTag",
+    34736: "GeoDoubleParamsTag",
+    34737: "GeoAsciiParamsTag",
+}
+
+
+class _Stop(Exception):
+    """Internal: the file is too broken to check further."""
+
+
+@dataclass
+class Report:
+    """What a check found: violations (empty when compliant) and what was parsed."""
+
+    path: str
+    violations: list[str] = field(default_factory=list)
+    blob: bytes | None = None
+    georef: Georef | None = None
+    format_version: int | None = None
+    header_violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.header_violations
+
+    @property
+    def header(self) -> Header | None:
+        return None if self.blob is None else Header.parse(self.blob, path=self.path)
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.path}: compliant"
+        return "\n".join(f"{self.path}: {v}" for v in self.violations + self.header_violations)
+
+
+class _Findings:
+    def __init__(self, path, strict: bool):
+        self.path, self.strict, self.items = path, strict, []
+
+    def add(self, msg: str, *, stop: bool = False):
+        if self.strict:
+            raise FormatError(f"{where(self.path)}{msg}")
+        self.items.append(msg)
+        if stop:
+            raise _Stop
+
+
+def _tag_name(tag: int) -> str:
+    try:
+        return f"{tag} ({Tag(tag).name})"
+    except ValueError:
+        return f"{tag} ({_FORBIDDEN_GEOTIFF[tag]})" if tag in _FORBIDDEN_GEOTIFF else str(tag)
+
+
+def _read(buf, off: int, n: int, typ: TiffType) -> np.ndarray:
+    return np.frombuffer(buf, dtype=np.dtype(typ.code).newbyteorder("<"), count=n, offset=off)
+
+
+def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> Report:
+    """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`."""
+    path = os.fspath(path)
+    rep = Report(path)
+    f = _Findings(path, strict)
+    try:
+        size = os.path.getsize(path)
+        if size == 0:
+            f.add("file is empty; expected a BigTIFF header", stop=True)
+        mm = np.memmap(path, dtype=np.uint8, mode="r")
+        try:
+            _check(mm, size, f, rep, frames)
+        finally:
+            del mm
+    except _Stop:
+        pass
+    except OSError as exc:
+        raise RumiError(f"{where(path)}cannot read file: {exc.strerror or exc}") from exc
+    rep.violations = f.items
+    if header is not None:
+        rep.header_violations = _compare_header(header, rep.blob, path)
+        if strict and rep.header_violations:
+            raise BlobError(f"{where(path)}{rep.header_violations[0]}")
+    return rep
+
+
+def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
+    # -- BigTIFF header --------------------------------------------------------
+    if size < 16:
+        f.add(f"file is {size} bytes, shorter than the 16-byte BigTIFF header", stop=True)
+    order = bytes(buf[:2])
+    if order == b"MM":
+        f.add("byte order is big-endian (MM); rumi files are little-endian (II)", stop=True)
+    if order != b"II":
+        f.add(f"not a TIFF file (starts with {order!r}, expected b'II')", stop=True)
+    version, bytesize, reserved, first_ifd = struct.unpack_from("<HHHQ", buf, 2)
+    if version == 42:
+        f.add("file is classic TIFF (version 42); rumi files are BigTIFF (version 43)", stop=True)
+    if version != 43:
+        f.add(f"TIFF version is {version}, expected 43 (BigTIFF)", stop=True)
+    if bytesize != 8 or reserved != 0:
+        f.add(f"BigTIFF header has offset size {bytesize} and reserved {reserved}, expected 8 and 0")
+    if first_ifd != 16:
+        f.add(f"first IFD is at byte {first_ifd}; the rumi IFD starts at byte 16, before the frame data", stop=True)
+    if size < IFD_END:
+        f.add(f"file is {size} bytes, too short for the 236-byte IFD at byte 16 (truncated)", stop=True)
+
+    # -- the fixed IFD ---------------------------------------------------------
+    (count,) = struct.unpack_from("<Q", buf, 16)
+    readable = min(count, (size - 24) // 20, 64)
+    entries = read_entries(buf, readable)
+    tags = [e.tag for e in entries]
+    expected = list(FIXED_TAGS)
+    if count != N_TAGS:
+        extra = [t for t in tags if t not in expected]
+        missing = [t for t in expected if t not in tags]
+        detail = "".join([f"; extra tags: {', '.join(_tag_name(t) for t in extra)}" if extra else "",
+                          f"; missing tags: {', '.join(_tag_name(t) for t in missing)}" if missing else ""])
+        f.add(f"IFD has {count} tags, expected exactly 11{detail}", stop=True)
+    (next_ifd,) = struct.unpack_from("<Q", buf, 16 + 8 + 20 * N_TAGS)
+    if next_ifd != 0:
+        f.add(f"next-IFD offset is {next_ifd}; a rumi file has exactly one IFD (no overviews, masks or auxiliary IFDs)")
+    if tags != expected:
+        for t in tags:
+            if t not in expected:
+                f.add(f"tag {_tag_name(t)} is not allowed in a rumi IFD")
+        for t in expected:
+            if t not in tags:
+                f.add(f"required tag {_tag_name(t)} is missing")
+        if sorted(tags) == expected:
+            f.add("IFD tags are not in rising tag order")
+        raise _Stop
+    by_tag = {Tag(e.tag): e for e in entries}
+    for tag in (Tag.IMAGE_WIDTH, Tag.IMAGE_LENGTH, Tag.SAMPLES_PER_PIXEL, Tag.TILE_WIDTH, Tag.TILE_LENGTH):
+        typ, _ = FIXED_TAGS[tag]
+        e = by_tag[tag]
+        if e.type != typ or e.count != 1:
+            f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) and 1",
+                  stop=True)
+
+    def scalar(tag):
+        typ, _ = FIXED_TAGS[tag]
+        return int(np.frombuffer(by_tag[tag].field, dtype=np.dtype(typ.code).newbyteorder("<"), count=1)[0])
+
+    width, length = scalar(Tag.IMAGE_WIDTH), scalar(Tag.IMAGE_LENGTH)
+    bands, tw, tl = scalar(Tag.SAMPLES_PER_PIXEL), scalar(Tag.TILE_WIDTH), scalar(Tag.TILE_LENGTH)
+    if width == 0 or length == 0:
+        f.add(f"image is {width} x {length} pixels; a rumi image has at least one pixel", stop=True)
+    if tw == 0 or tl == 0:
+        f.add(f"tile is {tw} x {tl}; TileWidth and TileLength must be > 0", stop=True)
+    if bands == 0:
+        f.add("SamplesPerPixel is 0, expected at least 1", stop=True)
+    n_entries = by_tag[Tag.TILE_OFFSETS].count
+    g = ceildiv(width, tw) * ceildiv(length, tl)
+    if n_entries == g * bands:
+        unit = FrameUnit.TILE
+    elif n_entries == g:
+        unit = FrameUnit.CELL
+    else:
+        f.add(f"tag {_tag_name(Tag.TILE_OFFSETS)} has {n_entries} entries; expected {g} (cell frames) or "
+              f"{g * bands} (tile frames) for a {tl} x {tw} grid of {g} positions and {bands} bands", stop=True)
+    grid = Grid(width, length, tw, tl, bands, unit)
+    n = grid.n_frames
+    for tag, (typ, cnt) in FIXED_TAGS.items():
+        e = by_tag[tag]
+        want = cnt(bands, n)
+        if e.type != typ or e.count != want:
+            f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) "
+                  f"and {want}", stop=True)
+
+    # -- placement of external values -------------------------------------------
+    cursor = IFD_END
+    where_value: dict[Tag, int] = {}
+    for tag, (typ, cnt) in FIXED_TAGS.items():
+        e = by_tag[tag]
+        nbytes = e.count * typ.size
+        if nbytes <= 8:
+            where_value[tag] = 16 + 8 + 20 * list(FIXED_TAGS).index(tag) + 12  # inline field
+            continue
+        if e.pointer != cursor:
+            f.add(f"tag {_tag_name(tag)} value is at byte {e.pointer}, expected {cursor}: external values follow the "
+                  "IFD in rising tag order with no gaps", stop=True)
+        if cursor + nbytes > size:
+            f.add(f"tag {_tag_name(tag)} value ends at byte {cursor + nbytes}, past the end of the "
+                  f"{size}-byte file (truncated)", stop=True)
+        where_value[tag] = cursor
+        cursor += nbytes
+    base = base_frame_offset(bands, n)
+    if cursor != base:  # cannot differ once types and counts are right; kept as a guard
+        f.add(f"external values end at byte {cursor}, but base_frame_offset is {base}", stop=True)
+
+    def values(tag):
+        typ, cnt = FIXED_TAGS[tag]
+        return _read(buf, where_value[tag], cnt(bands, n), typ)
+
+    bps, sfs = values(Tag.BITS_PER_SAMPLE), values(Tag.SAMPLE_FORMAT)
+    if np.any(bps != bps[0]) or np.any(sfs != sfs[0]):
+        f.add("bands use different (SampleFormat, BitsPerSample) pairs; all bands must use the same pair", stop=True)
+    try:
+        enc = dtypes.encoding(int(sfs[0]), int(bps[0]))
+    except FormatError as exc:
+        f.add(str(exc), stop=True)
+
+    # -- georeferencing --------------------------------------------------------
+    georef, bad = parse_geokeys(values(Tag.GEO_KEY_DIRECTORY), values(Tag.MODEL_TRANSFORMATION))
+    rep.georef = georef
+    for msg in bad:
+        f.add(msg)
+
+    # -- frames ----------------------------------------------------------------
+    offsets = values(Tag.TILE_OFFSETS).astype(np.uint64)
+    counts = values(Tag.TILE_BYTE_COUNTS).astype(np.uint64)
+    zero = np.flatnonzero(counts == 0)
+    if zero.size:
+        k = int(zero[0])
+        f.add(f"frame {k} has TileByteCounts 0; no frame may be sparse (every count is > 0)", stop=True)
+    if int(offsets[0]) != base:
+        f.add(f"TileOffsets[0] is {int(offsets[0])}, but frame data starts at base_frame_offset {base} "
+              "(no padding before the frames)", stop=True)
+    expect = np.empty(n, dtype=np.uint64)
+    expect[0] = base
+    np.cumsum(counts[:-1], out=expect[1:])
+    expect[1:] += np.uint64(base)
+    off_by = np.flatnonzero(offsets != expect)
+    if off_by.size:
+        k = int(off_by[0])
+        row, col, band = grid.frame_position(k)
+        hint = ""
+        order = np.argsort(offsets, kind="stable")
+        if np.array_equal(offsets[order][1:], (offsets[order] + counts[order])[:-1]):
+            hint = "; the frames are contiguous only when sorted, so they are not in frame-index order (band-interleaved?)"
+        f.add(f"TileOffsets[{k}] (row {row}, col {col}, band {band}) is {int(offsets[k])}, expected {int(expect[k])}: "
+              f"frames must form one contiguous run in frame-index order{hint}", stop=True)
+    end = int(expect[-1]) + int(counts[-1])
+    if end > size:
+        f.add(f"last frame ends at byte {end} but the file has {size} bytes (truncated)", stop=True)
+    if end < size:
+        f.add(f"{size - end} bytes follow the last frame (ends at byte {end}); nothing may follow the frame run")
+    rep.blob = build_header(grid, enc, counts)
+
+    if frames in ("magic", "decode"):
+        _check_frame_magic(buf, offsets, counts, grid, f, rep)
+    if frames == "decode":
+        _check_frame_decode(buf, rep, f)
+
+
+def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) -> None:
+    from .codec import MAX_FORMAT_VERSION, MIN_FORMAT_VERSION
+
+    short = np.flatnonzero(counts < 4)
+    if short.size:
+        f.add(f"frame {int(short[0])} is {int(counts[short[0]])} bytes, too short to be an OpenZL frame")
+        return
+    idx = offsets.astype(np.int64)[:, None] + np.arange(4)
+    magic = np.asarray(buf[idx]).astype(np.uint32)
+    magic = magic[:, 0] | (magic[:, 1] << 8) | (magic[:, 2] << 16) | (magic[:, 3] << 24)
+    version = magic.astype(np.int64) - OPENZL_MAGIC_BASE
+    bad = np.flatnonzero((version < MIN_FORMAT_VERSION) | (version > MAX_FORMAT_VERSION))
+    if bad.size:
+        k = int(bad[0])
+        row, col, band = grid.frame_position(k)
+        f.add(f"frame {k} (row {row}, col {col}, band {band}) does not start with an OpenZL frame magic "
+              f"(found {int(magic[k]):#010x})")
+        return
+    mixed = np.flatnonzero(version != version[0])
+    if mixed.size:
+        k = int(mixed[0])
+        f.add(f"frame {k} uses OpenZL format version {int(version[k])} but frame 0 uses {int(version[0])}; "
+              "all frames must use one pinned format version")
+        return
+    rep.format_version = int(version[0])
+
+
+def _check_frame_decode(buf, rep: Report, f: _Findings) -> None:
+    from .codec import FrameDecoder
+
+    hdr = Header.parse(rep.blob, path=rep.path)
+    dec = FrameDecoder()
+    offs = hdr.offsets
+    for k in range(hdr.n_frames):
+        frame = np.asarray(buf[int(offs[k]) : int(offs[k + 1])])
+        try:
+            dec.decode(frame, hdr.encoding, hdr.grid.frame_samples(k), index=k)
+        except RumiError as exc:
+            f.add(str(exc))
+
+
+def _compare_header(header, blob: bytes | None, path) -> list[str]:
+    try:
+        given = Header.parse(header, path=path)
+    except BlobError as exc:
+        return [str(exc).removeprefix(where(path))]
+    if blob is None:
+        return []
+    if given.blob == blob:
+        return []
+    canon = Header.parse(blob)
+    diffs = [name for name in ("image_width", "image_length", "tile_width", "tile_length", "samples_per_pixel",
+                               "bits_per_sample", "sample_format", "frame_unit", "count_min", "count_bits")
+             if getattr(given, name) != getattr(canon, name)]
+    if diffs:
+        name = diffs[0]
+        return [f"header blob field {name} is {int(getattr(given, name))} but the file gives "
+                f"{int(getattr(canon, name))}"]
+    k = int(np.flatnonzero(given.counts != canon.counts)[0])
+    return [f"header blob byte count of frame {k} is {int(given.counts[k])} but the file has {int(canon.counts[k])}"]
+
+
+def validate(path, header=None, *, decode: bool = False) -> Report:
+    """Check a file against every rule of the spec and report all violations.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The rumi file.
+    header : bytes or Header, optional
+        A blob to check too: it must be valid and equal the file's canonical blob.
+    decode : bool
+        Also decode every frame and check its type and size (slow).
+
+    Returns
+    -------
+    Report
+        ``report.ok`` is True when compliant; ``report.violations`` lists each rule
+        broken, ``report.blob`` the canonical blob when the frame layout is sound.
+    """
+    return inspect_file(path, strict=False, frames="decode" if decode else "magic", header=header)
+
+
+def index(path) -> bytes:
+    """Parse a file's IFD, check the whole file profile and return its canonical blob.
+
+    Raises
+    ------
+    FormatError
+        At the first rule the file breaks, naming the file, the field and the rule.
+    """
+    return inspect_file(path, strict=True).blob
