@@ -15,6 +15,10 @@ import importlib
 
 from .errors import BlobError, CodecError, CRSError, FormatError, RumiError, RumiWarning, WindowError
 
+# Bound eagerly: ``validate`` is also a submodule name, and a lazy binding would be
+# replaced by the module object the first time anything imports ``rumimm.validate``.
+from .validate import Report, index, validate  # noqa: E402
+
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -22,9 +26,6 @@ _LAZY = {
     "Image": "rumimm.reader",
     "write": "rumimm.writer",
     "Writer": "rumimm.writer",
-    "index": "rumimm.validate",
-    "validate": "rumimm.validate",
-    "Report": "rumimm.validate",
     "Header": "rumimm.blob",
     "parse_blobs": "rumimm.blob",
     "Cube": "rumimm.cube",
@@ -37,7 +38,7 @@ _LAZY = {
 }
 
 __all__ = sorted(
-    [*_LAZY, "RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning",
+    [*_LAZY, "index", "validate", "Report", "RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning",
      "__version__"]
 )
 

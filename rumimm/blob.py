@@ -75,6 +75,8 @@ def _rule(code: int, f: dict) -> str:
         K.NOT_MIN_BITS: f"count_bits = {bits} is not the minimum width of the largest residual; "
         "the encoding is not canonical",
         K.SINGLE_FRAME_BITS: f"a blob with one frame must have count_bits 0, got {bits}",
+        K.TOO_MANY_FRAMES: f"a {f['image_width']} x {f['image_length']} image in {f['tile_width']} x "
+        f"{f['tile_length']} tiles has more than 2**40 frames, beyond what rumimm can address",
     }
     return msgs[code]
 

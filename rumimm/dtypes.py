@@ -1,6 +1,6 @@
 """The single table of rumi sample encodings.
 
-Each of the 27 valid ``(sample_format, bits_per_sample)`` pairs maps to the numpy
+Each of the 28 valid ``(sample_format, bits_per_sample)`` pairs maps to the numpy
 dtype a user sees and to the *storage* dtype a frame holds.  Sub-byte samples are
 held one per byte, in the byte's low bits (the layout ml_dtypes uses and the
 reference implementation expects).  Frames decode to OpenZL Numeric outputs whose

@@ -8,6 +8,7 @@ registry in PROJ's database (via pyproj), never from the number.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -95,8 +96,8 @@ def resolve_crs(crs) -> int:
     """An EPSG code from an int, ``"EPSG:n"`` or any object with ``to_epsg()``."""
     if isinstance(crs, bool):
         raise CRSError(f"crs must be an EPSG code, got {crs!r}")
-    if isinstance(crs, int):
-        code = crs
+    if isinstance(crs, numbers.Integral):  # int or a numpy integer from a catalog column
+        code = int(crs)
     elif isinstance(crs, str):
         m = re.fullmatch(r"\s*(?:EPSG:)?\s*(\d+)\s*", crs, flags=re.IGNORECASE)
         if not m:
@@ -125,12 +126,12 @@ def crs_kind(code: int) -> int:
     except pyproj.exceptions.CRSError:
         raise CRSError(f"EPSG:{code} is not defined in the EPSG registry") from None
     if crs.is_compound or crs.is_vertical or crs.is_engineering:
-        raise CRSError(f"EPSG:{code} is a {crs.type_name} CRS; {_GEOTIFF_HINT}")
+        raise CRSError(f"EPSG:{code} is a {crs.type_name}; {_GEOTIFF_HINT}")
     if crs.is_projected:
         return MODEL_PROJECTED
     if crs.is_geographic:
         return MODEL_GEOGRAPHIC
-    raise CRSError(f"EPSG:{code} is a {crs.type_name} CRS, neither projected nor geographic; {_GEOTIFF_HINT}")
+    raise CRSError(f"EPSG:{code} is a {crs.type_name}, neither projected nor geographic; {_GEOTIFF_HINT}")
 
 
 def geokeys(epsg: int | None, pixel_is_point: bool = False) -> tuple[int, ...]:

@@ -1,0 +1,7 @@
+"""``python -m rumimm``: the command line of :mod:`rumimm.cli`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,252 @@
+"""Shared fixtures: seeded randomness, OpenZL frames and hand-made (good or broken) rumi files.
+
+``craft(...)`` returns a :class:`Crafted` file: the eleven IFD entries of a compliant
+rumi file plus its frames, each an OpenZL frame at format version 24 made directly
+with ``openzl.ext``.  ``render()`` lays the file out with its own BigTIFF writer (not
+``rumimm.tiff``), so a test can change entries, add or drop tags, move values, pad,
+reorder frames or append bytes, and get a file that is broken in exactly one way.
+For a good file, ``render()`` equals ``rumimm.tiff.build_prefix`` + the frames
+(``test_tiff.py`` checks that).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+import openzl.ext as zl
+import pytest
+
+from rumimm import dtypes, georef
+from rumimm.grid import FrameUnit, Grid, frame_unit
+
+FORMAT_VERSION = 24
+TIFF_TYPE_SIZE = {3: 2, 4: 4, 12: 8, 16: 8}
+TIFF_TYPE_CODE = {3: "H", 4: "I", 12: "d", 16: "Q"}
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20260815)
+
+
+# -- OpenZL frames -------------------------------------------------------------------
+_COMPRESSOR = {}
+
+
+def _generic_graph():
+    if "generic" not in _COMPRESSOR:
+        compressor = zl.Compressor()
+        gid = zl.graphs.Compress().parameterize(compressor)
+        compressor.select_starting_graph(gid)
+        _COMPRESSOR["generic"] = (compressor, gid)
+    return _COMPRESSOR["generic"]
+
+
+def openzl_frame(samples: np.ndarray, format_version: int = FORMAT_VERSION) -> bytes:
+    """One OpenZL frame: a Numeric input of the sample width (16-byte samples as a Struct)."""
+    flat = np.ascontiguousarray(samples).reshape(-1)
+    width = flat.dtype.itemsize
+    if width == 16:
+        held, kind = flat.view(np.uint8).reshape(16, flat.size), zl.Type.Struct
+    else:
+        held, kind = flat.view(f"<u{width}"), zl.Type.Numeric
+    compressor, gid = _generic_graph()
+    cctx = zl.CCtx()
+    cctx.set_parameter(zl.CParam.FormatVersion, int(format_version))
+    cctx.select_starting_graph(compressor, gid)
+    inp = zl.Input(kind, held)  # does not keep `held` alive: hold it until compress returns
+    out = bytes(cctx.compress([inp]))
+    del inp
+    return out
+
+
+def random_samples(enc: dtypes.Encoding, n: int, rng, spread: int) -> np.ndarray:
+    """``n`` valid samples of ``enc``; a larger ``spread`` compresses worse (unequal frames)."""
+    if enc.bits_per_sample < 8:
+        bits = rng.integers(0, min(spread, 1 << enc.bits_per_sample), n, dtype=np.uint8)
+        return bits.view(enc.dtype) if enc.dtype != np.bool_ else bits.astype(bool)
+    raw = rng.integers(0, spread, n * enc.itemsize, dtype=np.uint8)
+    return raw.view(enc.dtype)
+
+
+def cut_frames(array: np.ndarray, grid: Grid) -> list[np.ndarray]:
+    """The frame arrays of ``array`` (B, Y, X) in frame-index order."""
+    out = []
+    for row in range(grid.tiles_down):
+        for col in range(grid.tiles_across):
+            ys = slice(row * grid.tile_length, (row + 1) * grid.tile_length)
+            xs = slice(col * grid.tile_width, (col + 1) * grid.tile_width)
+            cell = array[:, ys, xs]
+            if grid.unit == FrameUnit.CELL:
+                out.append(cell)
+            else:
+                out.extend(cell[b] for b in range(grid.samples_per_pixel))
+    return out
+
+
+# -- a tiny BigTIFF writer for crafted files ------------------------------------------
+@dataclass
+class Entry:
+    """One IFD entry; ``data`` is the raw value bytes (None: filled in by render)."""
+
+    tag: int
+    type: int
+    count: int
+    data: bytes | None
+    pointer: int | None = None  # force the 8-byte field to this pointer
+
+
+@dataclass
+class Crafted:
+    """A rumi file as entries + frames, with knobs that break exactly one rule each."""
+
+    grid: Grid
+    enc: dtypes.Encoding
+    frames: list[bytes]
+    entries: list[Entry]
+    magic: bytes = b"II\x2b\x00"
+    first_ifd: int = 16
+    next_ifd: int = 0
+    gap_after: dict[int, int] = field(default_factory=dict)  # tag -> zero bytes after its external value
+    gap_before_frames: int = 0
+    frame_order: list[int] | None = None  # physical order of frames (default: frame-index order)
+    tail: bytes = b""
+
+    # -- entries ------------------------------------------------------------------
+    def entry(self, tag: int) -> Entry:
+        return next(e for e in self.entries if e.tag == tag)
+
+    def set_values(self, tag: int, values, type: int | None = None) -> None:
+        """Replace a tag's values (count follows), optionally with another TIFF type."""
+        e = self.entry(tag)
+        if type is not None:
+            e.type = type
+        vals = np.atleast_1d(np.asarray(values))
+        e.data = vals.astype(np.dtype(TIFF_TYPE_CODE[e.type]).newbyteorder("<")).tobytes()
+        e.count = vals.size
+
+    def remove(self, tag: int) -> None:
+        self.entries = [e for e in self.entries if e.tag != tag]
+
+    def add(self, tag: int, type: int, values) -> None:
+        """Add a tag, keeping rising tag order."""
+        vals = np.atleast_1d(np.asarray(values))
+        data = vals.astype(np.dtype(TIFF_TYPE_CODE[type]).newbyteorder("<")).tobytes()
+        self.entries.append(Entry(tag, type, vals.size, data))
+        self.entries.sort(key=lambda e: e.tag)
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.array([len(f) for f in self.frames], dtype=np.uint64)
+
+    @property
+    def blob(self) -> bytes:
+        from rumimm.blob import build_header
+
+        return build_header(self.grid, self.enc, self.counts)
+
+    # -- layout -------------------------------------------------------------------
+    def render(self) -> bytes:
+        n_entries = len(self.entries)
+        cursor = self.first_ifd + 8 + 20 * n_entries + 8
+        datas = {}
+        for e in self.entries:  # sizes first: TileOffsets values depend on where frames start
+            if e.data is None:
+                size = len(self.frames) * (8 if e.tag == 324 else 4)
+            else:
+                size = len(e.data)
+            datas[e.tag] = size
+        for e in self.entries:
+            if datas[e.tag] > 8:
+                cursor += datas[e.tag] + self.gap_after.get(e.tag, 0)
+        base = cursor + self.gap_before_frames
+        order = self.frame_order if self.frame_order is not None else range(len(self.frames))
+        phys = np.zeros(len(self.frames), dtype=np.uint64)
+        pos = base
+        for k in order:
+            phys[k] = pos
+            pos += len(self.frames[k])
+        auto = {324: phys.astype("<u8").tobytes(), 325: self.counts.astype("<u4").tobytes()}
+
+        ifd = [struct.pack("<Q", n_entries)]
+        external = []
+        cursor = self.first_ifd + 8 + 20 * n_entries + 8
+        for e in self.entries:
+            data = e.data if e.data is not None else auto[e.tag]
+            if len(data) <= 8:
+                fld = data.ljust(8, b"\0")
+            else:
+                fld = struct.pack("<Q", cursor)
+                gap = self.gap_after.get(e.tag, 0)
+                external.append(data + b"\0" * gap)
+                cursor += len(data) + gap
+            if e.pointer is not None:
+                fld = struct.pack("<Q", e.pointer)
+            ifd.append(struct.pack("<HHQ", e.tag, e.type, e.count) + fld)
+        ifd.append(struct.pack("<Q", self.next_ifd))
+        head = self.magic + struct.pack("<HHQ", 8, 0, self.first_ifd)
+        head = head.ljust(self.first_ifd, b"\0")
+        body = b"".join(self.frames[k] for k in order)
+        return head + b"".join(ifd) + b"".join(external) + b"\0" * self.gap_before_frames + body + self.tail
+
+    def write(self, path) -> str:
+        with open(path, "wb") as fh:
+            fh.write(self.render())
+        return str(path)
+
+
+def fixed_entries(grid: Grid, enc: dtypes.Encoding, matrix, keys) -> list[Entry]:
+    b = grid.samples_per_pixel
+    n = grid.n_frames
+    return [
+        Entry(256, 4, 1, struct.pack("<I", grid.image_width)),
+        Entry(257, 4, 1, struct.pack("<I", grid.image_length)),
+        Entry(258, 3, b, struct.pack(f"<{b}H", *[enc.bits_per_sample] * b)),
+        Entry(277, 3, 1, struct.pack("<H", b)),
+        Entry(322, 3, 1, struct.pack("<H", grid.tile_width)),
+        Entry(323, 3, 1, struct.pack("<H", grid.tile_length)),
+        Entry(324, 16, n, None),
+        Entry(325, 4, n, None),
+        Entry(339, 3, b, struct.pack(f"<{b}H", *[enc.sample_format] * b)),
+        Entry(34264, 12, 16, struct.pack("<16d", *matrix)),
+        Entry(34735, 3, 16, struct.pack("<16H", *keys)),
+    ]
+
+
+def craft(shape=(3, 20, 30), tile=8, unit="tile", dtype="uint16", *, epsg=None, transform=None,
+          pixel_is_point=False, seed=0, array=None) -> Crafted:
+    """A compliant rumi file with ragged edge frames of unequal compressed size."""
+    tl, tw = (tile, tile) if isinstance(tile, int) else tile
+    b, y, x = shape
+    enc = dtypes.encoding_for_dtype(dtypes.DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+    grid = Grid(x, y, tw, tl, b, frame_unit(unit))
+    r = np.random.default_rng(seed)
+    if array is None:
+        frames = []
+        for k in range(grid.n_frames):
+            n = grid.frame_samples(k)
+            frames.append(openzl_frame(random_samples(enc, n, r, spread=2 + 37 * (k % 7))))
+    else:
+        frames = [openzl_frame(np.ascontiguousarray(a)) for a in cut_frames(array, grid)]
+    if epsg is None:
+        matrix, keys = georef.UNDEFINED_MATRIX, georef.geokeys(None, pixel_is_point)
+    else:
+        matrix = georef.matrix_from_transform(transform or (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0))
+        keys = georef.geokeys(epsg, pixel_is_point)
+    return Crafted(grid, enc, frames, fixed_entries(grid, enc, matrix, keys))
+
+
+def patch(buf: bytes, offset: int, fmt: str, *values) -> bytes:
+    """``buf`` with ``struct.pack("<" + fmt, *values)`` written at ``offset``."""
+    out = bytearray(buf)
+    struct.pack_into("<" + fmt, out, offset, *values)
+    return bytes(out)
+
+
+@pytest.fixture(scope="session")
+def good_tile_file():
+    """(Crafted, rendered bytes) of a (3, 20, 30) uint16 tile-unit file, 8 x 8 tiles."""
+    c = craft()
+    return c, c.render()

@@ -1,0 +1,237 @@
+"""Georeferencing: transform <-> 16 doubles, EPSG <-> 16-short GeoKey directory."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyproj
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rumimm import georef
+from rumimm.errors import CRSError, RumiError
+from rumimm.georef import (
+    UNDEFINED_MATRIX,
+    Georef,
+    crs_kind,
+    geokeys,
+    matrix_from_transform,
+    parse_geokeys,
+    resolve_crs,
+    resolve_transform,
+    transform_from_matrix,
+)
+
+UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+# -- transform <-> matrix ------------------------------------------------------------------
+def test_the_matrix_layout_is_the_spec_layout():
+    m = matrix_from_transform((1.5, 0.25, 100.0, -0.125, -2.0, 200.0))
+    assert m == (1.5, 0.25, 0.0, 100.0,
+                 -0.125, -2.0, 0.0, 200.0,
+                 0.0, 0.0, 0.0, 0.0,
+                 0.0, 0.0, 0.0, 1.0)  # fmt: skip
+    assert len(m) == 16 and all(isinstance(v, float) for v in m)
+
+
+@given(st.tuples(finite, finite, finite, finite, finite, finite))
+def test_six_coefficients_survive_the_16_double_round_trip_both_ways(t):
+    m = matrix_from_transform(t)
+    assert transform_from_matrix(m) == tuple(float(v) for v in t)
+    assert m[8:15] == (0.0,) * 7 and m[2] == m[6] == 0.0 and m[15] == 1.0
+    assert matrix_from_transform(transform_from_matrix(m)) == m
+
+
+def test_the_undefined_matrix_is_identity_with_a_zero_third_row():
+    assert UNDEFINED_MATRIX == (1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+
+
+class FakeAffine:
+    """Duck-types rasterio/affine ``Affine``: a..f plus to_gdal."""
+
+    a, b, c, d, e, f = UTM
+
+    def to_gdal(self):
+        return (self.c, self.a, self.b, self.f, self.d, self.e)
+
+
+@pytest.mark.parametrize("t", [UTM, list(UTM), np.array(UTM), FakeAffine(), (*UTM, 0, 0, 1),
+                               np.array([*UTM, 0.0, 0.0, 1.0]).reshape(3, 3)], ids=str)
+def test_resolve_transform_accepts_six_coefficients_an_affine_or_a_3x3(t):
+    assert resolve_transform(t) == UTM
+
+
+@pytest.mark.parametrize("bad, match", [
+    ((1, 2, 3, 4, 5), "6 or 9 coefficients"),
+    ((*UTM, 0, 1, 1), "must end with 0, 0, 1"),
+    ((1.0, 0.0, 0.0, 0.0, float("nan"), 0.0), "finite"),
+    ((0.0, 0.0, 5.0, 0.0, 0.0, 5.0), "singular"),
+    ((1.0, 2.0, 0.0, 2.0, 4.0, 0.0), "singular"),
+    (None, "6 or 9 numbers"),
+])
+def test_resolve_transform_rejects_what_cannot_be_a_raster_transform(bad, match):
+    with pytest.raises(ValueError, match=match):
+        resolve_transform(bad)
+
+
+# -- CRS: only projected or geographic EPSG codes, typed by the registry ------------------------
+def test_epsg_4326_is_geographic_and_32633_projected_in_the_registry():
+    assert crs_kind(4326) == georef.MODEL_GEOGRAPHIC
+    assert crs_kind(32633) == georef.MODEL_PROJECTED
+    # same answer as PROJ's database, not the number
+    assert pyproj.CRS.from_epsg(4326).is_geographic and pyproj.CRS.from_epsg(32633).is_projected
+
+
+@pytest.mark.parametrize("code, match", [
+    (5773, "Vertical CRS; .*ordinary GeoTIFF"),  # EGM96 height
+    (7415, "Compound CRS; .*ordinary GeoTIFF"),  # Amersfoort / RD New + NAP height
+    (4978, "Geocentric CRS, neither projected nor geographic; .*ordinary GeoTIFF"),
+    (1025, "EPSG:1025 is not defined in the EPSG registry"),
+    (1023, "outside 1024..32766; .*GeoTIFF"),
+    (32767, "outside 1024..32766"),
+    (0, "outside"),
+    (100000, "outside"),
+])
+def test_codes_rumi_cannot_store_are_rejected_with_crs_error(code, match):
+    with pytest.raises(CRSError, match=match) as info:
+        resolve_crs(code)
+    assert isinstance(info.value, RumiError)
+    with pytest.raises(CRSError):
+        geokeys(code)
+
+
+@pytest.mark.parametrize("crs", [4326, "EPSG:4326", "epsg:4326", " EPSG: 4326 ", "4326", np.int64(4326),
+                                 pyproj.CRS.from_epsg(4326)], ids=repr)
+def test_resolve_crs_takes_an_int_an_epsg_string_or_an_object_with_to_epsg(crs):
+    assert resolve_crs(crs) == 4326
+
+
+def test_resolve_crs_uses_to_epsg_of_any_object():
+    class Rasterio:
+        def to_epsg(self):
+            return 32633
+
+    class NoCode:
+        def to_epsg(self):
+            return None
+
+    assert resolve_crs(Rasterio()) == 32633
+    with pytest.raises(CRSError, match="has no EPSG code; .*GeoTIFF"):
+        resolve_crs(NoCode())
+
+
+@pytest.mark.parametrize("bad", [True, "WGS84", "+proj=longlat +datum=WGS84", "ESRI:54009", 4326.0, None, b"4326"])
+def test_anything_but_an_epsg_code_is_rejected(bad):
+    with pytest.raises(CRSError):
+        resolve_crs(bad)
+
+
+# -- GeoKeyDirectoryTag -------------------------------------------------------------------
+def test_geokeys_for_a_geographic_crs_use_key_2048():
+    assert geokeys(4326) == (1, 1, 0, 3, 1024, 0, 1, 2, 1025, 0, 1, 1, 2048, 0, 1, 4326)
+
+
+def test_geokeys_for_a_projected_crs_use_key_3072_and_record_pixel_is_point():
+    assert geokeys(32633, pixel_is_point=True) == (1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 2, 3072, 0, 1, 32633)
+
+
+@pytest.mark.parametrize("point", [False, True])
+def test_no_crs_writes_model_type_0_and_geographic_type_0(point):
+    keys = geokeys(None, point)
+    assert keys == (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 2 if point else 1, 2048, 0, 1, 0)
+    g, bad = parse_geokeys(keys, UNDEFINED_MATRIX)
+    assert bad == []
+    assert g == Georef(None, None, None, point) and g.crs is None
+
+
+@pytest.mark.parametrize("code, geographic", [(4326, True), (32633, False), (3857, False), (4258, True)])
+def test_parse_geokeys_reads_back_what_geokeys_wrote(code, geographic):
+    g, bad = parse_geokeys(geokeys(code), matrix_from_transform(UTM))
+    assert bad == []
+    assert g.epsg == code and g.crs == f"EPSG:{code}" and g.geographic is geographic
+    assert g.transform == UTM and g.pixel_is_point is False
+
+
+def _keys(**over):
+    k = list(geokeys(32633))
+    names = {"version": 0, "revision": 1, "minor": 2, "nkeys": 3, "model": 7, "raster": 11, "key": 12, "code": 15,
+             "loc": 13, "count": 14}
+    for name, v in over.items():
+        k[names[name]] = v
+    return k
+
+
+GEO_VIOLATIONS = {
+    "model projected but key 2048": (_keys(key=2048), "GTModelTypeGeoKey 1 needs key 3072, found key 2048"),
+    "model geographic but key 3072": (_keys(model=2, code=4326), "GTModelTypeGeoKey 2 needs key 2048, found key 3072"),
+    "EPSG below 1024": (_keys(code=1000), "EPSG code 1000 is outside 1024..32766"),
+    "EPSG above 32766": (_keys(code=40000), "EPSG code 40000 is outside 1024..32766"),
+    "EPSG not in the registry": (_keys(code=1025), "EPSG:1025 is not defined in the EPSG registry"),
+    "registry says geographic": (_keys(code=4326), "EPSG:4326 is geographic in the EPSG registry, but "
+                                                   "GTModelTypeGeoKey says projected"),
+    "registry says projected": (_keys(model=2, key=2048), "EPSG:32633 is projected in the EPSG registry, but "
+                                                          "GTModelTypeGeoKey says geographic"),
+    "vertical code": (_keys(code=5773), "Vertical CRS"),
+    "raster type 0": (_keys(raster=0), "GTRasterTypeGeoKey is 0, expected 1"),
+    "raster type 3": (_keys(raster=3), "GTRasterTypeGeoKey is 3"),
+    "model type 3": (_keys(model=3), "GTModelTypeGeoKey is 3"),
+    "three keys but header says four": (_keys(nkeys=4), "header is \\(1, 1, 0, 4\\)"),
+    "key directory version 2": (_keys(version=2), "header is"),
+    "key value stored out of line": (_keys(loc=34736), "must be stored inline"),
+    "key count 2": (_keys(count=2), "must be stored inline"),
+}
+
+
+@pytest.mark.parametrize("name", list(GEO_VIOLATIONS))
+def test_a_georeferencing_violation_is_reported(name):
+    keys, match = GEO_VIOLATIONS[name]
+    _, bad = parse_geokeys(keys, matrix_from_transform(UTM))
+    assert bad, name
+    assert any(re.search(match, msg) for msg in bad), bad
+
+
+def test_without_a_crs_the_matrix_must_be_the_undefined_matrix():
+    _, bad = parse_geokeys(geokeys(None), matrix_from_transform(UTM))
+    assert len(bad) == 1 and "undefined matrix" in bad[0]
+
+
+def test_without_a_crs_key_2048_must_hold_0():
+    keys = list(geokeys(None))
+    keys[15] = 4326
+    _, bad = parse_geokeys(keys, UNDEFINED_MATRIX)
+    assert any("needs key 2048 = 0" in m for m in bad)
+    keys = list(geokeys(None))
+    keys[12] = 3072
+    _, bad = parse_geokeys(keys, UNDEFINED_MATRIX)
+    assert any("needs key 2048 = 0" in m for m in bad)
+
+
+@pytest.mark.parametrize("i", [2, 6, 8, 9, 10, 11, 12, 13, 14])
+def test_a_non_zero_z_term_or_third_row_is_reported(i):
+    m = list(matrix_from_transform(UTM))
+    m[i] = 1.0
+    _, bad = parse_geokeys(geokeys(32633), m)
+    assert any("matrix must be" in msg for msg in bad)
+
+
+def test_a_last_matrix_term_other_than_one_and_non_finite_values_are_reported():
+    m = list(matrix_from_transform(UTM))
+    m[15] = 2.0
+    assert any("matrix must be" in msg for msg in parse_geokeys(geokeys(32633), m)[1])
+    m = list(matrix_from_transform(UTM))
+    m[3] = float("inf")
+    assert any("non-finite" in msg for msg in parse_geokeys(geokeys(32633), m)[1])
+
+
+def test_wrong_sized_tags_are_reported_not_indexed():
+    g, bad = parse_geokeys(geokeys(4326)[:12], UNDEFINED_MATRIX)
+    assert g is None and bad == ["georeferencing tags have the wrong size"]
+
+
+def test_registry_checks_can_be_skipped_for_offline_use():
+    g, bad = parse_geokeys(_keys(code=1025), matrix_from_transform(UTM), registry=False)
+    assert bad == [] and g.epsg == 1025
