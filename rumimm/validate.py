@@ -23,7 +23,6 @@ from .tiff import FIXED_TAGS, N_TAGS, Tag, TiffType, read_entries
 
 __all__ = ["Report", "validate", "index", "inspect_file"]
 
-OPENZL_MAGIC_BASE = 0xD7B1A5C0  # an OpenZL frame starts with this + its format version (LE)
 _FORBIDDEN_GEOTIFF = {
     33550: "ModelPixelScaleTag",
     33922: "ModelTiepointTag",
@@ -271,7 +270,7 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
 
 
 def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) -> None:
-    from .codec import MAX_FORMAT_VERSION, MIN_FORMAT_VERSION
+    from .codec import FRAME_MAGIC, MAX_FORMAT_VERSION, MIN_FORMAT_VERSION
 
     short = np.flatnonzero(counts < 4)
     if short.size:
@@ -280,7 +279,7 @@ def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) ->
     idx = offsets.astype(np.int64)[:, None] + np.arange(4)
     magic = np.asarray(buf[idx]).astype(np.uint32)
     magic = magic[:, 0] | (magic[:, 1] << 8) | (magic[:, 2] << 16) | (magic[:, 3] << 24)
-    version = magic.astype(np.int64) - OPENZL_MAGIC_BASE
+    version = magic.astype(np.int64) - FRAME_MAGIC  # magic = FRAME_MAGIC + format version
     bad = np.flatnonzero((version < MIN_FORMAT_VERSION) | (version > MAX_FORMAT_VERSION))
     if bad.size:
         k = int(bad[0])
