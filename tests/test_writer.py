@@ -1,0 +1,676 @@
+"""rumimm.write and rumimm.Writer: every encoding round-trips, the files are compliant, atomic and deterministic.
+
+Files are decoded by hand twice: with rumimm's ``Header.parse(blob).offsets`` and
+with the offsets that the independent ``tests/spec_reader.py`` parses from the IFD,
+each frame through ``codec.FrameDecoder``.  Images are small, with ragged edge
+frames in both axes so order and cut bugs show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+import pytest
+import spec_reader
+
+import rumimm
+import rumimm.writer as W
+from rumimm import codec
+from rumimm.blob import Header
+from rumimm.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
+from rumimm.errors import CodecError, CRSError, RumiError, RumiWarning
+from rumimm.grid import FrameUnit
+from rumimm import index, validate  # the public names: rumimm.index, rumimm.validate
+
+UTM33N = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
+WGS84 = (0.001, 0.0, 12.5, 0.0, -0.001, 45.0)
+
+
+# -- helpers ---------------------------------------------------------------------------
+def samples(name: str, shape, rng) -> np.ndarray:
+    """Random samples of every bit pattern the encoding allows (NaNs and infinities included)."""
+    dt = DTYPES[name]
+    enc = encoding_for_dtype(dt)
+    if enc.bits_per_sample == 1:
+        return rng.integers(0, 2, shape, dtype=np.uint8).astype(bool)
+    if enc.subbyte:
+        return rng.integers(0, 1 << enc.bits_per_sample, shape, dtype=np.uint8).view(dt)
+    raw = rng.integers(0, 256, (*shape[:-1], shape[-1] * enc.itemsize), dtype=np.uint8)
+    return raw.view(dt)
+
+
+def storage_bytes(a: np.ndarray) -> np.ndarray:
+    """What a frame stores for ``a``: its bytes, one per sub-byte sample."""
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+def decode(path, blob, offsets=None) -> np.ndarray:
+    """Rebuild the (B, Y, X) storage bytes of a file frame by frame with codec.FrameDecoder."""
+    h = Header.parse(blob)
+    g, enc = h.grid, h.encoding
+    offs = h.offsets if offsets is None else np.asarray(offsets, dtype=np.uint64)
+    data = np.fromfile(path, dtype=np.uint8)
+    out = np.zeros(h.shape, dtype=enc.storage_dtype)
+    dec = codec.FrameDecoder()
+    for k in range(h.n_frames):
+        row, col, band = g.frame_position(k)
+        hh, ww = g.edge_size(row, col)
+        flat = dec.decode(data[int(offs[k]) : int(offs[k + 1])], enc, g.frame_samples(k), index=k)
+        y0, x0 = row * g.tile_length, col * g.tile_width
+        if g.unit == FrameUnit.TILE:
+            out[band, y0 : y0 + hh, x0 : x0 + ww] = flat.reshape(hh, ww)
+        else:
+            out[:, y0 : y0 + hh, x0 : x0 + ww] = flat.reshape(g.samples_per_pixel, hh, ww)
+    return out.view(np.uint8)
+
+
+def spec_offsets(path) -> list[int]:
+    """Frame offsets (length N + 1) from the independent spec reader."""
+    frames = spec_reader.parse_file(path)["frames"]
+    return [off for off, _ in frames] + [frames[-1][0] + frames[-1][1]]
+
+
+def assert_compliant(path, blob) -> None:
+    assert index(path) == blob
+    report = validate(path, header=blob)
+    assert report.ok, report.violations
+    assert report.format_version == codec.DEFAULT_FORMAT_VERSION
+    assert spec_reader.check_file(path, blob) == []
+    assert spec_reader.blob_from_file(path) == blob
+
+
+def assert_round_trip(path, blob, array) -> None:
+    a = array if array.ndim == 3 else array[np.newaxis]
+    want = storage_bytes(a)
+    assert np.array_equal(decode(path, blob), want)
+    assert np.array_equal(decode(path, blob, spec_offsets(path)), want)
+
+
+def no_temp_files(directory) -> bool:
+    return not [n for n in os.listdir(directory) if n.endswith(".tmp")]
+
+
+@pytest.fixture
+def scene(rng):
+    """(3, 37, 45) uint16 with ragged edges for 16 x 20 tiles and frames of unequal size."""
+    a = rng.integers(0, 4000, (3, 37, 45), dtype=np.uint16)
+    a[1] //= 64  # compresses better than band 0: unequal frame sizes
+    return a
+
+
+# -- encodings, units, shapes ------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(DTYPES))
+def test_every_encoding_round_trips_bit_exactly_in_tile_and_cell_frames(tmp_path, rng, name):
+    a = samples(name, (2, 23, 19), rng)
+    for unit in ("tile", "cell"):
+        path = tmp_path / f"{name}_{unit}.rumi"
+        blob = rumimm.write(path, a, tile=(8, 6), unit=unit, verify=True)
+        h = Header.parse(blob)
+        assert h.encoding is ENCODINGS[h.encoding.key] and h.dtype == encoding_for_dtype(a.dtype).dtype
+        assert h.frame_unit == FrameUnit[unit.upper()]
+        assert_compliant(path, blob)
+        assert_round_trip(path, blob, a)
+
+
+@pytest.mark.parametrize("name", sorted(DTYPES))
+def test_every_encoding_reads_back_through_rumimm_open_whole_and_windowed(tmp_path, rng, name):
+    a = samples(name, (3, 37, 45), rng)
+    for unit in ("tile", "cell"):
+        blob = rumimm.write(tmp_path / "o.rumi", a, tile=(16, 20), unit=unit)
+        with rumimm.open(tmp_path / "o.rumi", header=blob) as img:
+            full, win = img[:], img[1:3, 5:29, 3:17]
+        assert full.dtype == a.dtype and np.array_equal(storage_bytes(full), storage_bytes(a))
+        assert np.array_equal(storage_bytes(win), storage_bytes(a[1:3, 5:29, 3:17]))
+
+
+def test_all_28_encodings_are_covered():
+    assert len(DTYPES) == 28
+
+
+def test_nan_payloads_and_signed_zeros_keep_their_bits(tmp_path):
+    bits = np.array([0x7FC00000, 0x7FC00001, 0xFFC12345, 0x7F800001, 0x80000000, 0x7F800000], dtype="<u4")
+    a = np.resize(bits, (1, 5, 7)).view(np.float32)
+    blob = rumimm.write(tmp_path / "nan.rumi", a, tile=4, verify=True)
+    assert_round_trip(tmp_path / "nan.rumi", blob, a)
+
+
+@pytest.mark.parametrize("bands", [1, 4, 5, 13])
+@pytest.mark.parametrize("unit", ["tile", "cell"])
+def test_band_counts_around_the_inline_thresholds_write_compliant_files(tmp_path, rng, bands, unit):
+    a = rng.integers(0, 300, (bands, 21, 26), dtype=np.uint16)
+    path = tmp_path / "b.rumi"
+    blob = rumimm.write(path, a, tile=(8, 10), unit=unit)
+    h = Header.parse(blob)
+    assert h.offsets[0] == h.grid.base_frame_offset == os.path.getsize(path) - int(h.counts.sum())
+    assert_compliant(path, blob)
+    assert_round_trip(path, blob, a)
+
+
+def test_a_one_band_cell_file_is_recorded_as_tile_frames_like_index_derives_it(tmp_path, rng):
+    a = rng.integers(0, 9, (1, 10, 12), dtype=np.uint8)
+    tile = rumimm.write(tmp_path / "t.rumi", a, tile=4, unit="tile")
+    cell = rumimm.write(tmp_path / "c.rumi", a, tile=4, unit="cell")
+    assert tile == cell and Header.parse(cell).frame_unit == FrameUnit.TILE
+    assert (tmp_path / "t.rumi").read_bytes() == (tmp_path / "c.rumi").read_bytes()
+
+
+def test_edge_frames_are_cut_to_the_image_in_both_axes(tmp_path, scene):
+    path = tmp_path / "edge.rumi"
+    blob = rumimm.write(path, scene, tile=(16, 20))
+    h = Header.parse(blob)
+    assert (h.grid.tiles_down, h.grid.tiles_across) == (3, 3)
+    assert h.grid.frame_shape(h.n_frames - 1) == (37 - 32, 45 - 40)
+    assert_round_trip(path, blob, scene)
+
+
+@pytest.mark.parametrize("unit", ["tile", "cell"])
+def test_a_one_by_one_image_is_one_frame_per_band_or_one_cell(tmp_path, unit):
+    a = np.array([[[7]], [[9]]], dtype=np.int16)
+    path = tmp_path / "px.rumi"
+    blob = rumimm.write(path, a, tile=512, unit=unit)
+    h = Header.parse(blob)
+    assert h.shape == (2, 1, 1) and h.n_frames == (2 if unit == "tile" else 1)
+    assert_compliant(path, blob)
+    assert_round_trip(path, blob, a)
+
+
+def test_a_one_frame_file_has_count_bits_zero(tmp_path, rng):
+    a = rng.integers(0, 5, (33, 40), dtype=np.uint8)
+    path = tmp_path / "one.rumi"
+    blob = rumimm.write(path, a, tile=64)
+    h = Header.parse(blob)
+    assert h.n_frames == 1 and h.count_bits == 0 and len(blob) == 28
+    assert_compliant(path, blob)
+    assert_round_trip(path, blob, a)
+
+
+def test_a_2d_array_is_written_as_one_band(tmp_path, rng):
+    a = rng.integers(0, 5, (17, 9), dtype=np.int8)
+    blob = rumimm.write(tmp_path / "2d.rumi", a, tile=8)
+    assert Header.parse(blob).shape == (1, 17, 9)
+    assert_round_trip(tmp_path / "2d.rumi", blob, a)
+
+
+def test_rectangular_tiles_take_tile_length_then_tile_width(tmp_path, scene):
+    blob = rumimm.write(tmp_path / "r.rumi", scene, tile=(16, 32))
+    h = Header.parse(blob)
+    assert (h.tile_length, h.tile_width) == (16, 32)
+    assert_round_trip(tmp_path / "r.rumi", blob, scene)
+
+
+def test_tiles_are_interleaved_all_bands_of_a_position_before_the_next(tmp_path, rng):
+    # each band is constant with a different value: frame k must hold band k % B
+    a = np.stack([np.full((8, 8), v, np.uint8) for v in (11, 22, 33)])
+    path = tmp_path / "order.rumi"
+    blob = rumimm.write(path, a, tile=4)
+    h = Header.parse(blob)
+    data = np.fromfile(path, dtype=np.uint8)
+    dec = codec.FrameDecoder()
+    firsts = [int(dec.decode(data[int(h.offsets[k]) : int(h.offsets[k + 1])], h.encoding, 16)[0])
+              for k in range(h.n_frames)]
+    assert firsts == [11, 22, 33] * 4
+
+
+def test_big_endian_input_is_stored_little_endian(tmp_path, scene):
+    le = rumimm.write(tmp_path / "le.rumi", scene, tile=16)
+    be = rumimm.write(tmp_path / "be.rumi", scene.astype(">u2"), tile=16)
+    assert le == be and (tmp_path / "le.rumi").read_bytes() == (tmp_path / "be.rumi").read_bytes()
+
+
+def test_big_endian_structured_complex_input_is_stored_little_endian(tmp_path, rng):
+    a = samples("complex_int16", (1, 6, 5), rng)
+    be = a.astype([("real", ">i2"), ("imag", ">i2")])
+    blob = rumimm.write(tmp_path / "c.rumi", be, tile=4)
+    assert_round_trip(tmp_path / "c.rumi", blob, a)
+
+
+def test_a_non_contiguous_view_writes_the_same_file_as_its_copy(tmp_path, rng):
+    big = rng.integers(0, 1000, (4, 40, 50), dtype=np.uint16)
+    view = big[::2, 3:30, ::-2]
+    rumimm.write(tmp_path / "v.rumi", view, tile=8)
+    rumimm.write(tmp_path / "c.rumi", np.ascontiguousarray(view), tile=8)
+    assert (tmp_path / "v.rumi").read_bytes() == (tmp_path / "c.rumi").read_bytes()
+
+
+def test_misaligned_input_memory_is_written_like_aligned_input(tmp_path, scene):
+    raw = bytearray(scene.nbytes + 1)
+    odd = np.ndarray(scene.shape, scene.dtype, buffer=raw, offset=1)  # samples at odd addresses
+    odd[...] = scene
+    assert not odd.flags.aligned
+    blob = rumimm.write(tmp_path / "o.rumi", odd, tile=(16, 45))
+    assert blob == rumimm.write(tmp_path / "a.rumi", scene, tile=(16, 45))
+    assert (tmp_path / "o.rumi").read_bytes() == (tmp_path / "a.rumi").read_bytes()
+
+
+# -- georeferencing ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("crs", "transform", "geographic"),
+    [(32633, UTM33N, False), ("EPSG:4326", WGS84, True)],
+)
+def test_georeferenced_files_carry_the_epsg_code_and_transform(tmp_path, scene, crs, transform, geographic):
+    path = tmp_path / "geo.rumi"
+    blob = rumimm.write(path, scene, tile=16, transform=transform, crs=crs, pixel_is_point=geographic)
+    assert_compliant(path, blob)
+    g = validate(path).georef
+    assert g.epsg == int(str(crs).removeprefix("EPSG:")) and g.geographic is geographic
+    assert g.transform == transform and g.pixel_is_point is geographic
+    assert spec_reader.parse_file(path)["georef"] is not None
+
+
+def test_a_pyproj_crs_and_an_affine_are_accepted(tmp_path, scene):
+    import pyproj
+    from affine import Affine
+
+    blob = rumimm.write(tmp_path / "a.rumi", scene, tile=16, transform=Affine(*UTM33N), crs=pyproj.CRS(32633))
+    assert validate(tmp_path / "a.rumi").georef.transform == UTM33N
+    assert blob == rumimm.write(tmp_path / "b.rumi", scene, tile=16, transform=UTM33N, crs=32633)
+
+
+def test_without_georeferencing_the_undefined_matrix_and_model_type_zero_are_stored(tmp_path, scene):
+    path = tmp_path / "plain.rumi"
+    blob = rumimm.write(path, scene, tile=16, pixel_is_point=True)
+    assert_compliant(path, blob)
+    g = validate(path).georef
+    assert g.epsg is None and g.transform is None and g.pixel_is_point
+    f = spec_reader.parse_file(path)
+    assert tuple(f["matrix"]) == spec_reader.UNDEFINED_MATRIX and f["geokeys"][7] == 0
+
+
+# -- determinism --------------------------------------------------------------------------
+# pinned with the default codec (codec.DEFAULT_PRESETS["uint16"]) at format version 24; it changes only
+# with a deliberate change of the writer, the default preset or openzl
+GOLDEN_SHA256 = "d5f094637dc8b85575e14f1a8805f6bb67961a996f1f02f2bf7a98e3248639b5"
+
+
+def golden_scene() -> np.ndarray:
+    y, x = np.mgrid[0:24, 0:30]
+    return np.stack([(y * 31 + x * 7) % 251, (y * x) % 97, (y + 2 * x) % 13]).astype(np.uint16)
+
+
+def test_the_same_input_writes_the_same_bytes(tmp_path, scene):
+    a = rumimm.write(tmp_path / "a.rumi", scene, tile=(16, 20), transform=UTM33N, crs=32633)
+    b = rumimm.write(tmp_path / "b.rumi", scene.copy(), tile=(16, 20), transform=UTM33N, crs=32633)
+    assert a == b and (tmp_path / "a.rumi").read_bytes() == (tmp_path / "b.rumi").read_bytes()
+
+
+def test_a_small_default_codec_file_matches_its_golden_sha256(tmp_path):
+    path = tmp_path / "golden.rumi"
+    rumimm.write(path, golden_scene(), tile=16, transform=UTM33N, crs=32633)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == GOLDEN_SHA256
+
+
+def test_the_format_version_is_pinned_and_can_be_chosen(tmp_path, scene):
+    rumimm.write(tmp_path / "d.rumi", scene, tile=16)
+    assert validate(tmp_path / "d.rumi").format_version == 24
+    blob = rumimm.write(tmp_path / "v.rumi", scene, tile=16, format_version=codec.MAX_FORMAT_VERSION)
+    rep = validate(tmp_path / "v.rumi", header=blob, decode=True)
+    assert rep.ok and rep.format_version == codec.MAX_FORMAT_VERSION
+    assert_round_trip(tmp_path / "v.rumi", blob, scene)
+
+
+@pytest.mark.parametrize("preset", ["delta", "transpose", "generic", "store"])
+def test_named_codec_presets_write_lossless_compliant_files(tmp_path, scene, preset):
+    path = tmp_path / f"{preset}.rumi"
+    blob = rumimm.write(path, scene, tile=16, codec=preset, verify=True)
+    assert_compliant(path, blob)
+    assert_round_trip(path, blob, scene)
+
+
+# -- streaming Writer ---------------------------------------------------------------------
+def test_the_writer_streams_rows_and_returns_the_blob_on_close(tmp_path, scene):
+    path = tmp_path / "s.rumi"
+    with rumimm.Writer(path, scene.shape, scene.dtype, tile=(16, 20), unit="cell") as w:
+        assert w.rows == 3 and w.row_span(2) == (32, 37)
+        for r in range(w.rows):
+            y0, y1 = w.row_span(r)
+            w.write_row(r, scene[:, y0:y1])
+    assert w.closed and w.header == index(path)
+    assert w.header == rumimm.write(tmp_path / "w.rumi", scene, tile=(16, 20), unit="cell")
+    assert path.read_bytes() == (tmp_path / "w.rumi").read_bytes()
+
+
+def test_the_writer_keeps_at_most_one_finished_row_of_frames_unwritten(tmp_path, rng):
+    a = rng.integers(0, 50, (2, 40, 24), dtype=np.uint8)
+    w = rumimm.Writer(tmp_path / "m.rumi", a.shape, a.dtype, tile=8)
+    per_row = w.grid.tiles_across * 2
+    for r in range(w.rows):
+        w.write_row(r, a[:, slice(*w.row_span(r))])
+        # rows before r are on disk, row r is the only one in flight
+        assert int(np.count_nonzero(w.counts)) == r * per_row
+    assert_round_trip(tmp_path / "m.rumi", w.close(), a)
+
+
+def test_rows_out_of_order_are_refused_and_the_writer_stays_usable(tmp_path, scene):
+    w = rumimm.Writer(tmp_path / "o.rumi", scene.shape, scene.dtype, tile=16)
+    with pytest.raises(RumiError, match="row 1 arrived out of order.*expected row 0"):
+        w.write_row(1, scene[:, 16:32])
+    with pytest.raises(RumiError, match=r"block has shape \(3, 15, 45\), expected \(B, h, X\) = \(3, 16, 45\)"):
+        w.write_row(0, scene[:, :15])
+    with pytest.raises(RumiError, match="block dtype is float32"):
+        w.write_row(0, scene[:, :16].astype(np.float32))
+    for r in range(w.rows):
+        w.write_row(r, scene[:, slice(*w.row_span(r))])
+    assert_round_trip(tmp_path / "o.rumi", w.close(), scene)
+
+
+def test_closing_before_every_row_raises_and_leaves_no_file(tmp_path, scene):
+    path = tmp_path / "short.rumi"
+    w = rumimm.Writer(path, scene.shape, scene.dtype, tile=16)
+    w.write_row(0, scene[:, :16])
+    with pytest.raises(RumiError, match="only 1 of 3 grid rows were written"):
+        w.close()
+    assert not path.exists() and no_temp_files(tmp_path)
+    with pytest.raises(RumiError, match="writer is closed"):
+        w.write_row(1, scene[:, 16:32])
+
+
+def test_an_exception_inside_the_with_block_discards_the_file(tmp_path, scene):
+    path = tmp_path / "x.rumi"
+    path.write_bytes(b"old contents")
+    with pytest.raises(ZeroDivisionError):
+        with rumimm.Writer(path, scene.shape, scene.dtype, tile=16) as w:
+            w.write_row(0, scene[:, :16])
+            1 / 0
+    assert path.read_bytes() == b"old contents" and no_temp_files(tmp_path)
+    assert w.closed and w.header is None
+
+
+def test_write_reads_its_source_one_row_of_tiles_at_a_time(tmp_path, scene):
+    class Source:
+        """An array-like that records the slices read from it."""
+
+        shape, dtype = scene.shape, scene.dtype
+        reads: list = []
+
+        def __getitem__(self, key):
+            self.reads.append(key)
+            return scene[key]
+
+    src = Source()
+    blob = rumimm.write(tmp_path / "src.rumi", src, tile=16)
+    assert [k[1] for k in src.reads] == [slice(0, 16), slice(16, 32), slice(32, 37)]
+    assert_round_trip(tmp_path / "src.rumi", blob, scene)
+
+
+def test_a_memmap_streams_to_the_same_file_as_the_array(tmp_path, scene):
+    mm = np.memmap(tmp_path / "raw.bin", dtype=scene.dtype, mode="w+", shape=scene.shape)
+    mm[:] = scene
+    mm.flush()
+    ro = np.memmap(tmp_path / "raw.bin", dtype=scene.dtype, mode="r", shape=scene.shape)
+    assert rumimm.write(tmp_path / "mm.rumi", ro, tile=16) == rumimm.write(tmp_path / "a.rumi", scene, tile=16)
+    assert (tmp_path / "mm.rumi").read_bytes() == (tmp_path / "a.rumi").read_bytes()
+
+
+def test_a_memmap_much_larger_than_a_row_is_written_in_bounded_memory(tmp_path, rng):
+    import tracemalloc
+
+    shape = (2, 2048, 1024)  # 8 MiB of uint16; one row of 64-pixel tiles is 256 KiB
+    mm = np.memmap(tmp_path / "big.bin", dtype=np.uint16, mode="w+", shape=shape)
+    mm[:] = rng.integers(0, 1000, shape[1:], dtype=np.uint16)
+    mm.flush()
+    del mm
+    src = np.memmap(tmp_path / "big.bin", dtype=np.uint16, mode="r", shape=shape)
+    tracemalloc.start()
+    try:
+        blob = rumimm.write(tmp_path / "big.rumi", src, tile=64, threads=1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < (1 << 20) + 4 * 256 * 1024  # the 1 MiB file buffer and a few rows, never the 8 MiB image
+    assert_round_trip(tmp_path / "big.rumi", blob, np.asarray(src))
+
+
+# -- atomicity --------------------------------------------------------------------------
+def _failing_encode(fail_at: int, exc: BaseException):
+    original = codec.FrameEncoder.encode
+    calls = {"n": 0}
+
+    def encode(self, frame):
+        calls["n"] += 1
+        if calls["n"] == fail_at:
+            raise exc
+        return original(self, frame)
+
+    return encode
+
+
+def test_a_codec_error_mid_file_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch):
+    path = tmp_path / "keep.rumi"
+    old = rumimm.write(path, scene[:1], tile=16)
+    before = path.read_bytes()
+    monkeypatch.setattr(codec.FrameEncoder, "encode", _failing_encode(5, CodecError("boom")))
+    with pytest.raises(CodecError, match="frame 4 of 27: boom"):
+        rumimm.write(path, scene, tile=16)
+    assert path.read_bytes() == before and index(path) == old and no_temp_files(tmp_path)
+
+
+def test_an_unexpected_codec_exception_becomes_a_codec_error_naming_the_frame(tmp_path, scene, monkeypatch):
+    monkeypatch.setattr(codec.FrameEncoder, "encode", _failing_encode(2, RuntimeError("native failure")))
+    with pytest.raises(CodecError, match="frame 1 of 27 failed to compress: native failure"):
+        rumimm.write(tmp_path / "e.rumi", scene, tile=16)
+    assert not (tmp_path / "e.rumi").exists() and no_temp_files(tmp_path)
+
+
+def test_a_keyboard_interrupt_mid_file_leaves_no_partial_file(tmp_path, scene, monkeypatch):
+    monkeypatch.setattr(codec.FrameEncoder, "encode", _failing_encode(10, KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        rumimm.write(tmp_path / "k.rumi", scene, tile=16)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_full_disk_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch):
+    path = tmp_path / "disk.rumi"
+    path.write_bytes(b"previous")
+    real = W._AtomicFile.__init__
+
+    def init(self, p):
+        real(self, p)
+        fh = self.fh
+
+        class Full:
+            def __getattr__(self, name):
+                return getattr(fh, name)
+
+            def write(self, data):
+                raise OSError(28, "No space left on device")
+
+        self.fh = Full()
+
+    monkeypatch.setattr(W._AtomicFile, "__init__", init)
+    with pytest.raises(OSError, match="No space left"):
+        rumimm.write(path, scene, tile=16)
+    assert path.read_bytes() == b"previous" and no_temp_files(tmp_path)
+
+
+def test_a_failed_rename_leaves_no_temporary_file(tmp_path, scene, monkeypatch):
+    def replace(src, dst):
+        raise PermissionError(13, "denied", dst)
+
+    monkeypatch.setattr(W.os, "replace", replace)
+    with pytest.raises(PermissionError):
+        rumimm.write(tmp_path / "r.rumi", scene, tile=16)
+    assert os.listdir(tmp_path) == []
+
+
+def test_verify_catches_a_frame_that_does_not_decode_to_its_samples(tmp_path, scene, monkeypatch):
+    original = codec.FrameEncoder.encode
+
+    def lossy(self, frame):
+        return original(self, np.zeros_like(frame))
+
+    monkeypatch.setattr(codec.FrameEncoder, "encode", lossy)
+    with pytest.raises(CodecError, match="frame 0 of 27 does not decode to the samples written"):
+        rumimm.write(tmp_path / "v.rumi", scene, tile=16, verify=True)
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_written_file_gets_the_usual_permissions(tmp_path, scene):
+    rumimm.write(tmp_path / "p.rumi", scene, tile=16)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "p.rumi").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+# -- argument checks ---------------------------------------------------------------------
+def _huge(shape, dtype=np.uint8):
+    return np.broadcast_to(np.zeros(1, dtype), shape)  # no memory behind it
+
+
+@pytest.mark.parametrize(
+    ("array", "error", "match"),
+    [
+        (np.zeros(5, np.uint8), ValueError, "2-D .* or 3-D .*, got 1-D"),
+        (np.zeros((1, 2, 3, 4), np.uint8), ValueError, "got 4-D"),
+        (np.zeros((2, 0, 3), np.uint8), ValueError, "must not be empty"),
+        (_huge((65536, 1, 1)), ValueError, "band count B must be <= 65535, got 65536"),
+        (_huge((1, 2**32, 1)), ValueError, "height and width must be <= 4294967295"),
+        (np.zeros((2, 2), dtype=object), RumiError, "dtype object has no rumi sample encoding"),
+        (np.zeros((2, 2), dtype=np.complex256), RumiError, "has no rumi sample encoding"),
+    ],
+)
+def test_bad_arrays_are_refused_before_any_file_is_made(tmp_path, array, error, match):
+    with pytest.raises(error, match=match):
+        rumimm.write(tmp_path / "bad.rumi", array)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"tile": 0}, ValueError, r"tile must be in \[1, 65535\], got 0"),
+        ({"tile": 65536}, ValueError, r"tile must be in \[1, 65535\], got 65536"),
+        ({"tile": (16, 0)}, ValueError, "got 0"),
+        ({"tile": (1, 2, 3)}, TypeError, "tile must be an int or a"),
+        ({"tile": 16.0}, TypeError, "tile must be an int or a"),
+        ({"tile": True}, TypeError, "tile must be an int"),
+        ({"unit": "band"}, ValueError, "unit must be 'tile' or 'cell'"),
+        ({"transform": UTM33N}, ValueError, "transform was given without crs"),
+        ({"crs": 32633}, ValueError, "crs was given without transform"),
+        ({"transform": (1, 0, 0, 0, float("nan"), 0), "crs": 32633}, ValueError, "coefficients must be finite"),
+        ({"transform": (1, 0, 0, 0, 1), "crs": 32633}, ValueError, "transform must have 6 or 9 coefficients"),
+        ({"transform": UTM33N, "crs": "+proj=utm +zone=33"}, CRSError, "is not an EPSG code"),
+        ({"transform": UTM33N, "crs": 5773}, CRSError, "(?i)vertical"),
+        ({"transform": UTM33N, "crs": 99999}, CRSError, "outside 1024..32766"),
+        ({"pixel_is_point": "yes"}, TypeError, "pixel_is_point must be True or False"),
+        ({"codec": "zip"}, ValueError, "codec 'zip' is not a preset"),
+        ({"format_version": 99}, ValueError, "format_version must be an int in .*got 99"),
+        ({"format_version": 10}, ValueError, "format_version must be an int in"),
+        ({"format_version": 24.0}, TypeError, "format_version must be an int"),
+        ({"threads": 0}, ValueError, "threads must be >= 1, got 0"),
+        ({"threads": "2"}, TypeError, "threads must be a positive int"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name_before_any_file_is_made(tmp_path, scene, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        rumimm.write(tmp_path / "bad.rumi", scene, **kwargs)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_directory_path_is_refused(tmp_path, scene):
+    with pytest.raises(IsADirectoryError):
+        rumimm.write(tmp_path, scene)
+    assert os.listdir(tmp_path) == []
+
+
+# -- the process pool ---------------------------------------------------------------------
+def failing_builder(compressor, enc, shape):
+    """A picklable codec builder that refuses edge frames (width 5), to fail inside a worker."""
+    if shape[-1] == 5:
+        raise RuntimeError("edge frames refused")
+    return codec.PRESETS["delta"].build(compressor, enc, shape)
+
+
+def width_key(shape):
+    """Graph cache key: one graph per frame width, so the builder sees the edge frames."""
+    return shape[-1]
+
+
+def test_the_process_pool_writes_the_same_bytes_as_serial_and_verifies(tmp_path, rng, monkeypatch):
+    a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16).astype(">u2")
+    serial = rumimm.write(tmp_path / "s.rumi", a, tile=(16, 20), threads=1)
+    monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
+    w = rumimm.Writer(tmp_path / "p.rumi", a.shape, a.dtype, tile=(16, 20), threads=2, verify=True)
+    assert w.backend_name == "processes"
+    for r in range(w.rows):
+        w.write_row(r, a[:, slice(*w.row_span(r))])
+    assert w.close() == serial
+    assert (tmp_path / "s.rumi").read_bytes() == (tmp_path / "p.rumi").read_bytes()
+    assert no_temp_files(tmp_path)
+
+    # incompressible frames outgrow their input: those come back through the pipe
+    noise = rng.integers(0, 256, (2, 40, 50), dtype=np.uint8)
+    assert rumimm.write(tmp_path / "n.rumi", noise, tile=16, threads=2) == rumimm.write(
+        tmp_path / "m.rumi", noise, tile=16, threads=1)
+    assert (tmp_path / "n.rumi").read_bytes() == (tmp_path / "m.rumi").read_bytes()
+
+    # an error inside a worker surfaces as a CodecError and leaves no file
+    bad = codec.Codec("edge-refuser", "test", True, False, True, builder=failing_builder, graph_key=width_key)
+    with pytest.raises(CodecError, match="edge frames refused"):
+        rumimm.write(tmp_path / "f.rumi", a, tile=(16, 20), threads=2, codec=bad)
+    assert not (tmp_path / "f.rumi").exists() and no_temp_files(tmp_path)
+
+
+def test_a_broken_pool_falls_back_to_serial_with_a_warning(tmp_path, scene, monkeypatch):
+    from concurrent.futures.process import BrokenProcessPool
+
+    class Broken:
+        def submit(self, *args, **kwargs):
+            raise BrokenProcessPool("gone")
+
+    monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "_process_pool", lambda workers: Broken())
+    monkeypatch.setattr(W, "_POOL_FAILED", False)
+    with pytest.warns(RumiWarning, match="process pool broke"):
+        blob = rumimm.write(tmp_path / "b.rumi", scene, tile=16, threads=2)
+    assert W._POOL_FAILED  # later writes do not try again
+    assert rumimm.Writer(tmp_path / "x.rumi", scene.shape, scene.dtype, threads=2).backend_name == "serial"
+    assert blob == rumimm.write(tmp_path / "s.rumi", scene, tile=16, threads=1)
+    assert (tmp_path / "b.rumi").read_bytes() == (tmp_path / "s.rumi").read_bytes()
+
+
+def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_path, scene, monkeypatch):
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+    from multiprocessing import shared_memory
+
+    class DiesWhileStoring:
+        def submit(self, fn, job_id, args, shm_name, frames, end, flag):
+            shm = shared_memory.SharedMemory(name=shm_name)
+            shm.buf[flag] = 1  # what a worker does just before overwriting the frames' input
+            shm.close()
+            fut = Future()
+            fut.set_exception(BrokenProcessPool("killed"))
+            return fut
+
+    monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "_process_pool", lambda workers: DiesWhileStoring())
+    monkeypatch.setattr(W, "_POOL_FAILED", False)
+    path = tmp_path / "lost.rumi"
+    path.write_bytes(b"old")
+    lost = "were lost when the compression process pool broke"
+    with pytest.warns(RumiWarning), pytest.raises(CodecError, match=lost):
+        rumimm.write(path, scene, tile=16, threads=2)
+    assert path.read_bytes() == b"old" and no_temp_files(tmp_path)
+
+
+def test_small_images_and_one_thread_compress_serially(tmp_path, scene, monkeypatch):
+    big = (4, 4096, 4096)  # 128 MiB of uint16: enough once the pool runs, not enough to start it
+    for shape, threads in ((scene.shape, 4), (big, 1)):
+        with rumimm.Writer(tmp_path / "a.rumi", shape, np.uint16, threads=threads) as w:
+            assert w.backend_name == "serial"
+            w.abort()
+    monkeypatch.setattr(W, "_pool_running", lambda workers: False)
+    w = rumimm.Writer(tmp_path / "b.rumi", big, np.uint16, threads=2)
+    assert w.backend_name == "serial"
+    w.abort()
+    monkeypatch.setattr(W, "_pool_running", lambda workers: True)
+    monkeypatch.setattr(W, "_process_pool", lambda workers: None)
+    w = rumimm.Writer(tmp_path / "c.rumi", big, np.uint16, threads=2)
+    assert w.backend_name == "processes"
+    w.abort()
+    assert os.listdir(tmp_path) == []
