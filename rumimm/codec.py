@@ -567,7 +567,8 @@ class FrameEncoder:
             raise ValueError(f"frame must be (h, w) or (B, h, w), got shape {arr.shape}")
         if arr.size == 0:
             raise ValueError(f"frame shape {arr.shape} has no samples")
-        arr = np.ascontiguousarray(arr)
+        if not (arr.flags.c_contiguous and arr.flags.aligned):
+            arr = arr.copy(order="C")  # OpenZL refuses unaligned buffers; a copy is aligned
         if self._struct:
             return arr.reshape(-1).view(np.uint8)
         flat = arr.reshape(-1).view(enc.storage_dtype)
