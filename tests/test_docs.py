@@ -1,0 +1,274 @@
+"""Every ```python block in README.md and docs/*.md runs, and the docs cover the API.
+
+Blocks of one file run in order in one namespace, in a fresh temporary working
+directory, so a page reads as one session.  A block that should not run is fenced
+differently (```text, ```console, ```pycon-norun).  A block whose first line is
+``# requires: module[, module]`` runs only when those modules import (optional extras
+such as pyarrow); it must not define anything later blocks use.
+
+``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+import sys
+import textwrap
+import types
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+_FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_REQUIRES = re.compile(r"^#\s*requires:\s*(.+)$")
+
+
+def python_blocks(path: Path) -> list[tuple[int, str]]:
+    """(first line number, code) of every ```python block of a Markdown file."""
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for m in _FENCE.finditer(text):
+        line = text.count("\n", 0, m.start(1)) + 1
+        out.append((line, m.group(1)))
+    return out
+
+
+def _missing_requirements(code: str) -> list[str]:
+    first = code.lstrip().splitlines()[0] if code.strip() else ""
+    m = _REQUIRES.match(first)
+    if not m:
+        return []
+    names = [n.strip() for n in m.group(1).split(",") if n.strip()]
+    return [n for n in names if importlib.util.find_spec(n) is None]
+
+
+def run_page(path: Path) -> int:
+    """Execute a page's python blocks in order in one namespace; return how many ran.
+
+    The namespace is a module registered in ``sys.modules`` while the page runs, so
+    classes a page defines can be pickled like a script's.
+    """
+    module = types.ModuleType("__docs__")
+    module.__file__ = str(path)
+    saved = sys.modules.get("__docs__")
+    sys.modules["__docs__"] = module
+    ran = 0
+    try:
+        for line, code in python_blocks(path):
+            missing = _missing_requirements(code)
+            if missing:
+                warnings.warn(f"{path.name}:{line}: not run, needs {', '.join(missing)}", stacklevel=2)
+                continue
+            # pad with newlines so tracebacks give the Markdown file's own line numbers
+            compiled = compile("\n" * (line - 1) + code, str(path), "exec")
+            exec(compiled, module.__dict__)
+            ran += 1
+    finally:
+        if saved is None:
+            sys.modules.pop("__docs__", None)
+        else:
+            sys.modules["__docs__"] = saved
+    return ran
+
+
+PAGES_WITH_CODE = [p for p in PAGES if python_blocks(p)]
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=[p.name for p in PAGES_WITH_CODE])
+def test_every_python_block_of_the_page_runs_in_order(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_page(page) >= 1
+
+
+def test_the_readme_and_the_main_pages_have_runnable_examples():
+    names = {p.name for p in PAGES_WITH_CODE}
+    assert {"README.md", "quickstart.md", "concepts.md", "howto.md"} <= names
+
+
+def test_every_page_the_docs_link_to_exists():
+    link = re.compile(r"\]\(([^)#\s]+\.(?:md|png))(?:#[^)]*)?\)")
+    for page in PAGES:
+        for target in link.findall(page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_the_api_reference_documents_every_public_name():
+    import rumimm
+
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^#{2,4} `(?:rumimm\.)?([\w.]+)", text, re.M))
+    missing = [name for name in rumimm.__all__ if name not in headings]
+    assert not missing, f"docs/api.md has no section for {missing}; run python tests/test_docs.py --api"
+
+
+def test_the_performance_page_includes_the_measured_table():
+    page = (DOCS / "performance.md").read_text(encoding="utf-8")
+    table = (DOCS / "performance-table.md").read_text(encoding="utf-8")
+    body = table.split("-->", 1)[1].strip()
+    assert body.splitlines()[0] in page, "docs/performance.md does not include docs/performance-table.md"
+
+
+def test_a_block_fenced_otherwise_is_not_extracted(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("```python\nx = 1\n```\n\n```pycon-norun\nraise SystemExit\n```\n\n```python\ny = x + 1\n```\n")
+    assert [code for _, code in python_blocks(page)] == ["x = 1\n", "y = x + 1\n"]
+    assert run_page(page) == 2
+
+
+def test_a_failing_block_reports_the_markdown_line(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("# title\n\n```python\nx = 1\nassert x == 2\n```\n")
+    with pytest.raises(AssertionError) as info:
+        run_page(page)
+    frames = [f for f in info.traceback if str(f.path) == str(page)]
+    assert frames and frames[-1].lineno + 1 == 5
+
+
+# --------------------------------------------------------------------------- docs/api.md
+
+_API_INTRO = """\
+# API reference
+
+Every public name of `rumimm` (`rumimm.__all__`), generated from the docstrings by
+`python tests/test_docs.py --api`. Arrays are `(band, y, x)`, 0-based; a Cube adds a
+leading image axis. See [concepts](concepts.md) for the model and [how-to](howto.md) for
+recipes.
+"""
+
+_GROUPS = (
+    ("Reading", ["open", "Image", "Cube", "ImageCollection", "read_batch"]),
+    ("Writing", ["write", "Writer"]),
+    ("Header blobs and checking files", ["Header", "parse_blobs", "index", "validate", "Report"]),
+    ("Settings and tables", ["set_num_threads", "get_num_threads", "DTYPES", "PRESETS", "__version__"]),
+    ("Errors", ["RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning"]),
+)
+
+_SECTION = re.compile(r"^(Parameters|Returns|Yields|Raises|Warns|See Also|Notes|Examples|Attributes)\n-+\n", re.M)
+
+
+def _numpydoc_to_md(doc: str) -> str:
+    """numpydoc text to Markdown: section titles become bold, examples become code."""
+    doc = inspect.cleandoc(doc)
+    doc = re.sub(r":(?:func|class|meth|mod|attr|data|exc|obj):`~?([^`]+)`", r"`\1`", doc)  # Sphinx roles
+    doc = doc.replace("``", "`")
+    parts = _SECTION.split(doc)
+    out = [parts[0].strip()]
+    for title, body in zip(parts[1::2], parts[2::2]):
+        body = body.rstrip()
+        if title == "Examples":
+            code = "\n".join(ln.replace("# doctest: +SKIP", "").rstrip() for ln in body.splitlines())
+            out.append(f"**{title}**\n\n```pycon-norun\n{code.strip()}\n```")
+        elif title in ("Parameters", "Returns", "Yields", "Raises", "Attributes", "Warns"):
+            items, cur = [], None
+            for ln in body.splitlines():
+                if ln and not ln.startswith(" "):
+                    cur = [ln.strip(), []]
+                    items.append(cur)
+                elif cur is not None:
+                    cur[1].append(ln.strip())
+            lines = []
+            for head, desc in items:
+                name, _, typ = head.partition(" : ")
+                label = f"`{name}`" + (f" ({typ})" if typ else "") if title in ("Parameters", "Attributes") else (
+                    f"`{head}`")
+                text = " ".join(d for d in desc if d)
+                lines.append(f"- {label}: {text}" if text else f"- {label}")
+            out.append(f"**{title}**\n\n" + "\n".join(lines))
+        else:
+            out.append(f"**{title}**\n\n{textwrap.dedent(body).strip()}")
+    return "\n\n".join(p for p in out if p)
+
+
+def _signature(obj, name: str) -> str:
+    """``name(params)`` without annotations (they are strings under postponed evaluation)."""
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return name
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    if params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    sig = sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
+    return f"{name}{sig}"
+
+
+def _members(cls) -> list[tuple[str, object]]:
+    own = []
+    for name, value in vars(cls).items():
+        if name.startswith("_") and name not in ("__getitem__",):
+            continue
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if callable(value) or isinstance(value, property) or hasattr(value, "__set_name__"):
+            own.append((name, value))
+    return own
+
+
+def render_api() -> str:
+    import rumimm
+
+    lines = [_API_INTRO]
+    for group, names in _GROUPS:
+        lines.append(f"## {group}\n")
+        for name in names:
+            obj = getattr(rumimm, name)
+            if name == "__version__":
+                lines.append(f"### `rumimm.__version__`\n\nThe package version, `{obj!r}`.\n")
+                continue
+            if name == "PRESETS":
+                rows = ["| preset | portable | needs geozl | what it does |", "|---|---|---|---|"]
+                for key, codec in obj.items():
+                    desc = " ".join(str(codec.description).split()).replace("|", "/")
+                    rows.append(f"| `{key}` | {'yes' if codec.portable else 'no'} | "
+                                f"{'yes' if codec.requires_geozl else 'no'} | {desc} |")
+                lines.append(f"### `rumimm.PRESETS`\n\nA dict, preset name -> `rumimm.codec.Codec`; pass the name "
+                             f"as `write(..., codec=name)`. *Portable*: rumi-eo 0.16.0 decodes the frames.\n\n"
+                             + "\n".join(rows) + "\n")
+                continue
+            if name == "DTYPES":
+                from rumimm.dtypes import ENCODINGS
+
+                rows = ["| name | numpy dtype | sample_format | bits_per_sample |", "|---|---|---:|---:|"]
+                for (sf, bits), enc in ENCODINGS.items():
+                    rows.append(f"| `{enc.name}` | `{enc.dtype}` | {sf} | {bits} |")
+                lines.append("### `rumimm.DTYPES`\n\nA dict, encoding name -> the numpy dtype rumimm reads and "
+                             "writes for it; the 28 rumi sample encodings.\n\n" + "\n".join(rows) + "\n")
+                continue
+            if inspect.isclass(obj) and issubclass(obj, BaseException):
+                bases = ", ".join(f"`{b.__name__}`" for b in obj.__bases__)
+                doc = inspect.getdoc(obj) or ""
+                lines.append(f"### `rumimm.{name}`\n\n*exception*, a subclass of {bases}. {doc}\n")
+                continue
+            if inspect.isclass(obj):
+                sig = _signature(obj, f"rumimm.{name}")
+                lines.append(f"### `{sig}`\n\n*class*\n\n{_numpydoc_to_md(inspect.getdoc(obj) or '')}\n")
+                for mname, member in _members(obj):
+                    if isinstance(member, property) or hasattr(member, "__set_name__") and not callable(member):
+                        doc = inspect.getdoc(member) or ""
+                        lines.append(f"#### `{name}.{mname}`\n\n*property*. {_numpydoc_to_md(doc)}".rstrip() + "\n")
+                    else:
+                        doc = inspect.getdoc(member) or ""
+                        sig = _signature(member, f"{name}.{mname}")
+                        lines.append(f"#### `{sig}`\n\n{_numpydoc_to_md(doc)}\n")
+                continue
+            sig = _signature(obj, f"rumimm.{name}")
+            lines.append(f"### `{sig}`\n\n{_numpydoc_to_md(inspect.getdoc(obj) or '')}\n")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--api"]:
+        sys.path.insert(0, str(ROOT))
+        (DOCS / "api.md").write_text(render_api(), encoding="utf-8")
+        print(f"wrote {DOCS / 'api.md'}")
+    else:
+        print(__doc__)
