@@ -186,8 +186,24 @@ def _index(args: argparse.Namespace) -> int:
 
 register("info", "describe a rumi file: shape, dtype, grid, frames, CRS and sizes", _info_args, _info)
 register("validate", "check a rumi file (and its header blob) against the spec", _validate_args, _validate)
+# -- demo -------------------------------------------------------------------------------------
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", metavar="DIR", help="keep the demo file in DIR (default: a temporary directory)")
+    p.add_argument("--size", type=int, default=2048, help="scene height and width in pixels (default 2048)")
+    p.add_argument("--bands", type=int, default=4, help="band count (default 4)")
+    p.add_argument("--tile", type=int, default=512, help="tile size (default 512)")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run
+
+    run(args.out, bands=args.bands, size=args.size, tile=args.tile)
+    return 0
+
+
 register("index", "rebuild a rumi file's header blob from its IFD", _index_args, _index)
-# More subcommands (``demo``, ...) register here, with the same register(name, help, configure, run).
+register("demo", "write a synthetic EO scene, read windows back and check every pixel", _demo_args, _demo)
+# More subcommands register here, with the same register(name, help, configure, run).
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,7 +14,7 @@ from conftest import craft
 
 from rumimm import cli, georef
 from rumimm.blob import Header
-from rumimm.validate import index
+from rumimm.validate import index, validate
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +180,11 @@ def test_python_dash_m_rumimm_runs_the_command_line(files):
     assert proc.returncode == 1
     assert proc.stdout.splitlines()[0].startswith(f"{paths['bad']}: tag 34735")
     assert len(proc.stdout.splitlines()) == 2 and proc.stderr == ""
+
+
+def test_the_demo_subcommand_writes_reads_and_checks_every_pixel(tmp_path, capsys):
+    assert cli.main(["demo", "--out", str(tmp_path), "--size", "300", "--tile", "64", "--bands", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "validate: compliant" in out
+    assert out.count("exact=True") == 4 and "exact=False" not in out
+    assert index(tmp_path / "demo.rumi") == validate(tmp_path / "demo.rumi").blob

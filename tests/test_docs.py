@@ -3,8 +3,8 @@
 Blocks of one file run in order in one namespace, in a fresh temporary working
 directory, so a page reads as one session.  A block that should not run is fenced
 differently (```text, ```console, ```pycon-norun).  A block whose first line is
-``# requires: module[, module]`` runs only when those modules import (optional extras
-such as pyarrow); it must not define anything later blocks use.
+``# requires: module[, module]`` names packages beyond the core ones; they are in the
+``test`` extra, so a missing one fails the page rather than skipping the example.
 
 ``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
 """
@@ -17,7 +17,6 @@ import re
 import sys
 import textwrap
 import types
-import warnings
 from pathlib import Path
 
 import pytest
@@ -64,8 +63,8 @@ def run_page(path: Path) -> int:
         for line, code in python_blocks(path):
             missing = _missing_requirements(code)
             if missing:
-                warnings.warn(f"{path.name}:{line}: not run, needs {', '.join(missing)}", stacklevel=2)
-                continue
+                raise AssertionError(f"{path.name}:{line}: example needs {', '.join(missing)}; "
+                                     "install the test extra: pip install -e '.[test]'")
             # pad with newlines so tracebacks give the Markdown file's own line numbers
             compiled = compile("\n" * (line - 1) + code, str(path), "exec")
             exec(compiled, module.__dict__)
