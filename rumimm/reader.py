@@ -1,0 +1,750 @@
+"""Image: a rumi file memory-mapped read-only, read by window with numpy indexing.
+
+``rumimm.open(path)[:, y0:y1, x0:x1]`` plans the read before touching a byte
+(``window.py`` normalises the key, ``kernels.plan_window`` lists the frames and the
+rectangles to copy), then one numba kernel decodes every frame the window touches
+straight from the file mapping, without the GIL, through geozl's C decoder, and copies
+each decoded rectangle into the output while the frame is still hot in the CPU cache.
+Frames are decoded in parallel over ``rumimm.get_num_threads()`` threads.  A window
+inside one frame is returned as a view of the freshly decoded frame when no cache
+keeps that frame (zero copy); recently decoded frames are kept in an LRU cache
+(``cache.py``) so neighbouring small windows decode each frame once.
+
+What the fast path checks: every compressed frame lies inside the file (the file
+size must equal the blob's end of the last frame), OpenZL verifies the frame's
+compressed and content checksums, and the frame must decode to exactly the byte
+count its position implies (``h * w * itemsize``, times B for cell frames).  It
+does not see the OpenZL output type and element width (the C decoder does not
+report them); the ``openzl.ext`` fallback, used when geozl's library is missing,
+checks those too, and ``rumimm.validate(path, decode=True)`` checks every frame.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import struct
+import threading
+import weakref
+from functools import cached_property
+
+import numpy as np
+
+from . import _native
+from . import cache as _cache
+from . import kernels as K
+from . import threads as _threads
+from .blob import Header
+from .errors import BlobError, CodecError, FormatError, RumiError, WindowError, where
+from .grid import FrameUnit
+from .window import Run, Selection, select, select_read
+
+__all__ = ["Image", "open", "read_frames"]
+
+_BIGTIFF = b"II\x2b\x00\x08\x00\x00\x00" + (16).to_bytes(8, "little")
+_OPENZL_MAGIC = 0xD7B1A5C0
+_ALIGN = 64
+#: A read decodes on several threads only when its frames hold at least this many bytes.
+PARALLEL_MIN_BYTES = 1 << 20
+_tokens = itertools.count(1)
+_NO_SCRATCH = np.zeros(1, np.uint8)
+_ARANGE = np.arange(1 << 16, dtype=np.int64)  # group starts of one-frame-per-group plans (never written)
+_local = threading.local()
+
+
+def _align(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _fallback_decoder():
+    dec = getattr(_local, "decoder", None)
+    if dec is None:
+        from .codec import FrameDecoder  # imports openzl.ext: only when the C library is missing
+
+        dec = _local.decoder = FrameDecoder()
+    return dec
+
+
+def _release(mm, cache, token, private) -> None:
+    """Finaliser: forget an image's cached frames and unmap its file when unused."""
+    if cache is not None:
+        if private:
+            cache.clear()
+        else:
+            cache.discard_owner(token)
+    try:
+        mm.close()
+    except (BufferError, ValueError):
+        pass  # an in-flight read still holds the mapping; it is unmapped when that read ends
+
+
+class Image:
+    """A rumi image opened for reading: a lazy (B, Y, X) array.
+
+    Use :func:`rumimm.open`.  Indexing follows numpy on axes (band, y, x) and
+    returns an ``ndarray``; only the frames a selection touches are decoded.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.rumi`` file.
+    header : bytes or Header, optional
+        The file's header blob (what ``rumimm.write`` returned).  With it the IFD
+        is not parsed: only the file size, a few fixed IFD fields and the first
+        frame's magic are checked against the blob.  Without it the blob is
+        rebuilt and the whole file profile checked by :func:`rumimm.index`.
+    cache_bytes : int, optional
+        None (default): share the process-wide decoded-frame cache
+        (``rumimm.cache.SHARED``, 64 MiB or ``RUMIMM_CACHE_BYTES``).  0: no cache.
+        n > 0: a private cache of n bytes for this image.
+    verify : bool
+        Verify each frame's OpenZL checksums while decoding (default True).
+        False is ~5% faster and still checks the decoded size.
+    """
+
+    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True):
+        self.path = os.fspath(path)
+        _cache.tune_malloc()
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            if header is None:
+                from .validate import index  # the full IFD walk, only when no blob is given
+
+                hdr = Header.parse(index(self.path), path=self.path)
+            else:
+                try:
+                    hdr = Header.parse(header, path=self.path)
+                except TypeError:
+                    raise TypeError(f"header must be the blob bytes or a Header, got {type(header).__name__}") \
+                        from None
+            size = os.fstat(fd).st_size
+            if size != hdr.file_size:
+                kind = "truncated, or the blob belongs to another file" if size < hdr.file_size else \
+                    "the blob belongs to another file"
+                raise BlobError(f"{where(self.path)}file has {size} bytes but the header blob's frames end at byte "
+                                f"{hdr.file_size}; {kind}")
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        if header is not None:
+            try:
+                _check_prefix(mm, hdr, self.path)
+            except BaseException:
+                mm.close()
+                raise
+        buf = np.frombuffer(mm, np.uint8)
+        self._header = hdr
+        self._buf = buf
+        grid = hdr.grid
+        self._grid = grid
+        enc = hdr.encoding
+        self._enc = enc
+        self._dtype = enc.dtype
+        self._isz = enc.itemsize
+        self._mask = (1 << enc.bits_per_sample) - 1 if enc.subbyte else 0xFF
+        self._shape = grid.shape
+        offsets = hdr.offsets
+        self._src = offsets[:-1] + np.uint64(buf.ctypes.data)  # absolute frame addresses
+        self._size = np.diff(offsets)
+        self._grid_rows = np.array([[grid.tile_length, grid.tile_width, grid.tiles_across, grid.tiles_down,
+                                     grid.samples_per_pixel, int(grid.unit == FrameUnit.CELL),
+                                     grid.image_length, grid.image_width]], np.int64)
+        self._grid_row = self._grid_rows[0]
+        self._token = next(_tokens)
+        self._cache_arg = cache_bytes
+        if cache_bytes is None:
+            self._cache = _cache.SHARED
+            private = False
+        else:
+            self._cache = _cache.FrameCache(cache_bytes) if cache_bytes else None
+            private = True
+        self._verify = bool(verify)
+        self._native = _native.available()
+        self._finalizer = weakref.finalize(self, _release, mm, self._cache, self._token, private)
+
+    # -- lifecycle ------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the file mapping and this image's cached frames (idempotent)."""
+        if self._buf is None:
+            return
+        self._buf = None
+        self._src = None
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return self._buf is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        return (_reopen, (self.path, self._header.blob, self._cache_arg, self._verify))
+
+    def __repr__(self) -> str:
+        b, y, x = self._shape
+        state = "closed " if self.closed else ""
+        return (f"<{state}rumimm.Image {self.path!r} ({b}, {y}, {x}) {self._enc.name} "
+                f"tile {self._grid.tile_length}x{self._grid.tile_width} {self.frame_unit}>")
+
+    # -- metadata -------------------------------------------------------------------
+    @property
+    def header(self) -> Header:
+        """The checked header blob (``bytes(img.header)`` is the blob)."""
+        return self._header
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(B, Y, X): bands, rows, columns."""
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return 3
+
+    @property
+    def size(self) -> int:
+        b, y, x = self._shape
+        return b * y * x
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole decoded image."""
+        return self.size * self._isz
+
+    @property
+    def count(self) -> int:
+        """Band count B (rasterio's name)."""
+        return self._shape[0]
+
+    @property
+    def height(self) -> int:
+        return self._shape[1]
+
+    @property
+    def width(self) -> int:
+        return self._shape[2]
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """(tile_length, tile_width): nominal frame height and width."""
+        return (self._grid.tile_length, self._grid.tile_width)
+
+    @property
+    def frame_unit(self) -> str:
+        """``"tile"`` (one band per frame) or ``"cell"`` (all bands per frame)."""
+        return self._grid.unit.name.lower()
+
+    @property
+    def encoding(self):
+        """The sample encoding (``rumimm.dtypes.Encoding``)."""
+        return self._enc
+
+    @property
+    def n_frames(self) -> int:
+        return self._grid.n_frames
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    @cached_property
+    def georef(self):
+        """The file's georeferencing (``rumimm.georef.Georef``), read from the two tag values.
+
+        They sit at fixed places right before the first frame (the matrix 160 bytes
+        before it, the key directory 32 bytes before it), so no IFD is parsed.
+        """
+        from .georef import parse_geokeys
+
+        buf = self._open_buf()
+        base = self._grid.base_frame_offset
+        matrix = np.frombuffer(buf, "<f8", 16, base - 160)
+        keys = np.frombuffer(buf, "<u2", 16, base - 32)
+        geo, bad = parse_geokeys(keys, matrix)
+        if bad or geo is None:
+            raise FormatError(f"{where(self.path)}{bad[0] if bad else 'unreadable georeferencing'}")
+        return geo
+
+    @property
+    def transform(self) -> tuple[float, ...] | None:
+        """(x_res, row_rot, x_origin, col_rot, y_res, y_origin), or None without a CRS.
+
+        The order of ``affine.Affine(a, b, c, d, e, f)``: ``Affine(*img.transform)``.
+        """
+        return self.georef.transform
+
+    @property
+    def crs(self) -> str | None:
+        """``"EPSG:<code>"``, or None for undefined georeferencing."""
+        return self.georef.crs
+
+    @property
+    def epsg(self) -> int | None:
+        return self.georef.epsg
+
+    @property
+    def pixel_is_point(self) -> bool:
+        return self.georef.pixel_is_point
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float] | None:
+        """(left, bottom, right, top) of the image's corners in CRS units, or None."""
+        t = self.transform
+        if t is None:
+            return None
+        a, b, c, d, e, f = t
+        _, y, x = self._shape
+        xs = [c + a * px + b * py for px, py in ((0, 0), (x, 0), (0, y), (x, y))]
+        ys = [f + d * px + e * py for px, py in ((0, 0), (x, 0), (0, y), (x, y))]
+        return (min(xs), min(ys), max(xs), max(ys))
+
+    @property
+    def res(self) -> tuple[float, float] | None:
+        """(x, y) pixel size in CRS units, or None."""
+        t = self.transform
+        if t is None:
+            return None
+        a, b, _, d, e, _ = t
+        return (float(np.hypot(a, d)), float(np.hypot(b, e)))
+
+    def to_dict(self) -> dict:
+        """JSON-safe summary: the blob's fields plus path, dtype name and georeferencing."""
+        out = self._header.to_dict()
+        out.update(path=self.path, crs=self.crs, epsg=self.epsg,
+                   transform=None if self.transform is None else list(self.transform),
+                   pixel_is_point=self.pixel_is_point)
+        return out
+
+    # -- reading ----------------------------------------------------------------------
+    def __getitem__(self, key):
+        sel = select(key, self._shape)
+        block = self._read_block(sel.lists[0], sel.y, sel.x, None)
+        return block if sel.remap is None else block[sel.remap]
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._read_block(np.arange(self._shape[0], dtype=np.int64), Run(0, 1, self._shape[1]),
+                             Run(0, 1, self._shape[2]), None)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def read(self, bands=None, window=None, out=None):
+        """Read bands of a window, optionally into a caller's buffer.
+
+        Parameters
+        ----------
+        bands : int or sequence of int, optional
+            0-based band(s); an int gives a 2-D (h, w) result, a list (n, h, w).
+            Default: every band.
+        window : optional
+            ``((y0, y1), (x0, x1))``, ``(slice(y0, y1), slice(x0, x1))`` or a
+            rasterio ``Window``.  Default: the whole image.  It must lie inside
+            the image (no clipping).
+        out : numpy.ndarray, optional
+            Written in place and returned; must have the result's shape and this
+            image's dtype.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, h, w), or (h, w) for an int band.
+
+        Raises
+        ------
+        WindowError
+            A band or window outside the image.
+        CodecError
+            A frame is corrupt (the message names it and its grid position).
+        """
+        sel = select_read(bands, window, self._shape)
+        return _read_into(self, sel, out)
+
+    def _open_buf(self):
+        buf = self._buf
+        if buf is None:
+            raise RumiError(f"{where(self.path)}image is closed")
+        return buf
+
+    def _read_block(self, bands: np.ndarray, y: Run, x: Run, out):
+        """Decode the (len(bands), y.count, x.count) block into ``out`` or a new array."""
+        buf = self._buf
+        if buf is None:
+            raise RumiError(f"{where(self.path)}image is closed")
+        nb = bands.shape[0]
+        if out is None and nb and y.count and x.count:
+            plan = K.plan_window(self._grid_row, bands, y.start, y.step, y.count, x.start, x.step, x.count,
+                                 self._isz)
+            if plan.shape[0] == 1:
+                view = self._single_frame(plan, bands, y, x, buf)
+                if view is not None:
+                    return view
+        else:
+            plan = None
+        if out is None:
+            out = np.empty((nb, y.count, x.count), self._dtype)
+        if out.size == 0:
+            return out
+        if plan is None:
+            plan = K.plan_window(self._grid_row, bands, y.start, y.step, y.count, x.start, x.step, x.count,
+                                 self._isz)
+        _execute((self,), plan, False, bands, y.step, x.step, out.reshape((1,) + out.shape).view(np.uint8))
+        return out
+
+    def _single_frame(self, plan, bands, y, x, buf):
+        """One frame holds the window: a view of it (zero copy) or a copy out of the cache."""
+        e = plan[0]
+        unit_cell = self._grid_row[K.G_CELL]
+        if unit_cell:
+            nb = bands.shape[0]
+            b0 = int(bands[0])
+            bstep = int(bands[1] - bands[0]) if nb > 1 else 1
+            if bstep < 1 or (nb > 2 and not np.array_equal(np.diff(bands), np.full(nb - 1, bstep))):
+                return None
+            bsel = slice(b0, b0 + (nb - 1) * bstep + 1, bstep)
+        k = int(e[K.P_FRAME])
+        cache = self._cache
+        hit = cache.get((self._token, k)) if cache is not None else None
+        if hit is not None:
+            frame, cached = hit[0], True
+        else:
+            frame = self._decode_frame(k, plan, buf)
+            cached = cache is not None and cache.admits(frame.nbytes)
+            if cached:
+                cache.put_many(((self._token, k),), (frame,))
+        fh, fw, fy, fx = int(e[K.P_FH]), int(e[K.P_FW]), int(e[K.P_FY]), int(e[K.P_FX])
+        ys = slice(fy, fy + (y.count - 1) * y.step + 1, y.step)
+        xs = slice(fx, fx + (x.count - 1) * x.step + 1, x.step)
+        samples = frame.view(self._dtype)
+        if unit_cell:
+            view = samples.reshape(self._shape[0], fh, fw)[bsel, ys, xs]
+        else:
+            view = samples.reshape(1, fh, fw)[:, ys, xs]
+        return view.copy() if cached or not frame.flags.writeable else view
+
+    def _decode_frame(self, k: int, plan, buf) -> np.ndarray:
+        """Decode the frame of a one-row plan into a new uint8 buffer of its exact size."""
+        if not self._native:
+            return _fallback_frames((self,), [k], [0])[0]
+        nbytes = int(plan[0, K.P_NBYTES])
+        dst = np.empty(nbytes, np.uint8)
+        status = np.zeros(1, np.int64)
+        fidx = np.array([k], np.int64)
+        K.decode_copy(self._src, self._size, fidx, _ZERO_ADDR, _ONE, _NO_COPY, plan, fidx, _EMPTY_OUT, 1, 1,
+                      self._isz, self._mask, self._verify, dst, 0, status, 0, 1, 1, 0)
+        if status[0] != nbytes:
+            raise _frame_error(self, k, int(status[0]))
+        return dst
+
+    def _position(self, k: int) -> str:
+        row, col, band = self._grid.frame_position(k)
+        if self._grid.unit == FrameUnit.CELL:
+            return f"row {row}, col {col}"
+        return f"row {row}, col {col}, band {band}"
+
+
+# constant kernel inputs of a decode without copies (never written by the kernel)
+_EMPTY_OUT = np.zeros((1, 1, 1, 1), np.uint8)
+_ZERO_ADDR = np.zeros(1, np.uint64)
+_ONE = np.ones(1, np.uint8)
+_NO_COPY = np.zeros(2, np.int64)
+
+
+def _check_prefix(buf: mmap.mmap, hdr: Header, path) -> None:
+    """Cheap checks that a blob describes this file: fixed IFD fields and frame 0's magic."""
+    g = hdr.grid
+    mismatch = []
+    if bytes(buf[:16]) != _BIGTIFF:
+        raise BlobError(f"{where(path)}file does not start with a little-endian BigTIFF header whose IFD is at "
+                        "byte 16; it is not a rumi file")
+    (count,) = struct.unpack_from("<Q", buf, 16)
+    if count != 11:
+        raise BlobError(f"{where(path)}IFD has {count} entries, expected 11; the header blob belongs to another "
+                        "file")
+
+    def field(i, fmt):
+        return struct.unpack_from(fmt, buf, 24 + 20 * i + 12)[0]
+
+    for name, got, want in (("image_width", field(0, "<I"), g.image_width),
+                            ("image_length", field(1, "<I"), g.image_length),
+                            ("samples_per_pixel", field(3, "<H"), g.samples_per_pixel),
+                            ("tile_width", field(4, "<H"), g.tile_width),
+                            ("tile_length", field(5, "<H"), g.tile_length),
+                            ("frame count", struct.unpack_from("<Q", buf, 24 + 20 * 6 + 4)[0], g.n_frames)):
+        if got != want:
+            mismatch.append(f"{name} is {got} in the file but {want} in the blob")
+    b, n = g.samples_per_pixel, g.n_frames
+    if b <= 4:
+        bps, sf = field(2, "<H"), field(8, "<H")
+    else:
+        bps = struct.unpack_from("<H", buf, 252)[0]
+        sf = struct.unpack_from("<H", buf, 252 + 2 * b + (8 * n if n >= 2 else 0) + (4 * n if n >= 3 else 0))[0]
+    if (sf, bps) != (hdr.sample_format, hdr.bits_per_sample):
+        mismatch.append(f"(sample_format, bits_per_sample) is ({sf}, {bps}) in the file but "
+                        f"({hdr.sample_format}, {hdr.bits_per_sample}) in the blob")
+    if mismatch:
+        raise BlobError(f"{where(path)}the header blob does not describe this file: {'; '.join(mismatch)}")
+    (magic,) = struct.unpack_from("<I", buf, int(hdr.offsets[0]))
+    if not 0 < magic - _OPENZL_MAGIC < 256:
+        raise FormatError(f"{where(path)}frame 0 does not start with an OpenZL frame magic (found {magic:#010x}); "
+                          "the header blob belongs to another file or the file is corrupt")
+
+
+def _frame_error(img: Image, k: int, code: int) -> CodecError:
+    reason = _native.status_message(code) if code < 0 else f"decoded {code} bytes"
+    if code == K.STATUS_SIZE_MISMATCH:
+        row, col, _ = img._grid.frame_position(k)
+        reason = f"decoded to a different size than the {img._grid.frame_shape(k)} frame at this position holds"
+    detail = ""
+    if img._buf is not None and code not in (K.STATUS_SIZE_MISMATCH,):
+        start = int(img._header.offsets[k])
+        ctx = _native.error_context(bytes(img._buf[start:start + int(img._size[k])]))
+        detail = f": {ctx}" if ctx else ""
+    return CodecError(f"{where(img.path)}frame {k} of {img.n_frames} ({img._position(k)}) failed to decode "
+                      f"({reason}{detail}); the file may be corrupt or truncated")
+
+
+def _fallback_frames(images, ks, imgs) -> list[np.ndarray]:
+    """Decode frames with openzl.ext (holds the GIL); checks type, width and size."""
+    dec = _fallback_decoder()
+    out = []
+    for k, i in zip(ks, imgs):
+        img = images[i]
+        buf = img._open_buf()
+        start = int(img._header.offsets[k])
+        frame = buf[start:start + int(img._size[k])]
+        try:
+            arr = dec.decode(frame, img._enc, img._grid.frame_samples(k))
+        except CodecError as exc:
+            msg = str(exc)
+            msg = msg[len("frame "):] if msg.startswith("frame ") else msg
+            raise CodecError(f"{where(img.path)}frame {k} of {img.n_frames} ({img._position(k)}): {msg}") from None
+        out.append(np.ascontiguousarray(arr).view(np.uint8).reshape(-1))
+    return out
+
+
+def _execute(images, plan, group: bool, bands, ys: int, xs: int, out4) -> None:
+    """Decode and copy every entry of ``plan`` into ``out4`` (uint8, (items, slots, rows, row bytes)).
+
+    ``images`` are the files the plan's P_IMAGE column refers to (one dtype).  With
+    ``group``, entries of one frame are gathered first, so a frame several entries
+    need decodes once; without it the entries must be one per frame, of images[0].
+    """
+    img0 = images[0]
+    if group:
+        key = plan[:, K.P_IMAGE] * (max(im.n_frames for im in images) + 1) + plan[:, K.P_FRAME]
+        idx = np.argsort(key, kind="stable")
+        plan = plan[idx]
+        key = key[idx]
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        gstart = np.append(starts, plan.shape[0]).astype(np.int64)
+        heads = plan[starts]
+        ks = np.ascontiguousarray(heads[:, K.P_FRAME])
+        owners = heads[:, K.P_IMAGE].tolist()
+    else:
+        n = plan.shape[0]
+        gstart = _ARANGE[:n + 1] if n < _ARANGE.shape[0] else np.arange(n + 1, dtype=np.int64)
+        heads = plan
+        ks = np.ascontiguousarray(plan[:, K.P_FRAME])
+        owners = None
+    ngroups = ks.shape[0]
+    keep = [im._open_buf() for im in images]  # every mapping the kernel reads, alive until it returns
+    if len(images) == 1:
+        src, size, fidx = img0._src, img0._size, ks
+    else:
+        own = np.asarray(owners)
+        src = np.empty(ngroups, np.uint64)
+        size = np.empty(ngroups, np.uint64)
+        for i, im in enumerate(images):
+            m = own == i
+            src[m] = im._src[ks[m]]
+            size[m] = im._size[ks[m]]
+        fidx = np.arange(ngroups, dtype=np.int64)
+    klist = ks.tolist()
+    nbytes = heads[:, K.P_NBYTES]
+    dec = np.zeros(ngroups, np.uint64)
+    need = np.ones(ngroups, np.uint8)
+
+    # -- frames already decoded
+    shared = img0._cache
+    if len(images) > 1 and any(im._cache is not shared for im in images):
+        found = [None if images[o]._cache is None else images[o]._cache.get((images[o]._token, k))
+                 for o, k in zip(owners, klist)]
+        caching = all(im._cache is not None for im in images)
+    elif shared is not None:
+        if owners is None:
+            token = img0._token
+            found = shared.get_many([(token, k) for k in klist])
+        else:
+            found = shared.get_many([(images[o]._token, k) for o, k in zip(owners, klist)])
+        caching = True
+    else:
+        found = None
+        caching = False
+    if found is None:
+        missing = klist and list(range(ngroups))
+    else:
+        missing = []
+        for g, hit in enumerate(found):
+            if hit is None:
+                missing.append(g)
+            else:
+                keep.append(hit[0])
+                dec[g] = hit[1]
+                need[g] = 0
+    if missing:
+        sizes = nbytes.tolist()
+        if len(missing) < ngroups:
+            sizes = [sizes[g] for g in missing]
+        new_bytes, max_bytes = sum(sizes), max(sizes)
+    else:
+        new_bytes = max_bytes = 0
+    store = caching and bool(missing) and all(
+        im._cache is None or im._cache.admits(new_bytes) for im in images)
+
+    # -- frames to decode: into new buffers the cache keeps, or a scratch slot per thread
+    chunks = 1
+    fresh = []
+    scratch = _NO_SCRATCH
+    stride = 0
+    if missing and not all(im._native for im in images):
+        olist = [0] * len(missing) if owners is None else [owners[g] for g in missing]
+        fresh = _fallback_frames(images, [klist[g] for g in missing], olist)
+        for g, frame in zip(missing, fresh):
+            dec[g] = frame.ctypes.data
+            need[g] = 0
+        keep.extend(fresh)
+    elif missing:
+        if new_bytes >= PARALLEL_MIN_BYTES:  # threads pay off only with enough work
+            chunks = _threads.parallel_slot(len(missing))
+        if store:
+            for g in missing:
+                frame = np.empty(int(nbytes[g]), np.uint8)
+                dec[g] = frame.ctypes.data
+                fresh.append(frame)
+            keep.extend(fresh)
+        else:
+            stride = _align(max_bytes)
+            scratch = np.empty(stride * chunks, np.uint8)
+    verify = img0._verify if len(images) == 1 else any(im._verify for im in images)
+    status = np.zeros(ngroups, np.int64)
+    args = (src, size, fidx, dec, need, gstart, plan, bands, out4, ys, xs, img0._isz, img0._mask, verify,
+            scratch, stride, status)
+    if chunks > 1:
+        try:
+            counter = np.zeros(1, np.int64)
+            bad = _threads.run_workers(lambda w: K.decode_copy_shared(*args, counter, w), chunks)
+            bad = min((b for b in bad if b >= 0), default=-1)
+        finally:
+            _threads.release_parallel()
+    else:
+        bad = K.decode_copy(*args, 0, ngroups, 1, 0)
+    if bad >= 0:
+        o = 0 if owners is None else owners[bad]
+        raise _frame_error(images[o], klist[bad], int(status[bad]))
+    if store and fresh:
+        if owners is None:
+            token = img0._token
+            img0._cache.put_many([(token, klist[g]) for g in missing], fresh, [int(dec[g]) for g in missing])
+        else:
+            for g, frame in zip(missing, fresh):
+                im = images[owners[g]]
+                if im._cache is not None:
+                    im._cache.put_many([(im._token, klist[g])], [frame], [int(dec[g])])
+    del keep
+
+
+def _read_into(img: Image, sel: Selection, out):
+    """Read a selection, applying its remap, into ``out`` when given."""
+    bands = sel.lists[0]
+    shape = (bands.shape[0], sel.y.count, sel.x.count)
+    if out is None:
+        block = img._read_block(bands, sel.y, sel.x, None)
+        return block if sel.remap is None else block[sel.remap]
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    want = shape if sel.remap is None else np.empty(shape, np.uint8)[sel.remap].shape
+    if out.shape != want or out.dtype != img.dtype:
+        raise ValueError(f"out must have shape {want} and dtype {img.dtype}, got {out.shape} and {out.dtype}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writable")
+    if sel.remap is None and out.flags.c_contiguous:
+        img._read_block(bands, sel.y, sel.x, out)
+    else:
+        block = img._read_block(bands, sel.y, sel.x, None)
+        out[...] = block if sel.remap is None else block[sel.remap]
+    return out
+
+
+def _reopen(path, blob, cache_bytes, verify):
+    return Image(path, blob, cache_bytes=cache_bytes, verify=verify)
+
+
+def open(path, header=None, *, cache_bytes=None, verify: bool = True) -> Image:  # noqa: A001
+    """Open a rumi file for reading.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.rumi`` file.
+    header : bytes or Header, optional
+        Its header blob, as returned by ``rumimm.write``.  With it the IFD is not
+        parsed at all (fast, e.g. for a data loader opening many files); the
+        file size and a few fixed fields are checked against the blob.  Without
+        it the whole file profile is checked and the blob rebuilt.
+    cache_bytes : int, optional
+        Decoded-frame cache: None shares the process-wide cache (64 MiB by
+        default, ``RUMIMM_CACHE_BYTES``), 0 disables it, n > 0 gives this image
+        a private cache of n bytes.
+    verify : bool
+        Verify OpenZL checksums while decoding (default True).
+
+    Returns
+    -------
+    Image
+        A lazy (B, Y, X) array: ``img[:, y0:y1, x0:x1]`` decodes only the frames
+        the window touches.  A context manager; picklable (reopens in the child).
+
+    Raises
+    ------
+    FormatError
+        The file breaks the rumi profile (no header given), or is truncated.
+    BlobError
+        The header blob is invalid or describes another file.
+    FileNotFoundError
+        No such file.
+
+    Examples
+    --------
+    >>> with rumimm.open("scene.rumi", header=blob) as img:      # doctest: +SKIP
+    ...     chip = img[:, 1024:1280, 2048:2304]                   # (B, 256, 256)
+    ...     red = img[2]                                          # (Y, X)
+    """
+    return Image(path, header, cache_bytes=cache_bytes, verify=verify)
+
+
+def read_frames(img: Image, frames) -> list[np.ndarray]:
+    """Decode whole frames of an image (frame indices) into new arrays of their shape.
+
+    Returns one ndarray per frame, shaped (h, w) for tile frames and (B, h, w) for
+    cell frames, in the image's dtype.  Mostly for tests and tools.
+    """
+    buf = img._open_buf()
+    out = []
+    for k in frames:
+        k = int(k)
+        if not 0 <= k < img.n_frames:
+            raise WindowError(f"frame {k} is out of range for {img.n_frames} frames")
+        row, col, band = img._grid.frame_position(k)
+        h, w = img._grid.edge_size(row, col)
+        plan = np.zeros((1, K.PLAN_COLS), np.int64)
+        plan[0, K.P_FRAME], plan[0, K.P_NBYTES] = k, img._grid.frame_samples(k) * img._isz
+        plan[0, K.P_FH], plan[0, K.P_FW] = h, w
+        raw = img._decode_frame(k, plan, buf)
+        out.append(raw.view(img.dtype).reshape(img._grid.frame_shape(k)))
+    return out

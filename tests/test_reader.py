@@ -1,0 +1,526 @@
+"""rumimm.open: windows, keys, encodings, cache, threads, pickling and hostile files vs numpy."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import openzl_frame
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rumimm
+from rumimm import _native, cache, georef, threads
+from rumimm.blob import Header, build_header
+from rumimm.dtypes import DTYPES, encoding_for_dtype
+from rumimm.errors import BlobError, CodecError, FormatError, RumiError, WindowError
+from rumimm.grid import Grid, frame_unit
+from rumimm.reader import read_frames
+from rumimm.synthetic import eo_scene
+from rumimm.tiff import build_prefix
+
+SHAPE = (3, 37, 53)  # ragged: 16 x 16 tiles leave 5-row and 5-column edge frames
+TILE = 16
+
+
+def same(got, want) -> bool:
+    got, want = np.asarray(got), np.asarray(want)
+    return got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def write(path, array, **kw):
+    kw.setdefault("threads", 1)
+    return rumimm.write(path, array, **kw)
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return eo_scene(*SHAPE, dtype="uint16", seed=7)
+
+
+@pytest.fixture(scope="module", params=["tile", "cell"])
+def written(request, tmp_path_factory, scene):
+    path = tmp_path_factory.mktemp("reader") / f"scene_{request.param}.rumi"
+    blob = write(path, scene, tile=TILE, unit=request.param)
+    return path, blob, request.param
+
+
+@pytest.fixture
+def img(written):
+    path, blob, _ = written
+    with rumimm.open(path, blob, cache_bytes=0) as image:
+        yield image
+
+
+@pytest.fixture
+def restore_threads():
+    before = threads.get_num_threads()
+    yield
+    threads.set_num_threads(before)
+
+
+def assemble(path, grid: Grid, frames: list[bytes], dtype, *, epsg=None, transform=None) -> bytes:
+    """A rumi file from raw OpenZL frames (any content), laid out as the spec says."""
+    enc = encoding_for_dtype(dtype)
+    counts = np.array([len(f) for f in frames], np.uint64)
+    offsets = grid.base_frame_offset + np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.uint64)
+    matrix = georef.UNDEFINED_MATRIX if transform is None else georef.matrix_from_transform(transform)
+    prefix = build_prefix(grid, enc, offsets, counts, matrix, georef.geokeys(epsg))
+    with open(path, "wb") as f:
+        f.write(prefix + b"".join(frames))
+    return build_header(grid, enc, counts)
+
+
+# -- windows at every alignment --------------------------------------------------------
+WINDOWS = {
+    "inside one tile": np.s_[:, 2:9, 3:12],
+    "one tile exactly": np.s_[:, 16:32, 16:32],
+    "across a tile edge": np.s_[:, 10:20, 12:40],
+    "across four tiles of one band": np.s_[1, 10:20, 12:20],
+    "touching the bottom right corner": np.s_[:, 30:37, 45:53],
+    "the ragged edge frames only": np.s_[:, 32:, 48:],
+    "one pixel": np.s_[2, 36, 52],
+    "one pixel as a 3-d block": np.s_[2:3, 17:18, 31:32],
+    "whole image": np.s_[:],
+    "one band whole": np.s_[1],
+    "one row": np.s_[:, 20],
+    "one column": np.s_[:, :, 47],
+    "steps": np.s_[:, 1::5, 2::7],
+    "negative steps": np.s_[::-1, ::-3, 50:3:-4],
+    "band list": np.s_[[2, 0], 5:30, 5:30],
+    "repeated bands": np.s_[[1, 1, 0], 5:8, 40:50],
+    "boolean bands": np.s_[np.array([True, False, True]), :4, :4],
+    "ellipsis": np.s_[..., 3:9],
+    "newaxis": np.s_[None, 0, 3:5, 3:5],
+    "fancy rows and columns": np.s_[:, [3, 30, 17], [0, 52, 16]],
+    "fancy rows with int band": np.s_[2, [36, 0], 4:9],
+    "empty": np.s_[:, 5:5, :],
+    "clipped slices": np.s_[:, 30:100, -100:4],
+}
+
+
+@pytest.mark.parametrize("key", list(WINDOWS.values()), ids=list(WINDOWS))
+def test_every_window_equals_numpy_indexing_of_the_array_written(img, scene, key):
+    assert same(img[key], scene[key])
+
+
+@pytest.mark.parametrize("key", list(WINDOWS.values()), ids=list(WINDOWS))
+def test_windows_read_the_same_with_the_cache_on(written, scene, key):
+    path, blob, _ = written
+    with rumimm.open(path, blob, cache_bytes=1 << 20) as image:
+        assert same(image[key], scene[key])
+        assert same(image[key], scene[key])  # now from the cache
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_random_windows_and_steps_match_numpy(img, scene, data):
+    b, y, x = SHAPE
+
+    def axis(n):
+        a = data.draw(st.integers(-n - 2, n + 2))
+        c = data.draw(st.integers(-n - 2, n + 2))
+        s = data.draw(st.sampled_from([None, 1, 1, 2, 3, 17, -1, -2, -5]))
+        return slice(a, c, s)
+
+    key = (data.draw(st.sampled_from([slice(None), 0, -1, [2, 0], slice(None, None, -1)])), axis(y), axis(x))
+    assert same(img[key], scene[key])
+
+
+def test_opening_with_and_without_the_blob_reads_the_same(written, scene):
+    path, blob, _ = written
+    with rumimm.open(path) as a, rumimm.open(path, Header.parse(blob)) as b:
+        assert bytes(a.header) == bytes(b.header) == blob
+        for key in WINDOWS.values():
+            assert same(a[key], b[key])
+        assert a.to_dict() == b.to_dict()
+
+
+def test_out_of_range_keys_raise_window_error_like_numpy(img):
+    for key in (np.s_[3], np.s_[:, 37], np.s_[:, :, -54], np.s_[0, 0, 0, 0], np.s_[[0, 4]], np.s_[0.5]):
+        with pytest.raises(WindowError):
+            img[key]
+        with pytest.raises(IndexError):
+            img[key]
+
+
+# -- all encodings ---------------------------------------------------------------------
+@pytest.mark.parametrize("unit", ["tile", "cell"])
+@pytest.mark.parametrize("name", sorted(DTYPES))
+def test_every_encoding_reads_back_in_windows(tmp_path, name, unit):
+    array = eo_scene(2, 23, 29, dtype=name, seed=3)
+    blob = write(tmp_path / "a.rumi", array, tile=8, unit=unit)
+    with rumimm.open(tmp_path / "a.rumi", blob) as image:
+        assert image.dtype == array.dtype
+        for key in (np.s_[:], np.s_[1, 3:20, 5:27], np.s_[:, 7:9, 7:9], np.s_[0, ::3, ::-2], np.s_[:, 22, 28]):
+            assert same(image[key], array[key]), key
+
+
+@pytest.mark.parametrize("dtype,bits", [("bool", 1), ("uint2", 2), ("int4", 4), ("float6_e2m3fn", 6),
+                                        ("float4_e2m1fn", 4)])
+def test_sub_byte_samples_are_the_low_bits_of_each_byte(tmp_path, monkeypatch, dtype, bits):
+    grid = Grid(7, 5, 4, 4, 1, frame_unit("tile"))
+    raw = np.random.default_rng(1).integers(0, 256, (5, 7), dtype=np.uint8)
+    frames = [openzl_frame(np.ascontiguousarray(raw[r * 4:r * 4 + 4, c * 4:c * 4 + 4]))
+              for r in range(2) for c in range(2)]
+    blob = assemble(tmp_path / "s.rumi", grid, frames, DTYPES[dtype])
+    want = (raw & ((1 << bits) - 1)).view(DTYPES[dtype])
+    with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
+        assert same(image[0], want)
+        assert same(image[0, 1:3, 1:3], want[1:3, 1:3])  # one frame: the view path
+    monkeypatch.setattr(_native, "available", lambda: False)
+    with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
+        assert not image._native
+        assert same(image[0], want)
+
+
+# -- metadata --------------------------------------------------------------------------
+def test_properties_describe_the_image(written, scene):
+    path, blob, unit = written
+    with rumimm.open(path, blob) as image:
+        assert image.shape == SHAPE and image.ndim == 3 and len(image) == 3
+        assert image.dtype == np.dtype("uint16") and image.nbytes == scene.nbytes
+        assert (image.count, image.height, image.width) == SHAPE
+        assert image.tile == (TILE, TILE) and image.frame_unit == unit
+        assert image.transform is None and image.crs is None and image.bounds is None and image.res is None
+        assert image.header == blob
+        d = image.to_dict()
+        assert d["shape"] == list(SHAPE) and d["frame_unit"] == unit and d["crs"] is None
+        assert d["path"] == os.fspath(path)
+        assert np.array_equal(np.asarray(image), scene)
+
+
+def test_georeferencing_is_read_from_its_fixed_place_without_the_ifd(tmp_path, scene):
+    t = (10.0, 0.0, 500000.0, 0.0, -10.0, 4100000.0)
+    blob = write(tmp_path / "g.rumi", scene, tile=TILE, transform=t, crs=32633)
+    with rumimm.open(tmp_path / "g.rumi", blob) as a, rumimm.open(tmp_path / "g.rumi") as b:
+        for image in (a, b):
+            assert image.transform == t and image.crs == "EPSG:32633" and image.epsg == 32633
+            assert image.bounds == (500000.0, 4100000.0 - 370.0, 500000.0 + 530.0, 4100000.0)
+            assert image.res == (10.0, 10.0)
+            assert image.pixel_is_point is False
+
+
+def test_a_broken_georeferencing_block_raises_format_error_when_asked_for(tmp_path, scene):
+    blob = write(tmp_path / "g.rumi", scene, tile=TILE)
+    grid = Header.parse(blob).grid
+    data = bytearray((tmp_path / "g.rumi").read_bytes())
+    data[grid.base_frame_offset - 32 + 14] = 9  # GTModelTypeGeoKey := 9
+    (tmp_path / "g.rumi").write_bytes(bytes(data))
+    with rumimm.open(tmp_path / "g.rumi", blob) as image:
+        assert same(image[:, :3, :3], scene[:, :3, :3])  # pixels do not need the tags
+        with pytest.raises(FormatError, match="GTModelTypeGeoKey"):
+            image.crs
+
+
+# -- read(): bands, windows, out -------------------------------------------------------
+def test_read_fills_a_caller_buffer_in_place(img, scene):
+    out = np.zeros((2, 10, 20), np.uint16)
+    got = img.read([2, 0], ((5, 15), (30, 50)), out=out)
+    assert got is out and same(out, scene[[2, 0], 5:15, 30:50])
+    strided = np.zeros((2, 10, 40), np.uint16)[:, :, ::2]
+    img.read([2, 0], ((5, 15), (30, 50)), out=strided)
+    assert same(strided, scene[[2, 0], 5:15, 30:50])
+    band = np.zeros((37, 53), np.uint16)
+    assert same(img.read(1, out=band), scene[1])
+    assert same(img.read(), scene)
+
+
+def test_read_rejects_a_wrong_buffer_and_windows_outside_the_image(img):
+    with pytest.raises(ValueError, match="shape"):
+        img.read(window=((0, 4), (0, 4)), out=np.zeros((3, 4, 5), np.uint16))
+    with pytest.raises(ValueError, match="dtype"):
+        img.read(window=((0, 4), (0, 4)), out=np.zeros((3, 4, 4), np.int16))
+    with pytest.raises(WindowError):
+        img.read(window=((0, 40), (0, 4)))
+    with pytest.raises(WindowError):
+        img.read(bands=3)
+
+
+# -- the cache and zero-copy views -----------------------------------------------------
+def test_neighbouring_small_windows_decode_their_frame_once(written, scene):
+    path, blob, _ = written
+    with rumimm.open(path, blob, cache_bytes=4 << 20) as image:
+        c = image._cache
+        assert same(image[0, 0:4, 0:4], scene[0, 0:4, 0:4])
+        misses = c.misses
+        for y in range(0, 16, 4):
+            for x in range(0, 16, 4):
+                assert same(image[0, y:y + 4, x:x + 4], scene[0, y:y + 4, x:x + 4])
+        assert c.misses == misses and c.hits >= 16
+
+
+def test_arrays_returned_never_alias_the_cache(written, scene):
+    path, blob, _ = written
+    with rumimm.open(path, blob, cache_bytes=4 << 20) as image:
+        for key in (np.s_[0, 1:5, 1:5], np.s_[:, 0:20, 0:20]):
+            first = image[key]
+            first[...] = 0
+            assert same(image[key], scene[key])
+
+
+def test_without_a_cache_a_window_inside_one_frame_is_a_writable_view(img, scene):
+    chip = img[1, 2:9, 3:12]
+    assert chip.base is not None and chip.flags.writeable
+    chip[...] = 0
+    assert same(img[1, 2:9, 3:12], scene[1, 2:9, 3:12])
+
+
+def test_the_cache_stays_within_its_budget_and_drops_a_closed_images_frames(written):
+    path, blob, _ = written
+    budget = 6 * TILE * TILE * 2 * 3
+    image = rumimm.open(path, blob, cache_bytes=budget)
+    for y in range(0, 37, 8):
+        for x in range(0, 53, 8):
+            image[:, y:y + 2, x:x + 2]
+            assert image._cache.nbytes <= budget
+    image.close()
+    assert len(image._cache) == 0
+    shared = rumimm.open(path, blob)
+    shared[:, 0:2, 0:2]
+    token = shared._token
+    assert any(k[0] == token for k in list(cache.SHARED._items))
+    shared.close()
+    assert not any(k[0] == token for k in list(cache.SHARED._items))
+
+
+def test_frame_cache_evicts_least_recently_used_first():
+    c = cache.FrameCache(400)
+    frames = [np.zeros(100, np.uint8) for _ in range(5)]
+    c.put_many([("a", i) for i in range(4)], frames[:4])
+    assert c.get(("a", 0))[0] is frames[0]  # 0 is now the most recent
+    c.put_many([("a", 4)], frames[4:])
+    assert c.get(("a", 1)) is None
+    array, address = c.get(("a", 0))
+    assert array is frames[0] and address == frames[0].ctypes.data
+    assert c.nbytes == 400 and not frames[0].flags.writeable
+    assert not c.admits(101) and c.admits(100) and not cache.FrameCache(0).admits(1)
+    c.resize(200)
+    assert c.nbytes <= 200
+    with pytest.raises(ValueError):
+        cache.FrameCache(-1)
+
+
+# -- threads, concurrency, pickling, lifecycle -----------------------------------------
+def test_one_and_two_threads_read_the_same(written, scene, restore_threads):
+    path, blob, _ = written
+    with rumimm.open(path, blob, cache_bytes=0) as image:
+        for n in (1, threads.get_num_threads()):
+            threads.set_num_threads(n)
+            assert threads.get_num_threads() == n
+            assert same(image[:], scene)
+            assert same(image[[2, 1], 3:33:2, 1:50], scene[[2, 1], 3:33:2, 1:50])
+
+
+def test_set_num_threads_rejects_bad_counts():
+    with pytest.raises(ValueError):
+        threads.set_num_threads(0)
+    with pytest.raises(TypeError):
+        threads.set_num_threads(1.5)
+    assert rumimm.get_num_threads() == threads.get_num_threads()
+
+
+def test_the_thread_count_comes_from_rumimm_num_threads():
+    env = dict(os.environ, RUMIMM_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", "import rumimm; print(rumimm.get_num_threads())"],
+                         env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"
+
+
+@pytest.mark.parametrize("cache_bytes", [0, None])
+def test_many_threads_reading_at_once_get_correct_windows(written, scene, cache_bytes):
+    path, blob, _ = written
+    rng = np.random.default_rng(5)
+    keys = []
+    for _ in range(200):
+        y0, x0 = rng.integers(0, 30), rng.integers(0, 45)
+        h, w = rng.integers(1, 38 - y0), rng.integers(1, 54 - x0)
+        keys.append((slice(None) if rng.random() < 0.5 else int(rng.integers(0, 3)),
+                     slice(y0, y0 + h), slice(x0, x0 + w)))
+    with rumimm.open(path, blob, cache_bytes=cache_bytes) as image:
+        with cf.ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda k: image[k], keys))
+    assert all(same(r, scene[k]) for r, k in zip(results, keys))
+
+
+def test_an_image_pickles_and_reopens(written, scene):
+    path, blob, _ = written
+    with rumimm.open(path, blob, cache_bytes=0) as image:
+        clone = pickle.loads(pickle.dumps(image))
+    try:
+        assert not clone.closed and clone.header == blob and clone._cache is None
+        assert same(clone[:, 3:30, 7:9], scene[:, 3:30, 7:9])
+    finally:
+        clone.close()
+
+
+def _read_in_child(args):
+    image, key = args
+    return image[key]
+
+
+def test_forked_workers_read_after_the_parent_decoded_in_parallel(written, scene):
+    path, blob, _ = written
+    with rumimm.open(path, blob) as image:
+        image[:]  # the parent has used its thread pool now
+        keys = [np.s_[:, 0:20, 0:20], np.s_[1, 10:37, 30:53], np.s_[:]]
+        with mp.get_context("fork").Pool(2) as pool:
+            results = pool.map(_read_in_child, [(image, k) for k in keys])
+    assert all(same(r, scene[k]) for r, k in zip(results, keys))
+
+
+def test_close_is_idempotent_and_a_closed_image_refuses_to_read(written):
+    path, blob, _ = written
+    image = rumimm.open(path, blob)
+    with image:
+        assert not image.closed
+    assert image.closed
+    image.close()
+    with pytest.raises(RumiError, match="closed"):
+        image[0, 0, 0]
+    assert "closed" in repr(image)
+
+
+# -- the openzl.ext fallback -----------------------------------------------------------
+def test_the_fallback_decoder_reads_the_same_when_geozls_library_is_missing(written, scene, monkeypatch):
+    path, blob, _ = written
+    monkeypatch.setattr(_native, "available", lambda: False)
+    for cache_bytes in (0, None):
+        with rumimm.open(path, blob, cache_bytes=cache_bytes) as image:
+            assert not image._native
+            for key in WINDOWS.values():
+                assert same(image[key], scene[key])
+
+
+def test_read_frames_returns_whole_frames_in_their_shape(img, scene, written):
+    _, _, unit = written
+    first, last = read_frames(img, [0, img.n_frames - 1])
+    if unit == "tile":
+        assert same(first, scene[0, :16, :16]) and same(last, scene[2, 32:, 48:])
+    else:
+        assert same(first, scene[:, :16, :16]) and same(last, scene[:, 32:, 48:])
+    with pytest.raises(WindowError):
+        read_frames(img, [img.n_frames])
+
+
+# -- hostile files and blobs -----------------------------------------------------------
+@pytest.fixture
+def copy_of(written, tmp_path):
+    path, blob, unit = written
+    dst = tmp_path / "copy.rumi"
+    dst.write_bytes(path.read_bytes())
+    return dst, blob, unit
+
+
+def test_a_truncated_file_is_refused_with_or_without_the_blob(copy_of):
+    path, blob, _ = copy_of
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])
+    with pytest.raises(BlobError, match="truncated"):
+        rumimm.open(path, blob)
+    with pytest.raises(FormatError):
+        rumimm.open(path)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_corrupt_frame_raises_codec_error_naming_the_frame_and_its_position(copy_of, scene, native,
+                                                                             monkeypatch):
+    path, blob, unit = copy_of
+    hdr = Header.parse(blob)
+    k = hdr.grid.frame_index(1, 2, 0)  # row 1, col 2 (band 0 for tile frames)
+    start, end = int(hdr.offsets[k]), int(hdr.offsets[k + 1])
+    data = bytearray(path.read_bytes())
+    for i in range(start + 8, end, max(1, (end - start) // 16)):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    if not native:
+        monkeypatch.setattr(_native, "available", lambda: False)
+    position = "row 1, col 2" + (", band 0" if unit == "tile" else "")
+    for cache_bytes in (0, None):
+        with rumimm.open(path, blob, cache_bytes=cache_bytes) as image:
+            for key in (np.s_[0, 20:22, 40:42], np.s_[:, 10:30, 30:50], np.s_[:]):
+                with pytest.raises(CodecError, match=rf"frame {k} of {hdr.n_frames} \({position}\)"):
+                    image[key]
+            assert same(image[:, 0:16, 0:16], scene[:, 0:16, 0:16])  # other frames still read
+
+
+def test_a_blob_for_another_file_is_refused(tmp_path, written, scene):
+    path, blob, unit = written
+    other = write(tmp_path / "other.rumi", scene[:, :30], tile=TILE, unit=unit)
+    with pytest.raises(BlobError):
+        rumimm.open(path, other)
+    with pytest.raises(BlobError):
+        rumimm.open(tmp_path / "other.rumi", blob)
+
+
+def test_a_blob_with_another_grid_but_the_same_file_size_is_refused(tmp_path, written):
+    path, blob, unit = written
+    hdr = Header.parse(blob)
+    g = hdr.grid
+    n = g.n_frames
+    swapped = Grid(g.image_length, g.image_width, g.tile_width, g.tile_length, g.samples_per_pixel, g.unit)
+    counts = np.array(hdr.counts, np.int64)
+    if swapped.n_frames == n:
+        lie = build_header(swapped, hdr.encoding, counts)
+        with pytest.raises(BlobError, match="does not describe this file"):
+            rumimm.open(path, lie)
+
+
+def test_a_blob_whose_frame_sizes_do_not_match_the_file_raises_codec_error(written):
+    path, blob, _ = written
+    hdr = Header.parse(blob)
+    counts = np.array(hdr.counts, np.int64)
+    counts[0] += 7  # same total: frame 0 takes 7 bytes of frame 1
+    counts[1] -= 7
+    lie = build_header(hdr.grid, hdr.encoding, counts)
+    with rumimm.open(path, lie, cache_bytes=0) as image:
+        with pytest.raises(CodecError, match="frame 0 of"):
+            image[:, 0:2, 0:2]
+
+
+def test_a_frame_decoding_to_the_wrong_size_raises_codec_error_on_both_paths(tmp_path, monkeypatch):
+    grid = Grid(8, 8, 4, 4, 1, frame_unit("tile"))
+    a = np.arange(64, dtype=np.uint16).reshape(8, 8)
+    frames = [openzl_frame(a[r * 4:r * 4 + 4, c * 4:c * 4 + 4]) for r in range(2) for c in range(2)]
+    frames[3] = openzl_frame(np.arange(15, dtype=np.uint16))  # one sample short
+    blob = assemble(tmp_path / "w.rumi", grid, frames, np.uint16)
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(_native, "available", lambda: False)
+        with rumimm.open(tmp_path / "w.rumi", blob, cache_bytes=0) as image:
+            assert same(image[0, :4, :8], a[:4, :8])
+            with pytest.raises(CodecError, match=r"frame 3 of 4 \(row 1, col 1, band 0\)"):
+                image[0, 5, 5]
+            with pytest.raises(CodecError, match="frame 3"):
+                image[:]
+
+
+def test_a_frame_of_the_wrong_sample_width_is_caught_by_the_fallback(tmp_path, monkeypatch):
+    grid = Grid(4, 4, 4, 4, 1, frame_unit("tile"))
+    frames = [openzl_frame(np.arange(32, dtype=np.uint8))]  # 32 bytes, but 8-bit samples
+    blob = assemble(tmp_path / "t.rumi", grid, frames, np.uint16)
+    monkeypatch.setattr(_native, "available", lambda: False)
+    with rumimm.open(tmp_path / "t.rumi", blob, cache_bytes=0) as image:
+        with pytest.raises(CodecError, match="frame 0"):
+            image[:]
+
+
+def test_a_file_that_is_not_rumi_is_refused(tmp_path, written):
+    path, blob, _ = written
+    data = bytearray(path.read_bytes())
+    data[0:2] = b"MM"
+    (tmp_path / "x.rumi").write_bytes(bytes(data))
+    with pytest.raises(BlobError, match="BigTIFF"):
+        rumimm.open(tmp_path / "x.rumi", blob)
+    with pytest.raises(FormatError):
+        rumimm.open(tmp_path / "x.rumi")
+    with pytest.raises(FileNotFoundError):
+        rumimm.open(tmp_path / "missing.rumi", blob)
+    with pytest.raises(BlobError):
+        rumimm.open(path, b"not a blob")
