@@ -16,7 +16,7 @@ import numpy as np
 from . import kernels as K
 from .errors import RumiError, WindowError
 from .reader import Image, _execute
-from .window import Run, _window_range, select
+from .window import Run, select, window_bounds
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
 
@@ -354,17 +354,8 @@ def _parse_windows(windows, n: int, size):
     hw = None
     big = 1 << 62
     for i, w in enumerate(wins):
-        if hasattr(w, "row_off") and hasattr(w, "col_off"):
-            a, b = int(w.row_off), int(w.col_off)
-            cur = (a, b, int(w.height), int(w.width))
-        else:
-            try:
-                wy, wx = w
-            except (TypeError, ValueError):
-                raise WindowError(f"window {i} must be ((y0, y1), (x0, x1)), got {w!r}") from None
-            ya, yb = _window_range(wy, big, "y")
-            xa, xb = _window_range(wx, big, "x")
-            cur = (ya, xa, yb - ya, xb - xa)
+        ya, yb, xa, xb = window_bounds(w, big, big, name=f"window {i}")  # image bounds are checked later
+        cur = (ya, xa, yb - ya, xb - xa)
         if hw is None:
             hw = cur[2:]
         elif cur[2:] != hw:

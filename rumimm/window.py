@@ -266,6 +266,28 @@ def _window_range(w, n: int, axis: str) -> tuple[int, int]:
     return lo, hi
 
 
+def window_bounds(window, ny: int, nx: int, name: str = "window") -> tuple[int, int, int, int]:
+    """(y0, y1, x0, x1) of ``((y0, y1), (x0, x1))``, ``(slice, slice)`` or a rasterio ``Window``.
+
+    The window must lie inside ``[0, ny) x [0, nx)`` and, for a ``Window``, on whole pixels.
+    """
+    if hasattr(window, "row_off") and hasattr(window, "col_off"):
+        y0, x0 = int(window.row_off), int(window.col_off)
+        y1, x1 = y0 + int(window.height), x0 + int(window.width)
+        if y0 != window.row_off or x0 != window.col_off or y1 - y0 != window.height or x1 - x0 != window.width:
+            raise WindowError(f"{name} {window!r} is not on whole pixels")
+        _window_range((y0, y1), ny, "y")
+        _window_range((x0, x1), nx, "x")
+        return y0, y1, x0, x1
+    try:
+        wy, wx = window
+    except (TypeError, ValueError):
+        raise WindowError(f"{name} must be ((y0, y1), (x0, x1)), got {window!r}") from None
+    y0, y1 = _window_range(wy, ny, "y")
+    x0, x1 = _window_range(wx, nx, "x")
+    return y0, y1, x0, x1
+
+
 def select_read(bands, window, shape: tuple[int, int, int]) -> Selection:
     """The selection of ``Image.read(bands, window)``: bands None, an int or a list;
     window None, ``((y0, y1), (x0, x1))``, ``(slice, slice)`` or a rasterio ``Window``.
@@ -275,20 +297,8 @@ def select_read(bands, window, shape: tuple[int, int, int]) -> Selection:
     b, ny, nx = shape
     if window is None:
         (y0, y1), (x0, x1) = (0, ny), (0, nx)
-    elif hasattr(window, "row_off") and hasattr(window, "col_off"):
-        y0, x0 = int(window.row_off), int(window.col_off)
-        y1, x1 = y0 + int(window.height), x0 + int(window.width)
-        if y0 != window.row_off or x0 != window.col_off or y1 - y0 != window.height or x1 - x0 != window.width:
-            raise WindowError(f"window {window!r} is not on whole pixels")
-        _window_range((y0, y1), ny, "y")
-        _window_range((x0, x1), nx, "x")
     else:
-        try:
-            wy, wx = window
-        except (TypeError, ValueError):
-            raise WindowError(f"window must be ((y0, y1), (x0, x1)), got {window!r}") from None
-        y0, y1 = _window_range(wy, ny, "y")
-        x0, x1 = _window_range(wx, nx, "x")
+        y0, y1, x0, x1 = window_bounds(window, ny, nx)
     remap = None
     if bands is None:
         blist = np.arange(b, dtype=np.int64)

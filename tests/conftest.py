@@ -62,6 +62,29 @@ def openzl_frame(samples: np.ndarray, format_version: int = FORMAT_VERSION) -> b
     return out
 
 
+#: Transforms used by the write tests: projected (EPSG:32633) and geographic (EPSG:4326).
+UTM33N = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
+WGS84 = (0.001, 0.0, 12.5, 0.0, -0.001, 45.0)
+
+
+def samples(name: str, shape, rng) -> np.ndarray:
+    """Random samples of every bit pattern an encoding allows (NaNs and infinities included)."""
+    dt = dtypes.DTYPES[name]
+    enc = dtypes.encoding_for_dtype(dt)
+    if enc.bits_per_sample == 1:
+        return rng.integers(0, 2, shape, dtype=np.uint8).astype(bool)
+    if enc.subbyte:
+        return rng.integers(0, 1 << enc.bits_per_sample, shape, dtype=np.uint8).view(dt)
+    return rng.integers(0, 256, (*shape[:-1], shape[-1] * enc.itemsize), dtype=np.uint8).view(dt)
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape, dtype and bytes: NaN payloads compare equal, unlike ``==``."""
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)
+    )
+
+
 def random_samples(enc: dtypes.Encoding, n: int, rng, spread: int) -> np.ndarray:
     """``n`` valid samples of ``enc``; a larger ``spread`` compresses worse (unequal frames)."""
     if enc.bits_per_sample < 8:

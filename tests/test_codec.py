@@ -191,8 +191,8 @@ class _ChurningCCtx(zl.CCtx):
     def compress(self, inputs):
         junk = [np.full(i.content_size, 0xAB, np.uint8) for i in inputs for _ in range(4)]
         del junk
-        junk = [np.full(i.content_size, 0xCD, np.uint8) for i in inputs for _ in range(4)]
-        return super().compress(inputs)
+        junk = [np.full(i.content_size, 0xCD, np.uint8) for i in inputs for _ in range(4)]  # noqa: F841
+        return super().compress(inputs)  # the second junk stays alive, holding reused memory
 
 
 def test_encoding_fresh_temporaries_many_times_decodes_every_frame(decoder, monkeypatch):

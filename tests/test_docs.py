@@ -229,8 +229,8 @@ def render_api() -> str:
                     desc = " ".join(str(codec.description).split()).replace("|", "/")
                     rows.append(f"| `{key}` | {'yes' if codec.portable else 'no'} | "
                                 f"{'yes' if codec.requires_geozl else 'no'} | {desc} |")
-                lines.append(f"### `rumimm.PRESETS`\n\nA dict, preset name -> `rumimm.codec.Codec`; pass the name "
-                             f"as `write(..., codec=name)`. *Portable*: rumi-eo 0.16.0 decodes the frames.\n\n"
+                lines.append("### `rumimm.PRESETS`\n\nA dict, preset name -> `rumimm.codec.Codec`; pass the name "
+                             "as `write(..., codec=name)`. *Portable*: rumi-eo 0.16.0 decodes the frames.\n\n"
                              + "\n".join(rows) + "\n")
                 continue
             if name == "DTYPES":

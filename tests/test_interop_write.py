@@ -12,32 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rumi
+from conftest import UTM33N, WGS84, same_bits, samples
 from peer import PEER_READABLE, peer_header, peer_read, peer_write
 
 import rumimm
 from rumimm.blob import Header
-from rumimm.dtypes import DTYPES, encoding_for_dtype
-
-UTM33N = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
-WGS84 = (0.001, 0.0, 12.5, 0.0, -0.001, 45.0)
-
-
-def samples(name: str, shape, rng) -> np.ndarray:
-    """Random bits of every pattern (NaNs included for floats); sub-byte values in range."""
-    dt = DTYPES[name]
-    enc = encoding_for_dtype(dt)
-    if enc.bits_per_sample == 1:
-        return rng.integers(0, 2, shape, dtype=np.uint8).astype(bool)
-    if enc.subbyte:
-        return rng.integers(0, 1 << enc.bits_per_sample, shape, dtype=np.uint8).view(dt)
-    return rng.integers(0, 256, (*shape[:-1], shape[-1] * enc.itemsize), dtype=np.uint8).view(dt)
-
-
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)
-    )
-
+from rumimm.dtypes import DTYPES
 
 WINDOWS = [
     {},

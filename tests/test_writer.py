@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pytest
 import spec_reader
+from conftest import UTM33N, WGS84, samples
 
 import rumimm
 import rumimm.writer as W
@@ -24,23 +25,7 @@ from rumimm.errors import CodecError, CRSError, RumiError, RumiWarning
 from rumimm.grid import FrameUnit
 from rumimm import index, validate  # the public names: rumimm.index, rumimm.validate
 
-UTM33N = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
-WGS84 = (0.001, 0.0, 12.5, 0.0, -0.001, 45.0)
-
-
 # -- helpers ---------------------------------------------------------------------------
-def samples(name: str, shape, rng) -> np.ndarray:
-    """Random samples of every bit pattern the encoding allows (NaNs and infinities included)."""
-    dt = DTYPES[name]
-    enc = encoding_for_dtype(dt)
-    if enc.bits_per_sample == 1:
-        return rng.integers(0, 2, shape, dtype=np.uint8).astype(bool)
-    if enc.subbyte:
-        return rng.integers(0, 1 << enc.bits_per_sample, shape, dtype=np.uint8).view(dt)
-    raw = rng.integers(0, 256, (*shape[:-1], shape[-1] * enc.itemsize), dtype=np.uint8)
-    return raw.view(dt)
-
-
 def storage_bytes(a: np.ndarray) -> np.ndarray:
     """What a frame stores for ``a``: its bytes, one per sub-byte sample."""
     return np.ascontiguousarray(a).view(np.uint8)
