@@ -67,6 +67,7 @@ DEFAULT_BANDS = 4
 DEFAULT_TILE = 512
 DEFAULT_REPEATS = 21
 DEFAULT_COLD_REPEATS = 7
+DEFAULT_ROUNDS = 3
 DEFAULT_THREADS = (1, 2)
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
 EPSG = 32633
@@ -220,11 +221,19 @@ def run_engine(engine: str, spec: dict, threads: int) -> dict:
     """Time every row for one engine in this process; returns {row: {"seconds": [...], "exact": bool}}."""
     scene = np.load(spec["scene"], mmap_mode="r")
     open_, read, close = _reader(engine, spec, threads)
+    floor = None
+    if engine.startswith("rumimm"):  # paired: decode a window's frames, then read it, alternately
+        from rumimm.blob import Header
+
+        f = spec["files"]["rumimm" if engine == "rumimm" else "reference"]
+        floor = _floor_timer(Header.parse(bytes.fromhex(f["blob"])), np.fromfile(f["path"], np.uint8), threads,
+                             openmp=False)
     results = {}
     for label, _, _ in ROWS:
         include_open = label.endswith("open + read")
-        seconds, exact = [], True
+        seconds, exact, ratios = [], True, []
         for i, w in enumerate(spec["windows"][label]):
+            floor_s = floor(w) if floor is not None and i else None
             if include_open:
                 t0 = time.perf_counter()
                 h = open_()
@@ -243,8 +252,12 @@ def run_engine(engine: str, spec: dict, threads: int) -> dict:
                 exact = bool(np.array_equal(np.asarray(got).reshape(want.shape), want))
             else:
                 seconds.append(dt)
+                if floor_s:
+                    ratios.append(dt / floor_s)
             del got
         results[label] = {"seconds": seconds, "exact": exact}
+        if ratios:
+            results[label]["floor_ratio"] = ratios
     return results
 
 
@@ -258,9 +271,49 @@ def _touched_frames(header, w) -> np.ndarray:
     return np.array([grid.frame_index(r, c, band) for r in rows for c in cols for band in range(b0, b1)], np.int64)
 
 
+def _floor_timer(header, data: np.ndarray, threads: int, *, openmp: bool = True):
+    """A function timing the GIL-free decode of just the frames a window touches (frames in ``data``).
+
+    ``openmp=True`` decodes with ``_native.decode_frames`` (numba's OpenMP layer on several
+    threads).  ``openmp=False`` decodes serially, or on a plain thread pool calling the nogil
+    ``decode_one`` kernel per frame: used inside a rumimm worker, where OpenMP's spin-waiting
+    threads would otherwise compete with the reader's own threads and slow the reads timed next.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rumimm import _native
+
+    offsets, counts = header.offsets[:-1], header.counts
+    isz = header.encoding.itemsize
+    pool = ThreadPoolExecutor(threads) if (threads > 1 and not openmp) else None
+
+    def decode_touched(w) -> float:
+        ks = _touched_frames(header, w)
+        sizes = np.array([header.grid.frame_samples(int(k)) * isz for k in ks], np.int64)
+        dst_off = np.zeros(ks.size, np.int64)
+        np.cumsum(sizes[:-1], out=dst_off[1:])
+        dst = np.ones(int(sizes.sum()), np.uint8)  # written once: no page faults in the timing
+        if pool is not None and ks.size > 1:
+            srcs = [data[int(offsets[k]) : int(offsets[k]) + int(counts[k])] for k in ks]
+            dsts = [dst[o : o + n] for o, n in zip(dst_off, sizes)]
+            t0 = time.perf_counter()
+            status = np.array(list(pool.map(_native.decode_one, srcs, dsts)))
+            dt = time.perf_counter() - t0
+        else:
+            rumimm.set_num_threads(threads if (ks.size > 1 and openmp) else 1)  # 1: serial, no thread pool
+            t0 = time.perf_counter()
+            status = _native.decode_frames(data, offsets[ks], counts[ks], dst, dst_off, sizes, verify=True)
+            dt = time.perf_counter() - t0
+            rumimm.set_num_threads(threads)
+        if np.any(status < 0):
+            raise RuntimeError(f"a frame failed to decode: {_native.status_message(int(status.min()))}")
+        return dt
+
+    return decode_touched
+
+
 def run_floor(spec: dict, threads: int) -> dict:
     """Decode-only time of the frames each window touches, both rumi files, frames in memory."""
-    from rumimm import _native
     from rumimm.blob import Header
     from rumimm.cache import tune_malloc
 
@@ -269,29 +322,9 @@ def run_floor(spec: dict, threads: int) -> dict:
     for key, name in (("rumimm", FLOOR_RUMIMM), ("reference", FLOOR_REFERENCE)):
         f = spec["files"][key]
         header = Header.parse(bytes.fromhex(f["blob"]))
-        data = np.fromfile(f["path"], np.uint8)  # in memory: no mmap faults, no file I/O
-        offsets, counts = header.offsets[:-1], header.counts
-        isz = header.encoding.itemsize
-        rows = {}
-        for label, _, _ in ROWS:
-            seconds = []
-            for i, w in enumerate(spec["windows"][label]):
-                ks = _touched_frames(header, w)
-                sizes = np.array([header.grid.frame_samples(int(k)) * isz for k in ks], np.int64)
-                dst_off = np.zeros(ks.size, np.int64)
-                np.cumsum(sizes[:-1], out=dst_off[1:])
-                dst = np.ones(int(sizes.sum()), np.uint8)  # written once: no page faults in the timing
-                # one frame decodes on the calling thread, as the reader does
-                rumimm.set_num_threads(threads if ks.size > 1 else 1)
-                t0 = time.perf_counter()
-                status = _native.decode_frames(data, offsets[ks], counts[ks], dst, dst_off, sizes, verify=True)
-                dt = time.perf_counter() - t0
-                if np.any(status < 0):
-                    raise RuntimeError(f"{f['path']}: a frame failed to decode: {_native.status_message(status.min())}")
-                if i:
-                    seconds.append(dt)
-            rows[label] = {"seconds": seconds, "exact": True}
-        out[name] = rows
+        floor = _floor_timer(header, np.fromfile(f["path"], np.uint8), threads)  # in memory: no file I/O
+        out[name] = {label: {"seconds": [floor(w) for w in spec["windows"][label][1:]], "exact": True}
+                     for label, _, _ in ROWS}
     return out
 
 
@@ -357,6 +390,20 @@ def _worker_main(args) -> None:
         result = {args.worker: run_engine(args.worker, spec, args.threads)}
     with open(args.result, "w") as fh:
         json.dump(result, fh)
+
+
+def _pool_samples(into: dict, got: dict) -> None:
+    """Merge a worker's {engine: {row: {"seconds", "exact"}}} into ``into``, pooling samples."""
+    for engine, rows in got.items():
+        mine = into.setdefault(engine, {})
+        for row, res in rows.items():
+            if row not in mine:
+                mine[row] = {k: (list(v) if isinstance(v, list) else v) for k, v in res.items()}
+            else:
+                mine[row]["seconds"].extend(res["seconds"])
+                mine[row]["exact"] = mine[row]["exact"] and res["exact"]
+                if "floor_ratio" in res:
+                    mine[row].setdefault("floor_ratio", []).extend(res["floor_ratio"])
 
 
 def _spawn_worker(engine: str, spec_path: str, threads: int, workdir: str) -> dict:
@@ -449,6 +496,21 @@ def build_table(results: dict) -> str:
                 entry = cell.get(floor, {}).get(label)
                 row.append(_fmt_time(_median(entry["seconds"])) if entry else "n/a")
             lines.append("| " + " | ".join(row) + " |")
+    paired = [e for e in ENGINES if e.startswith("rumimm")]
+    if any("floor_ratio" in results["timings"][str(n)][e].get(label, {})
+           for n in threads for e in paired for label in labels):
+        lines += ["", "Paired decode-floor ratio: rumimm's read time over the decode-only time of the same "
+                  "window's frames, timed alternately in the same process (median of per-window ratios; "
+                  "1.00 = nothing but decoding). The paired decode runs serially, or on a plain thread pool "
+                  "over the nogil per-frame decoder, never on OpenMP, so it does not slow the reads.", "",
+                  "| operation | threads | " + " | ".join(paired) + " |", "|---|---:|" + "---:|" * len(paired)]
+        for label in labels:
+            for n in threads:
+                cell = results["timings"][str(n)]
+                vals = [cell[e].get(label, {}).get("floor_ratio") for e in paired]
+                if any(vals):
+                    lines.append(f"| {label} | {n} | " + " | ".join(
+                        f"{statistics.median(v):.2f}" if v else "n/a" for v in vals) + " |")
     raw = results["raw_bytes"]
     lines += ["", "| file | size | relative to raw | write time |", "|---|---:|---:|---:|"]
     for name, f in results["files"].items():
@@ -464,9 +526,10 @@ def _notes(results: dict) -> str:
     return textwrap.dedent(f"""\
         Scene: `eo_scene(bands={s['bands']}, height={s['size']}, width={s['size']}, dtype="uint16", seed={s['seed']})`,
         {results['raw_bytes'] / 2**20:.0f} MiB raw; {s['tile']}-pixel tiles everywhere. Median of {s['repeats']} reads
-        at seeded random window positions ({max(3, s['repeats'] // 3)} for the full image, {s['cold_repeats']}
-        fresh processes for cold start); the ratio in parentheses is time / reference time (lower is faster).
-        Each (engine, threads) pair ran in its own process; datasets were opened anew before every read
+        at seeded random window positions ({max(3, s['repeats'] // 3)} for the full image) in each of
+        {s.get('rounds', 1)} interleaved rounds, pooled ({s['cold_repeats']} fresh processes for cold start);
+        the ratio in parentheses is time / reference time (lower is faster).
+        Each (engine, threads) pair ran in its own process per round; datasets were opened anew before every read
         (outside the timer, except in the "open + read" row), rumimm's decoded-frame cache was OFF
         (`cache_bytes=0`), and files were hot in the OS page cache. The reference has no open handle:
         `rumi.read(path, blob, ...)` opens the file on every call. The decode floor is the GIL-free
@@ -566,22 +629,26 @@ def measure(args) -> dict:
         with open(spec_path, "w") as fh:
             json.dump(spec, fh)
 
-        timings = {}
+        # Each (engine, threads) worker process runs once per round; rounds interleave, with the
+        # engine order rotated, and samples pool across rounds, so a slow spell of a shared
+        # machine lands on every engine rather than on whichever ran during it.
+        timings = {str(n): {} for n in threads}
+        workers = [*ENGINES, "floor"]
+        for r in range(args.rounds):
+            order = workers[r % len(workers):] + workers[: r % len(workers)]
+            for n in threads:
+                for engine in order:
+                    log(f"round {r + 1}/{args.rounds}: timing {engine} on {n} thread(s)")
+                    _pool_samples(timings[str(n)], _spawn_worker(engine, spec_path, n, workdir))
         for n in threads:
-            cell = {}
-            for engine in ENGINES:
-                log(f"timing {engine} on {n} thread(s)")
-                cell.update(_spawn_worker(engine, spec_path, n, workdir))
-            log(f"timing the decode floor on {n} thread(s)")
-            cell.update(_spawn_worker("floor", spec_path, n, workdir))
             for engine in ENGINES:
                 log(f"cold start of {engine} on {n} thread(s)")
-                cell[engine][COLD_ROW] = run_cold(engine, spec, n, args.cold_repeats)
-            timings[str(n)] = cell
+                timings[str(n)][engine][COLD_ROW] = run_cold(engine, spec, n, args.cold_repeats)
 
         results = {
             "setup": {"size": args.size, "bands": args.bands, "tile": args.tile, "seed": args.seed,
-                      "repeats": args.repeats, "cold_repeats": args.cold_repeats, "dtype": "uint16",
+                      "repeats": args.repeats, "rounds": args.rounds, "cold_repeats": args.cold_repeats,
+                      "dtype": "uint16",
                       "rows": [r[0] for r in ROWS] + [COLD_ROW], "engines": list(ENGINES)},
             "threads": list(threads),
             "raw_bytes": raw,
@@ -637,6 +704,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bands", type=int, default=DEFAULT_BANDS, help="band count (default %(default)s)")
     ap.add_argument("--tile", type=int, default=DEFAULT_TILE, help="tile size of all three files (default %(default)s)")
     ap.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="timed windows per row (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                    help="worker processes per (engine, threads), interleaved; samples pool (default %(default)s)")
     ap.add_argument("--cold-repeats", type=int, default=DEFAULT_COLD_REPEATS,
                     help="fresh processes per cold-start cell (default %(default)s)")
     ap.add_argument("--threads", default=",".join(map(str, DEFAULT_THREADS)),
@@ -665,8 +734,8 @@ def main(argv=None) -> int:
         return 0
     if args.size < 1024:
         ap.error("--size must be at least 1024 (the largest window is 1024 x 1024)")
-    if args.bands < 1 or args.repeats < 1 or args.cold_repeats < 1:
-        ap.error("--bands, --repeats and --cold-repeats must be at least 1")
+    if args.bands < 1 or args.repeats < 1 or args.cold_repeats < 1 or args.rounds < 1:
+        ap.error("--bands, --repeats, --rounds and --cold-repeats must be at least 1")
     args.argv = argv
     results = measure(args)
     paths = save(results, args.out, chart=not args.no_chart)
