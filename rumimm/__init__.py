@@ -5,8 +5,9 @@
 >>> with rumimm.open("scene.rumi", header=blob) as img:   # doctest: +SKIP
 ...     chip = img[:, 1024:1280, 2048:2304]
 
-Public names are imported on first use, so ``import rumimm`` stays cheap for
-data-loader workers.
+Most public names are imported on first use (the writer, reader, cube and codec
+modules); ``index``/``validate`` are bound at import, which loads numba (~0.3 s, paid
+by any first read anyway; docs/performance.md has the cold-start breakdown).
 """
 
 from __future__ import annotations
