@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import openzl.ext as zl
 import pytest
+from hypothesis import assume
+from hypothesis import strategies as st
 
 from rumimm import dtypes, georef
 from rumimm.grid import FrameUnit, Grid, frame_unit
@@ -83,6 +85,16 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
         np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)
     )
+
+
+@st.composite
+def grid_and_encoding(draw, *, max_size: int, max_tile: int, max_bands: int, max_frames: int):
+    """A random Grid (either frame unit) of at most ``max_frames`` frames, and any encoding."""
+    g = Grid(draw(st.integers(1, max_size)), draw(st.integers(1, max_size)), draw(st.integers(1, max_tile)),
+             draw(st.integers(1, max_tile)), draw(st.integers(1, max_bands)), draw(st.sampled_from(list(FrameUnit))))
+    assume(g.n_frames <= max_frames)
+    enc = draw(st.sampled_from(sorted(dtypes.ENCODINGS.values(), key=lambda e: e.key)))
+    return g, enc
 
 
 def random_samples(enc: dtypes.Encoding, n: int, rng, spread: int) -> np.ndarray:

@@ -9,7 +9,8 @@ import tracemalloc
 import numpy as np
 import pytest
 import spec_reader
-from hypothesis import assume, given, settings
+from conftest import grid_and_encoding
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rumimm import kernels as K
@@ -37,10 +38,7 @@ def pack(residuals, bits) -> bytes:
 # -- canonical encoding and round trips ------------------------------------------------
 @st.composite
 def blob_cases(draw):
-    g = Grid(draw(st.integers(1, 400)), draw(st.integers(1, 400)), draw(st.integers(1, 80)),
-             draw(st.integers(1, 80)), draw(st.integers(1, 20)), draw(st.sampled_from(list(FrameUnit))))
-    assume(g.n_frames <= 4000)
-    enc = draw(st.sampled_from(sorted(ENCODINGS.values(), key=lambda e: e.key)))
+    g, enc = draw(grid_and_encoding(max_size=400, max_tile=80, max_bands=20, max_frames=4000))
     n = g.n_frames
     kind = draw(st.sampled_from(["equal", "narrow", "wide", "full"]))
     seed = draw(st.integers(0, 2**32 - 1))

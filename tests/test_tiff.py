@@ -6,13 +6,13 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import craft
-from hypothesis import assume, given, settings
+from conftest import craft, grid_and_encoding
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rumimm import georef
-from rumimm.dtypes import ENCODINGS, encoding
-from rumimm.grid import FrameUnit, Grid
+from rumimm.dtypes import encoding
+from rumimm.grid import Grid
 from rumimm.tiff import BIGTIFF_MAGIC, FIXED_TAGS, N_TAGS, IfdEntry, Tag, TiffType, build_prefix, read_entries
 
 SPEC_TAGS = [  # tag, type, count as (B, N) -> count; copied from the spec's Fixed IFD table
@@ -69,10 +69,7 @@ def parse_prefix(buf: bytes):
 
 @st.composite
 def prefix_cases(draw):
-    g = Grid(draw(st.integers(1, 200)), draw(st.integers(1, 200)), draw(st.integers(1, 64)),
-             draw(st.integers(1, 64)), draw(st.integers(1, 16)), draw(st.sampled_from(list(FrameUnit))))
-    assume(g.n_frames <= 2000)
-    enc = draw(st.sampled_from(sorted(ENCODINGS.values(), key=lambda e: e.key)))
+    g, enc = draw(grid_and_encoding(max_size=200, max_tile=64, max_bands=16, max_frames=2000))
     counts = np.random.default_rng(draw(st.integers(0, 2**31))).integers(1, 10**6, g.n_frames)
     return g, enc, counts
 
