@@ -21,6 +21,7 @@ checks those too, and ``rumimm.validate(path, decode=True)`` checks every frame.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import mmap
 import os
@@ -51,6 +52,14 @@ _tokens = itertools.count(1)
 _NO_SCRATCH = np.zeros(1, np.uint8)
 _ARANGE = np.arange(1 << 16, dtype=np.int64)  # group starts of one-frame-per-group plans (never written)
 _local = threading.local()
+
+
+@atexit.register
+def _drop_main_thread_decoder() -> None:
+    # The main thread's thread-local state outlives the modules at interpreter exit;
+    # an openzl DCtx freed that late can abort in nanobind's refcounting, so free it
+    # while openzl is still alive.
+    _local.__dict__.pop("decoder", None)
 
 
 def _align(n: int) -> int:

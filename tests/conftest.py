@@ -37,6 +37,16 @@ def rng():
 _COMPRESSOR = {}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _release_openzl_objects_before_exit():
+    """Free cached OpenZL compressors while openzl is alive, not in interpreter teardown."""
+    yield
+    import peer
+
+    _COMPRESSOR.clear()
+    peer._COMPRESSOR_CACHE.clear()
+
+
 def _generic_graph():
     if "generic" not in _COMPRESSOR:
         compressor = zl.Compressor()

@@ -524,3 +524,12 @@ def test_a_file_that_is_not_rumi_is_refused(tmp_path, written):
         rumimm.open(tmp_path / "missing.rumi", blob)
     with pytest.raises(BlobError):
         rumimm.open(path, b"not a blob")
+
+
+def test_the_main_thread_fallback_decoder_is_released_before_interpreter_exit():
+    """Its OpenZL DCtx must not live into interpreter teardown (nanobind can abort there)."""
+    from rumimm import reader as R
+
+    assert R._fallback_decoder() is R._fallback_decoder()  # cached per thread
+    R._drop_main_thread_decoder()  # what atexit runs
+    assert getattr(R._local, "decoder", None) is None
