@@ -22,8 +22,8 @@ checks those too, and ``rumimm.validate(path, decode=True)`` checks every frame.
 from __future__ import annotations
 
 import atexit
+import builtins
 import itertools
-import mmap
 import os
 import struct
 import threading
@@ -115,7 +115,7 @@ class Image:
     def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True):
         self.path = os.fspath(path)
         _cache.tune_malloc()
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fh = builtins.open(self.path, "rb")
         try:
             if header is None:
                 from .validate import index  # the full IFD walk, only when no blob is given
@@ -127,22 +127,26 @@ class Image:
                 except TypeError:
                     raise TypeError(f"header must be the blob bytes or a Header, got {type(header).__name__}") \
                         from None
-            size = os.fstat(fd).st_size
+            size = os.fstat(fh.fileno()).st_size
             if size != hdr.file_size:
                 kind = "truncated, or the blob belongs to another file" if size < hdr.file_size else \
                     "the blob belongs to another file"
                 raise BlobError(f"{where(self.path)}file has {size} bytes but the header blob's frames end at byte "
                                 f"{hdr.file_size}; {kind}")
-            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            # np.memmap maps the open descriptor (no second open by name); its mmap is
+            # kept to unmap on close() rather than whenever the garbage collector runs.
+            buf = np.memmap(fh, dtype=np.uint8, mode="r")
+            mm = buf._mmap
         finally:
-            os.close(fd)
+            fh.close()
         if header is not None:
             try:
-                _check_prefix(mm, hdr, self.path)
+                _check_prefix(buf, hdr, self.path)
             except BaseException:
+                del buf
                 mm.close()
                 raise
-        buf = np.frombuffer(mm, np.uint8)
+        buf = buf.view(np.ndarray)  # a plain view: slicing a memmap subclass costs more per read
         self._header = hdr
         self._buf = buf
         grid = hdr.grid
@@ -464,7 +468,7 @@ _ONE = np.ones(1, np.uint8)
 _NO_COPY = np.zeros(2, np.int64)
 
 
-def _check_prefix(buf: mmap.mmap, hdr: Header, path) -> None:
+def _check_prefix(buf: np.ndarray, hdr: Header, path) -> None:
     """Cheap checks that a blob describes this file: fixed IFD fields and frame 0's magic."""
     g = hdr.grid
     mismatch = []
