@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_PRESETS",
     "resolve_codec",
     "frame_format_version",
+    "check_frame_header",
     "FrameEncoder",
     "FrameDecoder",
 ]
@@ -142,6 +143,57 @@ _NUMERIC_WIDTHS = frozenset((1, 2, 4, 8))
 _ALL_WIDTHS = frozenset((1, 2, 4, 8, 16))
 _INTEGER_FORMATS = frozenset((1, 2))
 _FLOAT_FORMATS = frozenset((3, 102))  # IEEE floats and bfloat16
+
+
+
+def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame") -> None:
+    """Check what an OpenZL frame declares before it is decoded.
+
+    A rumi frame must hold one output of ``Type.Numeric`` (``Type.Struct`` for
+    complex128) whose content is exactly ``n_samples`` samples of the encoding's
+    storage width.  The header says the type and the byte size, not the element
+    width, so this rules out a frame of the right byte count but the wrong type
+    (Serial, String) without decoding it; the width is checked after decoding.
+
+    ``frame`` may be the whole frame or any prefix of it holding the header: the
+    first 64 bytes are tried first (the header of a one-output frame is about a
+    dozen bytes), then the whole of ``frame``.
+
+    Raises
+    ------
+    CodecError
+        Bad magic or version, unreadable header, not one output, wrong type or
+        wrong size; ``label`` starts the message (e.g. ``"scene.rumi: frame 9"``).
+    """
+    enc = _as_encoding(encoding)
+    width = enc.storage_dtype.itemsize
+    want_type = zl.Type.Struct if width == _STRUCT_WIDTH else zl.Type.Numeric
+    expected = int(n_samples) * width
+    try:
+        frame_format_version(frame)
+    except CodecError as exc:
+        raise CodecError(f"{label}: {exc}") from None
+    info = None
+    for head in (frame[:64], frame) if len(frame) > 64 else (frame,):
+        try:
+            info = zl.FrameInfo(head if isinstance(head, bytes) else bytes(head))
+            outputs = info.num_outputs
+            out_type = info.output_type(0) if outputs >= 1 else None
+            size = info.output_content_size(0) if outputs >= 1 else 0
+            break
+        except Exception as exc:  # noqa: BLE001 - nanobind raises plain RuntimeError/ValueError
+            reason = _reason(exc)
+            info = None
+    if info is None:
+        raise CodecError(f"{label} has an unreadable header (OpenZL: {reason}); the file may be truncated or corrupt")
+    if outputs != 1:
+        raise CodecError(f"{label} holds {outputs} outputs, expected 1")
+    if out_type != want_type:
+        raise CodecError(f"{label} decodes to {out_type.name} data, expected {want_type.name}")
+    if size != expected:
+        raise CodecError(
+            f"{label} declares {size} bytes of samples, expected {expected} ({n_samples} samples of width {width})"
+        )
 
 
 def _bytes_entropy(c: zl.Compressor, width: int) -> zl.GraphID:
@@ -698,31 +750,9 @@ class FrameDecoder:
         width = enc.storage_dtype.itemsize
         struct = width == _STRUCT_WIDTH
         want_type = zl.Type.Struct if struct else zl.Type.Numeric
-        expected = n * width
 
         data = _as_bytes(frame)
-        try:
-            frame_format_version(data)
-        except CodecError as exc:
-            raise CodecError(f"{label}: {exc}") from None
-        try:
-            info = zl.FrameInfo(data)
-            outputs = info.num_outputs
-            out_type = info.output_type(0) if outputs >= 1 else None
-            size = info.output_content_size(0) if outputs >= 1 else 0
-        except Exception as exc:
-            raise CodecError(
-                f"{label} has an unreadable header (OpenZL: {_reason(exc)}); the file may be truncated or corrupt"
-            ) from None
-        if outputs != 1:
-            raise CodecError(f"{label} holds {outputs} outputs, expected 1")
-        if out_type != want_type:
-            raise CodecError(f"{label} decodes to {out_type.name} data, expected {want_type.name}")
-        if size != expected:
-            raise CodecError(
-                f"{label} declares {size} bytes of samples, expected {expected} ({n} samples of width {width})"
-            )
-
+        check_frame_header(data, enc, n, label=label)
         try:
             outs = self._dctx.decompress(data)
         except Exception as exc:

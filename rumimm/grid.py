@@ -8,6 +8,7 @@ edge frames and ``base_frame_offset`` from the spec's closed formula.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -132,7 +133,7 @@ class Grid:
         return (h, w) if self.unit == FrameUnit.TILE else (self.samples_per_pixel, h, w)
 
     def frame_samples(self, index: int) -> int:
-        return int(np.prod(self.frame_shape(index)))
+        return math.prod(self.frame_shape(index))
 
     @cached_property
     def frame_samples_array(self) -> np.ndarray:

@@ -13,10 +13,13 @@ keeps that frame (zero copy); recently decoded frames are kept in an LRU cache
 What the fast path checks: every compressed frame lies inside the file (the file
 size must equal the blob's end of the last frame), OpenZL verifies the frame's
 compressed and content checksums, and the frame must decode to exactly the byte
-count its position implies (``h * w * itemsize``, times B for cell frames).  It
-does not see the OpenZL output type and element width (the C decoder does not
-report them); the ``openzl.ext`` fallback, used when geozl's library is missing,
-checks those too, and ``rumimm.validate(path, decode=True)`` checks every frame.
+count its position implies (``h * w * itemsize``, times B for cell frames).  The C
+decoder reports only that byte count, so before a frame is first decoded its OpenZL
+header is read (``codec.check_frame_header``, ~3 us, once per frame per open image):
+one output, of type Numeric (Struct for complex128) and the right byte size.  The
+element width is not in the header; the ``openzl.ext`` fallback, used when geozl's
+library is missing, checks it after decoding, and ``rumimm.validate(path,
+decode=True)`` checks every frame.
 """
 
 from __future__ import annotations
@@ -174,6 +177,7 @@ class Image:
             private = True
         self._verify = bool(verify)
         self._native = _native.available()
+        self._typed = np.zeros(grid.n_frames, np.uint8)  # 1: frame header checked (type and size)
         self._finalizer = weakref.finalize(self, _release, mm, self._cache, self._token, private)
 
     # -- lifecycle ------------------------------------------------------------------
@@ -445,6 +449,8 @@ class Image:
         if not self._native:
             return _fallback_frames((self,), [k], [0])[0]
         nbytes = int(plan[0, K.P_NBYTES])
+        if not self._typed[k]:
+            _check_header(self, k)
         dst = np.empty(nbytes, np.uint8)
         status = np.zeros(1, np.int64)
         fidx = np.array([k], np.int64)
@@ -520,6 +526,51 @@ def _frame_error(img: Image, k: int, code: int) -> CodecError:
         detail = f": {ctx}" if ctx else ""
     return CodecError(f"{where(img.path)}frame {k} of {img.n_frames} ({img._position(k)}) failed to decode "
                       f"({reason}{detail}); the file may be corrupt or truncated")
+
+
+def _check_header(img: Image, k: int) -> None:
+    """Check frame k's OpenZL header (one output, its type and byte size) once per image.
+
+    geozl's C decoder reports only the decoded byte count, so a frame of the right size
+    but the wrong type (Serial, String) would otherwise decode silently.  The common
+    case reads the first 64 bytes with ``FrameInfo`` (~3 us); anything unexpected goes
+    through ``codec.check_frame_header`` on the whole frame, which says what is wrong.
+    """
+    from . import codec  # imports openzl.ext (~5 ms), on the first read
+
+    buf = img._open_buf()
+    start = int(img._header.offsets[k])
+    size = int(img._size[k])
+    want = codec.zl.Type.Struct if img._isz == 16 else codec.zl.Type.Numeric
+    nbytes = img._grid.frame_samples(k) * img._isz
+    try:
+        info = codec.zl.FrameInfo(bytes(buf[start:start + min(size, 64)]))
+        if info.num_outputs == 1 and info.output_type(0) == want and info.output_content_size(0) == nbytes:
+            img._typed[k] = 1
+            return
+    except Exception:  # noqa: BLE001 - unreadable in 64 bytes: the whole frame decides below
+        pass
+    try:
+        codec.check_frame_header(buf[start:start + size], img._enc, nbytes // img._isz,
+                                 label=f"{where(img.path)}frame {k} of {img.n_frames} ({img._position(k)})")
+    except CodecError as exc:
+        raise CodecError(f"{exc}; the file may be corrupt or truncated") from None
+    img._typed[k] = 1
+
+
+def _check_headers(images, ks: np.ndarray, owners, groups) -> None:
+    """:func:`_check_header` for the frames of ``groups`` not checked yet."""
+    if owners is None:
+        img = images[0]
+        sel = ks if groups is None else ks[groups]
+        for k in sel[img._typed[sel] == 0].tolist():
+            _check_header(img, k)
+        return
+    for g in range(ks.shape[0]) if groups is None else groups:
+        img = images[owners[g]]
+        k = int(ks[g])
+        if not img._typed[k]:
+            _check_header(img, k)
 
 
 def _fallback_frames(images, ks, imgs) -> list[np.ndarray]:
@@ -633,6 +684,7 @@ def _execute(images, plan, group: bool, bands, ys: int, xs: int, out4) -> None:
             need[g] = 0
         keep.extend(fresh)
     elif missing:
+        _check_headers(images, ks, owners, None if len(missing) == ngroups else missing)
         if new_bytes >= PARALLEL_MIN_BYTES:  # threads pay off only with enough work
             chunks = _threads.parallel_slot(len(missing))
         if store:

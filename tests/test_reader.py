@@ -480,7 +480,8 @@ def test_a_blob_whose_frame_sizes_do_not_match_the_file_raises_codec_error(writt
     counts[1] -= 7
     lie = build_header(hdr.grid, hdr.encoding, counts)
     with rumimm.open(path, lie, cache_bytes=0) as image:
-        with pytest.raises(CodecError, match="frame 0 of"):
+        # frame 0 keeps its header but runs into frame 1 (checksum); frame 1 loses its magic
+        with pytest.raises(CodecError, match="frame [01] of"):
             image[:, 0:2, 0:2]
 
 
@@ -508,6 +509,47 @@ def test_a_frame_of_the_wrong_sample_width_is_caught_by_the_fallback(tmp_path, m
     monkeypatch.setattr(_native, "available", lambda: False)
     with rumimm.open(tmp_path / "t.rumi", blob, cache_bytes=0) as image:
         with pytest.raises(CodecError, match="frame 0"):
+            image[:]
+
+
+def _serial_frame(payload: bytes) -> bytes:
+    """An OpenZL frame of type Serial (bytes), not Numeric: the right size, the wrong type."""
+    import openzl.ext as zl
+
+    compressor = zl.Compressor()
+    gid = zl.graphs.Compress().parameterize(compressor)
+    compressor.select_starting_graph(gid)
+    cctx = zl.CCtx()
+    cctx.set_parameter(zl.CParam.FormatVersion, 24)
+    cctx.select_starting_graph(compressor, gid)
+    held = np.frombuffer(payload, np.uint8).copy()
+    inp = zl.Input(zl.Type.Serial, held)
+    out = bytes(cctx.compress([inp]))
+    del inp, held
+    return out
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "fallback"])
+def test_a_frame_of_the_right_size_but_the_wrong_type_raises_on_every_read_path(tmp_path, monkeypatch, native):
+    grid = Grid(8, 4, 4, 4, 1, frame_unit("tile"))
+    a = np.arange(32, dtype=np.uint16).reshape(4, 8)
+    frames = [openzl_frame(a[:, :4]), _serial_frame(a[:, 4:].tobytes())]  # 32 bytes either way
+    blob = assemble(tmp_path / "s.rumi", grid, frames, np.uint16)
+    if not native:
+        monkeypatch.setattr(_native, "available", lambda: False)
+    with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
+        assert same(image[0, :, :4], a[:, :4])
+        for key in (np.s_[0, 1:3, 5:7], np.s_[:], np.s_[0, 0, 7]):
+            with pytest.raises(CodecError, match=r"s\.rumi: frame 1 of 2 \(row 0, col 1, band 0\).*Serial"):
+                image[key]
+        with pytest.raises(CodecError, match="frame 1 of 2"):
+            rumimm.Cube([image, image])[:, 0, :, 4:]
+        with pytest.raises(CodecError, match="frame 1 of 2"):
+            rumimm.read_batch([image, image], np.array([[0, 0], [1, 4]]), size=(2, 2))
+    with rumimm.open(tmp_path / "s.rumi", blob) as image:  # the shared cache never keeps it
+        with pytest.raises(CodecError, match="frame 1 of 2"):
+            image[:]
+        with pytest.raises(CodecError, match="frame 1 of 2"):
             image[:]
 
 
