@@ -126,7 +126,8 @@ def build_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndar
     for tag, (typ, count) in FIXED_TAGS.items():
         data = values[tag]
         c = count(b, n)
-        assert len(data) == c * typ.size, (tag, len(data), c)
+        if len(data) != c * typ.size:  # not an assert: python -O must not write a broken IFD
+            raise ValueError(f"tag {int(tag)}: {len(data)} value bytes, expected {c} x {typ.size}")
         if len(data) <= 8:
             field = data.ljust(8, b"\0")
         else:
@@ -136,7 +137,8 @@ def build_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndar
         ifd.append(_ENTRY.pack(int(tag), int(typ), c, field))
     ifd.append(struct.pack("<Q", 0))  # no next IFD
     out = BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE) + b"".join(ifd) + b"".join(external)
-    assert len(out) == grid.base_frame_offset, (len(out), grid.base_frame_offset)
+    if len(out) != grid.base_frame_offset:
+        raise ValueError(f"prefix is {len(out)} bytes, expected base_frame_offset {grid.base_frame_offset}")
     return out
 
 

@@ -590,7 +590,8 @@ class _AtomicFile:
     def __init__(self, path: str):
         self.path = path
         directory = os.path.dirname(os.path.abspath(path))
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        # the name is cut so that a file name near NAME_MAX (255) still leaves room for the temp name
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)[:200]}.", suffix=".tmp", dir=directory)
         try:
             os.fchmod(fd, 0o666 & ~_umask())
             self.fh = os.fdopen(fd, "wb", buffering=1 << 20)
@@ -841,6 +842,10 @@ class Writer:
             prefix = build_prefix(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
             blob = build_header(self.grid, self.enc, self.counts)
             fh = self._file.fh
+            end = self.grid.base_frame_offset + int(self.counts.sum())
+            if self._next_frame != self.grid.n_frames or fh.tell() != end:
+                raise RumiError(f"{where(self.path)}internal error: {self._next_frame} of {self.grid.n_frames} "
+                                f"frames end at byte {fh.tell()}, expected {end}; nothing was written")
             fh.seek(0)
             fh.write(prefix)
             self._file.commit()

@@ -138,3 +138,13 @@ def test_the_conftest_writer_and_build_prefix_make_the_same_bytes(shape, tile, u
     rendered = c.render()
     prefix, _ = _prefix(c.grid, c.enc, c.counts)
     assert rendered == prefix + b"".join(c.frames)
+
+
+def test_build_prefix_refuses_values_that_do_not_fill_their_entries_even_under_python_O():
+    g, enc = Grid(30, 20, 8, 8, 3), encoding(1, 16)
+    counts = np.arange(1, 37, dtype=np.uint64)
+    with pytest.raises(ValueError, match="tag 324: 280 value bytes, expected 36 x 8"):
+        build_prefix(g, enc, np.arange(35, dtype=np.uint64), counts, georef.UNDEFINED_MATRIX, georef.geokeys(None))
+    with pytest.raises(ValueError, match="tag 325: 140 value bytes, expected 36 x 4"):
+        build_prefix(g, enc, np.arange(36, dtype=np.uint64), counts[:35], georef.UNDEFINED_MATRIX,
+                     georef.geokeys(None))

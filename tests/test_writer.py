@@ -182,6 +182,7 @@ def test_rectangular_tiles_take_tile_length_then_tile_width(tmp_path, scene):
     blob = rumimm.write(tmp_path / "r.rumi", scene, tile=(16, 32))
     h = Header.parse(blob)
     assert (h.tile_length, h.tile_width) == (16, 32)
+    assert_compliant(tmp_path / "r.rumi", blob)
     assert_round_trip(tmp_path / "r.rumi", blob, scene)
 
 
@@ -244,6 +245,20 @@ def test_georeferenced_files_carry_the_epsg_code_and_transform(tmp_path, scene, 
     assert spec_reader.parse_file(path)["georef"] is not None
 
 
+@pytest.mark.parametrize(("crs", "model", "key"), [
+    (4087, 1, 3072),  # WGS 84 / World Equidistant Cylindrical: projected, among geographic-looking codes
+    (3824, 2, 2048),  # TWD97: geographic, among projected-looking codes
+    (4258, 2, 2048),
+    (2056, 1, 3072),
+])
+def test_the_model_type_and_crs_key_come_from_the_epsg_registry(tmp_path, scene, crs, model, key):
+    path = tmp_path / "k.rumi"
+    blob = rumimm.write(path, scene, tile=16, transform=UTM33N, crs=crs)
+    keys = spec_reader.parse_file(path)["geokeys"]
+    assert keys == (1, 1, 0, 3, 1024, 0, 1, model, 1025, 0, 1, 1, key, 0, 1, crs)
+    assert_compliant(path, blob)
+
+
 def test_a_pyproj_crs_and_an_affine_are_accepted(tmp_path, scene):
     import pyproj
     from affine import Affine
@@ -261,6 +276,91 @@ def test_without_georeferencing_the_undefined_matrix_and_model_type_zero_are_sto
     assert g.epsg is None and g.transform is None and g.pixel_is_point
     f = spec_reader.parse_file(path)
     assert tuple(f["matrix"]) == spec_reader.UNDEFINED_MATRIX and f["geokeys"][7] == 0
+
+
+# -- every byte before the first frame, from the spec text alone -------------------------
+def spec_prefix(shape, tile, unit, bps, sf, counts, transform=None, model=0, epsg=0, raster=1) -> bytes:
+    """The BigTIFF header, IFD and external values exactly as the spec places them."""
+    import struct
+
+    b, y, x = shape
+    tl, tw = tile
+    g = -(-x // tw) * -(-y // tl)
+    n = g * b if unit == "tile" else g
+    base = 252 + (2 * b if b >= 5 else 0) * 2 + (8 * n if n >= 2 else 0) + (4 * n if n >= 3 else 0) + 128 + 32
+    offsets = [base + sum(counts[:k]) for k in range(n)]
+    if transform is None:  # Undefined georeferencing
+        matrix = (1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+    else:
+        xr, rr, x0, cr, yr, y0 = transform
+        matrix = (xr, rr, 0, x0, cr, yr, 0, y0, 0, 0, 0, 0, 0, 0, 0, 1)
+    crs_key = 3072 if model == 1 else 2048
+    keys = (1, 1, 0, 3, 1024, 0, 1, model, 1025, 0, 1, raster, crs_key, 0, 1, epsg)
+    tags = [  # tag, type, count, value bytes: the Fixed IFD table
+        (256, 4, 1, struct.pack("<I", x)),
+        (257, 4, 1, struct.pack("<I", y)),
+        (258, 3, b, struct.pack(f"<{b}H", *[bps] * b)),
+        (277, 3, 1, struct.pack("<H", b)),
+        (322, 3, 1, struct.pack("<H", tw)),
+        (323, 3, 1, struct.pack("<H", tl)),
+        (324, 16, n, struct.pack(f"<{n}Q", *offsets)),
+        (325, 4, n, struct.pack(f"<{n}I", *counts)),
+        (339, 3, b, struct.pack(f"<{b}H", *[sf] * b)),
+        (34264, 12, 16, struct.pack("<16d", *matrix)),
+        (34735, 3, 16, struct.pack("<16H", *keys)),
+    ]
+    ifd, external, cursor = struct.pack("<Q", 11), b"", 16 + 236
+    for tag, typ, count, value in tags:
+        if len(value) <= 8:
+            field = value + bytes(8 - len(value))
+        else:
+            field = struct.pack("<Q", cursor + len(external))
+            external += value
+        ifd += struct.pack("<HHQ", tag, typ, count) + field
+    out = b"II" + struct.pack("<HHHQ", 43, 8, 0, 16) + ifd + struct.pack("<Q", 0) + external
+    assert len(out) == base
+    return out
+
+
+SPEC_LAYOUTS = [  # (B, Y, X), (tile_length, tile_width), unit
+    ((1, 1, 1), (16, 16), "tile"),
+    ((3, 1, 1), (512, 512), "cell"),
+    ((2, 5, 7), (16, 16), "tile"),
+    ((1, 30, 45), (13, 13), "tile"),
+    ((4, 32, 48), (16, 16), "cell"),
+    ((5, 20, 9), (8, 8), "tile"),
+    ((7, 17, 17), (8, 8), "cell"),
+    ((1, 9, 20), (10, 10), "tile"),  # N = 2: TileOffsets external, TileByteCounts inline
+    ((1, 9, 30), (10, 10), "tile"),  # N = 3: both external
+    ((2, 9, 30), (10, 10), "cell"),
+    ((40, 6, 5), (4, 4), "tile"),
+    ((40, 3, 3), (4, 4), "cell"),  # B = 40, N = 1
+    ((3, 21, 50), (8, 32), "tile"),  # non-square tiles, both ways
+    ((6, 40, 9), (32, 8), "cell"),
+    ((1, 7, 70), (5, 16), "tile"),
+]
+SPEC_GEOREFS = [  # write kwargs, (model, epsg, raster) the spec asks for
+    ({}, (0, 0, 1)),
+    ({"pixel_is_point": True}, (0, 0, 2)),
+    ({"crs": 32633, "transform": UTM33N}, (1, 32633, 1)),
+    ({"crs": "EPSG:4326", "transform": WGS84, "pixel_is_point": True}, (2, 4326, 2)),
+    ({"crs": 3857, "transform": (30.0, 0.5, -2e6, 0.25, -30.0, 5e6)}, (1, 3857, 1)),
+]
+
+
+@pytest.mark.parametrize("shape, tile, unit", SPEC_LAYOUTS, ids=str)
+def test_every_byte_before_the_first_frame_is_the_spec_layout(tmp_path, rng, shape, tile, unit):
+    a = rng.integers(0, 2000, shape, dtype=np.int32)
+    for kwargs, (model, epsg, raster) in SPEC_GEOREFS:
+        path = tmp_path / "s.rumi"
+        blob = rumimm.write(path, a, tile=tile, unit=unit, **kwargs)
+        counts = [int(c) for c in Header.parse(blob).counts]
+        data = path.read_bytes()
+        want_unit = "tile" if shape[0] == 1 else unit  # one band: the writer records tile frames
+        want = spec_prefix(shape, tile, want_unit, 32, 2, counts, kwargs.get("transform"), model, epsg, raster)
+        assert data[: len(want)] == want, kwargs
+        assert len(data) == len(want) + sum(counts)  # frames follow at once, back to back, nothing after
+        assert spec_reader.check_file(path, blob) == []
 
 
 # -- determinism --------------------------------------------------------------------------
@@ -479,6 +579,74 @@ def test_a_failed_rename_leaves_no_temporary_file(tmp_path, scene, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_failure_while_finishing_the_file_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch):
+    # everything is compressed and on disk in the temporary file when the prefix fails
+    path = tmp_path / "late.rumi"
+    old = rumimm.write(path, scene[:1], tile=16)
+    before = path.read_bytes()
+
+    def broken_prefix(*args, **kwargs):
+        raise ValueError("georeferencing found bad at the last moment")
+
+    monkeypatch.setattr(W, "build_prefix", broken_prefix)
+    with pytest.raises(ValueError, match="at the last moment"):
+        rumimm.write(path, scene, tile=16, transform=UTM33N, crs=32633)
+    assert path.read_bytes() == before and index(path) == old and no_temp_files(tmp_path)
+
+
+def test_a_keyboard_interrupt_while_syncing_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch):
+    path = tmp_path / "sync.rumi"
+    path.write_bytes(b"previous")
+
+    def fsync(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(W.os, "fsync", fsync)
+    with pytest.raises(KeyboardInterrupt):
+        rumimm.write(path, scene, tile=16)
+    assert path.read_bytes() == b"previous" and no_temp_files(tmp_path)
+
+
+def test_a_writer_dropped_without_close_leaves_nothing_behind(tmp_path, scene):
+    import gc
+
+    w = rumimm.Writer(tmp_path / "dropped.rumi", scene.shape, scene.dtype, tile=16)
+    w.write_row(0, scene[:, :16])
+    assert len(os.listdir(tmp_path)) == 1  # the temporary file
+    del w
+    gc.collect()
+    assert os.listdir(tmp_path) == []
+
+
+def test_frames_that_do_not_end_where_the_counts_say_are_never_committed(tmp_path, scene, monkeypatch):
+    path = tmp_path / "gap.rumi"
+    path.write_bytes(b"previous")
+    real = W.Writer._flush_one
+
+    def flush_with_a_stray_byte(self):
+        real(self)
+        self._file.fh.write(b"\0")  # a gap the counts do not know about
+
+    monkeypatch.setattr(W.Writer, "_flush_one", flush_with_a_stray_byte)
+    with pytest.raises(RumiError, match="internal error: 27 of 27 frames end at byte"):
+        rumimm.write(path, scene, tile=16)
+    assert path.read_bytes() == b"previous" and no_temp_files(tmp_path)
+
+
+def test_a_frame_that_compresses_to_nothing_is_refused(tmp_path, scene, monkeypatch):
+    monkeypatch.setattr(codec.FrameEncoder, "encode", lambda self, frame: b"")
+    with pytest.raises(CodecError, match="frame 0 of 27 compressed to 0 bytes; every frame must be non-empty"):
+        rumimm.write(tmp_path / "z.rumi", scene, tile=16)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_frame_larger_than_a_tile_byte_count_can_hold_is_refused(tmp_path, scene, monkeypatch):
+    monkeypatch.setattr(W, "MAX_COUNT", 20)  # stands in for 2**32 - 1: TileByteCounts is LONG
+    with pytest.raises(RumiError, match="frame 0 of 27 compressed to .* bytes, more than the 20 a TileByteCounts"):
+        rumimm.write(tmp_path / "o.rumi", scene, tile=16)
+    assert os.listdir(tmp_path) == []
+
+
 def test_verify_catches_a_frame_that_does_not_decode_to_its_samples(tmp_path, scene, monkeypatch):
     original = codec.FrameEncoder.encode
 
@@ -489,6 +657,12 @@ def test_verify_catches_a_frame_that_does_not_decode_to_its_samples(tmp_path, sc
     with pytest.raises(CodecError, match="frame 0 of 27 does not decode to the samples written"):
         rumimm.write(tmp_path / "v.rumi", scene, tile=16, verify=True)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_file_name_near_the_length_limit_is_written(tmp_path, scene):
+    path = tmp_path / ("n" * 245 + ".rumi")  # 250 bytes: the temporary name must not exceed 255
+    blob = rumimm.write(path, scene, tile=16)
+    assert index(path) == blob and os.listdir(tmp_path) == [path.name]
 
 
 def test_the_written_file_gets_the_usual_permissions(tmp_path, scene):
@@ -538,6 +712,13 @@ def test_bad_arrays_are_refused_before_any_file_is_made(tmp_path, array, error, 
         ({"transform": UTM33N, "crs": "+proj=utm +zone=33"}, CRSError, "is not an EPSG code"),
         ({"transform": UTM33N, "crs": 5773}, CRSError, "(?i)vertical"),
         ({"transform": UTM33N, "crs": 99999}, CRSError, "outside 1024..32766"),
+        ({"transform": UTM33N, "crs": 1023}, CRSError, "outside 1024..32766"),
+        ({"transform": UTM33N, "crs": 32767}, CRSError, "outside 1024..32766"),
+        ({"transform": UTM33N, "crs": 1025}, CRSError, "EPSG:1025 is not defined in the EPSG registry"),
+        ({"transform": UTM33N, "crs": 4978}, CRSError, "(?i)geocentric"),
+        ({"transform": UTM33N, "crs": 7415}, CRSError, "(?i)compound"),
+        ({"transform": UTM33N, "crs": "ESRI:54009"}, CRSError, "is not an EPSG code"),
+        ({"transform": UTM33N, "crs": 'GEOGCS["WGS 84",DATUM["WGS_1984"]]'}, CRSError, "is not an EPSG code"),
         ({"pixel_is_point": "yes"}, TypeError, "pixel_is_point must be True or False"),
         ({"codec": "zip"}, ValueError, "codec 'zip' is not a preset"),
         ({"format_version": 99}, ValueError, "format_version must be an int in .*got 99"),
