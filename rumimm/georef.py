@@ -104,14 +104,45 @@ def resolve_crs(crs) -> int:
             raise CRSError(f"crs {crs!r} is not an EPSG code; {_GEOTIFF_HINT}")
         code = int(m.group(1))
     elif hasattr(crs, "to_epsg"):
-        code = crs.to_epsg()
-        if code is None:
-            raise CRSError(f"crs {crs!r} has no EPSG code; {_GEOTIFF_HINT}")
+        code = _exact_epsg(crs)
     else:
         raise CRSError(f"crs must be an EPSG int, 'EPSG:n' or have to_epsg(), got {type(crs).__name__}")
     code = int(code)
     crs_kind(code)  # range and registry checks
     return code
+
+
+def _exact_epsg(crs) -> int:
+    """The EPSG code a CRS object *is*, not one it resembles.
+
+    pyproj's and rasterio's ``to_epsg()`` accept a 70 % match by default, which would
+    store a user-defined CRS (a PROJ string, an ESRI WKT) under a code that is not
+    quite it; rumi holds EPSG codes only, so anything short of an exact match is refused.
+    """
+    try:
+        code = crs.to_epsg(100)
+    except TypeError:  # a to_epsg() without a confidence argument
+        code = crs.to_epsg()
+        if code is None:
+            raise CRSError(f"crs {_short(crs)} has no EPSG code; {_GEOTIFF_HINT}") from None
+        return code
+    if code is None:
+        near = crs.to_epsg()
+        if near is not None:
+            raise CRSError(f"crs {_short(crs)} matches EPSG:{near} only approximately; pass crs={near} if that "
+                           f"is what it is, or {_GEOTIFF_HINT}")
+        raise CRSError(f"crs {_short(crs)} has no EPSG code; {_GEOTIFF_HINT}")
+    return code
+
+
+def _short(crs) -> str:
+    """A one-line name of a CRS object for messages."""
+    try:
+        text = crs.to_string()
+    except Exception:  # noqa: BLE001 - any object with to_epsg() may come here
+        text = repr(crs)
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= 100 else text[:97] + "...")
 
 
 @lru_cache(maxsize=4096)

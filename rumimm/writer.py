@@ -656,7 +656,8 @@ class Writer:
     transform : 6 or 9 numbers or ``Affine``, optional
         ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``; needs ``crs``.
     crs : int, str or object with ``to_epsg()``, optional
-        An EPSG code (``32633``, ``"EPSG:4326"``, a ``pyproj.CRS``); needs ``transform``.
+        An EPSG code (``32633``, ``"EPSG:4326"``, a ``pyproj.CRS`` or rasterio ``CRS`` that
+        *is* an EPSG CRS: an approximate match is refused); needs ``transform``.
     pixel_is_point : bool
         GTRasterTypeGeoKey: pixels are points (True) or areas (False).
     codec : str or codec object, optional

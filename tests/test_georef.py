@@ -124,6 +124,23 @@ def test_resolve_crs_uses_to_epsg_of_any_object():
         resolve_crs(NoCode())
 
 
+def test_a_crs_object_must_be_an_epsg_crs_exactly_not_approximately():
+    import rasterio.crs
+
+    wkt = pyproj.CRS.from_epsg(3857).to_wkt()
+    assert resolve_crs(rasterio.crs.CRS.from_epsg(32633)) == 32633
+    assert resolve_crs(rasterio.crs.CRS.from_wkt(wkt)) == 3857  # an EPSG CRS spelled as WKT
+    assert resolve_crs(pyproj.CRS.from_wkt(wkt)) == 3857
+    # a user-defined CRS that pyproj and rasterio match to EPSG:32633 at their default 70 %
+    approx = pyproj.CRS("+proj=utm +zone=33 +ellps=WGS84")
+    assert approx.to_epsg() == 32633
+    for crs in (approx, rasterio.crs.CRS.from_proj4("+proj=utm +zone=33 +ellps=WGS84")):
+        with pytest.raises(CRSError, match=r"matches EPSG:32633 only approximately; pass crs=32633"):
+            resolve_crs(crs)
+    with pytest.raises(CRSError, match="has no EPSG code"):
+        resolve_crs(pyproj.CRS("+proj=merc +lon_0=17 +ellps=GRS80"))
+
+
 @pytest.mark.parametrize("bad", [True, "WGS84", "+proj=longlat +datum=WGS84", "ESRI:54009", 4326.0, None, b"4326"])
 def test_anything_but_an_epsg_code_is_rejected(bad):
     with pytest.raises(CRSError):
