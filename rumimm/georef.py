@@ -184,8 +184,11 @@ def parse_geokeys(keys, matrix, *, registry: bool = True) -> tuple[Georef | None
     m = [float(v) for v in matrix]
     if len(k) != 16 or len(m) != 16:
         return None, ["georeferencing tags have the wrong size"]
-    if tuple(k[:2]) != (1, 1) or k[2] not in (0, 1) or k[3] != 3:
-        bad.append(f"tag 34735: header is {tuple(k[:4])}, expected (1, 1, 0 or 1, 3): version 1, revision 1, three keys")
+    if tuple(k[:4]) != GEOKEY_HEADER:
+        # KeyDirectoryVersion 1, KeyRevision 1, MinorRevision 0 (GeoTIFF 1.0, whose key names the
+        # spec uses; rumi-eo 0.16.0 writes and requires exactly this header), three keys
+        bad.append(f"tag 34735: header is {tuple(k[:4])}, expected (1, 1, 0, 3): key directory version 1, "
+                   "revision 1.0, three keys")
     entries = [tuple(k[i : i + 4]) for i in (4, 8, 12)]
     for key_id, loc, count, _ in entries:
         if loc != 0 or count != 1:

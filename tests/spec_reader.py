@@ -591,8 +591,8 @@ def _georef_problems(matrix, geokeys) -> list[str]:
     if tuple(m[12:16]) != (0.0, 0.0, 0.0, 1.0):
         add(f"matrix fourth row is {tuple(m[12:16])}, expected (0, 0, 0, 1)")
     version, revision, minor, nkeys = geokeys[0:4]
-    if version != 1 or revision != 1 or minor not in (0, 1):
-        add(f"GeoKey directory header is {tuple(geokeys[0:4])}, expected version 1, revision 1.0 or 1.1")
+    if version != 1 or revision != 1 or minor != 0:
+        add(f"GeoKey directory header is {tuple(geokeys[0:4])}, expected version 1, revision 1.0 (1, 1, 0)")
     if nkeys != 3:
         add(f"GeoKey directory declares {nkeys} keys, expected 3")
     keys = [tuple(geokeys[k : k + 4]) for k in range(4, 16, 4)]

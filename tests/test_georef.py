@@ -198,6 +198,9 @@ GEO_VIOLATIONS = {
     "model type 3": (_keys(model=3), "GTModelTypeGeoKey is 3"),
     "three keys but header says four": (_keys(nkeys=4), "header is \\(1, 1, 0, 4\\)"),
     "key directory version 2": (_keys(version=2), "header is"),
+    "key revision 2": (_keys(revision=2), "header is \\(1, 2, 0, 3\\)"),
+    "minor revision 1 (GeoTIFF 1.1; rumi-eo rejects it too)": (_keys(minor=1), "header is \\(1, 1, 1, 3\\), expected "
+                                                                             "\\(1, 1, 0, 3\\)"),
     "key value stored out of line": (_keys(loc=34736), "must be stored inline"),
     "key count 2": (_keys(count=2), "must be stored inline"),
 }
