@@ -9,6 +9,7 @@ pass, without a Python loop per blob.
 
 from __future__ import annotations
 
+import numbers
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -162,6 +163,9 @@ class Header:
         """Check ``blob`` against every rule of the spec and return its Header."""
         if isinstance(blob, Header):
             return blob
+        if isinstance(blob, (numbers.Integral, str)):
+            # bytes(n) of an int would allocate n zero bytes (a hostile or mistaken 10**12 included)
+            raise TypeError(f"a header blob must be bytes or a buffer, got {type(blob).__name__}")
         data = bytes(blob)
         starts = np.array([0, len(data)], dtype=np.int64)
         fields = np.zeros((1, len(BLOB_FIELDS)), dtype=np.int64)

@@ -225,6 +225,8 @@ BAD_BLOBS = {
     "single frame with count_bits 32": (raw_blob(width=8, length=8, tw=8, tl=8, bands=1, count_bits=32,
                                                  packed=b"\0" * 4), "one frame must have count_bits 0, got 32"),
     "empty image": (good_raw(width=0), "at least one pixel"),
+    "image_length 0": (good_raw(length=0), "image is 30 x 0; a rumi image has at least one pixel"),
+    "tile_width and tile_length 0": (good_raw(tw=0, tl=0), "tile_width and tile_length must be > 0, got 0 x 0"),
     "count beyond uint32": (raw_blob(**GOOD, count_min=2**32 - 5, count_bits=3, packed=pack([0, 5, 3, 7] * 9, 3)),
                             "exceeds 2\\*\\*32 - 1"),
 }
@@ -246,6 +248,13 @@ def test_a_blob_breaking_a_rule_is_rejected_with_blob_error(name):
     # and the independent struct reader agrees the blob is bad (where it checks that rule)
     if name != "count beyond uint32":
         assert spec_reader.check_blob(blob), name
+
+
+def test_an_int_or_a_str_is_not_a_blob_and_allocates_nothing():
+    # bytes(10**12) would try to allocate a terabyte of zeros
+    for wrong in (10**12, 28, True, np.int64(40), "LOVE" + "\0" * 24):
+        with pytest.raises(TypeError, match="header blob must be bytes"):
+            Header.parse(wrong)
 
 
 def test_a_rejected_blob_names_the_file_it_belongs_to():
