@@ -224,7 +224,8 @@ def _entry(which, **kw):
 
 def _keys(**over):
     k = list(georef.geokeys(32633))
-    pos = {"model": 7, "raster": 11, "key": 12, "code": 15}
+    pos = {"version": 0, "revision": 1, "minor": 2, "nkeys": 3, "model": 7, "raster": 11, "key": 12, "loc": 13,
+           "count": 14, "code": 15}
     for name, v in over.items():
         k[pos[name]] = v
     return k
@@ -324,6 +325,24 @@ FILE_CASES = {
     "raster type 3": ({"epsg": 32633}, _set(34735, _keys(raster=3)), "GTRasterTypeGeoKey is 3"),
     "third matrix row non-zero": ({"epsg": 32633}, _set(34264, _matrix(10, 1.0)), "matrix must be"),
     "Z column non-zero": ({"epsg": 32633}, _set(34264, _matrix(2, 0.5)), "matrix must be"),
+    "BigTIFF reserved field 1": ({}, ("bytes", lambda b: patch(b, 6, "H", 1)), "offset size 8 and reserved 1"),
+    "GeoKey directory minor revision 1": ({"epsg": 32633}, _set(34735, _keys(minor=1)),
+                                          "header is \\(1, 1, 1, 3\\), expected \\(1, 1, 0, 3\\)"),
+    "GeoKey directory version 2": ({"epsg": 32633}, _set(34735, _keys(version=2)), "header is \\(2, 1, 0, 3\\)"),
+    "GeoKey directory declares 4 keys": ({"epsg": 32633}, _set(34735, _keys(nkeys=4)), "header is \\(1, 1, 0, 4\\)"),
+    "GeoKeys out of order": ({"epsg": 32633}, _set(34735, _keys()[:4] + _keys()[8:12] + _keys()[4:8] + _keys()[12:]),
+                             "keys are 1025, 1024, 3072; expected 1024, 1025 and 2048 or 3072"),
+    "GeoKey stored out of line": ({"epsg": 32633}, _set(34735, _keys(loc=34736)),
+                                  "key 3072 must be stored inline \\(location 0, count 1\\)"),
+    "GeoKey count 2": ({"epsg": 32633}, _set(34735, _keys(count=2)), "key 3072 must be stored inline"),
+    "GTModelTypeGeoKey 3": ({"epsg": 32633}, _set(34735, _keys(model=3)), "GTModelTypeGeoKey is 3, expected 0, 1"),
+    "undefined georef with key 3072": ({}, _set(34735, list(georef.geokeys(None))[:12] + [3072, 0, 1, 0]),
+                                       "no CRS \\(GTModelTypeGeoKey 0\\) needs key 2048 = 0, got key 3072 = 0"),
+    "vertical EPSG code": ({"epsg": 32633}, _set(34735, _keys(code=5773)), "EPSG:5773 is a Vertical CRS"),
+    "fourth matrix row non-zero": ({"epsg": 32633}, _set(34264, _matrix(12, 1.0)), "matrix must be"),
+    "last matrix term 2": ({"epsg": 32633}, _set(34264, _matrix(15, 2.0)), "matrix must be"),
+    "external values swapped": ({}, lambda c: (_entry(34264, pointer=684 + 32)(c), _entry(34735, pointer=684)(c)),
+                                "tag 34264 \\(MODEL_TRANSFORMATION\\) value is at byte 716, expected 684"),
     "truncated in the frames": ({}, ("bytes", lambda b: b[:-10]), "last frame ends at byte \\d+ but the file has "
                                                                   "\\d+ bytes \\(truncated\\)"),
     "truncated in the values": ({}, ("bytes", lambda b: b[:300]), "past the end of the 300-byte file \\(truncated\\)"),
