@@ -575,3 +575,116 @@ def test_the_main_thread_fallback_decoder_is_released_before_interpreter_exit():
     assert R._fallback_decoder() is R._fallback_decoder()  # cached per thread
     R._drop_main_thread_decoder()  # what atexit runs
     assert getattr(R._local, "decoder", None) is None
+
+
+# -- a frame is sized by its grid position, never by what it decodes to ----------------------
+@pytest.mark.parametrize("native", [True, False], ids=["geozl-c", "openzl-ext"])
+@pytest.mark.parametrize("unit", ["tile", "cell"])
+def test_a_frame_decoding_to_more_samples_than_its_position_holds_raises_codec_error(tmp_path, monkeypatch,
+                                                                                   unit, native):
+    # 7 x 5 image in 4 x 4 tiles: the last frame is a 1 x 3 edge frame; store it as a full,
+    # padded 4 x 4 tile (what a GeoTIFF writer would do): its decoded length must not be trusted
+    grid = Grid(7, 5, 4, 4, 2, frame_unit(unit))
+    a = np.arange(2 * 5 * 7, dtype=np.uint16).reshape(2, 5, 7)
+    padded = np.zeros((2, 8, 8), np.uint16)
+    padded[:, :5, :7] = a
+    frames = []
+    for r in range(2):
+        for c in range(2):
+            block = a[:, r * 4:r * 4 + 4, c * 4:c * 4 + 4] if (r, c) != (1, 1) else padded[:, 4:8, 4:8]
+            frames += [openzl_frame(block)] if unit == "cell" else [openzl_frame(block[b]) for b in range(2)]
+    blob = assemble(tmp_path / "p.rumi", grid, frames, np.uint16)
+    if not native:
+        monkeypatch.setattr(_native, "available", lambda: False)
+    k = grid.frame_index(1, 1, 0)
+    with rumimm.open(tmp_path / "p.rumi", blob, cache_bytes=0) as image:
+        assert same(image[:, :4, :], a[:, :4, :])  # the frames of row 0 are right
+        for key in (np.s_[0, 4, 4], np.s_[:, 3:5, 3:7], np.s_[:]):
+            with pytest.raises(CodecError, match=rf"frame {k} of {grid.n_frames} \(row 1, col 1"):
+                image[key]
+        with pytest.raises(CodecError, match=rf"frame {k}\b"):
+            read_frames(image, [k])
+    rep = rumimm.validate(tmp_path / "p.rumi", decode=True)
+    assert rep.violations and rep.violations[0].startswith(f"frame {k}"), rep.violations
+
+
+# -- open(path, header=): the cheap checks that the blob describes this file ------------------
+def _lie(blob, **over) -> bytes:
+    """``blob`` with fields replaced, the frame byte counts kept (so the file size still matches)."""
+    h = Header.parse(blob)
+    g = h.grid
+    fields = dict(image_width=g.image_width, image_length=g.image_length, tile_width=g.tile_width,
+                  tile_length=g.tile_length, samples_per_pixel=g.samples_per_pixel, unit=g.unit)
+    enc = over.pop("encoding", h.encoding)
+    fields.update(over)
+    grid = Grid(fields["image_width"], fields["image_length"], fields["tile_width"], fields["tile_length"],
+                fields["samples_per_pixel"], fields["unit"])
+    assert grid.n_frames == g.n_frames and grid.base_frame_offset == g.base_frame_offset
+    return build_header(grid, enc, np.array(h.counts))
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("image_width", 50, "image_width is 53 in the file but 50 in the blob"),
+    ("image_length", 40, "image_length is 37 in the file but 40 in the blob"),
+    ("tile_width", 14, "tile_width is 16 in the file but 14 in the blob"),
+    ("tile_length", 13, "tile_length is 16 in the file but 13 in the blob"),
+    ("samples_per_pixel", 4, "samples_per_pixel is 3 in the file but 4 in the blob"),
+    ("encoding", encoding_for_dtype(np.int16), "\\(sample_format, bits_per_sample\\) is \\(1, 16\\) in the file but "
+                                               "\\(2, 16\\) in the blob"),
+])
+def test_a_blob_that_differs_from_the_file_in_one_fixed_field_is_refused(tmp_path, scene, field, value, message):
+    path = tmp_path / "c.rumi"
+    blob = write(path, scene, tile=TILE, unit="cell")  # cell frames: N does not depend on B
+    with pytest.raises(BlobError, match=f"^{path}: the header blob does not describe this file: {message}$"):
+        rumimm.open(path, _lie(blob, **{field: value}))
+
+
+def test_a_blob_with_the_wrong_sample_pair_is_refused_when_the_pairs_are_stored_after_the_ifd(tmp_path):
+    a = eo_scene(5, 20, 20, dtype="uint16", seed=2)  # B = 5: BitsPerSample and SampleFormat are external
+    blob = write(tmp_path / "b5.rumi", a, tile=8)
+    for enc, msg in ((encoding_for_dtype(np.int16), "\\(1, 16\\) in the file but \\(2, 16\\)"),
+                     (encoding_for_dtype(np.float16), "\\(1, 16\\) in the file but \\(3, 16\\)")):
+        with pytest.raises(BlobError, match=msg):
+            rumimm.open(tmp_path / "b5.rumi", _lie(blob, encoding=enc))
+    with rumimm.open(tmp_path / "b5.rumi", blob) as image:
+        assert same(image[:], a)
+
+
+def test_a_blob_with_the_other_frame_unit_is_refused_by_the_tileoffsets_entry_count(tmp_path, scene):
+    path = tmp_path / "t.rumi"
+    blob = write(path, scene, tile=TILE, unit="tile")  # 36 tile frames
+    h = Header.parse(blob)
+    cell = Grid(53, 37, 16, 16, 3, frame_unit("cell"))  # 12 cell frames
+    total = h.file_size - cell.base_frame_offset  # same file size, so only the entry count can tell
+    counts = np.full(12, total // 12, np.int64)
+    counts[: total % 12] += 1
+    lie = build_header(cell, h.encoding, counts)
+    assert Header.parse(lie).file_size == h.file_size
+    with pytest.raises(BlobError, match="frame count is 36 in the file but 12 in the blob"):
+        rumimm.open(path, lie)
+
+
+def test_open_with_a_header_checks_that_frame_0_starts_with_an_openzl_magic(tmp_path, scene):
+    path = tmp_path / "m.rumi"
+    blob = write(path, scene, tile=TILE)
+    base = Header.parse(blob).base_frame_offset
+    data = bytearray(path.read_bytes())
+    data[base:base + 4] = b"\x28\xb5\x2f\xfd"  # a zstd frame magic
+    path.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="frame 0 does not start with an OpenZL frame magic \\(found 0xfd2fb528\\)"):
+        rumimm.open(path, blob)
+    with pytest.raises(FormatError, match="frame 0 .* does not start with an OpenZL frame magic"):
+        rumimm.open(path)
+
+
+@pytest.mark.parametrize("tail", [b"\0", b"\0" * 4096, b"II*\0"])
+def test_a_file_with_bytes_after_its_last_frame_is_refused_with_or_without_the_blob(tmp_path, scene, tail):
+    # the file is its prefix and one run of frames; the blob's end of the last frame is the file size
+    path = tmp_path / "tail.rumi"
+    blob = write(path, scene, tile=TILE)
+    path.write_bytes(path.read_bytes() + tail)
+    with pytest.raises(BlobError, match=f"file has {Header.parse(blob).file_size + len(tail)} bytes but the "
+                                        f"header blob's frames end at byte {Header.parse(blob).file_size}"):
+        rumimm.open(path, blob)
+    with pytest.raises(FormatError, match=f"{len(tail)} bytes follow the last frame"):
+        rumimm.open(path)
