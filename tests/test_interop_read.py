@@ -97,3 +97,65 @@ def test_fixtures_of_one_grid_stack_into_a_cube_and_batch():
     got = rumimm.read_batch(paths, [((0, 20), (0, 30)), ((40, 60), (50, 80))], bands=[0, 2])
     assert same(got[0], source(names[0])[[0, 2], 0:20, 0:30])
     assert same(got[1], source(names[1])[[0, 2], 40:60, 50:80])
+
+
+# -- odd shapes written by the reference --------------------------------------------------
+# (B, Y, X), square tile, unit, dtype -> the N and inline/external layout each one exercises
+ODD_SHAPES = [
+    ((1, 1, 1), 16, "tile", "uint8"),  # 1 x 1 image, N = 1: TileOffsets and TileByteCounts inline
+    ((1, 1, 1), 1, "cell", "float32"),  # 1 x 1 tile; B = 1 cell is the tile layout
+    ((2, 5, 7), 16, "tile", "int16"),  # smaller than one tile, N = 2: TileByteCounts inline, TileOffsets not
+    ((2, 5, 7), 16, "cell", "int16"),  # the same as one cell frame, N = 1
+    ((1, 8, 24), 8, "tile", "uint16"),  # N = 3: both external
+    ((3, 13, 11), 5, "tile", "float64"),  # tile not a multiple of 16, ragged both ways
+    ((3, 13, 11), 12, "cell", "complex64"),  # tile 12, N = 2 cell frames
+    ((1, 9, 9), 1, "tile", "int8"),  # 1 x 1 tiles: 81 frames
+    ((1, 19, 23), 8, "cell", "uint16"),  # B = 1 cell vs tile: same bytes, frame_unit 0 in the blob
+    ((5, 10, 10), 8, "tile", "float32"),  # B = 5: BitsPerSample and SampleFormat external
+    ((7, 10, 10), 8, "cell", "uint32"),  # B = 7 cell
+    ((7, 3, 40), 24, "tile", "float16"),  # B = 7 tile, one tile row cut to 3 rows
+]
+
+
+@pytest.mark.parametrize("shape, tile, unit, name", ODD_SHAPES,
+                         ids=[f"{'x'.join(map(str, s))}-t{t}-{u}-{n}" for s, t, u, n in ODD_SHAPES])
+def test_odd_shapes_the_peer_wrote_read_exactly(tmp_path, shape, tile, unit, name):
+    import spec_reader
+
+    array = eo_scene(*shape, dtype=name, seed=sum(shape) + tile)
+    path = tmp_path / "odd.rumi"
+    blob = peer_write(path, array, tile=tile, unit=unit)
+    b, y, x = shape
+    g = ((y + tile - 1) // tile) * ((x + tile - 1) // tile)
+    n = g * b if unit == "tile" or b == 1 else g
+    with rumimm.open(path, blob, cache_bytes=0) as a, rumimm.open(path) as c:
+        assert bytes(c.header) == blob
+        assert a.n_frames == n and a.shape == shape and a.tile == (tile, tile)
+        assert a.header.base_frame_offset == spec_reader.expected_base_frame_offset(b, n)
+        assert a.frame_unit == ("tile" if b == 1 else unit)
+        keys = [np.s_[:], np.s_[-1], np.s_[:, -1, -1], np.s_[:, y // 2:, : x // 2 + 1], np.s_[::-1, ::2, ::-3]]
+        for key in keys:
+            assert same(a[key], array[key]), key
+            assert same(c[key], array[key]), key
+    if name in PEER_READABLE:
+        assert same(peer_read(path, blob), array)
+
+
+# -- non-square tiles: the reference cannot write them (one tile_size), so crafted files ------
+NON_SQUARE = [((1, 11, 13), (3, 7), "tile"), ((2, 20, 9), (16, 5), "tile"), ((2, 20, 9), (16, 5), "cell"),
+              ((5, 6, 33), (1, 32), "cell"), ((3, 17, 4), (17, 4), "tile")]
+
+
+@pytest.mark.parametrize("shape, tile, unit", NON_SQUARE,
+                         ids=[f"{'x'.join(map(str, s))}-t{t[0]}x{t[1]}-{u}" for s, t, u in NON_SQUARE])
+def test_non_square_tiles_read_exactly_and_agree_with_the_peers_reader(tmp_path, shape, tile, unit):
+    from conftest import craft
+
+    array = eo_scene(*shape, dtype="uint16", seed=shape[1] * tile[0])
+    c = craft(shape, tile, unit, "uint16", array=array)
+    path = c.write(tmp_path / "ns.rumi")
+    with rumimm.open(path, c.blob, cache_bytes=0) as a, rumimm.open(path) as b:
+        assert bytes(b.header) == c.blob and a.tile == tile
+        for key in (np.s_[:], np.s_[:, 1::2, ::-1], np.s_[-1, tile[0] - 1:tile[0] + 1, tile[1] - 1:tile[1] + 1]):
+            assert same(a[key], array[key]) and same(b[key], array[key]), key
+    assert same(peer_read(path, c.blob), array)
