@@ -41,7 +41,7 @@ from . import kernels as K
 from . import threads as _threads
 from .blob import Header
 from .errors import BlobError, CodecError, FormatError, RumiError, WindowError, where
-from .grid import FrameUnit
+from .grid import IFD_END, FrameUnit
 from .window import Run, Selection, select, select_read
 
 __all__ = ["Image", "open", "read_frames"]
@@ -508,10 +508,68 @@ def _check_prefix(buf: np.ndarray, hdr: Header, path) -> None:
                         f"({hdr.sample_format}, {hdr.bits_per_sample}) in the blob")
     if mismatch:
         raise BlobError(f"{where(path)}the header blob does not describe this file: {'; '.join(mismatch)}")
+    # The whole IFD is a function of the blob: every (tag, type, count), the inline values and
+    # the pointers to the external ones.  It sits in the 252 bytes just read; compare all of it
+    # (but not the unused bytes of inline fields, which the spec leaves open).
+    for i, (tag, typ, cnt, value) in enumerate(_ifd_template(hdr)):
+        at = 24 + 20 * i
+        got = struct.unpack_from("<HHQ", buf, at)
+        name = f"{int(tag)} ({tag.name})"
+        if got != (int(tag), int(typ), cnt):
+            raise BlobError(f"{where(path)}the header blob does not describe this file: IFD entry {i} is tag "
+                            f"{got[0]}, type {got[1]}, count {got[2]}; expected tag {name}, type {typ.name} "
+                            f"({int(typ)}), count {cnt}")
+        field = bytes(buf[at + 12:at + 12 + len(value)])
+        if field != value:
+            if cnt * typ.size > 8:
+                what = (f"value is at byte {int.from_bytes(field, 'little')}, expected {int.from_bytes(value, 'little')} "
+                        "(external values follow the IFD in rising tag order with no gaps)")
+            else:
+                fmt = f"<{cnt}{typ.code}"
+                what = f"holds {struct.unpack(fmt, field)}, the blob gives {struct.unpack(fmt, value)}"
+            raise BlobError(f"{where(path)}the header blob does not describe this file: tag {name} {what}")
+    (next_ifd,) = struct.unpack_from("<Q", buf, 24 + 20 * 11)
+    if next_ifd != 0:
+        raise FormatError(f"{where(path)}next-IFD offset is {next_ifd}; a rumi file has exactly one IFD (no "
+                          "overviews, masks or auxiliary IFDs)")
     (magic,) = struct.unpack_from("<I", buf, int(hdr.offsets[0]))
     if not 0 < magic - _OPENZL_MAGIC < 256:
         raise FormatError(f"{where(path)}frame 0 does not start with an OpenZL frame magic (found {magic:#010x}); "
                           "the header blob belongs to another file or the file is corrupt")
+
+
+def _ifd_template(hdr: Header) -> list:
+    """(tag, type, count, value bytes) of each IFD entry of the file ``hdr`` describes.
+
+    Inline values are their used bytes; an external value is its 8-byte pointer.
+    """
+    from .tiff import FIXED_TAGS, Tag
+
+    g = hdr.grid
+    b, n = g.samples_per_pixel, g.n_frames
+    inline = {
+        Tag.IMAGE_WIDTH: lambda: struct.pack("<I", g.image_width),
+        Tag.IMAGE_LENGTH: lambda: struct.pack("<I", g.image_length),
+        Tag.BITS_PER_SAMPLE: lambda: struct.pack(f"<{b}H", *[hdr.bits_per_sample] * b),
+        Tag.SAMPLES_PER_PIXEL: lambda: struct.pack("<H", b),
+        Tag.TILE_WIDTH: lambda: struct.pack("<H", g.tile_width),
+        Tag.TILE_LENGTH: lambda: struct.pack("<H", g.tile_length),
+        Tag.TILE_OFFSETS: lambda: struct.pack("<Q", g.base_frame_offset),  # N = 1
+        Tag.TILE_BYTE_COUNTS: lambda: struct.pack(f"<{n}I", *(hdr.byte_count(k) for k in range(n))),  # N <= 2
+        Tag.SAMPLE_FORMAT: lambda: struct.pack(f"<{b}H", *[hdr.sample_format] * b),
+    }
+    out = []
+    cursor = IFD_END
+    for tag, (typ, count) in FIXED_TAGS.items():
+        cnt = count(b, n)
+        size = cnt * typ.size
+        if size <= 8:
+            value = inline[tag]()
+        else:
+            value = struct.pack("<Q", cursor)
+            cursor += size
+        out.append((tag, typ, cnt, value))
+    return out
 
 
 def _frame_error(img: Image, k: int, code: int) -> CodecError:

@@ -73,7 +73,7 @@ def _calls(path, blob, array):
 
     def read(img, pinned):
         got = [img[:], img[:, img.height // 2:, img.width // 3:], img[-1, ::3, ::-2]]
-        img.crs, img.transform, img.bounds  # the georeferencing block, parsed on demand
+        _ = img.crs, img.transform, img.bounds  # the georeferencing block, parsed on demand
         if pinned:  # the blob fixes layout and dtype, and OpenZL checksums are on: right pixels or an error
             assert np.array_equal(got[0].view(np.uint8), array.view(np.uint8))
 
@@ -159,7 +159,7 @@ def test_random_blobs_are_parsed_or_rejected_with_blob_error_and_never_open_anot
                 continue
             assert st == K.OK
             parsed += 1
-            h.to_dict(), h.file_size, h.byte_count(h.n_frames - 1), h.offset(h.n_frames // 2), repr(h)
+            _ = h.to_dict(), h.file_size, h.byte_count(h.n_frames - 1), h.offset(h.n_frames // 2), repr(h)
             try:
                 with rumimm.open(path, blob, cache_bytes=0) as img:
                     assert np.array_equal(img[:], array)  # only a blob equal to the file's own can open it

@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 import pickle
 import subprocess
+import struct
 import sys
 
 import numpy as np
@@ -613,8 +614,8 @@ def _lie(blob, **over) -> bytes:
     """``blob`` with fields replaced, the frame byte counts kept (so the file size still matches)."""
     h = Header.parse(blob)
     g = h.grid
-    fields = dict(image_width=g.image_width, image_length=g.image_length, tile_width=g.tile_width,
-                  tile_length=g.tile_length, samples_per_pixel=g.samples_per_pixel, unit=g.unit)
+    fields = {"image_width": g.image_width, "image_length": g.image_length, "tile_width": g.tile_width,
+              "tile_length": g.tile_length, "samples_per_pixel": g.samples_per_pixel, "unit": g.unit}
     enc = over.pop("encoding", h.encoding)
     fields.update(over)
     grid = Grid(fields["image_width"], fields["image_length"], fields["tile_width"], fields["tile_length"],
@@ -688,3 +689,60 @@ def test_a_file_with_bytes_after_its_last_frame_is_refused_with_or_without_the_b
         rumimm.open(path, blob)
     with pytest.raises(FormatError, match=f"{len(tail)} bytes follow the last frame"):
         rumimm.open(path)
+
+
+def _crafted(tmp_path, change, shape=(3, 20, 30)):
+    """A crafted file broken by ``change`` without moving a byte, and the blob of the unbroken file."""
+    from conftest import craft
+
+    c = craft(shape, 8, "tile", "uint16")
+    blob = c.blob
+    change(c)
+    return c.write(tmp_path / "x.rumi"), blob
+
+
+def _set_entry(which, **kw):
+    def change(c):
+        e = c.entry(which)
+        for k, v in kw.items():
+            setattr(e, k, v)
+    return change
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (_set_entry(322, type=8), BlobError, "IFD entry 4 is tag 322, type 8, count 1; expected tag 322 \\(TILE_WIDTH\\), "
+                                         "type SHORT \\(3\\), count 1"),
+    (_set_entry(256, type=3, data=(30).to_bytes(2, "little")), BlobError, "IFD entry 0 is tag 256, type 3"),
+    (_set_entry(34264, tag=34735), BlobError, "IFD entry 9 is tag 34735, type 12"),
+    (_set_entry(34264, pointer=16), BlobError, "tag 34264 \\(MODEL_TRANSFORMATION\\) value is at byte 16, expected 684"),
+    (_set_entry(258, data=struct.pack("<3H", 16, 16, 8)), BlobError,
+     "tag 258 \\(BITS_PER_SAMPLE\\) holds \\(16, 16, 8\\), the blob gives \\(16, 16, 16\\)"),
+    (lambda c: setattr(c, "next_ifd", 16), FormatError, "next-IFD offset is 16; a rumi file has exactly one IFD"),
+], ids=["type", "ImageWidth as SHORT", "tag id", "pointer", "one band's BitsPerSample", "second IFD"])
+def test_open_with_a_header_compares_the_whole_ifd_with_the_one_the_blob_implies(tmp_path, change, error, message):
+    path, blob = _crafted(tmp_path, change)
+    with pytest.raises(error, match=message):
+        rumimm.open(path, blob)
+    with pytest.raises(FormatError):
+        rumimm.open(path)  # and index() rejects the file too
+
+
+@pytest.mark.parametrize("shape, tag, values, message", [
+    ((1, 8, 8), 324, [413], "tag 324 \\(TILE_OFFSETS\\) holds \\(413,\\), the blob gives \\(412,\\)"),  # N = 1
+    ((1, 8, 16), 325, "swap", "tag 325 \\(TILE_BYTE_COUNTS\\) holds \\((\\d+), (\\d+)\\), the blob gives "
+                               "\\(\\2, \\1\\)"),  # N = 2
+])
+def test_open_with_a_header_compares_inline_frame_offsets_and_byte_counts(tmp_path, shape, tag, values, message):
+    from conftest import craft
+
+    c = craft(shape, 8, "tile", "uint8", seed=3)
+    blob = c.blob
+    if values == "swap":
+        assert c.counts[0] != c.counts[1]
+        # the blob's counts in the other order: same size, same frame 0, only the inline counts differ
+        blob = build_header(c.grid, c.enc, c.counts[::-1])
+    else:
+        c.set_values(tag, values, type=16)
+    path = c.write(tmp_path / "n.rumi")
+    with pytest.raises(BlobError, match=message):
+        rumimm.open(path, blob)
