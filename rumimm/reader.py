@@ -178,6 +178,8 @@ class Image:
         self._verify = bool(verify)
         self._native = _native.available()
         self._typed = np.zeros(grid.n_frames, np.uint8)  # 1: frame header checked (type and size)
+        # frame 0's magic = OpenZL magic + the file's pinned format version; every frame must share it
+        (self._magic0,) = struct.unpack_from("<I", buf, grid.base_frame_offset)
         self._finalizer = weakref.finalize(self, _release, mm, self._cache, self._token, private)
 
     # -- lifecycle ------------------------------------------------------------------
@@ -532,6 +534,8 @@ def _check_prefix(buf: np.ndarray, hdr: Header, path) -> None:
     if next_ifd != 0:
         raise FormatError(f"{where(path)}next-IFD offset is {next_ifd}; a rumi file has exactly one IFD (no "
                           "overviews, masks or auxiliary IFDs)")
+    if hdr.byte_count(0) < 4:  # the magic alone is 4 bytes (and a 1-frame file ends right after frame 0)
+        raise FormatError(f"{where(path)}frame 0 is {hdr.byte_count(0)} bytes, too short to be an OpenZL frame")
     (magic,) = struct.unpack_from("<I", buf, int(hdr.offsets[0]))
     if not 0 < magic - _OPENZL_MAGIC < 256:
         raise FormatError(f"{where(path)}frame 0 does not start with an OpenZL frame magic (found {magic:#010x}); "
@@ -599,6 +603,7 @@ def _check_header(img: Image, k: int) -> None:
     buf = img._open_buf()
     start = int(img._header.offsets[k])
     size = int(img._size[k])
+    _check_pinned(img, buf, k, start, size)
     want = codec.zl.Type.Struct if img._isz == 16 else codec.zl.Type.Numeric
     nbytes = img._grid.frame_samples(k) * img._isz
     try:
@@ -614,6 +619,18 @@ def _check_header(img: Image, k: int) -> None:
     except CodecError as exc:
         raise CodecError(f"{exc}; the file may be corrupt or truncated") from None
     img._typed[k] = 1
+
+
+def _check_pinned(img: Image, buf, k: int, start: int, size: int) -> None:
+    """Frame k must start with frame 0's magic: one pinned OpenZL format version per file."""
+    if size < 4:
+        return  # not an OpenZL frame at all: the decoder says so
+    (magic,) = struct.unpack_from("<I", buf, start)
+    if magic != img._magic0:
+        raise CodecError(f"{where(img.path)}frame {k} of {img.n_frames} ({img._position(k)}) starts with "
+                         f"{magic:#010x} but frame 0 with {img._magic0:#010x} (OpenZL format version "
+                         f"{img._magic0 - _OPENZL_MAGIC}); all frames of a file must use one pinned OpenZL format "
+                         "version")
 
 
 def _check_headers(images, ks: np.ndarray, owners, groups) -> None:
@@ -639,7 +656,9 @@ def _fallback_frames(images, ks, imgs) -> list[np.ndarray]:
         img = images[i]
         buf = img._open_buf()
         start = int(img._header.offsets[k])
-        frame = buf[start:start + int(img._size[k])]
+        size = int(img._size[k])
+        _check_pinned(img, buf, k, start, size)
+        frame = buf[start:start + size]
         try:
             arr = dec.decode(frame, img._enc, img._grid.frame_samples(k))
         except CodecError as exc:

@@ -746,3 +746,37 @@ def test_open_with_a_header_compares_inline_frame_offsets_and_byte_counts(tmp_pa
     path = c.write(tmp_path / "n.rumi")
     with pytest.raises(BlobError, match=message):
         rumimm.open(path, blob)
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (1, 8, 16)], ids=["one frame", "two frames"])
+def test_a_first_frame_too_short_for_a_magic_raises_format_error_with_or_without_the_blob(tmp_path, shape):
+    # a one-frame file ends 2 bytes after base_frame_offset: reading a 4-byte magic there overran the file
+    from conftest import craft
+
+    c = craft(shape, 8, "tile", "uint8")
+    c.frames[0] = b"ab"
+    path = c.write(tmp_path / "short.rumi")
+    for header in (c.blob, None):
+        with pytest.raises(FormatError, match="frame 0 is 2 bytes, too short to be an OpenZL frame"):
+            rumimm.open(path, header)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["geozl-c", "openzl-ext"])
+def test_a_frame_of_another_openzl_format_version_raises_codec_error_on_the_header_path(tmp_path, monkeypatch,
+                                                                                         native):
+    # index() and validate() reject the file; with its blob only reading the odd frame can tell
+    grid = Grid(8, 4, 4, 4, 1, frame_unit("tile"))
+    a = np.arange(32, dtype=np.uint16).reshape(4, 8)
+    frames = [openzl_frame(a[:, :4], 24), openzl_frame(np.ascontiguousarray(a[:, 4:]), 23)]
+    blob = assemble(tmp_path / "v.rumi", grid, frames, np.uint16)
+    with pytest.raises(FormatError, match="frame 1 uses OpenZL format version 23 but frame 0 uses 24"):
+        rumimm.open(tmp_path / "v.rumi")
+    if not native:
+        monkeypatch.setattr(_native, "available", lambda: False)
+    for cache_bytes in (0, None):
+        with rumimm.open(tmp_path / "v.rumi", blob, cache_bytes=cache_bytes) as image:
+            assert same(image[0, :, :4], a[:, :4])
+            for key in (np.s_[0, :, 4:], np.s_[:]):
+                with pytest.raises(CodecError, match=r"frame 1 of 2 \(row 0, col 1, band 0\) starts with 0xd7b1a5d7 "
+                                                     r"but frame 0 with 0xd7b1a5d8 \(OpenZL format version 24\)"):
+                    image[key]
