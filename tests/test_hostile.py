@@ -171,3 +171,35 @@ def test_random_blobs_are_parsed_or_rejected_with_blob_error_and_never_open_anot
         tracemalloc.stop()
     assert parsed > 30, parsed
     assert peak < 16 << 20, peak
+
+
+def test_files_of_garbage_or_cut_frames_with_a_blob_that_matches_them_raise_rumi_error(tmp_path):
+    # the blob is right about the layout, the frames are not OpenZL (or are cut short): the
+    # header path must refuse at open or at the read, never read past the file or the frame
+    rng = np.random.default_rng(99)
+    real = [craft((1, 8, 8), 8, "tile", "uint8", seed=s).frames[0] for s in range(3)]
+    path = tmp_path / "g.rumi"
+    outcomes = {"ok": 0, "rejected": 0}
+    for i in range(150):
+        shape, unit = [((1, 8, 8), "tile"), ((1, 8, 16), "tile"), ((2, 8, 8), "cell"), ((2, 8, 16), "tile")][i % 4]
+        c = craft(shape, 8, unit, "uint8")
+        for k in range(len(c.frames)):
+            r = rng.random()
+            if r < 0.3:
+                c.frames[k] = rng.integers(0, 256, int(rng.integers(1, 9)), dtype=np.uint8).tobytes()
+            elif r < 0.5:
+                c.frames[k] = c.frames[k][: int(rng.integers(1, len(c.frames[k])))]
+            elif r < 0.6:
+                c.frames[k] = real[int(rng.integers(0, 3))]  # a valid frame of another size or place
+        c.write(path)
+        for header in (c.blob, None):
+            try:
+                with rumimm.open(path, header, cache_bytes=0) as img:
+                    img[:]
+                    img[-1, 3:5, 2:9]
+                outcomes["ok"] += 1
+            except RumiError:
+                outcomes["rejected"] += 1
+            except Exception as exc:  # noqa: BLE001 - the point of the test
+                pytest.fail(f"case {i} (header={'yes' if header else 'no'}): {type(exc).__name__}: {exc}")
+    assert outcomes["ok"] > 5 and outcomes["rejected"] > 100, outcomes
