@@ -138,8 +138,13 @@ class Image:
                                 f"{hdr.file_size}; {kind}")
             # np.memmap maps the open descriptor (no second open by name); its mmap is
             # kept to unmap on close() rather than whenever the garbage collector runs.
-            buf = np.memmap(fh, dtype=np.uint8, mode="r")
-            mm = buf._mmap
+            mm = np.memmap(fh, dtype=np.uint8, mode="r")._mmap
+            # Read through np.frombuffer, whose arrays hold a buffer export of the map (np.memmap
+            # and its views hold none): mm.close() then raises BufferError and leaves the map in
+            # place while any array of it lives (a read in flight on another thread, a traceback's
+            # frame) instead of unmapping memory still in use (a segfault).  A plain ndarray view
+            # is also cheaper to slice per read than the memmap subclass.
+            buf = np.frombuffer(mm, np.uint8)
         finally:
             fh.close()
         if header is not None:
@@ -147,9 +152,11 @@ class Image:
                 _check_prefix(buf, hdr, self.path)
             except BaseException:
                 del buf
-                mm.close()
+                try:
+                    mm.close()
+                except BufferError:
+                    pass  # the exception's traceback still holds a view; the map goes with it
                 raise
-        buf = buf.view(np.ndarray)  # a plain view: slicing a memmap subclass costs more per read
         self._header = hdr
         self._buf = buf
         grid = hdr.grid
@@ -187,8 +194,7 @@ class Image:
         """Release the file mapping and this image's cached frames (idempotent)."""
         if self._buf is None:
             return
-        self._buf = None
-        self._src = None
+        self._buf = None  # a read already holding the buffer keeps the map (and ``_src``) valid
         self._finalizer()
 
     @property

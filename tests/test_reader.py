@@ -780,3 +780,72 @@ def test_a_frame_of_another_openzl_format_version_raises_codec_error_on_the_head
                 with pytest.raises(CodecError, match=r"frame 1 of 2 \(row 0, col 1, band 0\) starts with 0xd7b1a5d7 "
                                                      r"but frame 0 with 0xd7b1a5d8 \(OpenZL format version 24\)"):
                     image[key]
+
+
+# -- the file mapping is never unmapped under an array still using it ------------------------
+_CRASH_SCRIPT = r"""
+import sys, threading, time
+import numpy as np
+import rumimm
+from rumimm.errors import RumiError
+path, blob_path, mode = sys.argv[1:4]
+blob = open(blob_path, "rb").read()
+if mode == "traceback":
+    # open() fails in _check_prefix; the traceback's frames still hold views of the map
+    bad = bytearray(blob)
+    bad[6:10] = (int.from_bytes(bad[6:10], "little") - 1).to_bytes(4, "little")  # image_width - 1
+    try:
+        rumimm.open(path, bytes(bad))
+    except RumiError as exc:
+        tb, total = exc.__traceback__, 0
+        while tb is not None:  # what a debugger or a logger capturing locals does
+            for v in list(tb.tb_frame.f_locals.values()):
+                if isinstance(v, np.ndarray) and v.dtype == np.uint8 and v.size > 300:
+                    total += int(v[:300].sum())
+            tb = tb.tb_next
+        print("ok", total)
+else:
+    # close() while another thread is decoding from the map
+    for trial in range(12):
+        img = rumimm.open(path, blob, cache_bytes=0)
+        def read():
+            try:
+                for _ in range(4):
+                    img[:]
+            except RumiError:
+                pass
+        t = threading.Thread(target=read)
+        t.start()
+        time.sleep(0.004 * (trial % 4))
+        img.close()
+        t.join()
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("mode", ["traceback", "close during a read"])
+def test_the_file_mapping_outlives_every_array_of_it(tmp_path, mode):
+    # np.memmap's arrays hold no buffer export, so closing its mmap unmapped memory still in use
+    # (a segfault, in a child process here); np.frombuffer's do, and close() leaves the map to them
+    a = eo_scene(2, 512, 512, dtype="uint16", seed=3)
+    blob = write(tmp_path / "m.rumi", a, tile=128)
+    (tmp_path / "m.blob").write_bytes(blob)
+    script = tmp_path / "crash.py"
+    script.write_text(_CRASH_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "m.rumi"), str(tmp_path / "m.blob"),
+                          mode.split()[0]], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert out.stdout.startswith("ok")
+
+
+def test_close_unmaps_the_file_at_once_when_no_read_holds_it(written):
+    path, blob, _ = written
+    for header in (blob, None):
+        image = rumimm.open(path, header, cache_bytes=0)
+        image[:, :3, :3]
+        _ = image.crs
+        mm = image._finalizer.peek()[2][0]
+        assert not mm.closed
+        image.close()
+        assert mm.closed
