@@ -198,8 +198,8 @@ def parse_geokeys(keys, matrix, *, registry: bool = True) -> tuple[Georef | None
         bad.append(f"tag 34735: keys are {id0}, {id1}, {id2}; expected 1024, 1025 and 2048 or 3072")
     if raster not in (RASTER_PIXEL_IS_AREA, RASTER_PIXEL_IS_POINT):
         bad.append(f"tag 34735: GTRasterTypeGeoKey is {raster}, expected 1 (PixelIsArea) or 2 (PixelIsPoint)")
-    if not all(math.isfinite(v) for v in m):
-        bad.append("tag 34264: ModelTransformationTag has non-finite values")
+    # Non-finite matrix values are not refused: no rule of the spec forbids them and the
+    # reference writes and reads them (rumimm's writer refuses them as input instead).
     pixel_is_point = raster == RASTER_PIXEL_IS_POINT
     if model == 0:
         if id2 != KEY_GEOGRAPHIC_TYPE or code != 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -238,13 +239,18 @@ def test_a_non_zero_z_term_or_third_row_is_reported(i):
     assert any("matrix must be" in msg for msg in bad)
 
 
-def test_a_last_matrix_term_other_than_one_and_non_finite_values_are_reported():
+def test_a_last_matrix_term_other_than_one_is_reported_but_non_finite_coefficients_are_not():
     m = list(matrix_from_transform(UTM))
     m[15] = 2.0
     assert any("matrix must be" in msg for msg in parse_geokeys(geokeys(32633), m)[1])
     m = list(matrix_from_transform(UTM))
-    m[3] = float("inf")
-    assert any("non-finite" in msg for msg in parse_geokeys(geokeys(32633), m)[1])
+    m[3], m[5] = float("inf"), float("nan")  # no rule forbids them; the reference writes them
+    g, bad = parse_geokeys(geokeys(32633), m)
+    assert bad == [] and g.epsg == 32633
+    assert g.transform[2] == float("inf") and math.isnan(g.transform[4])
+    m = list(georef.UNDEFINED_MATRIX)
+    m[0] = float("nan")  # without a CRS the matrix must be the undefined one exactly
+    assert any("undefined matrix" in msg for msg in parse_geokeys(geokeys(None), m)[1])
 
 
 def test_wrong_sized_tags_are_reported_not_indexed():

@@ -159,3 +159,18 @@ def test_non_square_tiles_read_exactly_and_agree_with_the_peers_reader(tmp_path,
         for key in (np.s_[:], np.s_[:, 1::2, ::-1], np.s_[-1, tile[0] - 1:tile[0] + 1, tile[1] - 1:tile[1] + 1]):
             assert same(a[key], array[key]) and same(b[key], array[key]), key
     assert same(peer_read(path, c.blob), array)
+
+
+def test_a_file_the_reference_writes_with_a_nan_transform_is_read_not_refused(tmp_path):
+    # no rule of the spec asks for finite matrix values, and rumi-eo writes and reads them
+    a = np.arange(2 * 9 * 7, dtype=np.uint16).reshape(2, 9, 7)
+    path = tmp_path / "nan.rumi"
+    blob = peer_write(path, a, tile=4, transform=(float("nan"), 0.0, 5.0, 0.0, -1.0, float("inf")), crs=32633)
+    assert rumimm.index(path) == blob
+    assert rumimm.validate(path).ok
+    for header in (None, blob):
+        with rumimm.open(path, header) as img:
+            assert img.crs == "EPSG:32633"
+            t = img.transform
+            assert np.isnan(t[0]) and t[5] == float("inf") and t[4] == -1.0
+            assert np.array_equal(img[:], a)
