@@ -74,20 +74,20 @@ class Grid:
     samples_per_pixel: int
     unit: FrameUnit = FrameUnit.TILE
 
-    @property
+    @cached_property
     def tiles_across(self) -> int:
         return ceildiv(self.image_width, self.tile_width)
 
-    @property
+    @cached_property
     def tiles_down(self) -> int:
         return ceildiv(self.image_length, self.tile_length)
 
-    @property
+    @cached_property
     def n_positions(self) -> int:
         """Grid positions g = tiles_across * tiles_down."""
         return self.tiles_across * self.tiles_down
 
-    @property
+    @cached_property
     def n_frames(self) -> int:
         """N: frames in the file for this frame unit."""
         g = self.n_positions
