@@ -104,9 +104,10 @@ class Image:
         The ``.rumi`` file.
     header : bytes or Header, optional
         The file's header blob (what ``rumimm.write`` returned).  With it the IFD
-        is not parsed: only the file size, a few fixed IFD fields and the first
-        frame's magic are checked against the blob.  Without it the blob is
-        rebuilt and the whole file profile checked by :func:`rumimm.index`.
+        is not walked: the file size, the 252 bytes of header and IFD (compared
+        with those the blob implies) and the first frame's magic are checked
+        against the blob.  Without it the blob is rebuilt and the whole file
+        profile checked by :func:`rumimm.index`.
     cache_bytes : int, optional
         None (default): share the process-wide decoded-frame cache
         (``rumimm.cache.SHARED``, 64 MiB or ``RUMIMM_CACHE_BYTES``).  0: no cache.
@@ -881,9 +882,9 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True) -> Image: 
         The ``.rumi`` file.
     header : bytes or Header, optional
         Its header blob, as returned by ``rumimm.write``.  With it the IFD is not
-        parsed at all (fast, e.g. for a data loader opening many files); the
-        file size and a few fixed fields are checked against the blob.  Without
-        it the whole file profile is checked and the blob rebuilt.
+        walked (fast, e.g. for a data loader opening many files): the file size
+        and the 252 bytes of header and IFD are checked against the blob.
+        Without it the whole file profile is checked and the blob rebuilt.
     cache_bytes : int, optional
         Decoded-frame cache: None shares the process-wide cache (64 MiB by
         default, ``RUMIMM_CACHE_BYTES``), 0 disables it, n > 0 gives this image
