@@ -283,6 +283,15 @@ def craft(shape=(3, 20, 30), tile=8, unit="tile", dtype="uint16", *, epsg=None, 
     return Crafted(grid, enc, frames, fixed_entries(grid, enc, matrix, keys))
 
 
+def set_entry(which: int, /, **fields):
+    """A change for :func:`craft` files: set fields (tag, type, count, pointer, data) of IFD entry ``which``."""
+    def change(c: Crafted) -> None:
+        e = c.entry(which)
+        for name, value in fields.items():
+            setattr(e, name, value)
+    return change
+
+
 def patch(buf: bytes, offset: int, fmt: str, *values) -> bytes:
     """``buf`` with ``struct.pack("<" + fmt, *values)`` written at ``offset``."""
     out = bytearray(buf)

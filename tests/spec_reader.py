@@ -710,10 +710,22 @@ def build_file(
         elif fill and tag == TILE_BYTE_COUNTS:
             value = struct.pack(f"<{len(frames)}I", *(len(x) for x in frames))
         fixed.append((tag, tiff_type, count, value))
-    ifd = bytearray(struct.pack("<Q", len(fixed)))
+    body = lay_out_ifd(fixed, next_ifd) + bytes(gap) + b"".join(frames[i] for i in order) + tail
+    with open(os.fspath(path), "wb") as out:
+        out.write(body)
+
+
+def lay_out_ifd(entries, next_ifd: int = 0) -> bytes:
+    """The BigTIFF header, one IFD at byte 16 and its external values, as the spec places them.
+
+    ``entries`` are ``(tag, type, count, value_bytes)`` in file order: values of up to
+    8 bytes sit in their entry (zero-padded), longer ones right after the IFD in
+    entry order, with no gaps.
+    """
+    ifd = bytearray(struct.pack("<Q", len(entries)))
     external = bytearray()
-    ext_at = IFD_OFFSET + ifd_size
-    for tag, tiff_type, count, value in fixed:
+    ext_at = IFD_OFFSET + 8 + 20 * len(entries) + 8
+    for tag, tiff_type, count, value in entries:
         if len(value) <= 8:
             field = value + bytes(8 - len(value))
         else:
@@ -721,10 +733,7 @@ def build_file(
             external += value
         ifd += struct.pack("<HHQ", tag, tiff_type, count) + field
     ifd += struct.pack("<Q", next_ifd)
-    header = b"II" + struct.pack("<HHHQ", 43, 8, 0, IFD_OFFSET)
-    body = header + bytes(ifd) + bytes(external) + bytes(gap) + b"".join(frames[i] for i in order) + tail
-    with open(os.fspath(path), "wb") as out:
-        out.write(body)
+    return b"II" + struct.pack("<HHHQ", 43, 8, 0, IFD_OFFSET) + bytes(ifd) + bytes(external)
 
 
 def entries_of(path) -> tuple[list, list]:

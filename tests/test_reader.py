@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import openzl_frame
+from conftest import openzl_frame, set_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -701,21 +701,13 @@ def _crafted(tmp_path, change, shape=(3, 20, 30)):
     return c.write(tmp_path / "x.rumi"), blob
 
 
-def _set_entry(which, **kw):
-    def change(c):
-        e = c.entry(which)
-        for k, v in kw.items():
-            setattr(e, k, v)
-    return change
-
-
 @pytest.mark.parametrize("change, error, message", [
-    (_set_entry(322, type=8), BlobError, "IFD entry 4 is tag 322, type 8, count 1; expected tag 322 \\(TILE_WIDTH\\), "
+    (set_entry(322, type=8), BlobError, "IFD entry 4 is tag 322, type 8, count 1; expected tag 322 \\(TILE_WIDTH\\), "
                                          "type SHORT \\(3\\), count 1"),
-    (_set_entry(256, type=3, data=(30).to_bytes(2, "little")), BlobError, "IFD entry 0 is tag 256, type 3"),
-    (_set_entry(34264, tag=34735), BlobError, "IFD entry 9 is tag 34735, type 12"),
-    (_set_entry(34264, pointer=16), BlobError, "tag 34264 \\(MODEL_TRANSFORMATION\\) value is at byte 16, expected 684"),
-    (_set_entry(258, data=struct.pack("<3H", 16, 16, 8)), BlobError,
+    (set_entry(256, type=3, data=(30).to_bytes(2, "little")), BlobError, "IFD entry 0 is tag 256, type 3"),
+    (set_entry(34264, tag=34735), BlobError, "IFD entry 9 is tag 34735, type 12"),
+    (set_entry(34264, pointer=16), BlobError, "tag 34264 \\(MODEL_TRANSFORMATION\\) value is at byte 16, expected 684"),
+    (set_entry(258, data=struct.pack("<3H", 16, 16, 8)), BlobError,
      "tag 258 \\(BITS_PER_SAMPLE\\) holds \\(16, 16, 8\\), the blob gives \\(16, 16, 16\\)"),
     (lambda c: setattr(c, "next_ifd", 16), FormatError, "next-IFD offset is 16; a rumi file has exactly one IFD"),
 ], ids=["type", "ImageWidth as SHORT", "tag id", "pointer", "one band's BitsPerSample", "second IFD"])

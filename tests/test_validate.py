@@ -13,7 +13,7 @@ import numpy as np
 import peer
 import pytest
 import spec_reader
-from conftest import Crafted, Entry, craft, openzl_frame, patch
+from conftest import Crafted, Entry, craft, openzl_frame, patch, set_entry
 
 from rumimm import georef
 from rumimm.blob import Header, build_header
@@ -214,14 +214,6 @@ def _set(tag, values, type=None):
     return lambda c: c.set_values(tag, values, type)
 
 
-def _entry(which, **kw):
-    def f(c):
-        e = c.entry(which)
-        for k, v in kw.items():
-            setattr(e, k, v)
-    return f
-
-
 def _keys(**over):
     k = list(georef.geokeys(32633))
     pos = {"version": 0, "revision": 1, "minor": 2, "nkeys": 3, "model": 7, "raster": 11, "key": 12, "loc": 13,
@@ -267,29 +259,29 @@ FILE_CASES = {
                            "extra tags: 34736 \\(GeoDoubleParamsTag\\)"),
     "GeoAsciiParamsTag": ({"epsg": 32633}, lambda c: c.entries.append(Entry(34737, 2, 12, b"WGS 84 / UTM|")) or None,
                           "extra tags: 34737 \\(GeoAsciiParamsTag\\)"),
-    "tiepoint in place of the matrix": ({"epsg": 32633}, _entry(34264, tag=33922),
+    "tiepoint in place of the matrix": ({"epsg": 32633}, set_entry(34264, tag=33922),
                                         "tag 33922 \\(ModelTiepointTag\\) is not allowed"),
     "missing tag": ({}, lambda c: c.remove(339), "IFD has 10 tags, expected exactly 11; missing tags: 339"),
     "missing georef tag": ({}, lambda c: c.remove(34735), "missing tags: 34735"),
-    "duplicated tag": ({}, _entry(257, tag=256), "required tag 257 \\(IMAGE_LENGTH\\) is missing"),
+    "duplicated tag": ({}, set_entry(257, tag=256), "required tag 257 \\(IMAGE_LENGTH\\) is missing"),
     "tags out of order": ({}, _swap(256, 257), "not in rising tag order"),
     "georef tags out of order": ({}, _swap(34264, 34735), "not in rising tag order"),
     "ImageWidth as SHORT": ({}, _set(256, [30], type=3), "tag 256 \\(IMAGE_WIDTH\\) has type 3 .* expected LONG"),
     "TileByteCounts as LONG8": ({}, _set(325, list(range(1, 37)), type=16),
                                 "tag 325 \\(TILE_BYTE_COUNTS\\) has type 16 .* expected LONG \\(4\\) and 36"),
     "TileOffsets as LONG": ({}, _set(324, list(range(1, 37)), type=4), "tag 324 .* has type 4"),
-    "matrix as FLOAT": ({}, _entry(34264, type=11), "tag 34264 .* has type 11"),
+    "matrix as FLOAT": ({}, set_entry(34264, type=11), "tag 34264 .* has type 11"),
     "BitsPerSample count 2": ({}, _set(258, [16, 16]), "tag 258 \\(BITS_PER_SAMPLE\\) .* count 2, .* and 3"),
-    "TileByteCounts count 35": ({}, _entry(325, count=35), "tag 325 .* count 35, expected LONG \\(4\\) and 36"),
+    "TileByteCounts count 35": ({}, set_entry(325, count=35), "tag 325 .* count 35, expected LONG \\(4\\) and 36"),
     "matrix count 12": ({}, _set(34264, [1.0] * 12), "tag 34264 .* count 12, .* and 16"),
     "geokeys count 20": ({}, _set(34735, list(georef.geokeys(None)) + [0] * 4), "tag 34735 .* count 20"),
-    "TileWidth count 2": ({}, _entry(322, count=2), "tag 322 .* count 2"),
+    "TileWidth count 2": ({}, set_entry(322, count=2), "tag 322 .* count 2"),
     "more than one IFD": ({}, _second_ifd, "next-IFD offset is \\d+; a rumi file has exactly one IFD"),
     "gap between external values": ({}, lambda c: c.gap_after.update({324: 8}),
                                     "tag 325 \\(TILE_BYTE_COUNTS\\) value is at byte \\d+, expected \\d+: external"),
     "gap after BitsPerSample": ({"shape": (6, 20, 30)}, lambda c: c.gap_after.update({258: 2}),
                                 "tag 324 .* value is at byte"),
-    "external value out of place": ({}, _entry(34264, pointer=16), "tag 34264 .* value is at byte 16"),
+    "external value out of place": ({}, set_entry(34264, pointer=16), "tag 34264 .* value is at byte 16"),
     "padding before the frames": ({}, lambda c: setattr(c, "gap_before_frames", 16),
                                   "TileOffsets\\[0\\] is \\d+, but frame data starts at base_frame_offset"),
     "alignment before the frames": ({}, lambda c: setattr(c, "gap_before_frames", 4), "base_frame_offset"),
@@ -299,7 +291,7 @@ FILE_CASES = {
                            "TileOffsets\\[1\\] .* frame-index order"),
     "sparse frame": ({}, _frames(lambda f: f[:5] + [b""] + f[6:]),
                      "frame 5 has TileByteCounts 0; no frame may be sparse"),
-    "entry count neither g nor g*B": ({}, lambda c: (_entry(324, count=24)(c), _entry(325, count=24)(c),
+    "entry count neither g nor g*B": ({}, lambda c: (set_entry(324, count=24)(c), set_entry(325, count=24)(c),
                                                      setattr(c, "frames", c.frames[:24])),
                                       "tag 324 \\(TILE_OFFSETS\\) has 24 entries; expected 12 \\(cell frames\\) or 36"),
     "mixed sample formats": ({}, _set(339, [1, 2, 1]), "different \\(SampleFormat, BitsPerSample\\) pairs"),
@@ -341,7 +333,7 @@ FILE_CASES = {
     "vertical EPSG code": ({"epsg": 32633}, _set(34735, _keys(code=5773)), "EPSG:5773 is a Vertical CRS"),
     "fourth matrix row non-zero": ({"epsg": 32633}, _set(34264, _matrix(12, 1.0)), "matrix must be"),
     "last matrix term 2": ({"epsg": 32633}, _set(34264, _matrix(15, 2.0)), "matrix must be"),
-    "external values swapped": ({}, lambda c: (_entry(34264, pointer=684 + 32)(c), _entry(34735, pointer=684)(c)),
+    "external values swapped": ({}, lambda c: (set_entry(34264, pointer=684 + 32)(c), set_entry(34735, pointer=684)(c)),
                                 "tag 34264 \\(MODEL_TRANSFORMATION\\) value is at byte 716, expected 684"),
     "truncated in the frames": ({}, ("bytes", lambda b: b[:-10]), "last frame ends at byte \\d+ but the file has "
                                                                   "\\d+ bytes \\(truncated\\)"),

@@ -309,15 +309,7 @@ def spec_prefix(shape, tile, unit, bps, sf, counts, transform=None, model=0, eps
         (34264, 12, 16, struct.pack("<16d", *matrix)),
         (34735, 3, 16, struct.pack("<16H", *keys)),
     ]
-    ifd, external, cursor = struct.pack("<Q", 11), b"", 16 + 236
-    for tag, typ, count, value in tags:
-        if len(value) <= 8:
-            field = value + bytes(8 - len(value))
-        else:
-            field = struct.pack("<Q", cursor + len(external))
-            external += value
-        ifd += struct.pack("<HHQ", tag, typ, count) + field
-    out = b"II" + struct.pack("<HHHQ", 43, 8, 0, 16) + ifd + struct.pack("<Q", 0) + external
+    out = spec_reader.lay_out_ifd(tags)  # the independent struct-based reader's layout
     assert len(out) == base
     return out
 
