@@ -43,6 +43,7 @@ __all__ = [
     "resolve_codec",
     "frame_format_version",
     "check_frame_header",
+    "frame_declaration",
     "FrameEncoder",
     "FrameDecoder",
 ]
@@ -146,6 +147,30 @@ _FLOAT_FORMATS = frozenset((3, 102))  # IEEE floats and bfloat16
 
 
 
+def frame_declaration(frame) -> tuple[int, "zl.Type | None", int]:
+    """(outputs, type of output 0, its byte size) that an OpenZL frame's header declares.
+
+    ``frame`` may be the whole frame or any prefix of it holding the header: the
+    first 64 bytes are tried first (the header of a one-output frame is about a
+    dozen bytes, so this is the common case, ~3 us), then the whole of ``frame``.
+
+    Raises
+    ------
+    CodecError
+        The header is unreadable (the message is OpenZL's reason alone).
+    """
+    for head in (frame[:64], frame) if len(frame) > 64 else (frame,):
+        try:
+            info = zl.FrameInfo(head if isinstance(head, bytes) else bytes(head))
+            outputs = info.num_outputs
+            if outputs < 1:
+                return outputs, None, 0
+            return outputs, info.output_type(0), info.output_content_size(0)
+        except Exception as exc:  # noqa: BLE001 - nanobind raises plain RuntimeError/ValueError
+            reason = _reason(exc)
+    raise CodecError(reason)
+
+
 def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame") -> None:
     """Check what an OpenZL frame declares before it is decoded.
 
@@ -154,10 +179,7 @@ def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame")
     storage width.  The header says the type and the byte size, not the element
     width, so this rules out a frame of the right byte count but the wrong type
     (Serial, String) without decoding it; the width is checked after decoding.
-
-    ``frame`` may be the whole frame or any prefix of it holding the header: the
-    first 64 bytes are tried first (the header of a one-output frame is about a
-    dozen bytes), then the whole of ``frame``.
+    ``frame`` is read as :func:`frame_declaration` reads it.
 
     Raises
     ------
@@ -173,19 +195,11 @@ def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame")
         frame_format_version(frame)
     except CodecError as exc:
         raise CodecError(f"{label}: {exc}") from None
-    info = None
-    for head in (frame[:64], frame) if len(frame) > 64 else (frame,):
-        try:
-            info = zl.FrameInfo(head if isinstance(head, bytes) else bytes(head))
-            outputs = info.num_outputs
-            out_type = info.output_type(0) if outputs >= 1 else None
-            size = info.output_content_size(0) if outputs >= 1 else 0
-            break
-        except Exception as exc:  # noqa: BLE001 - nanobind raises plain RuntimeError/ValueError
-            reason = _reason(exc)
-            info = None
-    if info is None:
-        raise CodecError(f"{label} has an unreadable header (OpenZL: {reason}); the file may be truncated or corrupt")
+    try:
+        outputs, out_type, size = frame_declaration(frame)
+    except CodecError as exc:
+        raise CodecError(f"{label} has an unreadable header (OpenZL: {exc}); the file may be truncated or corrupt") \
+            from None
     if outputs != 1:
         raise CodecError(f"{label} holds {outputs} outputs, expected 1")
     if out_type != want_type:

@@ -640,9 +640,9 @@ def _check_header(img: Image, k: int) -> None:
     """Check frame k's OpenZL header (one output, its type and byte size) once per image.
 
     geozl's C decoder reports only the decoded byte count, so a frame of the right size
-    but the wrong type (Serial, String) would otherwise decode silently.  The common
-    case reads the first 64 bytes with ``FrameInfo`` (~3 us); anything unexpected goes
-    through ``codec.check_frame_header`` on the whole frame, which says what is wrong.
+    but the wrong type (Serial, String) would otherwise decode silently.  A frame that
+    declares what it should costs one ``codec.frame_declaration`` (~3 us); any other goes
+    through ``codec.check_frame_header``, which says what is wrong.
     """
     from . import codec  # imports openzl.ext (~5 ms), on the first read
 
@@ -650,20 +650,19 @@ def _check_header(img: Image, k: int) -> None:
     start = int(img._header.offsets[k])
     size = int(img._size[k])
     _check_pinned(img, buf, k, start, size)
+    frame = buf[start:start + size]
     want = codec.zl.Type.Struct if img._isz == 16 else codec.zl.Type.Numeric
     nbytes = img._grid.frame_samples(k) * img._isz
     try:
-        info = codec.zl.FrameInfo(bytes(buf[start:start + min(size, 64)]))
-        if info.num_outputs == 1 and info.output_type(0) == want and info.output_content_size(0) == nbytes:
-            img._typed[k] = 1
-            return
-    except Exception:  # noqa: BLE001 - unreadable in 64 bytes: the whole frame decides below
-        pass
-    try:
-        codec.check_frame_header(buf[start:start + size], img._enc, nbytes // img._isz,
-                                 label=f"{where(img.path)}frame {k} of {img.n_frames} ({img._position(k)})")
-    except CodecError as exc:
-        raise CodecError(f"{exc}; the file may be corrupt or truncated") from None
+        ok = codec.frame_declaration(frame) == (1, want, nbytes)
+    except CodecError:
+        ok = False
+    if not ok:  # the label costs a few us: build it only for the error
+        try:
+            codec.check_frame_header(frame, img._enc, nbytes // img._isz,
+                                     label=f"{where(img.path)}frame {k} of {img.n_frames} ({img._position(k)})")
+        except CodecError as exc:
+            raise CodecError(f"{exc}; the file may be corrupt or truncated") from None
     img._typed[k] = 1
 
 
