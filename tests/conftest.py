@@ -56,11 +56,16 @@ def _generic_graph():
     return _COMPRESSOR["generic"]
 
 
-def openzl_frame(samples: np.ndarray, format_version: int = FORMAT_VERSION) -> bytes:
-    """One OpenZL frame: a Numeric input of the sample width (16-byte samples as a Struct)."""
+def openzl_frame(samples: np.ndarray, format_version: int = FORMAT_VERSION, *, serial: bool = False) -> bytes:
+    """One OpenZL frame: a Numeric input of the sample width (16-byte samples as a Struct).
+
+    ``serial`` stores the same bytes as a Serial input instead: the right size, the wrong type.
+    """
     flat = np.ascontiguousarray(samples).reshape(-1)
     width = flat.dtype.itemsize
-    if width == 16:
+    if serial:
+        held, kind = flat.view(np.uint8), zl.Type.Serial
+    elif width == 16:
         held, kind = flat.view(np.uint8).reshape(16, flat.size), zl.Type.Struct
     else:
         held, kind = flat.view(f"<u{width}"), zl.Type.Numeric

@@ -5,19 +5,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+import spec_reader
 
 from rumimm import dtypes
 from rumimm.errors import FormatError, RumiError
 
-# Copied from the spec's table of valid pairs, in its order.
-SPEC_PAIRS = [
-    (1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (1, 32), (1, 64),
-    (2, 2), (2, 4), (2, 8), (2, 16), (2, 32), (2, 64),
-    (3, 16), (3, 32), (3, 64),
-    (5, 32), (5, 64),
-    (6, 32), (6, 64), (6, 128),
-    (100, 8), (101, 8), (102, 16), (103, 8), (104, 6), (105, 6), (106, 4),
-]  # fmt: skip
+# The spec's table of valid pairs, as the independent struct-based reader holds it.
+SPEC_PAIRS = sorted(spec_reader.VALID_PAIRS)
 
 VALID_BITS = {1, 2, 4, 6, 8, 16, 32, 64, 128}
 

@@ -513,28 +513,11 @@ def test_a_frame_of_the_wrong_sample_width_is_caught_by_the_fallback(tmp_path, m
             image[:]
 
 
-def _serial_frame(payload: bytes) -> bytes:
-    """An OpenZL frame of type Serial (bytes), not Numeric: the right size, the wrong type."""
-    import openzl.ext as zl
-
-    compressor = zl.Compressor()
-    gid = zl.graphs.Compress().parameterize(compressor)
-    compressor.select_starting_graph(gid)
-    cctx = zl.CCtx()
-    cctx.set_parameter(zl.CParam.FormatVersion, 24)
-    cctx.select_starting_graph(compressor, gid)
-    held = np.frombuffer(payload, np.uint8).copy()
-    inp = zl.Input(zl.Type.Serial, held)
-    out = bytes(cctx.compress([inp]))
-    del inp, held
-    return out
-
-
 @pytest.mark.parametrize("native", [True, False], ids=["native", "fallback"])
 def test_a_frame_of_the_right_size_but_the_wrong_type_raises_on_every_read_path(tmp_path, monkeypatch, native):
     grid = Grid(8, 4, 4, 4, 1, frame_unit("tile"))
     a = np.arange(32, dtype=np.uint16).reshape(4, 8)
-    frames = [openzl_frame(a[:, :4]), _serial_frame(a[:, 4:].tobytes())]  # 32 bytes either way
+    frames = [openzl_frame(a[:, :4]), openzl_frame(a[:, 4:], serial=True)]  # 32 bytes either way
     blob = assemble(tmp_path / "s.rumi", grid, frames, np.uint16)
     if not native:
         monkeypatch.setattr(_native, "available", lambda: False)
