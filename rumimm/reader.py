@@ -400,26 +400,17 @@ class Image:
 
     def _read_block(self, bands: np.ndarray, y: Run, x: Run, out):
         """Decode the (len(bands), y.count, x.count) block into ``out`` or a new array."""
-        buf = self._buf
-        if buf is None:
-            raise RumiError(f"{where(self.path)}image is closed")
+        buf = self._open_buf()
         nb = bands.shape[0]
-        if out is None and nb and y.count and x.count:
-            plan = K.plan_window(self._grid_row, bands, y.start, y.step, y.count, x.start, x.step, x.count,
-                                 self._isz)
+        if not (nb and y.count and x.count):
+            return np.empty((nb, y.count, x.count), self._dtype) if out is None else out
+        plan = K.plan_window(self._grid_row, bands, y.start, y.step, y.count, x.start, x.step, x.count, self._isz)
+        if out is None:
             if plan.shape[0] == 1:
                 view = self._single_frame(plan, bands, y, x, buf)
                 if view is not None:
                     return view
-        else:
-            plan = None
-        if out is None:
             out = np.empty((nb, y.count, x.count), self._dtype)
-        if out.size == 0:
-            return out
-        if plan is None:
-            plan = K.plan_window(self._grid_row, bands, y.start, y.step, y.count, x.start, x.step, x.count,
-                                 self._isz)
         _execute((self,), plan, False, bands, y.step, x.step, out.reshape((1,) + out.shape).view(np.uint8))
         return out
 
@@ -440,7 +431,7 @@ class Image:
         if hit is not None:
             frame, cached = hit[0], True
         else:
-            frame = self._decode_frame(k, plan, buf)
+            frame = self._decode_frame(k, int(e[K.P_NBYTES]), buf)
             cached = cache is not None and cache.admits(frame.nbytes)
             if cached:
                 cache.put_many(((self._token, k),), (frame,))
@@ -454,11 +445,10 @@ class Image:
             view = samples.reshape(1, fh, fw)[:, ys, xs]
         return view.copy() if cached or not frame.flags.writeable else view
 
-    def _decode_frame(self, k: int, plan, buf) -> np.ndarray:
-        """Decode the frame of a one-row plan into a new uint8 buffer of its exact size."""
+    def _decode_frame(self, k: int, nbytes: int, buf) -> np.ndarray:
+        """Decode frame k into a new uint8 buffer of its exact size, ``nbytes``."""
         if not self._native:
             return _fallback_frames((self,), [k], [0])[0]
-        nbytes = int(plan[0, K.P_NBYTES])
         if not self._typed[k]:
             _check_header(self, k)
         dst = np.empty(nbytes, np.uint8)
@@ -927,11 +917,6 @@ def read_frames(img: Image, frames) -> list[np.ndarray]:
         k = int(k)
         if not 0 <= k < img.n_frames:
             raise WindowError(f"frame {k} is out of range for {img.n_frames} frames")
-        row, col, band = img._grid.frame_position(k)
-        h, w = img._grid.edge_size(row, col)
-        plan = np.zeros((1, K.PLAN_COLS), np.int64)
-        plan[0, K.P_FRAME], plan[0, K.P_NBYTES] = k, img._grid.frame_samples(k) * img._isz
-        plan[0, K.P_FH], plan[0, K.P_FW] = h, w
-        raw = img._decode_frame(k, plan, buf)
+        raw = img._decode_frame(k, img._grid.frame_samples(k) * img._isz, buf)
         out.append(raw.view(img.dtype).reshape(img._grid.frame_shape(k)))
     return out
