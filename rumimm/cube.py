@@ -51,6 +51,13 @@ def _open_all(sources, headers, cache_bytes, verify):
     return images, owned
 
 
+def _close_owned(images, owned) -> None:
+    """Close the images :func:`_open_all` opened (flag True); leave the caller's open."""
+    for img, own in zip(images, owned):
+        if own:
+            img.close()
+
+
 def _unique(images):
     """Distinct images (by identity) and, for each input, its index among them."""
     ids: dict[int, int] = {}
@@ -135,9 +142,7 @@ class Cube:
                 raise ValueError("a Cube needs at least one image")
             _check_aligned(imgs)
         except BaseException:
-            for img, own in zip(imgs, owned):
-                if own:
-                    img.close()
+            _close_owned(imgs, owned)
             raise
         self._images = imgs
         self._owned = owned
@@ -152,9 +157,7 @@ class Cube:
 
     def close(self) -> None:
         """Close the images this Cube opened (idempotent)."""
-        for img, own in zip(self._images, self._owned):
-            if own:
-                img.close()
+        _close_owned(self._images, self._owned)
 
     @property
     def closed(self) -> bool:
@@ -303,9 +306,7 @@ class ImageCollection:
 
     def close(self) -> None:
         """Close the images this collection opened (idempotent)."""
-        for img, own in zip(self._images, self._owned):
-            if own:
-                img.close()
+        _close_owned(self._images, self._owned)
 
     def __enter__(self):
         return self
@@ -467,6 +468,4 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
             return out
         return result
     finally:
-        for img, own in zip(images, owned):
-            if own:
-                img.close()
+        _close_owned(images, owned)
