@@ -60,6 +60,8 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ._env import env_int
+
 __all__ = [
     "available",
     "library_path",
@@ -439,17 +441,8 @@ _threads: int | None = None
 
 def _default_threads() -> int:
     limit = numba.config.NUMBA_NUM_THREADS
-    raw = os.environ.get("RUMIMM_NUM_THREADS", "").strip()
-    if not raw:
-        return limit
-    try:
-        wanted = int(raw)
-    except ValueError:
-        raise ValueError(
-            f"RUMIMM_NUM_THREADS must be a positive integer, got {raw!r}") from None
-    if wanted < 1:
-        raise ValueError(f"RUMIMM_NUM_THREADS must be a positive integer, got {raw!r}")
-    return min(wanted, limit)
+    wanted = env_int("RUMIMM_NUM_THREADS", 1)
+    return limit if wanted is None else min(wanted, limit)
 
 
 def get_num_threads() -> int:

@@ -24,6 +24,8 @@ import threading
 import weakref
 from collections import OrderedDict
 
+from ._env import env_int
+
 __all__ = ["FrameCache", "SHARED", "DEFAULT_CACHE_BYTES", "tune_malloc", "default_cache_bytes"]
 
 DEFAULT_CACHE_BYTES = 64 << 20
@@ -31,16 +33,8 @@ DEFAULT_CACHE_BYTES = 64 << 20
 
 def default_cache_bytes() -> int:
     """The shared cache budget: ``RUMIMM_CACHE_BYTES`` if set, else 64 MiB."""
-    raw = os.environ.get("RUMIMM_CACHE_BYTES", "").strip()
-    if not raw:
-        return DEFAULT_CACHE_BYTES
-    try:
-        n = int(raw)
-    except ValueError:
-        raise ValueError(f"RUMIMM_CACHE_BYTES must be a non-negative integer, got {raw!r}") from None
-    if n < 0:
-        raise ValueError(f"RUMIMM_CACHE_BYTES must be a non-negative integer, got {raw!r}")
-    return n
+    n = env_int("RUMIMM_CACHE_BYTES", 0)
+    return DEFAULT_CACHE_BYTES if n is None else n
 
 
 class FrameCache:
