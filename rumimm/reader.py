@@ -581,34 +581,25 @@ def _explain_prefix(buf: np.ndarray, hdr: Header, path) -> None:
 def _ifd_template(g, bits_per_sample: int, sample_format: int, counts) -> list:
     """(tag, type, count, value bytes) of each IFD entry of a file of grid ``g``.
 
-    ``counts`` are the frame byte counts when N <= 2 (inline then), else None.  Inline
-    values are their used bytes; an external value is its 8-byte pointer.
+    Taken from the IFD the writer lays out (``tiff.build_prefix``), so the Fixed IFD
+    table lives in one place.  ``counts`` are the frame byte counts when N <= 2 (inline
+    then), else None: external values appear in the IFD only as pointers, which do
+    not depend on them.  Inline values are their used bytes; an external value is its
+    8-byte pointer.
     """
-    from .tiff import FIXED_TAGS, Tag
+    from .dtypes import encoding
+    from .georef import UNDEFINED_MATRIX, geokeys
+    from .tiff import FIXED_TAGS, build_prefix
 
     b, n = g.samples_per_pixel, g.n_frames
-    inline = {
-        Tag.IMAGE_WIDTH: lambda: struct.pack("<I", g.image_width),
-        Tag.IMAGE_LENGTH: lambda: struct.pack("<I", g.image_length),
-        Tag.BITS_PER_SAMPLE: lambda: struct.pack(f"<{b}H", *[bits_per_sample] * b),
-        Tag.SAMPLES_PER_PIXEL: lambda: struct.pack("<H", b),
-        Tag.TILE_WIDTH: lambda: struct.pack("<H", g.tile_width),
-        Tag.TILE_LENGTH: lambda: struct.pack("<H", g.tile_length),
-        Tag.TILE_OFFSETS: lambda: struct.pack("<Q", g.base_frame_offset),  # N = 1
-        Tag.TILE_BYTE_COUNTS: lambda: struct.pack(f"<{n}I", *counts),  # N <= 2
-        Tag.SAMPLE_FORMAT: lambda: struct.pack(f"<{b}H", *[sample_format] * b),
-    }
+    c = np.asarray(counts if counts is not None else np.ones(n), np.uint64)
+    offsets = np.uint64(g.base_frame_offset) + np.concatenate(([0], np.cumsum(c)[:-1])).astype(np.uint64)
+    ifd = build_prefix(g, encoding(sample_format, bits_per_sample), offsets, c, UNDEFINED_MATRIX,
+                       geokeys(None))[:IFD_END]
     out = []
-    cursor = IFD_END
-    for tag, (typ, count) in FIXED_TAGS.items():
-        cnt = count(b, n)
-        size = cnt * typ.size
-        if size <= 8:
-            value = inline[tag]()
-        else:
-            value = struct.pack("<Q", cursor)
-            cursor += size
-        out.append((tag, typ, cnt, value))
+    for i, (tag, (typ, count)) in enumerate(FIXED_TAGS.items()):
+        at, cnt = 24 + 20 * i, count(b, n)
+        out.append((tag, typ, cnt, ifd[at + 12:at + 12 + min(cnt * typ.size, 8)]))
     return out
 
 
