@@ -4,9 +4,9 @@ The fixtures are written by the reference implementation rumi-eo 0.16.0.  Most o
 them have frames compressed by geozl 0.14.x (the version rumi-eo's "write" extra
 pins), two by plain OpenZL built-in graphs.  Run it in a separate environment::
 
-    python -m venv /tmp/geozl14
-    /tmp/geozl14/bin/pip install "rumi-eo==0.16.0" "geozl>=0.14,<0.15" numpy
-    /tmp/geozl14/bin/python tests/data/make_fixtures.py
+    python -m venv .venv-geozl14
+    .venv-geozl14/bin/pip install "rumi-eo==0.16.0" "geozl>=0.14,<0.15" numpy
+    .venv-geozl14/bin/python tests/data/make_fixtures.py
 
 Importing this module needs only numpy: tests call ``source(name)`` to rebuild a
 fixture's source array (pure integer arithmetic, no RNG, so it is the same on every
