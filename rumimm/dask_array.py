@@ -18,7 +18,19 @@ from itertools import product
 
 import numpy as np
 
-__all__ = ["to_dask", "frame_chunks"]
+__all__ = ["to_dask", "frame_chunks", "read_header"]
+
+
+def read_header(header):
+    """The blob bytes from ``header``: bytes, a ``Header``, a path to a blob file, or None."""
+    if header is None or isinstance(header, (bytes, bytearray, memoryview)):
+        return header
+    if isinstance(header, (str, os.PathLike)):
+        with open(header, "rb") as fh:
+            return fh.read()
+    if hasattr(header, "blob"):
+        return bytes(header.blob)
+    raise TypeError(f"header must be blob bytes, a Header or a path to a blob file, got {type(header).__name__}")
 
 
 def frame_chunks(img) -> tuple[int, int, int]:
@@ -77,7 +89,6 @@ def to_dask(source, header=None, chunks=None, *, name=None):
 
     from .reader import Image
     from .reader import open as open_image
-    from .xarray_backend import read_header
 
     if isinstance(source, Image):
         img, owned = source, False

@@ -21,23 +21,12 @@ import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
+from .dask_array import frame_chunks, read_header
 from .errors import RumiError
 
-__all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "read_header", "spatial_coords", "gdal_transform"]
+__all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "spatial_coords", "gdal_transform"]
 
 VARIABLE = "band_data"  # the name rioxarray's own xarray backend gives a raster's values
-
-
-def read_header(header):
-    """The blob bytes from ``header``: bytes, a ``Header``, a path to a blob file, or None."""
-    if header is None or isinstance(header, (bytes, bytearray, memoryview)):
-        return header
-    if isinstance(header, (str, os.PathLike)):
-        with open(header, "rb") as fh:
-            return fh.read()
-    if hasattr(header, "blob"):
-        return bytes(header.blob)
-    raise TypeError(f"header must be blob bytes, a Header or a path to a blob file, got {type(header).__name__}")
 
 
 def _outer_read(source, key: tuple):
@@ -129,23 +118,22 @@ def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, 
     return coords, var_attrs
 
 
-def _frame_chunks(images, leading: int) -> dict:
-    """Preferred chunks on the frame grid: one band (tile frames) or all bands (cell frames)."""
-    img = images[0]
-    tl, tw = img.tile
-    cell = all(im.frame_unit == "cell" for im in images)
-    chunks = {"band": img.shape[0] if cell else 1, "y": tl, "x": tw}
+def _frame_chunks(images, leading) -> dict:
+    """Preferred chunks on the frame grid; a stack mixing frame units gets one band per chunk."""
+    grids = [frame_chunks(im) for im in images]
+    bands, tl, tw = min(grids)
+    chunks = {"band": bands, "y": tl, "x": tw}
     return chunks if leading is None else {leading: 1, **chunks}
 
 
-def _open_source(obj, header, stack_dim):
+def _open_source(obj, header):
     """(source, images, owned) from a path, an Image, a Cube, an ImageCollection or a list of paths."""
     from .cube import Cube, ImageCollection
     from .reader import Image
     from .reader import open as open_image
 
     if isinstance(obj, (str, os.PathLike)):
-        img = open_image(obj, read_header(header))
+        img = open_image(os.path.abspath(obj), read_header(header))  # absolute: workers may run elsewhere
         return img, [img], True
     if isinstance(obj, Image):
         return obj, [obj], False
@@ -159,7 +147,7 @@ def _open_source(obj, header, stack_dim):
         return obj, obj.images, False
     if isinstance(obj, (list, tuple)):
         headers = None if header is None else [read_header(h) for h in header]
-        cube = Cube(list(obj), headers)
+        cube = Cube([item if isinstance(item, Image) else os.path.abspath(item) for item in obj], headers)
         return cube, cube.images, True
     raise TypeError(f"cannot open a {type(obj).__name__} with engine='rumimm'; pass a path, a list of paths, "
                     "an Image, a Cube or an ImageCollection")
@@ -167,7 +155,7 @@ def _open_source(obj, header, stack_dim):
 
 def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, drop_variables=None) -> xr.Dataset:
     """The Dataset the backend returns; see :class:`RumiBackendEntrypoint`."""
-    source, images, owned = _open_source(obj, header, stack_dim)
+    source, images, owned = _open_source(obj, header)
     try:
         img = images[0]
         leading = None if source.ndim == 3 else stack_dim

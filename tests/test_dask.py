@@ -64,6 +64,19 @@ def test_sources_an_image_a_blob_file_or_no_blob(scene, tmp_path):
         rumimm.to_dask(a)
 
 
+def test_to_dask_needs_no_xarray(scene, tmp_path):
+    import subprocess
+    import sys
+
+    path, blob = scene[0]["tile"]
+    (tmp_path / "b.blob").write_bytes(blob)
+    code = ("import sys; sys.modules['xarray'] = None; import rumimm; "
+            f"print(int(rumimm.to_dask({str(path)!r}, header={str(tmp_path / 'b.blob')!r}).sum(dtype='u8').compute()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == int(scene[1].sum(dtype="u8"))
+
+
 def test_the_graph_carries_the_path_one_blob_and_windows(tmp_path):
     # 2 x 40 x 40 tiles = 3200 frames: the blob is a few kB, a chunk's task a few dozen bytes
     a = eo_scene(2, 320, 320, "uint16", seed=2)
