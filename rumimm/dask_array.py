@@ -1,9 +1,9 @@
 """Dask arrays over rumi files, read by path and blob on any worker.
 
-:func:`to_dask` builds the graph by hand rather than through ``da.from_array``:
-one task per chunk, each naming a shared ``(path, blob)`` key and its window, so the
-graph carries paths, one blob per file and integers, never an open image or
-decoded data.  A task opens the file from its blob (no IFD walk), reads its window
+:func:`to_dask` builds the graph rather than wrapping an open image in
+``da.from_array``: one task per chunk, each reading its window from a ``(path, blob)``
+pair the whole layer shares, so the graph carries the path, one blob per file and
+integers, never an open image or decoded data.  A task opens the file from its blob (no IFD walk), reads its window
 with the GIL released while frames decode, and closes the file before returning,
 so no handle or mapping outlives the task.  Chunks default to the frame grid.
 
@@ -14,7 +14,6 @@ time; :func:`rumimm.to_rumi` adds xarray metadata.
 from __future__ import annotations
 
 import os
-from itertools import product
 
 import numpy as np
 
@@ -49,9 +48,10 @@ def read_chunk(source, bands, ys, xs) -> np.ndarray:
         return img[bands[0]:bands[1], ys[0]:ys[1], xs[0]:xs[1]]
 
 
-def _spans(chunks) -> list[tuple[int, int]]:
-    edges = np.cumsum((0,) + tuple(chunks))
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+def _read_block(source=None, edges=None, block_id=None) -> np.ndarray:
+    """The task of chunk ``block_id``: its window from the chunk ``edges`` of each axis."""
+    b, y, x = ((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id))
+    return read_chunk(source, b, y, x)
 
 
 def to_dask(source, header=None, chunks=None, *, name=None):
@@ -85,7 +85,6 @@ def to_dask(source, header=None, chunks=None, *, name=None):
     """
     import dask.array as da
     from dask.base import tokenize
-    from dask.highlevelgraph import HighLevelGraph
 
     from .reader import Image
     from .reader import open as open_image
@@ -105,13 +104,10 @@ def to_dask(source, header=None, chunks=None, *, name=None):
             img.close()
     chunks = da.core.normalize_chunks(default if chunks is None else chunks, shape, dtype=dtype,
                                       previous_chunks=default)
-    token = tokenize(path, blob, chunks)
-    name = name or f"rumimm-{token}"
-    src_key = f"rumimm-source-{token}"
-    layer = {src_key: (path, blob)}
-    spans = [_spans(c) for c in chunks]
-    for idx in product(*(range(len(s)) for s in spans)):
-        b, y, x = (spans[axis][i] for axis, i in enumerate(idx))
-        layer[(name, *idx)] = (read_chunk, src_key, b, y, x)
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=())
-    return da.Array(graph, name, chunks, dtype=dtype)
+    # a blockwise layer with no inputs: Dask fuses each read with the first step of what
+    # consumes it (a sum's per-chunk sum), one task per chunk instead of two.  The source
+    # and the edges are layer-wide keywords, pickled once with the graph, not per task.
+    name = name or f"rumimm-{tokenize(path, blob, chunks)}"
+    edges = tuple(tuple(int(v) for v in np.cumsum((0,) + c)) for c in chunks)
+    return da.map_blocks(_read_block, dtype=dtype, chunks=chunks, name=name, meta=np.empty((0, 0, 0), dtype),
+                         source=(path, blob), edges=edges)

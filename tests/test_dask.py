@@ -84,12 +84,22 @@ def test_the_graph_carries_the_path_one_blob_and_windows(tmp_path):
     blob = rumimm.write(path, a, tile=8, threads=1)
     arr = rumimm.to_dask(path, header=blob)
     graph = dict(arr.__dask_graph__())
-    assert arr.npartitions == 3200 and len(graph) == 3201
+    assert arr.npartitions == len(graph) == 3200
     size = len(pickle.dumps(graph))
     per_chunk = (size - len(blob)) / arr.npartitions
     assert len(blob) > 2000 and per_chunk < 120, (len(blob), per_chunk)
     assert pickle.dumps(graph).count(blob) == 1
     assert same_bits(arr[:, 100:140, 7:300].compute(), a[:, 100:140, 7:300])
+
+
+def test_reads_fuse_with_the_per_chunk_step_that_consumes_them(scene):
+    files, a = scene
+    arr = rumimm.to_dask(*files["tile"])
+    (total,) = dask.optimize(arr.sum(dtype="u8"))
+    keys = list(dict(total.__dask_graph__()))
+    assert not [k for k in keys if isinstance(k, tuple) and k[0] == arr.name]  # no read left as its own task
+    assert len(keys) < 2 * arr.npartitions
+    assert int(total.compute()) == int(a.sum(dtype="u8"))
 
 
 def test_two_calls_on_one_file_share_keys_and_other_chunks_do_not(scene):
