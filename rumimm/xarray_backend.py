@@ -126,14 +126,15 @@ def _frame_chunks(images, leading) -> dict:
     return chunks if leading is None else {leading: 1, **chunks}
 
 
-def _open_source(obj, header):
+def _open_source(obj, header, cache_bytes, verify):
     """(source, images, owned) from a path, an Image, a Cube, an ImageCollection or a list of paths."""
     from .cube import Cube, ImageCollection
     from .reader import Image
     from .reader import open as open_image
 
     if isinstance(obj, (str, os.PathLike)):
-        img = open_image(os.path.abspath(obj), read_header(header))  # absolute: workers may run elsewhere
+        # absolute: a Dask worker unpickling the image may run in another directory
+        img = open_image(os.path.abspath(obj), read_header(header), cache_bytes=cache_bytes, verify=verify)
         return img, [img], True
     if isinstance(obj, Image):
         return obj, [obj], False
@@ -147,15 +148,17 @@ def _open_source(obj, header):
         return obj, obj.images, False
     if isinstance(obj, (list, tuple)):
         headers = None if header is None else [read_header(h) for h in header]
-        cube = Cube([item if isinstance(item, Image) else os.path.abspath(item) for item in obj], headers)
+        cube = Cube([item if isinstance(item, Image) else os.path.abspath(item) for item in obj], headers,
+                    cache_bytes=cache_bytes, verify=verify)
         return cube, cube.images, True
     raise TypeError(f"cannot open a {type(obj).__name__} with engine='rumimm'; pass a path, a list of paths, "
                     "an Image, a Cube or an ImageCollection")
 
 
-def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, drop_variables=None) -> xr.Dataset:
+def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, drop_variables=None,
+                      cache_bytes=None, verify=True) -> xr.Dataset:
     """The Dataset the backend returns; see :class:`RumiBackendEntrypoint`."""
-    source, images, owned = _open_source(obj, header)
+    source, images, owned = _open_source(obj, header, cache_bytes, verify)
     try:
         img = images[0]
         leading = None if source.ndim == 3 else stack_dim
@@ -199,6 +202,8 @@ class RumiBackendEntrypoint(BackendEntrypoint):
         (default ``"time"``).
     stack_labels : sequence, optional
         Its coordinate values (default 0..N-1).
+    cache_bytes, verify
+        As for :func:`rumimm.open`, for the files opened by path.
 
     The Dataset holds ``band_data`` (dims ``(band, y, x)``, bands numbered from 1
     as rioxarray does), pixel-centre ``x``/``y`` for north-up georeferenced files and
@@ -207,12 +212,13 @@ class RumiBackendEntrypoint(BackendEntrypoint):
 
     description = "Open rumi rasters (.rumi) lazily, reading windows through rumimm"
     url = "https://github.com/rumimm/rumimm/blob/main/docs/xarray.md"
-    open_dataset_parameters = ("filename_or_obj", "drop_variables", "header", "stack_dim", "stack_labels")
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "header", "stack_dim", "stack_labels",
+                               "cache_bytes", "verify")
 
     def open_dataset(self, filename_or_obj, *, drop_variables=None, header=None, stack_dim="time",
-                     stack_labels=None):
+                     stack_labels=None, cache_bytes=None, verify=True):
         return open_rumi_dataset(filename_or_obj, header=header, stack_dim=stack_dim, stack_labels=stack_labels,
-                                 drop_variables=drop_variables)
+                                 drop_variables=drop_variables, cache_bytes=cache_bytes, verify=verify)
 
     def guess_can_open(self, filename_or_obj) -> bool:
         try:

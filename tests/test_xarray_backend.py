@@ -110,6 +110,17 @@ def test_closing_the_dataset_releases_the_file(scene):
     assert not mapped(path)
 
 
+def test_open_options_reach_the_images(scene, stack):
+    path, blob, a = scene
+    with xr.open_dataset(path, engine="rumimm", header=blob, cache_bytes=0, verify=False) as ds:
+        assert same_bits(ds["band_data"].values, a)
+    with xr.open_dataset(list(stack[0]), engine="rumimm", cache_bytes=1 << 20) as ds:
+        assert same_bits(ds["band_data"].values, stack[2])
+    for source in (path, list(stack[0])):  # rumimm.open checks them
+        with pytest.raises(ValueError, match="cache size"):
+            xr.open_dataset(source, engine="rumimm", cache_bytes=-1)
+
+
 def test_drop_variables(scene):
     path, _, _ = scene
     with xr.open_dataset(path, engine="rumimm", drop_variables=["spatial_ref"]) as ds:
