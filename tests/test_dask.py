@@ -10,9 +10,10 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import same_bits
+from conftest import random_samples, same_bits
 
 import rumimm
+from rumimm import dtypes
 from rumimm.synthetic import eo_scene
 
 UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
@@ -50,6 +51,18 @@ def test_other_chunks(scene, chunks):
     arr = rumimm.to_dask(files["tile"][0], header=files["tile"][1], chunks=chunks)
     assert same_bits(arr.compute(), a)
     assert np.allclose(arr.mean(axis=(1, 2)).compute(), a.mean(axis=(1, 2)))
+
+
+def test_every_sample_encoding_computes_like_rumimm_reads(tmp_path, rng):
+    for enc in dtypes.ENCODINGS.values():
+        a = random_samples(enc, 2 * 13 * 17, rng, 7).reshape(2, 13, 17)
+        path = tmp_path / f"{enc.name}.rumi"
+        blob = rumimm.write(path, a, tile=8, unit="cell" if enc.itemsize > 2 else "tile", threads=1)
+        arr = rumimm.to_dask(path, header=blob)
+        with rumimm.open(path, header=blob) as img:
+            assert arr.dtype == img.dtype, enc.name
+            assert same_bits(arr.compute(scheduler="sync"), img[:]), enc.name
+            assert same_bits(arr[1, 3:12, ::3].compute(), img[1, 3:12, ::3]), enc.name
 
 
 def test_sources_an_image_a_blob_file_or_no_blob(scene, tmp_path):
