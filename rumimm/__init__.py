@@ -36,6 +36,8 @@ _LAZY = {
     "get_num_threads": "rumimm.threads",
     "DTYPES": "rumimm.dtypes",
     "PRESETS": "rumimm.codec",
+    "to_dask": "rumimm.dask_array",
+    "to_rumi": "rumimm.xarray_write",
 }
 
 __all__ = sorted(

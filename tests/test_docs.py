@@ -146,6 +146,7 @@ recipes.
 _GROUPS = (
     ("Reading", ["open", "Image", "Cube", "ImageCollection", "read_batch"]),
     ("Writing", ["write", "Writer"]),
+    ("xarray and Dask", ["to_dask", "to_rumi"]),
     ("Header blobs and checking files", ["Header", "parse_blobs", "index", "validate", "Report"]),
     ("Settings and tables", ["set_num_threads", "get_num_threads", "DTYPES", "PRESETS", "__version__"]),
     ("Errors", ["RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning"]),

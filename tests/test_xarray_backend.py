@@ -1,0 +1,362 @@
+"""The xarray backend (engine="rumimm") and to_rumi against rumimm's own reads and rioxarray."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import rasterio
+import rioxarray  # noqa: F401  (registers the .rio accessor)
+import xarray as xr
+from affine import Affine
+from conftest import random_samples, same_bits
+
+import rumimm
+from rumimm import dtypes
+from rumimm.errors import CodecError, CRSError, RumiError
+from rumimm.synthetic import eo_scene
+
+UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
+WGS84 = (0.25, 0.0, -10.0, 0.0, -0.25, 60.0)
+ROTATED = (30.0, 0.5, -2e6, 0.25, -30.0, 5e6)
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    """A 3-band uint16 UTM scene (tile 16) with its blob."""
+    path = tmp_path_factory.mktemp("xr") / "scene.rumi"
+    a = eo_scene(3, 70, 90, "uint16", seed=4)
+    blob = rumimm.write(path, a, tile=16, transform=UTM, crs=32633, threads=1)
+    return path, blob, a
+
+
+def open_da(path, **kw) -> xr.DataArray:
+    return xr.open_dataset(path, engine="rumimm", **kw)["band_data"]
+
+
+def mapped(path) -> bool:
+    """Whether this process has ``path`` mapped (an Image left open holds a mapping)."""
+    with open("/proc/self/maps") as fh:
+        return str(path) in fh.read()
+
+
+# -- registration and opening ---------------------------------------------------------
+def test_the_engine_is_registered_and_claims_rumi_files_only(scene):
+    from rumimm.xarray_backend import RumiBackendEntrypoint
+
+    path, _, a = scene
+    assert "rumimm" in xr.backends.list_engines()
+    entry = RumiBackendEntrypoint()
+    assert entry.guess_can_open(str(path)) and entry.guess_can_open(path)
+    assert not entry.guess_can_open("scene.tif") and not entry.guess_can_open(b"\x00" * 4)
+    with xr.open_dataset(path) as ds:  # the engine is guessed from the extension
+        assert same_bits(ds["band_data"].values, a)
+
+
+def test_dims_coordinates_and_the_dataarray_opener(scene):
+    path, _, a = scene
+    with xr.open_dataarray(path, engine="rumimm") as da:
+        assert da.dims == ("band", "y", "x") and da.shape == a.shape and da.dtype == a.dtype
+        assert list(da.band.values) == [1, 2, 3]
+        assert np.allclose(da.x.values, 500000 + 10 * (np.arange(90) + 0.5))
+        assert np.allclose(da.y.values, 4200000 - 10 * (np.arange(70) + 0.5))
+        assert da.attrs["AREA_OR_POINT"] == "Area" and da.attrs["transform"] == UTM
+        assert same_bits(da.values, a)
+
+
+def test_nothing_is_decoded_at_open_and_a_window_decodes_only_its_frames(tmp_path, rng):
+    # a corrupt frame: opening and reading elsewhere work, reading it raises CodecError
+    a = rng.integers(0, 3000, (2, 40, 40), dtype=np.uint16)
+    path = tmp_path / "c.rumi"
+    blob = rumimm.write(path, a, tile=16, threads=1)
+    hdr = rumimm.Header.parse(blob)
+    last = int(hdr.offsets[hdr.n_frames - 1])  # the last frame: band 1 of the bottom-right tile
+    raw = bytearray(path.read_bytes())
+    raw[last + 12:last + 20] = bytes(8 * [0xA5])
+    path.write_bytes(bytes(raw))
+    with xr.open_dataset(path, engine="rumimm", header=blob) as ds:
+        da = ds["band_data"]
+        assert same_bits(da.isel(y=slice(0, 30), x=slice(0, 30)).values, a[:, :30, :30])
+        assert same_bits(da.isel(band=0).values, a[0])
+        with pytest.raises(CodecError):
+            da.isel(band=1, y=slice(35, 40), x=slice(35, 40)).values
+
+
+@pytest.mark.parametrize("form", ["bytes", "Header", "path"])
+def test_a_header_blob_can_be_bytes_a_header_or_a_blob_file(scene, tmp_path, form):
+    path, blob, a = scene
+    header = {"bytes": blob, "Header": rumimm.Header.parse(blob), "path": tmp_path / "scene.blob"}[form]
+    (tmp_path / "scene.blob").write_bytes(blob)
+    with xr.open_dataset(path, engine="rumimm", header=header) as ds:
+        assert same_bits(ds["band_data"].values, a)
+
+
+def test_a_blob_of_another_file_is_refused(scene, tmp_path, rng):
+    path, _, _ = scene
+    other = rumimm.write(tmp_path / "o.rumi", rng.integers(0, 9, (1, 5, 5), dtype=np.uint8))
+    with pytest.raises(RumiError):
+        xr.open_dataset(path, engine="rumimm", header=other)
+    with pytest.raises(TypeError, match="header must be"):
+        xr.open_dataset(path, engine="rumimm", header=12)
+
+
+def test_closing_the_dataset_releases_the_file(scene):
+    path, blob, _ = scene
+    ds = xr.open_dataset(path, engine="rumimm", header=blob)
+    ds["band_data"].isel(x=slice(0, 5)).values
+    assert mapped(path)
+    ds.close()
+    assert not mapped(path)
+
+
+def test_open_options_reach_the_images(scene, stack):
+    path, blob, a = scene
+    with xr.open_dataset(path, engine="rumimm", header=blob, cache_bytes=0, verify=False) as ds:
+        assert same_bits(ds["band_data"].values, a)
+    with xr.open_dataset(list(stack[0]), engine="rumimm", cache_bytes=1 << 20) as ds:
+        assert same_bits(ds["band_data"].values, stack[2])
+    for source in (path, list(stack[0])):  # rumimm.open checks them
+        with pytest.raises(ValueError, match="cache size"):
+            xr.open_dataset(source, engine="rumimm", cache_bytes=-1)
+
+
+def test_drop_variables(scene):
+    path, _, _ = scene
+    with xr.open_dataset(path, engine="rumimm", drop_variables=["spatial_ref"]) as ds:
+        assert "spatial_ref" not in ds.coords and "band_data" in ds
+
+
+# -- indexing -------------------------------------------------------------------------
+KEYS = [
+    dict(band=1),
+    dict(y=slice(5, 60, 3), x=slice(80, 2, -7)),
+    dict(band=[2, 0], y=[3, 3, 69, 0], x=[89, 1, 40]),
+    dict(band=slice(None, None, -1), y=7, x=[5, 6, 88]),
+    dict(y=[-1, -70], x=-3),
+    dict(band=[], y=slice(3, 9)),
+]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=[str(i) for i in range(len(KEYS))])
+def test_basic_and_outer_indexing_equal_numpy(scene, key):
+    path, _, a = scene
+    with xr.open_dataset(path, engine="rumimm") as ds:
+        want = xr.DataArray(a, dims=("band", "y", "x")).isel(key).values
+        assert same_bits(ds["band_data"].isel(key).values, want)
+
+
+def test_vectorized_indexing_goes_through_xarrays_adapters(scene):
+    path, _, a = scene
+    ys = xr.DataArray([1, 50, 69], dims="p")
+    xs = xr.DataArray([0, 30, 89], dims="p")
+    with xr.open_dataset(path, engine="rumimm") as ds:
+        got = ds["band_data"].isel(y=ys, x=xs).values
+    assert same_bits(got, a[:, [1, 50, 69], [0, 30, 89]])
+
+
+def test_every_sample_encoding_reads_like_rumimm(tmp_path, rng):
+    # all 28: ML floats, sub-byte integers (unpacked) and the structured complex types
+    for enc in dtypes.ENCODINGS.values():
+        a = random_samples(enc, 3 * 21 * 19, rng, 7).reshape(3, 21, 19)
+        path = tmp_path / f"{enc.name}.rumi"
+        rumimm.write(path, a, tile=8, unit="cell" if enc.itemsize > 1 else "tile", threads=1)
+        with rumimm.open(path) as img, xr.open_dataset(path, engine="rumimm") as ds:
+            da = ds["band_data"]
+            assert da.dtype == img.dtype, enc.name
+            assert same_bits(da.values, img[:]), enc.name
+            assert same_bits(da.isel(y=slice(3, 17), x=[0, 18]).values, img[:, 3:17, [0, 18]]), enc.name
+            assert same_bits(da.chunk({}).values, img[:]), enc.name
+
+
+# -- chunks -----------------------------------------------------------------------------
+@pytest.mark.parametrize("unit", ["tile", "cell"])
+def test_empty_chunks_follow_the_frame_grid(tmp_path, rng, unit):
+    a = rng.integers(0, 500, (3, 40, 50), dtype=np.int16)
+    path = tmp_path / "g.rumi"
+    rumimm.write(path, a, tile=(16, 24), unit=unit, threads=1)
+    with xr.open_dataset(path, engine="rumimm", chunks={}) as ds:
+        da = ds["band_data"]
+        bands = (3,) if unit == "cell" else (1, 1, 1)
+        assert da.chunks == (bands, (16, 16, 8), (24, 24, 2))
+        assert same_bits(da.values, a)
+        assert int(da.sum().compute()) == int(a.sum())
+
+
+@pytest.mark.parametrize("chunks", ["auto", {"band": 2, "y": 13, "x": 31}, {"y": -1}])
+def test_auto_and_explicit_chunks(scene, chunks):
+    path, _, a = scene
+    with xr.open_dataset(path, engine="rumimm", chunks=chunks) as ds:
+        da = ds["band_data"]
+        assert da.chunks is not None
+        assert same_bits(da.values, a)
+        assert same_bits(da.isel(y=slice(10, 50)).mean("x").values, a[:, 10:50].mean(axis=2))
+
+
+def test_a_chunked_dataset_pickles_as_paths_and_blobs(scene):
+    path, blob, a = scene
+    with xr.open_dataset(path, engine="rumimm", header=blob, chunks={}) as ds:
+        data = pickle.dumps(ds)
+        assert len(data) < 10_000 + len(blob)  # the lazy array reopens from path and blob, no decoded pixels
+        assert same_bits(pickle.loads(data)["band_data"].values, a)
+
+
+# -- rioxarray and georeferencing ---------------------------------------------------------
+def test_rioxarray_sees_rumimms_crs_transform_and_bounds(scene):
+    path, _, _ = scene
+    with rumimm.open(path) as img, xr.open_dataset(path, engine="rumimm") as ds:
+        da = ds["band_data"]
+        assert da.rio.crs.to_epsg() == img.epsg == 32633
+        assert da.rio.transform() == Affine(*img.transform)
+        assert np.allclose(da.rio.bounds(), img.bounds)
+        assert np.allclose(da.rio.resolution(), (10, -10))
+        assert "crs_wkt" in ds.spatial_ref.attrs and ds.spatial_ref.attrs["GeoTransform"].split()[0] == "500000.0"
+        assert da.encoding["grid_mapping"] == "spatial_ref"
+
+
+def test_rioxarray_agrees_with_rioxarray_on_gdals_view_of_the_same_file(scene):
+    # GDAL reads a rumi file's georeferencing (not its frames): both stacks agree on it
+    path, _, _ = scene
+    with rasterio.open(path) as src, xr.open_dataset(path, engine="rumimm") as ds:
+        assert ds["band_data"].rio.transform() == src.transform
+        assert ds["band_data"].rio.crs == src.crs
+
+
+def test_pixel_is_point_puts_coordinates_on_the_points(tmp_path, rng):
+    a = rng.integers(0, 9, (1, 12, 20), dtype=np.uint8)
+    path = tmp_path / "p.rumi"
+    rumimm.write(path, a, tile=8, transform=WGS84, crs=4326, pixel_is_point=True)
+    with rumimm.open(path) as img, xr.open_dataset(path, engine="rumimm") as ds, rasterio.open(path) as src:
+        da = ds["band_data"]
+        assert img.pixel_is_point and da.attrs["AREA_OR_POINT"] == "Point"
+        t = Affine(*img.transform)  # maps pixel indices to the points
+        assert np.allclose(da.x.values, [(t @ (i, 0))[0] for i in range(20)])
+        assert np.allclose(da.y.values, [(t @ (0, j))[1] for j in range(12)])
+        # rioxarray and GDAL describe pixel areas: the transform shifted by half a pixel
+        assert da.rio.transform() == src.transform == t @ Affine.translation(-0.5, -0.5)
+        assert np.allclose(da.rio.bounds(), src.bounds)
+
+
+def test_a_rotated_transform_has_no_1d_coordinates_and_keeps_the_transform(tmp_path, rng):
+    a = rng.integers(0, 9, (2, 10, 12), dtype=np.uint8)
+    path = tmp_path / "r.rumi"
+    rumimm.write(path, a, tile=8, transform=ROTATED, crs=3857)
+    with xr.open_dataset(path, engine="rumimm") as ds, rasterio.open(path) as src:
+        da = ds["band_data"]
+        assert "x" not in da.coords and "y" not in da.coords
+        assert da.attrs["transform"] == ROTATED
+        assert da.rio.transform() == Affine(*ROTATED) == src.transform
+        assert da.rio.crs.to_epsg() == 3857
+        assert same_bits(da.values, a)
+
+
+def test_no_crs_gives_no_spatial_ref_and_no_coordinates(tmp_path, rng):
+    a = rng.integers(0, 9, (2, 10, 12), dtype=np.uint8)
+    path = tmp_path / "n.rumi"
+    rumimm.write(path, a, tile=8)
+    with xr.open_dataset(path, engine="rumimm") as ds:
+        da = ds["band_data"]
+        assert "spatial_ref" not in ds.coords and set(da.coords) == {"band"}
+        assert da.rio.crs is None
+        assert same_bits(da.values, a)
+
+
+# -- Cube and ImageCollection -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stack")
+    paths, blobs, arrays = [], [], []
+    for i, unit in enumerate(["tile", "cell", "tile"]):
+        a = eo_scene(2, 30, 40, "int16", seed=i)
+        paths.append(folder / f"t{i}.rumi")
+        blobs.append(rumimm.write(paths[-1], a, tile=16, unit=unit, transform=UTM, crs=32633, threads=1))
+        arrays.append(a)
+    return paths, blobs, np.stack(arrays)
+
+
+def test_a_cube_opens_as_one_dataset_with_a_leading_dim(stack):
+    paths, blobs, want = stack
+    with rumimm.Cube(paths, blobs) as cube:
+        ds = xr.open_dataset(cube, engine="rumimm", stack_dim="time", stack_labels=["a", "b", "c"])
+        da = ds["band_data"]
+        assert da.dims == ("time", "band", "y", "x") and list(da.time.values) == ["a", "b", "c"]
+        assert same_bits(da.values, want)
+        assert same_bits(da.sel(time="b").isel(x=[3, 1], band=1).values, want[1, 1][:, [3, 1]])
+        assert da.rio.transform() == Affine(*UTM)
+        chunked = xr.open_dataset(cube, engine="rumimm", chunks={})["band_data"]
+        assert chunked.chunks[:2] == ((1, 1, 1), (1, 1))  # mixed frame units: one band per chunk
+        assert same_bits(chunked.values, want)
+
+
+def test_a_list_of_paths_and_an_image_collection_open_as_a_cube(stack, tmp_path):
+    paths, blobs, want = stack
+    with xr.open_dataset(list(paths), engine="rumimm", header=blobs, stack_dim="t") as ds:
+        assert ds["band_data"].dims[0] == "t" and same_bits(ds["band_data"].values, want)
+    with rumimm.ImageCollection(paths) as coll:
+        assert same_bits(xr.open_dataset(coll, engine="rumimm")["band_data"].values, want)
+    rumimm.write(tmp_path / "small.rumi", want[0, :, :10], tile=16)
+    with rumimm.ImageCollection([*paths, tmp_path / "small.rumi"]) as coll:
+        with pytest.raises(RumiError, match="2 grids"):
+            xr.open_dataset(coll, engine="rumimm")
+    with pytest.raises(TypeError, match="cannot open"):
+        xr.open_dataset(42, engine="rumimm")
+    with pytest.raises(ValueError, match="stack_labels"):
+        xr.open_dataset(list(paths), engine="rumimm", stack_labels=[1])
+
+
+def test_an_open_image_can_be_passed_and_stays_open(scene):
+    path, blob, a = scene
+    with rumimm.open(path, header=blob) as img:
+        ds = xr.open_dataset(img, engine="rumimm")
+        ds.close()
+        assert not img.closed and same_bits(ds["band_data"].values, a)
+
+
+# -- writing ---------------------------------------------------------------------------
+@pytest.mark.parametrize("point", [False, True])
+@pytest.mark.parametrize("chunks", [None, {}])
+def test_to_rumi_round_trips_values_and_georeferencing(scene, tmp_path, point, chunks):
+    path, _, a = scene
+    src = tmp_path / "src.rumi"
+    rumimm.write(src, a, tile=16, transform=UTM, crs=32633, pixel_is_point=point, threads=1)
+    with xr.open_dataset(src, engine="rumimm", chunks=chunks) as ds:
+        blob = rumimm.to_rumi(ds["band_data"], tmp_path / "out.rumi", tile=32, threads=1)
+    with rumimm.open(tmp_path / "out.rumi", header=blob) as img:
+        assert same_bits(img[:], a)
+        assert img.transform == UTM and img.epsg == 32633 and img.pixel_is_point is point
+        assert img.tile == (32, 32)
+
+
+def test_to_rumi_takes_rioxarray_metadata_from_coordinates_and_transposes(tmp_path, rng):
+    a = rng.integers(0, 99, (20, 30, 2), dtype=np.uint8)
+    da = xr.DataArray(a, dims=("lat", "lon", "band"),
+                      coords={"lon": 100.5 + np.arange(30), "lat": 49.75 - 0.5 * np.arange(20)})
+    da = da.rio.write_crs(4326)
+    rumimm.to_rumi(da, tmp_path / "c.rumi", tile=8)
+    with rumimm.open(tmp_path / "c.rumi") as img:
+        assert same_bits(img[:], a.transpose(2, 0, 1))
+        assert img.crs == "EPSG:4326"
+        assert np.allclose(img.transform, (1.0, 0, 100.0, 0, -0.5, 50.0))
+
+
+def test_to_rumi_of_a_plain_or_2d_array_writes_no_georeferencing(tmp_path, rng):
+    a = rng.normal(size=(9, 11)).astype(np.float32)
+    rumimm.to_rumi(xr.DataArray(a), tmp_path / "p.rumi", tile=8)
+    rumimm.to_rumi(a[None], tmp_path / "n.rumi", tile=8)
+    for name in ("p.rumi", "n.rumi"):
+        with rumimm.open(tmp_path / name) as img:
+            assert img.crs is None and same_bits(img[:], a[None])
+
+
+def test_to_rumi_refuses_what_rumi_cannot_hold(tmp_path, rng):
+    a = rng.integers(0, 9, (4, 5), dtype=np.uint8)
+    da = xr.DataArray(a, dims=("y", "x"), coords={"x": np.arange(5.0), "y": np.arange(4.0)})
+    with pytest.raises(ValueError, match="GeoTransform but no CRS"):
+        rumimm.to_rumi(da.rio.write_transform(Affine(1, 0, 0, 0, -1, 0)), tmp_path / "a.rumi")
+    with pytest.raises(ValueError, match="not evenly spaced"):
+        rumimm.to_rumi(da.assign_coords(x=[0, 1, 2, 4, 5.0]).rio.write_crs(4326), tmp_path / "b.rumi")
+    with pytest.raises(CRSError):
+        rumimm.to_rumi(da.rio.write_crs("+proj=merc +lon_0=3"), tmp_path / "c.rumi")
+    with pytest.raises(ValueError, match="2 or 3 dims"):
+        rumimm.to_rumi(xr.DataArray(np.zeros((2, 2, 2, 2), np.uint8)), tmp_path / "d.rumi")
+    assert not list(tmp_path.iterdir())  # nothing written, not even a temporary file
