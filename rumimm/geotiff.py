@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -132,15 +133,21 @@ def _to_gdal(block: np.ndarray, gdal_dtype: str) -> np.ndarray:
     return block.astype(gdal_dtype)  # float16 -> float32, exact
 
 
-def _atomic_target(dst) -> tuple[str, str]:
-    """(final path, temporary path next to it) for an atomic write."""
+@contextmanager
+def replacing(dst, suffix: str = ".tmp"):
+    """Yield a temporary path next to ``dst``: it replaces ``dst`` if the block succeeds, else is removed."""
     dst = os.fspath(dst)
     folder = os.path.dirname(os.path.abspath(dst))
     if not os.path.isdir(folder):
         raise FileNotFoundError(2, "No such file or directory", folder)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst)}.", suffix=".tmp.tif", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst)}.", suffix=suffix, dir=folder)
     os.close(fd)
-    return dst, tmp
+    try:
+        yield tmp
+        os.replace(tmp, dst)
+    except BaseException:
+        _remove(tmp)
+        raise
 
 
 def _remove(path: str) -> None:
@@ -185,7 +192,6 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
     ImportError
         rasterio is missing, or ``cog=True`` and GDAL has no COG driver.
     """
-    from .progress import Progress
     from .reader import Image, open as open_image
 
     rasterio = require("rasterio")
@@ -193,40 +199,40 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
         raise ImportError("cog=True needs GDAL >= 3.1 (the COG driver); this rasterio's GDAL has none")
     if isinstance(src, Image):  # a private handle: streaming every frame once must not fill the shared cache
         src, header = src.path, bytes(src.header)
-    img = open_image(src, header=header, cache_bytes=0)
-    dst, tmp = _atomic_target(dst)
-    staged = tmp
-    try:
+    with open_image(src, header=header, cache_bytes=0) as img, replacing(dst, ".tmp.tif") as tmp:
         profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                 bigtiff=bigtiff)
-        height, width = img.shape[1:]
-        step = profile["blockysize"]
-        rows = range(0, height, step)
-        Window = rasterio.windows.Window
-        with _env(rasterio), Progress(progress, len(rows), desc="export", unit="row") as bar:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
-                out = rasterio.open(tmp, "w", driver="GTiff", **profile)
-            with out:
-                if img.pixel_is_point:
-                    out.update_tags(AREA_OR_POINT="Point")
-                for y0 in rows:
-                    y1 = min(y0 + step, height)
-                    out.write(_to_gdal(img[:, y0:y1, :], profile["dtype"]), window=Window(0, y0, width, y1 - y0))
-                    bar.advance()
-            if cog:
-                staged = tmp[: -len(".tmp.tif")] + ".cog.tmp.tif"
+        with _env(rasterio):
+            if not cog:
+                _write_gtiff(rasterio, img, tmp, profile, progress)
+                return
+            staged = tmp + ".gtiff.tif"  # GDAL's COG driver copies from a finished dataset
+            try:
+                _write_gtiff(rasterio, img, staged, profile, progress)
                 opts = {k.upper(): v for k, v in profile.items() if k in ("compress", "predictor", "bigtiff")}
                 opts["BLOCKSIZE"] = max(profile["blockxsize"], profile["blockysize"])
-                require("rasterio.shutil").copy(tmp, staged, driver="COG", **opts)
-                _remove(tmp)
-        os.replace(staged, dst)
-    except BaseException:
-        _remove(tmp)
-        _remove(staged)
-        raise
-    finally:
-        img.close()
+                require("rasterio.shutil").copy(staged, tmp, driver="COG", **opts)
+            finally:
+                _remove(staged)
+
+
+def _write_gtiff(rasterio, img, path: str, profile: dict, progress) -> None:
+    """Stream ``img`` into a GeoTIFF at ``path``, one row of blocks at a time."""
+    from .progress import Progress
+
+    height, width = img.shape[1:]
+    step = profile["blockysize"]
+    rows = range(0, height, step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        out = rasterio.open(path, "w", driver="GTiff", **profile)
+    with out, Progress(progress, len(rows), desc="export", unit="row") as bar:
+        if img.pixel_is_point:
+            out.update_tags(AREA_OR_POINT="Point")
+        for y0 in rows:
+            y1 = min(y0 + step, height)
+            out.write(_to_gdal(img[:, y0:y1, :], profile["dtype"]), window=rasterio.windows.Window(0, y0, width, y1 - y0))
+            bar.advance()
 
 
 # --------------------------------------------------------------------------- #
@@ -388,7 +394,8 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
                     bar.advance()
     blob = w.header
     if header_out is not None:
-        _write_atomic(header_out, blob)
+        with replacing(header_out) as tmp, open(tmp, "wb") as fh:
+            fh.write(blob)
     return blob
 
 
@@ -397,14 +404,3 @@ def _from_gdal(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if block.dtype.itemsize == 1 and dtype.itemsize == 1:
         return block.view(dtype)
     return block.astype(dtype)  # float32 holding NBITS=16 halves -> float16, exact
-
-
-def _write_atomic(path, data: bytes) -> None:
-    final, tmp = _atomic_target(path)
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, final)
-    except BaseException:
-        _remove(tmp)
-        raise
