@@ -36,6 +36,9 @@ _LAZY = {
     "get_num_threads": "rumimm.threads",
     "DTYPES": "rumimm.dtypes",
     "PRESETS": "rumimm.codec",
+    "from_geotiff": "rumimm.geotiff",
+    "to_geotiff": "rumimm.geotiff",
+    "quicklook": "rumimm.preview",
 }
 
 __all__ = sorted(

@@ -370,7 +370,7 @@ def _quicklook_args(p: argparse.ArgumentParser) -> None:
 
 
 def _quicklook(args: argparse.Namespace) -> int:
-    from .quicklook import quicklook
+    from .preview import quicklook
     from .reader import open as open_image
 
     with open_image(args.path, header=_read_blob(args.header)) as img:

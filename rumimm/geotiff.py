@@ -275,7 +275,7 @@ def _exact_crs(ds, crs) -> tuple[object, object]:
     exact = ds.crs.to_epsg(100)
     if exact is None:
         near = ds.crs.to_epsg()
-        name = ds.crs.to_string()
+        name = " ".join(ds.crs.to_proj4().replace("=True", "").split())  # to_string() names the near EPSG code
         name = name if len(name) <= 80 else name[:77] + "..."
         if near is not None:
             raise CRSError(f"{where(ds.name)}the CRS ({name}) is not exactly an EPSG code, only close to "

@@ -310,7 +310,7 @@ def test_the_command_line_shows_a_progress_bar_only_on_a_terminal(capsys, tif, t
 def test_quicklook_writes_a_stretched_png(capsys, tif, tmp_path):
     from PIL import Image as PILImage
 
-    from rumimm.quicklook import stretch
+    from rumimm.preview import stretch
 
     src, data = tif
     run(capsys, "convert", src, tmp_path / "x.rumi", "--tile", "64")
@@ -328,7 +328,7 @@ def test_quicklook_writes_a_stretched_png(capsys, tif, tmp_path):
 
 
 def test_stretch_maps_percentiles_to_0_and_255_and_non_finite_to_0():
-    from rumimm.quicklook import stretch
+    from rumimm.preview import stretch
 
     band = np.arange(101, dtype=np.float32).reshape(1, 1, 101)
     band[0, 0, 50] = np.nan

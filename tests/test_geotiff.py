@@ -323,7 +323,7 @@ def test_from_geotiff_needs_rasterio_only_when_called():
     import subprocess
     import sys
 
-    code = ("import sys, rumimm, rumimm.geotiff, rumimm.rasterio_surface; "
+    code = ("import sys, rumimm, rumimm.cli, rumimm.geotiff, rumimm.preview, rumimm.rasterio_surface; "
             "bad = [m for m in ('rasterio', 'affine', 'PIL') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
