@@ -16,7 +16,7 @@ and float16 is ``Float32`` with ``NBITS=16`` (GDAL stores it as half floats).
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 import warnings
 from contextlib import contextmanager
 
@@ -25,7 +25,7 @@ import numpy as np
 from .errors import CRSError, RumiError, RumiWarning, where
 from .rasterio_surface import require
 
-__all__ = ["from_geotiff", "to_geotiff", "gtiff_profile", "COMPRESSIONS_WITH_PREDICTOR"]
+__all__ = ["COMPRESSIONS_WITH_PREDICTOR", "from_geotiff", "gtiff_profile", "to_geotiff"]
 
 #: GDAL compressions for which a horizontal / floating-point predictor helps.
 COMPRESSIONS_WITH_PREDICTOR = frozenset({"deflate", "zstd", "lzw", "lzma"})
@@ -36,8 +36,9 @@ _NBITS_IN = {v: k for k, v in _NBITS_OUT.items()}
 #: rumi dtypes that are GDAL dtypes as they are.
 _NATIVE = frozenset({"uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32", "float64",
                      "complex64", "complex128"})
-#: Bytes of GDAL block cache while converting: enough for a few rows of source blocks.
-GDAL_CACHE_BYTES = 64 << 20
+#: GDAL's block cache while converting.  Rows are read and written once, in order, so a
+#: larger cache only holds blocks that are never needed again (GDAL's default is 5 % of RAM).
+GDAL_CACHE_BYTES = 16 << 20
 
 
 def _env(rasterio, **options):
@@ -106,12 +107,12 @@ def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=No
         raise ValueError(f"interleave must be 'band' or 'pixel', got {interleave!r}")
     height, width = img.shape[-2:]
     profile = {"dtype": gdal_dtype, "count": img.shape[-3], "height": height, "width": width, "nodata": None,
-               "tiled": True, "photometric": "minisblack", "blockysize": _block(tl), "blockxsize": _block(tw), "interleave": interleave,
+               "tiled": True, "blockysize": _block(tl), "blockxsize": _block(tw), "interleave": interleave,
+               "photometric": "minisblack",  # bands are bands: no RGB(A) reading of 3 or 4 bytes a pixel
                "bigtiff": bigtiff}
     if img.crs is not None:
-        rasterio = require("rasterio")
-        profile["crs"] = rasterio.crs.CRS.from_user_input(img.crs)
-        profile["transform"] = img.affine if hasattr(img, "affine") else require("affine").Affine(*img.transform)
+        profile["crs"] = require("rasterio.crs").CRS.from_user_input(img.crs)
+        profile["transform"] = require("affine").Affine(*img.transform)
     if nbits is not None:
         profile["nbits"] = nbits
     if compress is not None:
@@ -140,8 +141,9 @@ def replacing(dst, suffix: str = ".tmp"):
     folder = os.path.dirname(os.path.abspath(dst))
     if not os.path.isdir(folder):
         raise FileNotFoundError(2, "No such file or directory", folder)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst)}.", suffix=suffix, dir=folder)
-    os.close(fd)
+    # a fresh name, not a file: whoever creates it (GDAL, Pillow, open) applies the umask,
+    # where mkstemp would leave the result readable by its owner only
+    tmp = os.path.join(folder, f".{os.path.basename(dst)}.{secrets.token_hex(6)}{suffix}")
     try:
         yield tmp
         os.replace(tmp, dst)
@@ -165,7 +167,7 @@ def cog_available() -> bool:
 
 
 def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predictor=None, tile=None, interleave=None,
-               cog: bool = False, bigtiff: str = "IF_SAFER", progress=None) -> None:
+               cog: bool = False, bigtiff: str = "IF_SAFER", threads=None, progress=None) -> None:
     """Write a rumi image as a tiled, compressed GeoTIFF (or a COG), one row of blocks at a time.
 
     Parameters
@@ -182,6 +184,8 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
     cog : bool
         Write a Cloud Optimized GeoTIFF (with overviews) through GDAL's COG driver;
         needs GDAL >= 3.1.  The image is first streamed into a temporary GeoTIFF.
+    threads : int, optional
+        Threads GDAL compresses blocks on (default ``rumimm.get_num_threads()``).
     progress : None, bool or callable
         ``True`` for a bar, or ``progress(done, total)`` per row of blocks.
 
@@ -192,16 +196,24 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
     ImportError
         rasterio is missing, or ``cog=True`` and GDAL has no COG driver.
     """
-    from .reader import Image, open as open_image
+    from .reader import Image
+    from .reader import open as open_image
 
     rasterio = require("rasterio")
     if cog and not cog_available():
         raise ImportError("cog=True needs GDAL >= 3.1 (the COG driver); this rasterio's GDAL has none")
     if isinstance(src, Image):  # a private handle: streaming every frame once must not fill the shared cache
         src, header = src.path, bytes(src.header)
+    if threads is None:
+        from .threads import get_num_threads
+
+        threads = get_num_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
     with open_image(src, header=header, cache_bytes=0) as img, replacing(dst, ".tmp.tif") as tmp:
         profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                 bigtiff=bigtiff)
+        profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
         with _env(rasterio):
             if not cog:
                 _write_gtiff(rasterio, img, tmp, profile, progress)
@@ -209,7 +221,8 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
             staged = tmp + ".gtiff.tif"  # GDAL's COG driver copies from a finished dataset
             try:
                 _write_gtiff(rasterio, img, staged, profile, progress)
-                opts = {k.upper(): v for k, v in profile.items() if k in ("compress", "predictor", "bigtiff")}
+                opts = {k.upper(): v for k, v in profile.items()
+                        if k in ("compress", "predictor", "bigtiff", "num_threads")}
                 opts["BLOCKSIZE"] = max(profile["blockxsize"], profile["blockysize"])
                 require("rasterio.shutil").copy(staged, tmp, driver="COG", **opts)
             finally:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-__all__ = ["quicklook", "stretch", "PERCENTILES"]
+__all__ = ["PERCENTILES", "quicklook", "stretch"]
 
 #: Low and high percentiles mapped to 0 and 255 by default.
 PERCENTILES = (2.0, 98.0)
@@ -80,7 +80,8 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
         Pillow is not installed.
     """
     from .geotiff import replacing
-    from .reader import Image, open as open_image
+    from .reader import Image
+    from .reader import open as open_image
 
     if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) or max_size < 1:
         raise ValueError(f"max_size must be a positive int, got {max_size!r}")

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-__all__ = ["RasterioSurface", "OFFSETS", "require"]
+__all__ = ["OFFSETS", "RasterioSurface", "require"]
 
 #: Where in a pixel ``xy`` puts the point: (column, row) offsets from the pixel's corner.
 OFFSETS = {"center": (0.5, 0.5), "ul": (0.0, 0.0), "ur": (1.0, 0.0), "ll": (0.0, 1.0), "lr": (1.0, 1.0)}

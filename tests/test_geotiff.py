@@ -82,6 +82,18 @@ def test_cell_frames_and_an_ungeoreferenced_image_round_trip(tmp_path):
         assert np.array_equal(img[:], data) and img.crs is None and img.frame_unit == "cell"
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint32", "int64", "float64", "complex64", "complex128"])
+def test_every_other_gdal_type_round_trips_rumi_to_geotiff_to_rumi(tmp_path, dtype):
+    rng = np.random.default_rng(2)
+    data = (rng.normal(0, 1e3, (2, 19, 23)) * (1 + 1j if np.dtype(dtype).kind == "c" else 1)).astype(dtype)
+    rumimm.write(tmp_path / "a.rumi", data, tile=16, transform=ROTATED, crs=4326)
+    to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif")
+    blob = from_geotiff(tmp_path / "a.tif", tmp_path / "b.rumi", tile=16)
+    with rumimm.open(tmp_path / "b.rumi", header=blob) as img:
+        assert img.dtype == np.dtype(dtype) and np.array_equal(img[:], data)
+        assert img.transform == tuple(ROTATED)[:6] and img.crs == "EPSG:4326"
+
+
 @pytest.mark.parametrize("dtype,nbits", [("bool", 1), ("uint2", 2), ("uint4", 4), ("float16", 16)])
 def test_sub_byte_and_half_samples_travel_as_gdal_nbits(tmp_path, dtype, nbits):
     dt = rumimm.DTYPES[dtype]
@@ -118,6 +130,18 @@ def test_types_geotiff_cannot_hold_are_refused_with_what_to_do(tmp_path):
     with pytest.raises(RumiError, match="no sample type for int4; cast"):
         to_geotiff(tmp_path / "i4.rumi", tmp_path / "i4.tif")
     assert os.listdir(tmp_path) == ["i4.rumi"]
+
+
+def test_exported_files_get_the_usual_permissions(tmp_path):
+    rumimm.write(tmp_path / "a.rumi", sample("uint8", (1, 16, 16)), tile=16)
+    mask = os.umask(0o022)
+    try:
+        to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif")
+        rumimm.quicklook(tmp_path / "a.rumi", tmp_path / "a.png")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "a.tif").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "a.png").stat().st_mode & 0o777 == 0o644
 
 
 def test_a_failed_export_leaves_an_existing_file_untouched(tmp_path):
@@ -325,7 +349,7 @@ def test_from_geotiff_needs_rasterio_only_when_called():
 
     code = ("import sys, rumimm, rumimm.cli, rumimm.geotiff, rumimm.preview, rumimm.rasterio_surface; "
             "bad = [m for m in ('rasterio', 'affine', 'PIL') if m in sys.modules]; print(bad)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
 
 
