@@ -180,6 +180,7 @@ def describe(path, header: bytes | None = None) -> dict:
         geographic=None if g is None else g.geographic,
         transform=None if g is None or g.transform is None else list(g.transform),
         pixel_is_point=None if g is None else g.pixel_is_point,
+        codec=recognise_preset(path, rep.blob),
         file_size=file_size,
         raw_size=raw,
         ratio=raw / file_size,
@@ -187,6 +188,36 @@ def describe(path, header: bytes | None = None) -> dict:
         format_version=rep.format_version,
     )
     return out
+
+
+def recognise_preset(path, blob: bytes) -> str | None:
+    """The codec preset whose encoding of frame 0's samples is frame 0, byte for byte; else None.
+
+    Frames do not name their codec; re-encoding one frame with each preset (at the
+    frame's own format version) is how a preset is recognised.
+    """
+    import math
+
+    from .blob import Header
+    from .codec import PRESETS, FrameDecoder, FrameEncoder, frame_format_version
+
+    hdr = Header.parse(blob)
+    enc = hdr.encoding
+    with open(path, "rb") as fh:
+        fh.seek(hdr.offset(0))
+        frame = fh.read(hdr.byte_count(0))
+    shape = hdr.grid.frame_shape(0)
+    samples = FrameDecoder().decode(frame, enc, math.prod(shape)).view(enc.dtype).reshape(shape)
+    version = frame_format_version(frame)
+    for name, codec in PRESETS.items():
+        if name == "auto" or not codec.supports(enc):  # "auto" is one of the others, chosen by dtype
+            continue
+        try:
+            if FrameEncoder(name, enc, version).encode(samples) == frame:
+                return name
+        except (ImportError, ValueError):  # a geozl preset without geozl, a graph this frame cannot take
+            continue
+    return None
 
 
 def _info_args(p: argparse.ArgumentParser) -> None:
@@ -216,6 +247,7 @@ def _info(args: argparse.Namespace) -> int:
          if d["bounds"] else "none"),
         ("resolution", f"{d['res'][0]:.12g} x {d['res'][1]:.12g} (x, y)" if d["res"] else "none"),
         ("pixels", "points" if d["pixel_is_point"] else "areas"),
+        ("codec", f"preset {d['codec']!r}" if d["codec"] else "not a rumimm preset (another writer's graph)"),
         ("file size", f"{d['file_size']:,} bytes"),
         ("raw size", f"{d['raw_size']:,} bytes"),
         ("ratio", f"{d['ratio']:.3f} (raw / file)"),

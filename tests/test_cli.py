@@ -341,3 +341,30 @@ def test_stretch_maps_percentiles_to_0_and_255_and_non_finite_to_0():
         stretch(np.zeros((1, 2, 2), np.complex64))
     with pytest.raises(ValueError, match="percentiles"):
         stretch(band, (90, 10))
+
+
+@pytest.mark.parametrize("codec", ["transpose", "store", "geozl-planar"])
+def test_info_recognises_the_codec_preset_that_wrote_the_frames(capsys, tmp_path, codec):
+    data = np.random.default_rng(3).integers(0, 900, (2, 40, 56), dtype=np.uint16)
+    import rumimm
+
+    rumimm.write(tmp_path / "c.rumi", data, tile=32, codec=codec)
+    code, out, _ = run(capsys, "info", tmp_path / "c.rumi")
+    lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and lines["codec"] == f"preset {codec!r}"
+    assert json.loads(run(capsys, "info", tmp_path / "c.rumi", "--json")[1])["codec"] == codec
+
+
+def test_info_says_when_frames_come_from_another_writers_graph(capsys, tmp_path):
+    import openzl.ext as zl
+
+    import rumimm
+
+    def zigzag_then_compress(compressor):  # a graph no preset builds
+        return zl.nodes.Zigzag().build_graph(compressor, [zl.graphs.Compress().parameterize(compressor)])
+
+    data = np.random.default_rng(4).integers(0, 900, (1, 40, 56), dtype=np.uint16)
+    rumimm.write(tmp_path / "p.rumi", data, tile=32, codec=zigzag_then_compress)
+    code, out, _ = run(capsys, "info", tmp_path / "p.rumi")
+    lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and lines["codec"] == "not a rumimm preset (another writer's graph)", out
