@@ -368,3 +368,14 @@ def test_info_says_when_frames_come_from_another_writers_graph(capsys, tmp_path)
     code, out, _ = run(capsys, "info", tmp_path / "p.rumi")
     lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
     assert code == 0 and lines["codec"] == "not a rumimm preset (another writer's graph)", out
+
+
+def test_the_command_line_imports_its_optional_packages_only_for_the_commands_that_need_them():
+    code = ("import sys; from rumimm.cli import main; main(['--help']); "
+            "heavy = ('rumimm.writer', 'rumimm.geotiff', 'rumimm.preview', 'rasterio', 'affine', 'PIL', 'tqdm'); "
+            "print([m for m in heavy if m in sys.modules])")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr

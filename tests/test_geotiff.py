@@ -187,6 +187,22 @@ def test_what_rumi_cannot_hold_is_listed_in_one_warning(tmp_path):
         assert np.array_equal(img[:], data)
 
 
+def test_masks_units_and_colour_interpretation_are_listed_too(tmp_path):
+    data = sample("uint8", (3, 32, 32))
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
+        with rasterio.open(tmp_path / "m.tif", "w", driver="GTiff", dtype="uint8", count=3, height=32, width=32,
+                           crs="EPSG:4326", transform=Affine(0.1, 0, 10, 0, -0.1, 50), photometric="rgb") as ds:
+            ds.write(data)
+            ds.write_mask(np.ones((32, 32), bool))
+            ds.units = ("m", "", "")
+    with pytest.warns(RumiWarning) as record:
+        from_geotiff(tmp_path / "m.tif", tmp_path / "m.rumi", tile=32)
+    assert len(record) == 1
+    message = str(record[0].message)
+    for item in ("units, scales or offsets", "a mask band", "colour interpretation (red, green, blue)"):
+        assert item in message
+
+
 def test_a_plain_geotiff_converts_without_a_warning(tmp_path):
     src = make_tif(tmp_path / "plain.tif", sample("uint16", (3, 20, 20)))
     with warnings.catch_warnings():
