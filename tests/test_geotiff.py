@@ -374,3 +374,17 @@ def test_index_rounds_with_the_given_op(rotated):
     x, y = img.xy(7, 9, offset="ul")
     assert img.index(x, y, op=math.floor) == (7, 9)
     assert img.index(*img.xy(7, 9), op=math.ceil) == (8, 10)
+
+
+def test_an_interrupted_conversion_leaves_no_file(tmp_path):
+    src = make_tif(tmp_path / "in.tif", sample("uint16", (2, 64, 40)))
+    (tmp_path / "x.rumi").write_bytes(b"old")
+
+    def interrupt(done, total):
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        from_geotiff(src, tmp_path / "x.rumi", tile=16, header_out=tmp_path / "x.blob", progress=interrupt)
+    assert (tmp_path / "x.rumi").read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["in.tif", "x.rumi"]
