@@ -38,6 +38,9 @@ _LAZY = {
     "PRESETS": "rumimm.codec",
     "to_dask": "rumimm.dask_array",
     "to_rumi": "rumimm.xarray_write",
+    "from_geotiff": "rumimm.geotiff",
+    "to_geotiff": "rumimm.geotiff",
+    "quicklook": "rumimm.preview",
 }
 
 __all__ = sorted(

@@ -2,13 +2,20 @@
 
 Subcommands::
 
-    rumimm info PATH [--header BLOB] [--json]      what a file holds and how big it is
+    rumimm info PATH [--header BLOB] [--json]        what a file holds and how big it is
     rumimm validate PATH [--header BLOB] [--decode]  every spec violation, one per line
-    rumimm index PATH -o BLOB                        rebuild a file's header blob from its IFD
+    rumimm index PATH [-o BLOB | --hex]              rebuild a file's header blob from its IFD
+    rumimm convert IN.tif OUT.rumi [--tile ...]      a GeoTIFF (anything GDAL reads) into rumi
+    rumimm export IN.rumi OUT.tif [--cog ...]        a rumi file into a tiled, compressed GeoTIFF
+    rumimm quicklook PATH OUT.png [--bands 3,2,1]    a stretched PNG preview
+    rumimm demo [--out DIR]                          write, read back and check a synthetic scene
 
 Exit status: 0 on success (``validate``: the file is compliant), 1 when ``validate``
 finds violations, 2 for usage errors, unreadable files and files too broken to
-describe (the message goes to stderr as ``rumimm: <message>``).
+describe.  Every error is one line on stderr, ``rumimm: <message>`` (usage errors
+``rumimm <command>: error: <message> (see rumimm <command> --help)``), never a
+traceback; warnings are one line each, ``rumimm: warning: <message>``.  Subcommands
+import what they need when they run, so ``rumimm --help`` stays fast.
 
 Each subcommand is registered with :func:`register` (name, help, a function adding
 its arguments, a function running it); add new ones at the end of this module.
@@ -20,10 +27,11 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from typing import Callable
 
 from . import __version__
-from .errors import RumiError
+from .errors import RumiWarning
 
 __all__ = ["main", "register", "build_parser", "describe"]
 
@@ -39,9 +47,16 @@ def register(name: str, help: str, configure: Configure, run: Run) -> None:
     COMMANDS[name] = (help, configure, run)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error that points to ``--help``."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rumimm", description="Inspect, validate and index rumi raster files.")
+    parser = _Parser(
+        prog="rumimm", description="Inspect, validate, index, convert and preview rumi raster files.")
     parser.add_argument("--version", action="version", version=f"rumimm {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_, configure, run) in COMMANDS.items():
@@ -59,21 +74,67 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version or a usage error (argparse printed it)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if getattr(args, "run", None) is None:
-        parser.print_usage(sys.stderr)
-        print("rumimm: error: a command is required; see rumimm --help", file=sys.stderr)
+        print("rumimm: error: a command is required (see rumimm --help)", file=sys.stderr)
         return 2
-    try:
-        return args.run(args)
-    except RumiError as exc:
-        return _fail(str(exc))
-    except OSError as exc:
-        name = exc.filename if exc.filename is not None else ""
-        return _fail(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("always", category=RumiWarning)
+        warnings.showwarning = _warn
+        try:
+            return args.run(args)
+        except KeyboardInterrupt:
+            return _fail("interrupted", 130)
+        except ValueError as exc:  # RumiError and its subclasses, and bad argument values
+            return _fail(str(exc))
+        except OSError as exc:
+            name = exc.filename if exc.filename is not None else ""
+            return _fail(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc))
+        except ImportError as exc:  # an optional dependency; the message says what to install
+            return _fail(str(exc))
+        except Exception as exc:
+            if type(exc).__module__.startswith("rasterio"):  # GDAL's own word on a file it cannot use
+                return _fail(" ".join(str(exc).split()))
+            raise
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, status: int = 2) -> int:
     print(f"rumimm: {message}", file=sys.stderr)
-    return 2
+    return status
+
+
+def _warn(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"rumimm: warning: {message}", file=sys.stderr)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _existing_dir(text: str) -> str:
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an existing directory")
+    return text
+
+
+#: Tiles below this size make frames whose overhead outweighs compression (warned about).
+SMALL_TILE = 64
+
+
+def _warn_small_tile(tile: int) -> None:
+    if tile < SMALL_TILE:
+        _warn(f"tile {tile} is small: per-frame overhead makes the file larger than it need be and the header "
+              f"blob large; {SMALL_TILE} to 1024 (usually 256 or 512) suits most images", None, None, None)
+
+
+def _progress() -> bool:
+    from .progress import on_terminal
+
+    return on_terminal()
 
 
 def _read_blob(path: str | None) -> bytes | None:
@@ -102,11 +163,24 @@ def describe(path, header: bytes | None = None) -> dict:
     out = {"path": os.fspath(path), **h.to_dict()}
     file_size = os.path.getsize(path)
     raw = h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
+    crs_name = bounds = res = None
+    if g is not None and g.epsg is not None:
+        import pyproj
+
+        from .reader import open as open_image
+
+        crs_name = pyproj.CRS.from_epsg(g.epsg).name
+        with open_image(path, header=rep.blob) as img:
+            bounds, res = list(img.bounds), list(img.res)
     out.update(
         crs=None if g is None else g.crs,
+        crs_name=crs_name,
+        bounds=bounds,
+        res=res,
         geographic=None if g is None else g.geographic,
         transform=None if g is None or g.transform is None else list(g.transform),
         pixel_is_point=None if g is None else g.pixel_is_point,
+        codec=recognise_preset(path, rep.blob),
         file_size=file_size,
         raw_size=raw,
         ratio=raw / file_size,
@@ -114,6 +188,36 @@ def describe(path, header: bytes | None = None) -> dict:
         format_version=rep.format_version,
     )
     return out
+
+
+def recognise_preset(path, blob: bytes) -> str | None:
+    """The codec preset whose encoding of frame 0's samples is frame 0, byte for byte; else None.
+
+    Frames do not name their codec; re-encoding one frame with each preset (at the
+    frame's own format version) is how a preset is recognised.
+    """
+    import math
+
+    from .blob import Header
+    from .codec import PRESETS, FrameDecoder, FrameEncoder, frame_format_version
+
+    hdr = Header.parse(blob)
+    enc = hdr.encoding
+    with open(path, "rb") as fh:
+        fh.seek(hdr.offset(0))
+        frame = fh.read(hdr.byte_count(0))
+    shape = hdr.grid.frame_shape(0)
+    samples = FrameDecoder().decode(frame, enc, math.prod(shape)).view(enc.dtype).reshape(shape)
+    version = frame_format_version(frame)
+    for name, codec in PRESETS.items():
+        if name == "auto" or not codec.supports(enc):  # "auto" is one of the others, chosen by dtype
+            continue
+        try:
+            if FrameEncoder(name, enc, version).encode(samples) == frame:
+                return name
+        except (ImportError, ValueError):  # a geozl preset without geozl, a graph this frame cannot take
+            continue
+    return None
 
 
 def _info_args(p: argparse.ArgumentParser) -> None:
@@ -136,10 +240,14 @@ def _info(args: argparse.Namespace) -> int:
         ("frame unit", d["frame_unit"]),
         ("frames", f"{d['frames']} from byte {d['base_frame_offset']} "
                    f"(count_min {d['count_min']}, count_bits {d['count_bits']})"),
-        ("crs", f"{d['crs']}{kind}" if d["crs"] else "none"),
+        ("crs", f"{d['crs']} {d['crs_name']}{kind}" if d["crs"] else "none"),
         ("transform", "(" + ", ".join(repr(v) for v in d["transform"]) + ") (x_res, row_rot, x_origin, col_rot, "
          "y_res, y_origin)" if d["transform"] else "none"),
+        ("bounds", "(" + ", ".join(f"{v:.12g}" for v in d["bounds"]) + ") (left, bottom, right, top)"
+         if d["bounds"] else "none"),
+        ("resolution", f"{d['res'][0]:.12g} x {d['res'][1]:.12g} (x, y)" if d["res"] else "none"),
         ("pixels", "points" if d["pixel_is_point"] else "areas"),
+        ("codec", f"preset {d['codec']!r}" if d["codec"] else "not a rumimm preset (another writer's graph)"),
         ("file size", f"{d['file_size']:,} bytes"),
         ("raw size", f"{d['raw_size']:,} bytes"),
         ("ratio", f"{d['ratio']:.3f} (raw / file)"),
@@ -170,17 +278,30 @@ def _validate(args: argparse.Namespace) -> int:
 # -- index ------------------------------------------------------------------------------------
 def _index_args(p: argparse.ArgumentParser) -> None:
     _add_path(p)
-    p.add_argument("-o", "--output", metavar="BLOB", required=True, help="where to write the header blob")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-o", "--output", metavar="BLOB", help="write the blob to this file (default: standard output)")
+    out.add_argument("--hex", action="store_true", help="print the blob as one line of hex")
 
 
 def _index(args: argparse.Namespace) -> int:
     from .blob import Header
     from .validate import index
 
+    if args.output is None and not args.hex and sys.stdout.isatty():
+        return _fail("the header blob is binary; write it to a file with -o BLOB, pipe it, or print it with --hex")
     blob = index(args.path)
-    with open(args.output, "wb") as fh:
-        fh.write(blob)
-    print(f"{args.output}: {len(blob)}-byte header blob for {Header.parse(blob).n_frames} frames of {args.path}")
+    if args.hex:
+        print(blob.hex())
+    elif args.output is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(blob)
+        sys.stdout.buffer.flush()
+    else:
+        from .geotiff import replacing
+
+        with replacing(args.output) as tmp, open(tmp, "wb") as fh:
+            fh.write(blob)
+        print(f"{args.output}: {len(blob)}-byte header blob for {Header.parse(blob).n_frames} frames of {args.path}")
     return 0
 
 
@@ -188,20 +309,115 @@ register("info", "describe a rumi file: shape, dtype, grid, frames, CRS and size
 register("validate", "check a rumi file (and its header blob) against the spec", _validate_args, _validate)
 # -- demo -------------------------------------------------------------------------------------
 def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", metavar="DIR", help="keep the demo file in DIR (default: a temporary directory)")
-    p.add_argument("--size", type=int, default=2048, help="scene height and width in pixels (default 2048)")
-    p.add_argument("--bands", type=int, default=4, help="band count (default 4)")
-    p.add_argument("--tile", type=int, default=512, help="tile size (default 512)")
+    p.add_argument("--out", metavar="DIR", type=_existing_dir,
+                   help="keep demo.rumi in this existing directory (default: a temporary one, deleted at the end)")
+    p.add_argument("--size", type=_positive_int, default=2048, help="scene height and width in pixels (default 2048)")
+    p.add_argument("--bands", type=_positive_int, default=4, help="band count (default 4)")
+    p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run
+    from .demo import MAX_RAW_BYTES, run
 
+    raw = args.bands * args.size * args.size * 2
+    if raw > MAX_RAW_BYTES:
+        return _fail(f"a {args.bands} x {args.size} x {args.size} uint16 demo scene is {raw / 2**30:.1f} GiB; "
+                     f"the demo makes at most {MAX_RAW_BYTES / 2**30:g} GiB (lower --size or --bands)")
+    _warn_small_tile(args.tile)
     run(args.out, bands=args.bands, size=args.size, tile=args.tile)
     return 0
 
 
 register("index", "rebuild a rumi file's header blob from its IFD", _index_args, _index)
+
+
+# -- convert / export / quicklook -------------------------------------------------------------
+def _convert_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", metavar="IN", help="the GeoTIFF or COG (anything GDAL reads)")
+    p.add_argument("dest", metavar="OUT", help="the rumi file to write")
+    p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
+    p.add_argument("--unit", choices=("tile", "cell"), default="tile", help="frame unit (default tile)")
+    p.add_argument("--codec", help="a codec preset (default: the lossless default)")
+    p.add_argument("--blob", metavar="PATH", help="also write the header blob to PATH")
+    p.add_argument("--crs", help="the EPSG code to store when the file's CRS is not exactly one, e.g. EPSG:32633")
+
+
+def _convert(args: argparse.Namespace) -> int:
+    import time
+
+    from .geotiff import from_geotiff
+
+    _warn_small_tile(args.tile)
+    t0 = time.perf_counter()
+    blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
+                        header_out=args.blob, progress=_progress())
+    seconds = time.perf_counter() - t0
+    size = os.path.getsize(args.dest)
+    where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
+    print(f"{args.dest}: {size:,} bytes from {args.source} ({os.path.getsize(args.source):,} bytes) in {seconds:.2f} s; "
+          f"{where_blob} ({len(blob)} bytes)")
+    return 0
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", metavar="IN", help="the rumi file")
+    p.add_argument("dest", metavar="OUT", help="the GeoTIFF to write")
+    _add_header(p)
+    p.add_argument("--compress", default="zstd", help="GDAL compression (default zstd; 'none' for none)")
+    p.add_argument("--tile", type=_positive_int, help="GeoTIFF block size (default: the rumi tile, rounded up to 16s)")
+    p.add_argument("--cog", action="store_true", help="write a Cloud Optimized GeoTIFF with overviews")
+
+
+def _export(args: argparse.Namespace) -> int:
+    import time
+
+    from .geotiff import to_geotiff
+
+    t0 = time.perf_counter()
+    to_geotiff(args.source, args.dest, header=_read_blob(args.header), compress=args.compress, tile=args.tile,
+               cog=args.cog, progress=_progress())
+    kind = "Cloud Optimized GeoTIFF" if args.cog else "GeoTIFF"
+    print(f"{args.dest}: {kind}, {os.path.getsize(args.dest):,} bytes from {args.source} "
+          f"in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def _band_list(text: str) -> list[int]:
+    try:
+        bands = [int(v) for v in text.split(",")]
+    except ValueError:
+        bands = []
+    if len(bands) not in (1, 3) or min(bands) < 1:
+        raise argparse.ArgumentTypeError(f"must be one or three 1-based band numbers like 3,2,1, got {text!r}")
+    return bands
+
+
+def _quicklook_args(p: argparse.ArgumentParser) -> None:
+    _add_path(p)
+    p.add_argument("dest", metavar="OUT", help="the PNG to write")
+    _add_header(p)
+    p.add_argument("--bands", type=_band_list, help="1-based bands, one (grey) or three (red,green,blue), e.g. 3,2,1 "
+                   "(default 1,2,3, or 1 for fewer than three bands)")
+    p.add_argument("--max-size", type=_positive_int, default=1024, help="longest side in pixels (default 1024)")
+
+
+def _quicklook(args: argparse.Namespace) -> int:
+    from .preview import quicklook
+    from .reader import open as open_image
+
+    with open_image(args.path, header=_read_blob(args.header)) as img:
+        if args.bands is not None and max(args.bands) > img.count:
+            return _fail(f"--bands: band {max(args.bands)} does not exist; {args.path} has {img.count} bands "
+                         f"(numbered 1 to {img.count})")
+        bands = None if args.bands is None else [b - 1 for b in args.bands]
+        h, w = quicklook(img, args.dest, bands=bands, max_size=args.max_size)
+    print(f"{args.dest}: {w} x {h} PNG of {args.path}")
+    return 0
+
+
+register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file", _convert_args, _convert)
+register("export", "export a rumi file as a tiled, compressed GeoTIFF or COG", _export_args, _export)
+register("quicklook", "write a percentile-stretched PNG preview of a rumi file", _quicklook_args, _quicklook)
 register("demo", "write a synthetic EO scene, read windows back and check every pixel", _demo_args, _demo)
 # More subcommands register here, with the same register(name, help, configure, run).
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import kernels as K
 from .errors import RumiError, WindowError
+from .rasterio_surface import RasterioSurface
 from .reader import Image, _execute
 from .window import Run, select, window_bounds
 
@@ -112,7 +113,7 @@ def _check_aligned(images) -> None:
                             f"{b.transform} {b.crs}; use an ImageCollection")
 
 
-class Cube:
+class Cube(RasterioSurface):
     """N grid-aligned images stacked into a lazy (N, B, Y, X) array.
 
     Parameters

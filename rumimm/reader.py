@@ -43,6 +43,7 @@ from . import threads as _threads
 from .blob import Header
 from .errors import BlobError, CodecError, FormatError, RumiError, WindowError, where
 from .grid import IFD_END, FrameUnit
+from .rasterio_surface import RasterioSurface
 from .window import Run, Selection, select, select_read
 
 __all__ = ["Image", "open", "read_frames"]
@@ -92,7 +93,7 @@ def _release(mm, cache, token, private) -> None:
         pass  # an in-flight read still holds the mapping; it is unmapped when that read ends
 
 
-class Image:
+class Image(RasterioSurface):
     """A rumi image opened for reading: a lazy (B, Y, X) array.
 
     Use :func:`rumimm.open`.  Indexing follows numpy on axes (band, y, x) and

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import craft
 
@@ -53,7 +54,7 @@ def test_info_prints_shape_dtype_grid_frames_crs_and_sizes(capsys, files):
     assert lines["grid"].startswith("8 x 8 tiles") and "3 down x 4 across" in lines["grid"]
     assert lines["frame unit"] == "cell"
     assert lines["frames"].startswith(f"12 from byte {c.grid.base_frame_offset}")
-    assert lines["crs"] == "EPSG:32633 (projected)"
+    assert lines["crs"] == "EPSG:32633 WGS 84 / UTM zone 33N (projected)"
     assert lines["transform"].startswith("(10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)")
     assert lines["file size"] == f"{size:,} bytes"
     assert lines["raw size"] == f"{4 * 20 * 30 * 2:,} bytes"
@@ -145,17 +146,22 @@ def test_missing_files_are_reported_on_stderr_with_status_2(capsys, files, tmp_p
     assert "No such file or directory" in err
 
 
-@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["info"], ["index", "x.rumi"], ["info", "--bogus", "x"]])
-def test_usage_errors_exit_2(capsys, argv):
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["info"], ["index"], ["info", "--bogus", "x"],
+                                  ["index", "x.rumi", "-o", "b", "--hex"], ["demo", "--size", "0"],
+                                  ["demo", "--bands", "0"], ["demo", "--tile", "0"], ["demo", "--size", "big"],
+                                  ["demo", "--out", "/missing/dir"], ["quicklook", "x.rumi", "x.png", "--bands", "1,2"],
+                                  ["quicklook", "x.rumi", "x.png", "--bands", "0"], ["convert", "in.tif"],
+                                  ["export", "x.rumi", "x.tif", "--tile", "-16"], ["convert", "a", "b", "--unit", "row"]])
+def test_usage_errors_are_one_line_and_exit_2(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
-    assert "usage: rumimm" in err
+    assert err.count("\n") == 1 and err.startswith("rumimm") and "error: " in err and "--help)" in err
 
 
 def test_help_and_version_exit_0(capsys):
     code, out, _ = run(capsys, "--help")
     assert code == 0
-    for name in ("info", "validate", "index"):
+    for name in ("info", "validate", "index", "convert", "export", "quicklook", "demo"):
         assert name in out
     code, out, _ = run(capsys, "--version")
     assert code == 0 and out.startswith("rumimm ")
@@ -184,7 +190,192 @@ def test_python_dash_m_rumimm_runs_the_command_line(files):
 
 def test_the_demo_subcommand_writes_reads_and_checks_every_pixel(tmp_path, capsys):
     assert cli.main(["demo", "--out", str(tmp_path), "--size", "300", "--tile", "64", "--bands", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "validate: compliant" in out
+    out, err = capsys.readouterr()
+    assert "validate: compliant" in out and err == ""
     assert out.count("exact=True") == 4 and "exact=False" not in out
     assert index(tmp_path / "demo.rumi") == validate(tmp_path / "demo.rumi").blob
+    assert "temporary" not in out
+
+
+def test_the_demo_labels_its_reads_by_what_they_read_and_says_its_file_is_temporary(capsys):
+    assert cli.main(["demo", "--size", "100", "--bands", "2", "--tile", "64"]) == 0
+    out = capsys.readouterr().out
+    reads = re.findall(r"read (\d+)x(\d+) .*?-> \((?:\d+, )?(\d+), (\d+)\)", out)
+    assert len(reads) == 3 and all(a == c and b == d for a, b, c, d in reads), reads
+    path = re.search(r"wrote (\S+) \(a temporary file, deleted at the end; keep it with --out DIR\)", out).group(1)
+    assert not os.path.exists(path)
+
+
+def test_a_small_demo_tile_is_warned_about_in_one_line(tmp_path, capsys):
+    assert cli.main(["demo", "--out", str(tmp_path), "--size", "40", "--bands", "1", "--tile", "7"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("rumimm: warning: tile 7 is small") and err.count("\n") == 1
+
+
+def test_a_demo_larger_than_its_cap_is_refused_before_allocating(capsys):
+    code, out, err = run(capsys, "demo", "--size", "100000")
+    assert code == 2 and out == "" and err.startswith("rumimm: a 4 x 100000 x 100000 uint16 demo scene is 74.5 GiB")
+
+
+def test_index_writes_the_blob_to_stdout_or_as_hex(capsysbinary, files):
+    _, paths, crafted = files
+    assert cli.main(["index", str(paths["geo"])]) == 0
+    assert capsysbinary.readouterr().out == crafted["geo"].blob
+    assert cli.main(["index", str(paths["geo"]), "--hex"]) == 0
+    assert capsysbinary.readouterr().out == crafted["geo"].blob.hex().encode() + b"\n"
+
+
+def test_index_does_not_write_binary_to_a_terminal(capsys, files, monkeypatch):
+    _, paths, _ = files
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    code, out, err = run(capsys, "index", paths["geo"])
+    assert code == 2 and out == "" and "-o BLOB" in err and "--hex" in err and err.count("\n") == 1
+
+
+def test_info_names_the_crs_and_gives_bounds_and_resolution(capsys, files):
+    _, paths, _ = files
+    code, out, _ = run(capsys, "info", paths["geo"])
+    lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and lines["crs"] == "EPSG:32633 WGS 84 / UTM zone 33N (projected)"
+    assert lines["bounds"] == "(500000, 4199800, 500300, 4200000) (left, bottom, right, top)"
+    assert lines["resolution"] == "10 x 10 (x, y)"
+    code, out, _ = run(capsys, "info", paths["geo"], "--json")
+    info = json.loads(out)
+    assert info["crs_name"] == "WGS 84 / UTM zone 33N" and info["bounds"] == [500000, 4199800, 500300, 4200000]
+    assert info["res"] == [10, 10]
+
+
+# ------------------------------------------------------------------ convert, export, quicklook
+@pytest.fixture()
+def tif(tmp_path):
+    import rasterio
+    from affine import Affine
+
+    data = np.random.default_rng(0).integers(0, 4000, (4, 70, 90), dtype=np.uint16)
+    path = tmp_path / "in.tif"
+    with rasterio.open(path, "w", driver="GTiff", dtype="uint16", count=4, height=70, width=90, crs="EPSG:32633",
+                       transform=Affine(10, 0, 500000, 0, -10, 4200000), nodata=0, photometric="minisblack") as ds:
+        ds.write(data)
+    return path, data
+
+
+def test_convert_then_export_round_trips_through_the_command_line(capsys, tif, tmp_path):
+    import rasterio
+
+    src, data = tif
+    code, out, err = run(capsys, "convert", src, tmp_path / "x.rumi", "--tile", "64", "--unit", "cell",
+                         "--blob", tmp_path / "x.blob")
+    assert code == 0
+    assert out.startswith(f"{tmp_path / 'x.rumi'}: ") and f"header blob in {tmp_path / 'x.blob'}" in out
+    assert err == f"rumimm: warning: {src}: rumi cannot hold nodata 0.0: they are not in {tmp_path / 'x.rumi'}\n"
+    assert (tmp_path / "x.blob").read_bytes() == index(tmp_path / "x.rumi")
+    code, out, err = run(capsys, "export", tmp_path / "x.rumi", tmp_path / "x.tif", "--header", tmp_path / "x.blob",
+                         "--compress", "deflate")
+    assert code == 0 and err == "" and out.startswith(f"{tmp_path / 'x.tif'}: GeoTIFF, ")
+    with rasterio.open(tmp_path / "x.tif") as ds:
+        assert np.array_equal(ds.read(), data) and ds.crs.to_epsg() == 32633 and ds.profile["compress"] == "deflate"
+
+
+def test_convert_and_export_errors_are_one_line_with_status_2(capsys, tif, tmp_path):
+    src, _ = tif
+    (tmp_path / "not.tif").write_bytes(b"not a tiff")
+    cases = [
+        (["convert", tmp_path / "missing.tif", tmp_path / "y.rumi"], "No such file or directory"),
+        (["convert", tmp_path / "not.tif", tmp_path / "y.rumi"], "not.tif"),
+        (["convert", src, tmp_path / "y.rumi", "--codec", "bogus"], "codec 'bogus' is not a preset"),
+        (["convert", src, tmp_path / "y.rumi", "--crs", "EPSG:5773"], "EPSG:5773"),
+        (["export", tmp_path / "missing.rumi", tmp_path / "y.tif"], "No such file or directory"),
+        (["export", src, tmp_path / "y.tif"], "in.tif"),
+        (["quicklook", tmp_path / "missing.rumi", tmp_path / "y.png"], "No such file or directory"),
+    ]
+    for argv, text in cases:
+        code, out, err = run(capsys, *argv)
+        lines = [ln for ln in err.splitlines() if not ln.startswith("rumimm: warning: ")]
+        assert code == 2 and out == "" and len(lines) == 1 and text in lines[0], (argv, err)
+        assert lines[0].startswith("rumimm: ") and "Traceback" not in err
+    assert not list(tmp_path.glob("y.*")) and not list(tmp_path.glob(".y.*"))
+
+
+def test_the_command_line_shows_a_progress_bar_only_on_a_terminal(capsys, tif, tmp_path, monkeypatch):
+    import rumimm.progress
+
+    src, _ = tif
+    run(capsys, "convert", src, tmp_path / "a.rumi", "--tile", "64")
+    assert "convert" not in capsys.readouterr().err
+    monkeypatch.setattr(rumimm.progress, "on_terminal", lambda stream=None: True)
+    code, _, err = run(capsys, "convert", src, tmp_path / "b.rumi", "--tile", "64")
+    assert code == 0 and "convert" in err
+
+
+def test_quicklook_writes_a_stretched_png(capsys, tif, tmp_path):
+    from PIL import Image as PILImage
+
+    from rumimm.preview import stretch
+
+    src, data = tif
+    run(capsys, "convert", src, tmp_path / "x.rumi", "--tile", "64")
+    code, out, err = run(capsys, "quicklook", tmp_path / "x.rumi", tmp_path / "x.png", "--bands", "3,2,1",
+                         "--max-size", "30")
+    assert code == 0 and out == f"{tmp_path / 'x.png'}: 30 x 24 PNG of {tmp_path / 'x.rumi'}\n"
+    with PILImage.open(tmp_path / "x.png") as png:
+        assert png.mode == "RGB" and png.size == (30, 24)
+        pixels = np.asarray(png)
+    assert pixels.min() == 0 and pixels.max() == 255
+    assert np.array_equal(pixels, np.moveaxis(stretch(data[[2, 1, 0], ::3, ::3]), 0, -1))
+    code, _, err = run(capsys, "quicklook", tmp_path / "x.rumi", tmp_path / "y.png", "--bands", "5")
+    assert code == 2 and err == f"rumimm: --bands: band 5 does not exist; {tmp_path / 'x.rumi'} has 4 bands " \
+                                "(numbered 1 to 4)\n"
+
+
+def test_stretch_maps_percentiles_to_0_and_255_and_non_finite_to_0():
+    from rumimm.preview import stretch
+
+    band = np.arange(101, dtype=np.float32).reshape(1, 1, 101)
+    band[0, 0, 50] = np.nan
+    out = stretch(band, (10, 90))
+    assert out.dtype == np.uint8 and out[0, 0, 50] == 0
+    assert out[0, 0, :11].tolist() == [0] * 11 and out[0, 0, 91:].tolist() == [255] * 10
+    assert out[0, 0, 49] == round((49 - 10) / 80 * 255)
+    assert stretch(np.full((1, 2, 2), 7, np.uint16)).tolist() == [[[0, 0], [0, 0]]]
+    with pytest.raises(ValueError, match="real samples"):
+        stretch(np.zeros((1, 2, 2), np.complex64))
+    with pytest.raises(ValueError, match="percentiles"):
+        stretch(band, (90, 10))
+
+
+@pytest.mark.parametrize("codec", ["transpose", "store", "geozl-planar"])
+def test_info_recognises_the_codec_preset_that_wrote_the_frames(capsys, tmp_path, codec):
+    data = np.random.default_rng(3).integers(0, 900, (2, 40, 56), dtype=np.uint16)
+    import rumimm
+
+    rumimm.write(tmp_path / "c.rumi", data, tile=32, codec=codec)
+    code, out, _ = run(capsys, "info", tmp_path / "c.rumi")
+    lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and lines["codec"] == f"preset {codec!r}"
+    assert json.loads(run(capsys, "info", tmp_path / "c.rumi", "--json")[1])["codec"] == codec
+
+
+def test_info_says_when_frames_come_from_another_writers_graph(capsys, tmp_path):
+    import openzl.ext as zl
+
+    import rumimm
+
+    def zigzag_then_compress(compressor):  # a graph no preset builds
+        return zl.nodes.Zigzag().build_graph(compressor, [zl.graphs.Compress().parameterize(compressor)])
+
+    data = np.random.default_rng(4).integers(0, 900, (1, 40, 56), dtype=np.uint16)
+    rumimm.write(tmp_path / "p.rumi", data, tile=32, codec=zigzag_then_compress)
+    code, out, _ = run(capsys, "info", tmp_path / "p.rumi")
+    lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and lines["codec"] == "not a rumimm preset (another writer's graph)", out
+
+
+def test_the_command_line_imports_its_optional_packages_only_for_the_commands_that_need_them():
+    code = ("import sys; from rumimm.cli import main; main(['--help']); "
+            "heavy = ('rumimm.writer', 'rumimm.geotiff', 'rumimm.preview', 'rasterio', 'affine', 'PIL', 'tqdm'); "
+            "print([m for m in heavy if m in sys.modules])")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr

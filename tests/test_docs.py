@@ -147,6 +147,7 @@ _GROUPS = (
     ("Reading", ["open", "Image", "Cube", "ImageCollection", "read_batch"]),
     ("Writing", ["write", "Writer"]),
     ("xarray and Dask", ["to_dask", "to_rumi"]),
+    ("GeoTIFF and previews", ["from_geotiff", "to_geotiff", "quicklook"]),
     ("Header blobs and checking files", ["Header", "parse_blobs", "index", "validate", "Report"]),
     ("Settings and tables", ["set_num_threads", "get_num_threads", "DTYPES", "PRESETS", "__version__"]),
     ("Errors", ["RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning"]),
@@ -202,8 +203,13 @@ def _signature(obj, name: str) -> str:
 
 
 def _members(cls) -> list[tuple[str, object]]:
-    own = []
-    for name, value in vars(cls).items():
+    """Public members of a class and of the rumimm mixins it inherits, own ones first."""
+    own, seen = [], set()
+    mine = [c for c in cls.__mro__ if c.__module__.startswith("rumimm")]
+    for name, value in [item for c in mine for item in vars(c).items()]:
+        if name in seen:
+            continue
+        seen.add(name)
         if name.startswith("_") and name not in ("__getitem__",):
             continue
         if isinstance(value, (staticmethod, classmethod)):

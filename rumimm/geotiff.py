@@ -1,0 +1,419 @@
+"""GeoTIFF in and out: stream a GeoTIFF (or COG) into a rumi file and a rumi file into a GeoTIFF.
+
+Both directions move one row of tiles (or GeoTIFF blocks) at a time through rasterio
+windows and :class:`rumimm.Writer`, so peak memory is about one row of tiles whatever
+the image size, and both write atomically.  Transform and CRS are carried exactly (the
+transform's six coefficients as GDAL reads them, the CRS only if it *is* an EPSG code).
+PixelIsPoint files are read and written with ``GTIFF_POINT_GEO_IGNORE`` so their
+matrix is not shifted by half a pixel on the way.  What rumi cannot hold (nodata,
+descriptions, tags, overviews, masks, colour maps, ...) is listed in one warning.
+
+Sample types map one to one where GDAL has them: the 8 to 64-bit integers, float32/64,
+complex64/128; rumi's bool, uint2 and uint4 are GDAL ``Byte`` with ``NBITS`` 1, 2, 4,
+and float16 is ``Float32`` with ``NBITS=16`` (GDAL stores it as half floats).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+
+from .errors import CRSError, RumiError, RumiWarning, where
+from .rasterio_surface import require
+
+__all__ = ["COMPRESSIONS_WITH_PREDICTOR", "from_geotiff", "gtiff_profile", "to_geotiff"]
+
+#: GDAL compressions for which a horizontal / floating-point predictor helps.
+COMPRESSIONS_WITH_PREDICTOR = frozenset({"deflate", "zstd", "lzw", "lzma"})
+#: rumi dtype name -> (GDAL dtype, NBITS) for samples GDAL holds only with NBITS.
+_NBITS_OUT = {"bool": ("uint8", 1), "uint2": ("uint8", 2), "uint4": ("uint8", 4), "float16": ("float32", 16)}
+#: (GDAL dtype, NBITS) -> rumi dtype name, the inverse.
+_NBITS_IN = {v: k for k, v in _NBITS_OUT.items()}
+#: rumi dtypes that are GDAL dtypes as they are.
+_NATIVE = frozenset({"uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32", "float64",
+                     "complex64", "complex128"})
+#: GDAL's block cache while converting.  Rows are read and written once, in order, so a
+#: larger cache only holds blocks that are never needed again (GDAL's default is 5 % of RAM).
+GDAL_CACHE_BYTES = 16 << 20
+
+
+def _env(rasterio, **options):
+    """A rasterio Env that keeps PixelIsPoint matrices as stored and GDAL's block cache bounded."""
+    return rasterio.Env(GTIFF_POINT_GEO_IGNORE=True, GDAL_CACHEMAX=GDAL_CACHE_BYTES, **options)
+
+
+# --------------------------------------------------------------------------- #
+# rumi -> GeoTIFF
+# --------------------------------------------------------------------------- #
+def _gdal_type(dtype) -> tuple[str, int | None]:
+    """(GDAL dtype name, NBITS or None) of a rumi sample dtype, or RumiError."""
+    from .dtypes import encoding_for_dtype
+
+    name = encoding_for_dtype(dtype).name
+    if name in _NATIVE:
+        return name, None
+    if name in _NBITS_OUT:
+        return _NBITS_OUT[name]
+    raise RumiError(f"GeoTIFF (GDAL) has no sample type for {name}; cast the image to a GDAL type "
+                    "(uint8..uint64, int8..int64, float32, float64, complex64, complex128) and write it with rasterio")
+
+
+def _block(n: int) -> int:
+    """A GeoTIFF block size near ``n``: a multiple of 16 (GDAL's rule for tiles), 16 to 4096."""
+    return min(4096, max(16, -(-int(n) // 16) * 16))
+
+
+def _compression(name) -> str:
+    """A GDAL compression name, checked (GDAL itself only logs an unknown one and writes uncompressed)."""
+    from rasterio.enums import Compression
+
+    known = sorted(c.value.lower() for c in Compression)
+    value = str(name).lower()
+    if value not in known:
+        raise ValueError(f"compress must be one of {', '.join(known)} or None, got {name!r}")
+    return value
+
+
+def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=None, interleave=None,
+                  bigtiff: str = "IF_SAFER") -> dict:
+    """rasterio creation keywords (all but ``driver``) for a tiled GeoTIFF of ``img``.
+
+    Parameters
+    ----------
+    img : Image or Cube
+        What the GeoTIFF will hold (its shape, dtype, tile, transform and CRS).
+    compress : str or None
+        A GDAL compression (``"zstd"``, ``"deflate"``, ``"lzw"``, ...); None for none.
+    predictor : int, optional
+        1 (none), 2 (horizontal) or 3 (floating point); default: 2 for integers and 3
+        for float32/64 when ``compress`` is one that benefits, else none.
+    tile : int or (int, int), optional
+        Block (height, width); default the image's tile, rounded up to a multiple of 16.
+    interleave : {"band", "pixel"}, optional
+        Default "band" for tile frames, "pixel" for cell frames (the same layout).
+    bigtiff : str
+        GDAL's BIGTIFF option.
+    """
+    gdal_dtype, nbits = _gdal_type(img.dtype)
+    tl, tw = (tile, tile) if isinstance(tile, int) else (tile or img.tile)
+    unit = getattr(img, "frame_unit", "tile")
+    if interleave is None:
+        interleave = "pixel" if unit == "cell" else "band"
+    if interleave not in ("band", "pixel"):
+        raise ValueError(f"interleave must be 'band' or 'pixel', got {interleave!r}")
+    height, width = img.shape[-2:]
+    profile = {"dtype": gdal_dtype, "count": img.shape[-3], "height": height, "width": width, "nodata": None,
+               "tiled": True, "blockysize": _block(tl), "blockxsize": _block(tw), "interleave": interleave,
+               "photometric": "minisblack",  # bands are bands: no RGB(A) reading of 3 or 4 bytes a pixel
+               "bigtiff": bigtiff}
+    if img.crs is not None:
+        profile["crs"] = require("rasterio.crs").CRS.from_user_input(img.crs)
+        profile["transform"] = require("affine").Affine(*img.transform)
+    if nbits is not None:
+        profile["nbits"] = nbits
+    if compress is not None:
+        profile["compress"] = _compression(compress)
+        if predictor is None and nbits is None and profile["compress"] in COMPRESSIONS_WITH_PREDICTOR:
+            kind = np.dtype(gdal_dtype).kind
+            predictor = 2 if kind in "iu" else (3 if kind == "f" else None)
+        if predictor is not None:
+            profile["predictor"] = int(predictor)
+    return profile
+
+
+def _to_gdal(block: np.ndarray, gdal_dtype: str) -> np.ndarray:
+    """A block of rumi samples as the GDAL dtype that holds them (a view for the 1-byte types)."""
+    if block.dtype == np.dtype(gdal_dtype):
+        return block
+    if block.dtype.itemsize == 1 and gdal_dtype == "uint8":
+        return block.view(np.uint8)  # bool, uint2, uint4: one sample per byte, low bits
+    return block.astype(gdal_dtype)  # float16 -> float32, exact
+
+
+@contextmanager
+def replacing(dst, suffix: str = ".tmp"):
+    """Yield a temporary path next to ``dst``: it replaces ``dst`` if the block succeeds, else is removed."""
+    dst = os.fspath(dst)
+    folder = os.path.dirname(os.path.abspath(dst))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(2, "No such file or directory", folder)
+    # a fresh name, not a file: whoever creates it (GDAL, Pillow, open) applies the umask,
+    # where mkstemp would leave the result readable by its owner only
+    tmp = os.path.join(folder, f".{os.path.basename(dst)}.{secrets.token_hex(6)}{suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, dst)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def cog_available() -> bool:
+    """Whether rasterio's GDAL has the COG driver (GDAL >= 3.1)."""
+    rasterio = require("rasterio")
+    with rasterio.Env() as env:
+        return "COG" in env.drivers()
+
+
+def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predictor=None, tile=None, interleave=None,
+               cog: bool = False, bigtiff: str = "IF_SAFER", threads=None, progress=None) -> None:
+    """Write a rumi image as a tiled, compressed GeoTIFF (or a COG), one row of blocks at a time.
+
+    Parameters
+    ----------
+    src : str, os.PathLike or Image
+        The rumi file (opened with ``header`` if given) or an open Image.  The
+        frames are read through a handle of their own, without a frame cache.
+    dst : str or os.PathLike
+        The GeoTIFF to create or replace (atomically).
+    header : bytes, optional
+        ``src``'s header blob.
+    compress, predictor, tile, interleave, bigtiff
+        As for :func:`gtiff_profile`: zstd with the predictor that suits the dtype by default.
+    cog : bool
+        Write a Cloud Optimized GeoTIFF (with overviews) through GDAL's COG driver;
+        needs GDAL >= 3.1.  The image is first streamed into a temporary GeoTIFF.
+    threads : int, optional
+        Threads GDAL compresses blocks on (default ``rumimm.get_num_threads()``).
+    progress : None, bool or callable
+        ``True`` for a bar, or ``progress(done, total)`` per row of blocks.
+
+    Raises
+    ------
+    RumiError
+        GeoTIFF has no sample type for the image's dtype.
+    ImportError
+        rasterio is missing, or ``cog=True`` and GDAL has no COG driver.
+    """
+    from .reader import Image
+    from .reader import open as open_image
+
+    rasterio = require("rasterio")
+    if cog and not cog_available():
+        raise ImportError("cog=True needs GDAL >= 3.1 (the COG driver); this rasterio's GDAL has none")
+    if isinstance(src, Image):  # a private handle: streaming every frame once must not fill the shared cache
+        src, header = src.path, bytes(src.header)
+    if threads is None:
+        from .threads import get_num_threads
+
+        threads = get_num_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    with open_image(src, header=header, cache_bytes=0) as img, replacing(dst, ".tmp.tif") as tmp:
+        profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
+                                bigtiff=bigtiff)
+        profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
+        with _env(rasterio):
+            if not cog:
+                _write_gtiff(rasterio, img, tmp, profile, progress)
+                return
+            staged = tmp + ".gtiff.tif"  # GDAL's COG driver copies from a finished dataset
+            try:
+                _write_gtiff(rasterio, img, staged, profile, progress)
+                opts = {k.upper(): v for k, v in profile.items()
+                        if k in ("compress", "predictor", "bigtiff", "num_threads")}
+                opts["BLOCKSIZE"] = max(profile["blockxsize"], profile["blockysize"])
+                require("rasterio.shutil").copy(staged, tmp, driver="COG", **opts)
+            finally:
+                _remove(staged)
+
+
+def _write_gtiff(rasterio, img, path: str, profile: dict, progress) -> None:
+    """Stream ``img`` into a GeoTIFF at ``path``, one row of blocks at a time."""
+    from .progress import Progress
+
+    height, width = img.shape[1:]
+    step = profile["blockysize"]
+    rows = range(0, height, step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        out = rasterio.open(path, "w", driver="GTiff", **profile)
+    with out, Progress(progress, len(rows), desc="export", unit="row") as bar:
+        if img.pixel_is_point:
+            out.update_tags(AREA_OR_POINT="Point")
+        for y0 in rows:
+            y1 = min(y0 + step, height)
+            out.write(_to_gdal(img[:, y0:y1, :], profile["dtype"]), window=rasterio.windows.Window(0, y0, width, y1 - y0))
+            bar.advance()
+
+
+# --------------------------------------------------------------------------- #
+# GeoTIFF -> rumi
+# --------------------------------------------------------------------------- #
+def _source_dtype(ds) -> np.dtype:
+    """The rumi dtype that holds a GDAL dataset's samples exactly."""
+    from .dtypes import DTYPES
+
+    kinds = set(ds.dtypes)
+    if len(kinds) != 1:
+        raise RumiError(f"{where(ds.name)}bands have different dtypes {sorted(kinds)}; rumi holds one dtype per file")
+    name = kinds.pop()
+    structure = ds.tags(1, ns="IMAGE_STRUCTURE")
+    nbits = int(structure.get("NBITS", 0) or 0)
+    if (name, nbits) in _NBITS_IN:
+        return DTYPES[_NBITS_IN[(name, nbits)]]
+    if name == "uint8" and structure.get("PIXELTYPE") == "SIGNEDBYTE":
+        return np.dtype(np.int8)
+    if name not in _NATIVE:
+        raise RumiError(f"{where(ds.name)}GDAL sample type {name} has no rumi encoding in this converter; "
+                        "convert it to another type with gdal_translate -ot first")
+    return np.dtype(name)
+
+
+def _exact_crs(ds, crs) -> tuple[object, object]:
+    """(transform, crs) to store, or CRSError saying what to do."""
+    from .georef import resolve_crs
+
+    identity = ds.transform.is_identity
+    if crs is not None:
+        if identity:
+            raise CRSError(f"{where(ds.name)}crs={crs!r} was given but the file has no geotransform")
+        return tuple(ds.transform)[:6], resolve_crs(crs)
+    if ds.crs is None:
+        if identity:
+            return None, None
+        raise CRSError(f"{where(ds.name)}the file has a geotransform but no CRS; pass crs=<EPSG code> "
+                       "(rumimm convert --crs EPSG:<code>) with the CRS it is in")
+    exact = ds.crs.to_epsg(100)
+    if exact is None:
+        near = ds.crs.to_epsg()
+        name = " ".join(ds.crs.to_proj4().replace("=True", "").split())  # to_string() names the near EPSG code
+        name = name if len(name) <= 80 else name[:77] + "..."
+        if near is not None:
+            raise CRSError(f"{where(ds.name)}the CRS ({name}) is not exactly an EPSG code, only close to "
+                           f"EPSG:{near}; if it is EPSG:{near}, pass crs={near} (rumimm convert --crs "
+                           f"EPSG:{near}), else reproject it first (gdalwarp -t_srs EPSG:<code>)")
+        raise CRSError(f"{where(ds.name)}the CRS ({name}) has no EPSG code and rumi stores only EPSG codes; "
+                       "reproject it first (gdalwarp -t_srs EPSG:<code>), or pass crs=<code> if it is one")
+    try:
+        return tuple(ds.transform)[:6], resolve_crs(exact)
+    except CRSError as exc:
+        raise CRSError(f"{where(ds.name)}{exc}") from None
+
+
+def _unheld(ds) -> list[str]:
+    """What a dataset carries that rumi cannot hold, as short phrases."""
+    from rasterio.enums import ColorInterp, MaskFlags
+
+    found = []
+    if any(v is not None for v in ds.nodatavals):
+        found.append(f"nodata {ds.nodata!r}")
+    if any(ds.descriptions):
+        found.append("band descriptions")
+    tags = {k for k in ds.tags() if k != "AREA_OR_POINT"}
+    band_tags = any(ds.tags(i) for i in ds.indexes)
+    if tags or band_tags:
+        found.append("tags" + (f" ({', '.join(sorted(tags))})" if tags else ""))
+    if any(ds.units) or any(s != 1 for s in ds.scales) or any(o != 0 for o in ds.offsets):
+        found.append("units, scales or offsets")
+    levels = ds.overviews(1)
+    if levels:
+        found.append(f"overviews ({len(levels)} levels)")
+    flags = ds.mask_flag_enums
+    if any(MaskFlags.per_dataset in f and MaskFlags.alpha not in f for f in flags):
+        found.append("a mask band")
+    if any(MaskFlags.alpha in f for f in flags):
+        found.append("the alpha role of a band (its samples are kept)")
+    try:
+        ds.colormap(1)
+        found.append("a colour map")
+    except ValueError:
+        pass
+    interp = [c for c in ds.colorinterp if c not in (ColorInterp.gray, ColorInterp.undefined, ColorInterp.alpha)]
+    if interp:
+        found.append(f"colour interpretation ({', '.join(c.name for c in ds.colorinterp)})")
+    if ds.gcps[0]:
+        found.append("ground control points")
+    if ds.rpcs:
+        found.append("RPCs")
+    return found
+
+
+def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, header_out=None, progress=None,
+                 threads=None, verify: bool = False) -> bytes:
+    """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
+
+    Parameters
+    ----------
+    src : str or os.PathLike
+        The GeoTIFF, COG or other GDAL raster.
+    dst : str or os.PathLike
+        The rumi file to create or replace (atomically).
+    tile, unit, codec, threads, verify
+        As for :func:`rumimm.write`.
+    crs : int or str, optional
+        The EPSG code to store when the file's CRS is not exactly one (see Raises).
+    header_out : str or os.PathLike, optional
+        Also write the header blob to this file.
+    progress : None, bool or callable
+        ``True`` for a bar, or ``progress(done, total)`` after each row of tiles.
+
+    Returns
+    -------
+    bytes
+        The header blob.
+
+    Raises
+    ------
+    CRSError
+        The CRS is not exactly an EPSG projected or geographic CRS, or the file has a
+        transform but no CRS; the message says what to pass or how to reproject.
+    RumiError
+        Bands of different dtypes, or a GDAL type rumi has no encoding for.
+
+    Warns
+    -----
+    RumiWarning
+        Once, listing what the file carries that rumi cannot hold (nodata, band
+        descriptions, tags, overviews, masks, colour maps, ...).
+    """
+    from .progress import Progress
+    from .writer import Writer
+
+    rasterio = require("rasterio")
+    with _env(rasterio):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+            ds = rasterio.open(src)
+        with ds:
+            dtype = _source_dtype(ds)
+            transform, epsg = _exact_crs(ds, crs)
+            point = ds.tags().get("AREA_OR_POINT", "Area").lower() == "point"
+            lost = _unheld(ds)
+            if lost:
+                warnings.warn(f"{where(ds.name)}rumi cannot hold {'; '.join(lost)}: they are not in "
+                              f"{os.fspath(dst)}", RumiWarning, stacklevel=2)
+            height, width = ds.height, ds.width
+            Window = rasterio.windows.Window
+            with Writer(dst, (ds.count, height, width), dtype, tile=tile, unit=unit, transform=transform, crs=epsg,
+                        pixel_is_point=point, codec=codec, threads=threads, verify=verify) as w, \
+                    Progress(progress, w.rows, desc="convert", unit="row") as bar:
+                for r in range(w.rows):
+                    y0, y1 = w.row_span(r)
+                    block = ds.read(window=Window(0, y0, width, y1 - y0))
+                    w.write_row(r, block if block.dtype == dtype else _from_gdal(block, dtype))
+                    del block
+                    bar.advance()
+    blob = w.header
+    if header_out is not None:
+        with replacing(header_out) as tmp, open(tmp, "wb") as fh:
+            fh.write(blob)
+    return blob
+
+
+def _from_gdal(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """GDAL samples as the rumi dtype that holds them (a view for the 1-byte types)."""
+    if block.dtype.itemsize == 1 and dtype.itemsize == 1:
+        return block.view(dtype)
+    return block.astype(dtype)  # float32 holding NBITS=16 halves -> float16, exact

@@ -1,0 +1,390 @@
+"""GeoTIFF in and out (rumimm.geotiff) and the rasterio-shaped surface of Image and Cube."""
+
+from __future__ import annotations
+
+import math
+import os
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+from rasterio.windows import Window
+
+import rumimm
+from rumimm.errors import CRSError, RumiError, RumiWarning
+from rumimm.geotiff import from_geotiff, gtiff_profile, to_geotiff
+
+NORTH_UP = Affine(10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
+ROTATED = Affine(9.5, 1.25, 399960.0, 0.75, -9.75, 5000040.0)
+
+
+def make_tif(path, array, *, transform=NORTH_UP, crs="EPSG:32633", block=32, **extra):
+    b, h, w = array.shape
+    profile = dict(driver="GTiff", dtype=array.dtype.name, count=b, height=h, width=w, tiled=True, photometric="minisblack",
+                   blockxsize=block, blockysize=block, **extra)
+    if crs is not None:
+        profile.update(crs=crs, transform=transform)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(path, "w", **profile) as ds:
+            ds.write(array)
+    return path
+
+
+def sample(dtype, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return (rng.normal(0, 1000, shape)).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, endpoint=True, dtype=dtype)
+
+
+def read_tif(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        ds = rasterio.open(path)
+    with ds:
+        return ds.read(), ds.transform, ds.crs, ds.profile
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16", "float32"])
+@pytest.mark.parametrize("shape,transform,tile", [((1, 77, 101), NORTH_UP, 32), ((4, 45, 70), ROTATED, 16)],
+                         ids=["1band-north-up", "4bands-rotated"])
+def test_geotiff_to_rumi_to_geotiff_keeps_pixels_transform_and_crs(tmp_path, dtype, shape, transform, tile):
+    data = sample(dtype, shape)
+    src = make_tif(tmp_path / "in.tif", data, transform=transform)
+    blob = from_geotiff(src, tmp_path / "x.rumi", tile=tile, header_out=tmp_path / "x.blob")
+    assert (tmp_path / "x.blob").read_bytes() == blob == rumimm.index(tmp_path / "x.rumi")
+    with rumimm.open(tmp_path / "x.rumi", header=blob) as img:
+        assert img.dtype == np.dtype(dtype) and img.tile == (tile, tile)
+        assert np.array_equal(img[:], data)
+        assert img.transform == tuple(transform)[:6] and img.crs == "EPSG:32633"
+        to_geotiff(img, tmp_path / "out.tif")
+    back, t, crs, profile = read_tif(tmp_path / "out.tif")
+    assert np.array_equal(back, data) and back.dtype == np.dtype(dtype)
+    assert t == transform and crs.to_epsg() == 32633
+    assert profile["tiled"] and profile["compress"] == "zstd"
+    assert not [f for f in os.listdir(tmp_path) if ".tmp" in f]
+
+
+def test_cell_frames_and_an_ungeoreferenced_image_round_trip(tmp_path):
+    data = sample("int16", (3, 40, 50))
+    rumimm.write(tmp_path / "c.rumi", data, tile=24, unit="cell")
+    to_geotiff(tmp_path / "c.rumi", tmp_path / "c.tif")
+    back, t, crs, profile = read_tif(tmp_path / "c.tif")
+    assert np.array_equal(back, data) and crs is None and t.is_identity
+    assert profile["interleave"] == "pixel" and profile["blockxsize"] == 32  # 24 rounded up to GDAL's 16s
+    blob = from_geotiff(tmp_path / "c.tif", tmp_path / "d.rumi", tile=24, unit="cell")
+    with rumimm.open(tmp_path / "d.rumi", header=blob) as img:
+        assert np.array_equal(img[:], data) and img.crs is None and img.frame_unit == "cell"
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint32", "int64", "float64", "complex64", "complex128"])
+def test_every_other_gdal_type_round_trips_rumi_to_geotiff_to_rumi(tmp_path, dtype):
+    rng = np.random.default_rng(2)
+    data = (rng.normal(0, 1e3, (2, 19, 23)) * (1 + 1j if np.dtype(dtype).kind == "c" else 1)).astype(dtype)
+    rumimm.write(tmp_path / "a.rumi", data, tile=16, transform=ROTATED, crs=4326)
+    to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif")
+    blob = from_geotiff(tmp_path / "a.tif", tmp_path / "b.rumi", tile=16)
+    with rumimm.open(tmp_path / "b.rumi", header=blob) as img:
+        assert img.dtype == np.dtype(dtype) and np.array_equal(img[:], data)
+        assert img.transform == tuple(ROTATED)[:6] and img.crs == "EPSG:4326"
+
+
+@pytest.mark.parametrize("dtype,nbits", [("bool", 1), ("uint2", 2), ("uint4", 4), ("float16", 16)])
+def test_sub_byte_and_half_samples_travel_as_gdal_nbits(tmp_path, dtype, nbits):
+    dt = rumimm.DTYPES[dtype]
+    rng = np.random.default_rng(1)
+    if dtype == "float16":
+        data = rng.normal(0, 100, (2, 33, 47)).astype(dt)
+    else:
+        data = rng.integers(0, 2 ** nbits, (2, 33, 47)).astype(np.uint8).view(dt)
+    rumimm.write(tmp_path / "s.rumi", data, tile=16, transform=NORTH_UP, crs=32633)
+    to_geotiff(tmp_path / "s.rumi", tmp_path / "s.tif")
+    with rasterio.open(tmp_path / "s.tif") as ds:
+        assert ds.tags(1, ns="IMAGE_STRUCTURE")["NBITS"] == str(nbits)
+    blob = from_geotiff(tmp_path / "s.tif", tmp_path / "t.rumi", tile=16)
+    with rumimm.open(tmp_path / "t.rumi", header=blob) as img:
+        assert img.dtype == dt and np.array_equal(img[:].view(np.uint8 if nbits < 16 else np.uint16),
+                                                  data.view(np.uint8 if nbits < 16 else np.uint16))
+
+
+def test_pixel_is_point_keeps_its_matrix_unshifted_both_ways(tmp_path):
+    data = sample("uint16", (1, 20, 30))
+    rumimm.write(tmp_path / "p.rumi", data, tile=16, transform=NORTH_UP, crs=32633, pixel_is_point=True)
+    to_geotiff(tmp_path / "p.rumi", tmp_path / "p.tif")
+    with rasterio.open(tmp_path / "p.tif") as ds:
+        assert ds.tags()["AREA_OR_POINT"] == "Point"
+        assert ds.transform == NORTH_UP @ Affine.translation(-0.5, -0.5)  # GDAL's usual half-pixel shift
+    blob = from_geotiff(tmp_path / "p.tif", tmp_path / "q.rumi", tile=16)
+    with rumimm.open(tmp_path / "q.rumi", header=blob) as img:
+        assert img.pixel_is_point and img.transform == tuple(NORTH_UP)[:6]
+
+
+def test_types_geotiff_cannot_hold_are_refused_with_what_to_do(tmp_path):
+    data = np.zeros((8, 8), rumimm.DTYPES["int4"])
+    rumimm.write(tmp_path / "i4.rumi", data, tile=8)
+    with pytest.raises(RumiError, match="no sample type for int4; cast"):
+        to_geotiff(tmp_path / "i4.rumi", tmp_path / "i4.tif")
+    assert os.listdir(tmp_path) == ["i4.rumi"]
+
+
+def test_exported_files_get_the_usual_permissions(tmp_path):
+    rumimm.write(tmp_path / "a.rumi", sample("uint8", (1, 16, 16)), tile=16)
+    mask = os.umask(0o022)
+    try:
+        to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif")
+        rumimm.quicklook(tmp_path / "a.rumi", tmp_path / "a.png")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "a.tif").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "a.png").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_failed_export_leaves_an_existing_file_untouched(tmp_path):
+    rumimm.write(tmp_path / "a.rumi", sample("uint8", (1, 16, 16)), tile=16)
+    (tmp_path / "a.tif").write_bytes(b"old")
+    with pytest.raises(ValueError, match="compress must be one of .*zstd"):
+        to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", compress="no-such-codec")
+
+    def interrupt(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", progress=interrupt)
+    assert (tmp_path / "a.tif").read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["a.rumi", "a.tif"]
+
+
+def test_cog_export_writes_a_cloud_optimized_geotiff(tmp_path):
+    data = sample("uint16", (2, 300, 260))
+    rumimm.write(tmp_path / "a.rumi", data, tile=128, transform=NORTH_UP, crs=32633)
+    to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", cog=True)
+    with rasterio.open(tmp_path / "a.tif") as ds:
+        assert ds.tags(ns="IMAGE_STRUCTURE").get("LAYOUT") == "COG"
+        assert ds.overviews(1) and np.array_equal(ds.read(), data) and ds.transform == NORTH_UP
+
+
+def test_what_rumi_cannot_hold_is_listed_in_one_warning(tmp_path):
+    data = sample("uint8", (1, 40, 40))
+    src = make_tif(tmp_path / "rich.tif", data, nodata=0)
+    with rasterio.open(src, "r+") as ds:
+        ds.set_band_description(1, "elevation")
+        ds.update_tags(source="survey")
+        ds.write_colormap(1, {0: (0, 0, 0, 255), 1: (255, 0, 0, 255)})
+        ds.build_overviews([2])
+    with pytest.warns(RumiWarning) as record:
+        blob = from_geotiff(src, tmp_path / "r.rumi", tile=16)
+    assert len(record) == 1
+    message = str(record[0].message)
+    for item in ("nodata 0.0", "band descriptions", "tags (source)", "overviews (1 levels)", "a colour map"):
+        assert item in message
+    assert message.startswith(str(src)) and "r.rumi" in message
+    with rumimm.open(tmp_path / "r.rumi", header=blob) as img:
+        assert np.array_equal(img[:], data)
+
+
+def test_masks_units_and_colour_interpretation_are_listed_too(tmp_path):
+    data = sample("uint8", (3, 32, 32))
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
+        with rasterio.open(tmp_path / "m.tif", "w", driver="GTiff", dtype="uint8", count=3, height=32, width=32,
+                           crs="EPSG:4326", transform=Affine(0.1, 0, 10, 0, -0.1, 50), photometric="rgb") as ds:
+            ds.write(data)
+            ds.write_mask(np.ones((32, 32), bool))
+            ds.units = ("m", "", "")
+    with pytest.warns(RumiWarning) as record:
+        from_geotiff(tmp_path / "m.tif", tmp_path / "m.rumi", tile=32)
+    assert len(record) == 1
+    message = str(record[0].message)
+    for item in ("units, scales or offsets", "a mask band", "colour interpretation (red, green, blue)"):
+        assert item in message
+
+
+def test_a_plain_geotiff_converts_without_a_warning(tmp_path):
+    src = make_tif(tmp_path / "plain.tif", sample("uint16", (3, 20, 20)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from_geotiff(src, tmp_path / "p.rumi", tile=16)
+
+
+def test_a_crs_that_is_not_exactly_epsg_is_refused_with_what_to_do(tmp_path):
+    data = sample("uint8", (1, 16, 16))
+    near = make_tif(tmp_path / "near.tif", data, crs="+proj=utm +zone=33 +ellps=WGS84 +units=m +no_defs")
+    with pytest.raises(CRSError, match=r"close to EPSG:32633; if it is EPSG:32633, pass crs=32633") as info:
+        from_geotiff(near, tmp_path / "n.rumi", tile=16)
+    assert "gdalwarp -t_srs" in str(info.value) and str(near) in str(info.value)
+    assert not (tmp_path / "n.rumi").exists()
+    blob = from_geotiff(near, tmp_path / "n.rumi", tile=16, crs=32633)  # what the message says to do
+    with rumimm.open(tmp_path / "n.rumi", header=blob) as img:
+        assert img.crs == "EPSG:32633" and img.transform == tuple(NORTH_UP)[:6]
+    custom = make_tif(tmp_path / "custom.tif", data, crs="+proj=tmerc +lon_0=13.3 +k=0.9999 +ellps=GRS80 +units=m")
+    with pytest.raises(CRSError, match="has no EPSG code and rumi stores only EPSG codes; reproject it first"):
+        from_geotiff(custom, tmp_path / "c.rumi", tile=16)
+    bare = make_tif(tmp_path / "bare.tif", data, crs=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(bare, "r+") as ds:
+            ds.transform = NORTH_UP
+    with pytest.raises(CRSError, match="geotransform but no CRS; pass crs=<EPSG code>"):
+        from_geotiff(bare, tmp_path / "b.rumi", tile=16)
+
+
+def test_conversion_memory_is_about_one_row_of_tiles(tmp_path):
+    bands, size, tile = 2, 2048, 64
+    data = sample("uint16", (bands, size, size))
+    src = make_tif(tmp_path / "big.tif", data, block=64, compress="none")
+    image_bytes, row_bytes = data.nbytes, bands * tile * size * 2
+    del data
+    rumimm.write(tmp_path / "warm.rumi", np.zeros((1, 8, 8), np.uint16), tile=8)  # compile outside the measurement
+    tracemalloc.start()
+    try:
+        blob = from_geotiff(src, tmp_path / "big.rumi", tile=tile)
+        convert_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        with rumimm.open(tmp_path / "big.rumi", header=blob) as img:
+            to_geotiff(img, tmp_path / "back.tif", tile=tile)
+        export_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert convert_peak < 8 * row_bytes <= image_bytes / 4, (convert_peak, row_bytes, image_bytes)
+    assert export_peak < 8 * row_bytes, (export_peak, row_bytes, image_bytes)
+
+
+def test_progress_is_reported_once_per_row(tmp_path):
+    src = make_tif(tmp_path / "in.tif", sample("uint8", (1, 50, 20)))
+    seen = []
+    from_geotiff(src, tmp_path / "x.rumi", tile=16, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    seen.clear()
+    to_geotiff(tmp_path / "x.rumi", tmp_path / "x.tif", progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+# ------------------------------------------------------------------ the rasterio-shaped surface
+@pytest.fixture()
+def rotated(tmp_path):
+    data = sample("uint16", (3, 45, 70))
+    blob = rumimm.write(tmp_path / "r.rumi", data, tile=(16, 32), transform=ROTATED, crs=32632)
+    with rumimm.open(tmp_path / "r.rumi", header=blob) as img:
+        yield img, data, tmp_path
+
+
+def test_affine_and_pyproj_crs(rotated):
+    img, _, _ = rotated
+    assert img.affine == ROTATED and isinstance(img.affine, Affine)
+    assert img.pyproj_crs.to_epsg() == 32632 and img.pyproj_crs.name == "WGS 84 / UTM zone 32N"
+
+
+def test_index_and_xy_agree_with_rasterio(rotated):
+    img, _, _ = rotated
+    rows, cols = np.array([0, 3, 44, 17]), np.array([0, 69, 5, 33])
+    for offset in ("center", "ul", "ur", "ll", "lr"):
+        want = rasterio.transform.xy(ROTATED, rows, cols, offset=offset)
+        got = img.xy(rows, cols, offset=offset)
+        assert np.allclose(got[0], want[0], rtol=0, atol=1e-6) and np.allclose(got[1], want[1], rtol=0, atol=1e-6)
+    xs, ys = img.xy(rows, cols)
+    assert img.index(xs, ys)[0].tolist() == rows.tolist() and img.index(xs, ys)[1].tolist() == cols.tolist()
+    x, y = img.xy(7, 9)
+    assert isinstance(x, float) and img.index(x, y) == (7, 9) == rasterio.transform.rowcol(ROTATED, x, y)
+    with pytest.raises(ValueError, match="offset must be one of"):
+        img.xy(0, 0, offset="middle")
+
+
+def test_window_from_bounds_covers_the_box_on_whole_pixels(tmp_path):
+    data = sample("uint8", (2, 60, 80))
+    blob = rumimm.write(tmp_path / "n.rumi", data, tile=32, transform=NORTH_UP, crs=32633)
+    with rumimm.open(tmp_path / "n.rumi", header=blob) as img:
+        w = img.window_from_bounds(500100.0, 4200000.0 - 250.0, 500300.0, 4200000.0 - 50.0)
+        assert w == Window(10, 5, 20, 20)
+        assert np.array_equal(img.read(window=w), data[:, 5:25, 10:30])
+        assert img.window_from_bounds(500101.0, 4199751.0, 500299.0, 4199949.0) == Window(10, 5, 20, 20)
+        assert img.window_transform(w) == NORTH_UP @ Affine.translation(10, 5)
+        assert img.window_transform(((5, 25), (10, 30))) == img.window_transform(w)
+        assert img.window_transform((slice(5, 25), slice(10, 30))) == img.window_transform(w)
+        with pytest.raises(ValueError, match="left < right"):
+            img.window_from_bounds(1, 0, 0, 1)
+
+
+def test_block_windows_are_the_frame_grid(rotated):
+    img, data, _ = rotated
+    blocks = list(img.block_windows())
+    assert [ij for ij, _ in blocks] == [(i, j) for i in range(3) for j in range(3)]
+    assert blocks[-1][1] == Window(64, 32, 6, 13)
+    covered = np.zeros(img.shape[1:], int)
+    for _, w in blocks:
+        covered[w.toslices()] += 1
+        assert np.array_equal(img.read(window=w), data[(slice(None), *w.toslices())])
+    assert (covered == 1).all()
+
+
+def test_profile_opens_a_geotiff_with_rasterio(rotated):
+    img, data, tmp_path = rotated
+    with rasterio.open(tmp_path / "p.tif", "w", driver="GTiff", **img.profile) as out:
+        for _, w in img.block_windows():
+            out.write(img.read(window=w), window=w)
+    back, t, crs, profile = read_tif(tmp_path / "p.tif")
+    assert np.array_equal(back, data) and t == ROTATED and crs.to_epsg() == 32632
+    assert profile["blockysize"] == 16 and profile["blockxsize"] == 32 and profile["compress"] == "zstd"
+    assert img.profile["predictor"] == 2 and "driver" not in img.profile
+
+
+def test_profile_picks_the_float_predictor_and_none_without_compression(tmp_path):
+    rumimm.write(tmp_path / "f.rumi", np.zeros((1, 8, 8), np.float32), tile=8)
+    with rumimm.open(tmp_path / "f.rumi") as img:
+        assert img.profile["predictor"] == 3 and "crs" not in img.profile
+        plain = gtiff_profile(img, compress=None)
+        assert "predictor" not in plain and "compress" not in plain and plain["blockxsize"] == 16
+
+
+def test_an_ungeoreferenced_image_has_the_identity_affine_as_rasterio(tmp_path):
+    rumimm.write(tmp_path / "u.rumi", np.zeros((1, 8, 8), np.uint8), tile=8)
+    with rumimm.open(tmp_path / "u.rumi") as img:
+        assert img.affine == Affine.identity() and img.pyproj_crs is None
+        assert img.index(2.5, 3.5) == (3, 2) and img.xy(3, 2) == (2.5, 3.5)
+
+
+def test_a_cube_has_the_same_surface(tmp_path):
+    paths = []
+    for i in range(2):
+        paths.append(tmp_path / f"t{i}.rumi")
+        rumimm.write(paths[-1], sample("uint16", (2, 40, 40), seed=i), tile=16, transform=NORTH_UP, crs=32633)
+    cube = rumimm.Cube(paths)
+    try:
+        assert cube.affine == NORTH_UP and cube.index(*cube.xy(3, 4)) == (3, 4)
+        assert len(list(cube.block_windows())) == 9 and cube.profile["count"] == 2
+    finally:
+        cube.close()
+
+
+def test_from_geotiff_needs_rasterio_only_when_called():
+    import subprocess
+    import sys
+
+    code = ("import sys, rumimm, rumimm.cli, rumimm.geotiff, rumimm.preview, rumimm.rasterio_surface; "
+            "bad = [m for m in ('rasterio', 'affine', 'PIL') if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_index_rounds_with_the_given_op(rotated):
+    img, _, _ = rotated
+    x, y = img.xy(7, 9, offset="ul")
+    assert img.index(x, y, op=math.floor) == (7, 9)
+    assert img.index(*img.xy(7, 9), op=math.ceil) == (8, 10)
+
+
+def test_an_interrupted_conversion_leaves_no_file(tmp_path):
+    src = make_tif(tmp_path / "in.tif", sample("uint16", (2, 64, 40)))
+    (tmp_path / "x.rumi").write_bytes(b"old")
+
+    def interrupt(done, total):
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        from_geotiff(src, tmp_path / "x.rumi", tile=16, header_out=tmp_path / "x.blob", progress=interrupt)
+    assert (tmp_path / "x.rumi").read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["in.tif", "x.rumi"]
