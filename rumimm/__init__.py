@@ -36,6 +36,11 @@ _LAZY = {
     "get_num_threads": "rumimm.threads",
     "DTYPES": "rumimm.dtypes",
     "PRESETS": "rumimm.codec",
+    "catalog": "rumimm.catalogs",
+    "write_catalog": "rumimm.catalogs",
+    "read_catalog": "rumimm.catalogs",
+    "select_bbox": "rumimm.catalogs",
+    "ChipDataset": "rumimm.chips",
 }
 
 __all__ = sorted(
