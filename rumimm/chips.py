@@ -108,6 +108,8 @@ class ChipDataset:
         (a data-loader worker); default 1.  The building process keeps its setting.
     max_open : int
         Files kept open per process (least recently used are closed).
+    cache_bytes : int, optional
+        Decoded-frame cache of the files, as in :func:`rumimm.open` (0: none).
 
     Notes
     -----
@@ -120,7 +122,7 @@ class ChipDataset:
 
     def __init__(self, sources, size, *, n: int | None = None, grid: bool = False, stride=None, weights=None,
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
-                 max_open: int = 1024):
+                 max_open: int = 1024, cache_bytes=None):
         from .blob import parse_blobs
 
         self.size = _size(size)
@@ -136,6 +138,7 @@ class ChipDataset:
         self.transform = transform
         self.worker_threads = int(worker_threads)
         self.max_open = int(max_open)
+        self.cache_bytes = cache_bytes
         self._check_uniform(fields)
         limits = self._limits(fields, transforms, bounds)
         if grid:
@@ -215,7 +218,7 @@ class ChipDataset:
             self._enter_worker()
         img = self._images.get(i)
         if img is None:
-            img = self._images[i] = Image(self.paths[i], self.blobs[i])
+            img = self._images[i] = Image(self.paths[i], self.blobs[i], cache_bytes=self.cache_bytes)
         else:
             self._images.move_to_end(i)
         return img

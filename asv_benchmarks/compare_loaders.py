@@ -1,0 +1,459 @@
+"""Training-loader comparison: random chips per second from rumimm and what users would pick instead.
+
+Usage (from the repository root)::
+
+    python asv_benchmarks/compare_loaders.py                # results in a scratch folder
+    python asv_benchmarks/compare_loaders.py --publish      # also update docs/performance.md
+
+What it does:
+
+1. Writes ``--files`` (8) synthetic EO scenes (``rumimm.synthetic.eo_scene``, 4 x 2048 x
+   2048 uint16, one seed each) as: rumimm files in 512-pixel tile frames (the default
+   codec, which rumi-eo 0.16.0 also reads, so it reads the same files); tiled GeoTIFFs
+   through rasterio/GDAL (512 x 512 blocks, ZSTD level 9, predictor 2); zarr-python 3
+   arrays with (1, 512, 512) chunks, once with zarr's default codec and once with Blosc
+   zstd + bitshuffle; and rumimm files at tile 128/256/512 x unit tile/cell for the
+   tile-size study.
+2. Draws random 256 x 256 all-band chips uniformly over files (``rumimm.ChipDataset``
+   with a seed) and cuts them into batches of 16: every engine reads the same chips.
+3. Runs each (engine, mode, round) in its own subprocess: modes are 1 thread, 2 threads
+   (each engine's own setting), and 2 worker processes of 1 thread each (a fork pool
+   reading batches, as a PyTorch DataLoader does).  Rounds interleave the engines, so a
+   burst of load on the shared machine hits all of them; the first batch of each run is
+   an untimed warm-up checked pixel for pixel.
+4. Decode-only floor: in the dataset's process, before each batch, the frames each chip
+   of the batch touches are decoded with nothing else (the decode-only timer of
+   ``compare.py``: frames in memory, the GIL-free decoder, the same thread count).  Caches are off: rumimm's frame
+   cache (``cache_bytes=0``) and GDAL's block cache at 16 MB (one chip's blocks).  With
+   worker processes, batches stay in the workers (a DataLoader moves them through shared
+   memory; a pipe would time the pipe).
+5. Prints and saves a Markdown table, JSON and a PNG chart.
+
+Engines read files hot in the OS page cache: this measures decoding, not disks.
+Needs the ``bench`` extra plus zarr (``pip install -e ".[bench]" zarr``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+try:
+    import rumimm
+except ImportError:  # a plain checkout: use the working tree
+    sys.path.insert(0, _ROOT)
+    import rumimm
+
+BANDS, SIZE, CHIP, BATCH = 4, 2048, 256, 16
+TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
+EPSG = 32633
+MAIN = ("rumimm dataset (__getitems__)", "rumimm kept open (read_batch)", "rumimm opened per chip (blob)",
+        "rumi-eo (rumi.read per chip)", "GDAL kept open", "GDAL opened per chip", "zarr default codec",
+        "zarr blosc-zstd-bitshuffle")
+TILES = tuple((t, u) for t in (128, 256, 512) for u in ("tile", "cell"))
+MODES = ("1 thread", "2 threads", "2 workers")
+
+
+def tile_engine(tile: int, unit: str) -> str:
+    return f"rumimm tile {tile} {unit}"
+
+
+# --------------------------------------------------------------------------- data
+
+
+def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dict:
+    """Every engine's copy of ``n`` scenes; returns the spec the workers read."""
+    import rasterio
+    from rasterio.transform import Affine
+
+    from rumimm.synthetic import eo_scene
+
+    files = {"scenes": [], "tiles": {}, "gdal": [], "zarr": [], "zarr_blosc": []}
+    for i in range(n):
+        arr = eo_scene(bands=BANDS, height=size, width=size, dtype="uint16", seed=i)
+        npy = os.path.join(work, f"scene{i}.npy")
+        np.save(npy, arr)
+        files["scenes"].append(npy)
+        for tile, unit in TILES:
+            p = os.path.join(work, f"s{i}_t{tile}_{unit}.rumi")
+            blob = rumimm.write(p, arr, tile=tile, unit=unit, transform=TRANSFORM, crs=EPSG)
+            files["tiles"].setdefault(f"{tile} {unit}", []).append((p, blob.hex()))
+        g = os.path.join(work, f"s{i}.tif")
+        profile = dict(driver="GTiff", width=size, height=size, count=BANDS, dtype="uint16", crs=f"EPSG:{EPSG}",
+                       transform=Affine(*TRANSFORM), tiled=True, blockxsize=512, blockysize=512, compress="zstd",
+                       zstd_level=9, predictor=2, num_threads="ALL_CPUS")
+        with rasterio.open(g, "w", **profile) as ds:
+            ds.write(arr)
+        files["gdal"].append(g)
+        if not skip_zarr:
+            import zarr
+            from zarr.codecs import BloscCodec
+
+            for key, kw in (("zarr", {}), ("zarr_blosc", {"compressors": BloscCodec(cname="zstd", clevel=5,
+                                                                                     shuffle="bitshuffle")})):
+                z = os.path.join(work, f"s{i}_{key}.zarr")
+                za = zarr.create_array(store=z, shape=arr.shape, chunks=(1, 512, 512), dtype="uint16", overwrite=True, **kw)
+                za[:] = arr
+                files[key].append(z)
+    return files
+
+
+def _tree_size(path: str) -> int:
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def file_sizes(files: dict, raw: int) -> dict:
+    out = {"rumimm (tile 512)": sum(_tree_size(p) for p, _ in files["tiles"]["512 tile"])}
+    for key, label in (("gdal", "GeoTIFF ZSTD-9 pred 2"), ("zarr", "zarr default codec"),
+                       ("zarr_blosc", "zarr blosc-zstd-bitshuffle")):
+        if files[key]:
+            out[label] = sum(_tree_size(p) for p in files[key])
+    for tile, unit in TILES:
+        out[f"rumimm tile {tile} {unit}"] = sum(_tree_size(p) for p, _ in files["tiles"][f"{tile} {unit}"])
+    return {k: {"bytes": v, "ratio": v / raw} for k, v in out.items()}
+
+
+def bytes_decoded(files: dict, chips: np.ndarray) -> dict:
+    """Mean bytes decoded per chip (frames it touches) over the chip's own bytes, per tile size and unit."""
+    out = {}
+    per_chip = BANDS * CHIP * CHIP * 2
+    for tile, unit in TILES:
+        total = 0
+        for _, y, x in chips:
+            rows = (y + CHIP - 1) // tile - y // tile + 1
+            cols = (x + CHIP - 1) // tile - x // tile + 1
+            total += rows * cols * BANDS * tile * tile * 2  # every band's frames (tile) or the cells (cell)
+        out[f"{tile} {unit}"] = total / len(chips) / per_chip
+    return out
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def _reader(engine: str, spec: dict, threads: int):
+    """A function reading one batch (rows of (file, y0, x0)) into an (N, B, h, w) array."""
+    if engine.startswith("rumimm"):
+        rumimm.set_num_threads(threads)
+        key = "512 tile"
+        if engine.startswith("rumimm tile"):
+            _, _, tile, unit = engine.split()
+            key = f"{tile} {unit}"
+        paths = [p for p, _ in spec["files"]["tiles"][key]]
+        blobs = [bytes.fromhex(b) for _, b in spec["files"]["tiles"][key]]
+        if engine == "rumimm opened per chip (blob)":
+            def read(rows):
+                out = np.empty((len(rows), BANDS, CHIP, CHIP), np.uint16)
+                for i, (f, y, x) in enumerate(rows):
+                    with rumimm.open(paths[f], header=blobs[f], cache_bytes=0) as img:
+                        img.read(window=((y, y + CHIP), (x, x + CHIP)), out=out[i])
+                return out
+            return read
+        if engine == "rumimm kept open (read_batch)":
+            images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs)]
+            return lambda rows: rumimm.read_batch([images[f] for f in rows[:, 0]], rows[:, 1:], size=(CHIP, CHIP))
+        ds = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=0, cache_bytes=0)
+        ds.chips = np.asarray(spec["chips"], np.int64)
+        index = {tuple(r): i for i, r in enumerate(ds.chips.tolist())}
+        return lambda rows: ds.__getitems__([index[tuple(r)] for r in rows.tolist()])
+    if engine.startswith("rumi-eo"):
+        import rumi
+
+        rumi.set_num_threads(threads)
+        paths = [p for p, _ in spec["files"]["tiles"]["512 tile"]]
+        blobs = [bytes.fromhex(b) for _, b in spec["files"]["tiles"]["512 tile"]]
+
+        def read(rows):
+            return np.stack([rumi.read(paths[f], blobs[f], b=(0, BANDS), y=(y, y + CHIP), x=(x, x + CHIP),
+                                       num_threads=threads) for f, y, x in rows])
+        return read
+    if engine.startswith("GDAL"):
+        import rasterio
+        from rasterio.windows import Window
+
+        # a block cache big enough for one chip's blocks, too small to hold the files (as rumimm's cache is off)
+        rasterio.Env(GDAL_NUM_THREADS=str(threads), GDAL_CACHEMAX=16).__enter__()
+        paths = spec["files"]["gdal"]
+        if engine == "GDAL kept open":
+            handles = [rasterio.open(p) for p in paths]
+            return lambda rows: np.stack([handles[f].read(window=Window(x, y, CHIP, CHIP)) for f, y, x in rows])
+
+        def read(rows):
+            out = []
+            for f, y, x in rows:
+                with rasterio.open(paths[f]) as ds:
+                    out.append(ds.read(window=Window(x, y, CHIP, CHIP)))
+            return np.stack(out)
+        return read
+    if engine.startswith("zarr"):
+        import zarr
+
+        zarr.config.set({"threading.max_workers": threads})
+        arrays = [zarr.open_array(p, mode="r") for p in spec["files"]["zarr_blosc" if "blosc" in engine else "zarr"]]
+        return lambda rows: np.stack([arrays[f][:, y:y + CHIP, x:x + CHIP] for f, y, x in rows])
+    raise ValueError(f"unknown engine {engine!r}")
+
+
+def _floor(spec: dict, threads: int):
+    """Seconds to decode just the frames a batch touches (512 tile files), on ``threads`` threads.
+
+    The same decode-only timer as the single-file comparison (``compare.py``): each chip's
+    frames, already in memory, decoded by the GIL-free batch decoder and nothing else.
+    """
+    from asv_benchmarks.compare import _floor_timer
+    from rumimm.blob import Header
+
+    timers = [_floor_timer(Header.parse(bytes.fromhex(b)), np.fromfile(p, np.uint8), threads, openmp=False)
+              for p, b in spec["files"]["tiles"]["512 tile"]]
+
+    def run(rows) -> float:
+        return sum(timers[f]((0, BANDS, y, y + CHIP, x, x + CHIP)) for f, y, x in rows)
+
+    return run
+
+
+_STATE: dict = {}
+
+
+def _pool_init(engine, spec):
+    _STATE["read"] = _reader(engine, spec, 1)
+
+
+def _pool_read(rows, keep=False):
+    """Read a batch in a worker; timed batches are not sent back (a DataLoader passes them in shared memory)."""
+    got = _STATE["read"](np.asarray(rows, np.int64))
+    return got if keep else None
+
+
+def run_worker(engine: str, mode: str, spec: dict) -> dict:
+    """Time every batch for one engine and mode in this process: {"seconds": s, "chips": n, ...}."""
+    chips = np.asarray(spec["chips"], np.int64)
+    batches = [chips[i:i + BATCH] for i in range(0, len(chips), BATCH)]
+    scenes = [np.load(p, mmap_mode="r") for p in spec["files"]["scenes"]]
+
+    def check(rows, got):
+        want = np.stack([scenes[f][:, y:y + CHIP, x:x + CHIP] for f, y, x in rows])
+        return bool(np.array_equal(np.asarray(got), want))
+
+    if mode == "2 workers":
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(2, _pool_init, (engine, spec)) as pool:
+            exact = check(batches[0], pool.apply(_pool_read, (batches[0], True)))
+            pool.map(_pool_read, [batches[0], batches[0]], chunksize=1)  # both workers warm
+            t0 = time.perf_counter()
+            for _ in pool.imap(_pool_read, batches[1:], chunksize=1):
+                pass
+            dt = time.perf_counter() - t0
+        return {"seconds": dt, "chips": BATCH * (len(batches) - 1), "exact": exact}
+    threads = 1 if mode == "1 thread" else 2
+    read = _reader(engine, spec, threads)
+    floor = _floor(spec, threads) if engine == MAIN[0] else None
+    exact = check(batches[0], read(batches[0]))
+    if floor is not None:
+        floor(batches[0])
+    total, floor_total = 0.0, 0.0
+    for rows in batches[1:]:
+        if floor is not None:
+            floor_total += floor(rows)
+        t0 = time.perf_counter()
+        read(rows)
+        total += time.perf_counter() - t0
+    out = {"seconds": total, "chips": BATCH * (len(batches) - 1), "exact": exact}
+    if floor is not None:
+        out["floor_seconds"] = floor_total
+    return out
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _spawn(engine: str, mode: str, spec_path: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p))
+    threads = "2" if mode == "2 threads" else "1"
+    env.update(RUMIMM_NUM_THREADS=threads, GDAL_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", engine, mode, spec_path]
+    got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if got.returncode:
+        raise RuntimeError(f"{engine} / {mode} failed:\n{got.stderr[-3000:]}")
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def measure(args) -> dict:
+    work = args.workdir or tempfile.mkdtemp(prefix="rumimm-loaders-")
+    os.makedirs(work, exist_ok=True)
+    print(f"writing {args.files} scenes to {work}", file=sys.stderr)
+    files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr)
+    paths = [p for p, _ in files["tiles"]["512 tile"]]
+    blobs = [bytes.fromhex(b) for _, b in files["tiles"]["512 tile"]]
+    n = BATCH * (args.batches + 1)
+    chips = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=n, seed=args.seed).chips
+    spec = {"files": files, "chips": chips.tolist()}
+    spec_path = os.path.join(work, "spec.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    engines = [e for e in MAIN if not (args.skip_zarr and e.startswith("zarr"))]
+    runs = [(e, m) for m in MODES for e in engines]
+    runs += [(tile_engine(t, u), m) for m in MODES[:2] for t, u in TILES if (t, u) != (512, "tile")]
+    samples: dict = {}
+    for r in range(args.rounds):
+        for engine, mode in runs:
+            got = _spawn(engine, mode, spec_path)
+            samples.setdefault(f"{engine}|{mode}", []).append(got)
+            print(f"round {r + 1}: {engine:34s} {mode:10s} {got['chips'] / got['seconds']:8.1f} chips/s"
+                  f"{'' if got['exact'] else '  NOT EXACT'}", file=sys.stderr)
+    raw = args.files * BANDS * args.size * args.size * 2
+    return {"samples": samples, "sizes": file_sizes(files, raw), "decoded": bytes_decoded(files, chips),
+            "config": {"workdir": work, "files": args.files, "size": args.size, "chip": CHIP, "batch": BATCH,
+                       "batches": args.batches, "rounds": args.rounds, "cpus": os.cpu_count(),
+                       "versions": _versions()}}
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("rumimm", "rumi-eo", "rasterio", "zarr", "numcodecs", "numpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def summarize(results: dict) -> dict:
+    """Per engine and mode: median chips/s over rounds, exactness, floor ratio."""
+    table: dict = {}
+    for key, runs in results["samples"].items():
+        engine, mode = key.split("|")
+        rate = statistics.median(r["chips"] / r["seconds"] for r in runs)
+        row = table.setdefault(engine, {})
+        row[mode] = {"chips_per_s": rate, "exact": all(r["exact"] for r in runs)}
+        if "floor_seconds" in runs[0]:
+            row[mode]["read_over_floor"] = statistics.median(r["seconds"] / r["floor_seconds"] for r in runs)
+    return table
+
+
+def build_table(results: dict) -> str:
+    table = summarize(results)
+    sizes = results["sizes"]
+    size_of = {"rumimm": "rumimm (tile 512)", "rumi-eo": "rumimm (tile 512)", "GDAL": "GeoTIFF ZSTD-9 pred 2",
+               "zarr default codec": "zarr default codec", "zarr blosc-zstd-bitshuffle": "zarr blosc-zstd-bitshuffle"}
+    lines = ["| engine | " + " | ".join(f"chips/s, {m}" for m in MODES) + " | size / raw |",
+             "|---|" + "---:|" * (len(MODES) + 1)]
+    for engine in [*MAIN, *(tile_engine(t, u) for t, u in TILES if (t, u) != (512, "tile"))]:
+        if engine not in table:
+            continue
+        key = next((k for k in size_of if engine.startswith(k)), None)
+        if engine.startswith("rumimm tile"):
+            key = engine
+            size = sizes[engine]["ratio"]
+        else:
+            size = sizes[size_of[key]]["ratio"]
+        cells = [f"{table[engine][m]['chips_per_s']:.0f}" if m in table[engine] else "-" for m in MODES]
+        lines.append(f"| {engine} | " + " | ".join(cells) + f" | {size:.3f} |")
+    floor = table[MAIN[0]]
+    lines.append("")
+    lines.append("Dataset read time over the decode-only time of the frames its batches touch: "
+                 + ", ".join(f"{m} {floor[m]['read_over_floor']:.2f}x" for m in MODES[:2]) + ".")
+    lines.append("")
+    lines.append("| tile, unit | bytes decoded per byte returned | chips/s, 1 thread | chips/s, 2 threads |")
+    lines.append("|---|---:|---:|---:|")
+    for tile, unit in TILES:
+        eng = MAIN[0] if (tile, unit) == (512, "tile") else tile_engine(tile, unit)
+        lines.append(f"| {tile} {unit} | {results['decoded'][f'{tile} {unit}']:.2f} | "
+                     f"{table[eng]['1 thread']['chips_per_s']:.0f} | {table[eng]['2 threads']['chips_per_s']:.0f} |")
+    return "\n".join(lines)
+
+
+def save_chart(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = summarize(results)
+    engines = [e for e in MAIN if e in table]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.27
+    ys = np.arange(len(engines))
+    for j, mode in enumerate(MODES):
+        ax.barh(ys + (j - 1) * width, [table[e].get(mode, {}).get("chips_per_s", 0) for e in engines], width,
+                label=mode)
+    ax.set_yticks(ys, engines)
+    ax.invert_yaxis()
+    ax.set_xlabel("256 x 256 x 4-band uint16 chips per second (higher is better)")
+    ax.set_title(f"Random chips from {results['config']['files']} files, batches of {BATCH}")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+_BEGIN = "<!-- loaders:begin (asv_benchmarks/compare_loaders.py --publish) -->"
+_END = "<!-- loaders:end -->"
+
+
+def publish(results: dict, table: str) -> None:
+    """Write docs/loaders.json, docs/loaders.png and the table into docs/performance.md."""
+    docs = os.path.join(_ROOT, "docs")
+    with open(os.path.join(docs, "loaders.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    save_chart(results, os.path.join(docs, "loaders.png"))
+    page_path = os.path.join(docs, "performance.md")
+    with open(page_path) as f:
+        page = f.read()
+    if _BEGIN not in page:
+        raise SystemExit(f"docs/performance.md has no {_BEGIN} marker")
+    head, rest = page.split(_BEGIN, 1)
+    _, tail = rest.split(_END, 1)
+    with open(page_path, "w") as f:
+        f.write(f"{head}{_BEGIN}\n{table}\n{_END}{tail}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--files", type=int, default=8)
+    p.add_argument("--size", type=int, default=SIZE)
+    p.add_argument("--batches", type=int, default=8, help="timed batches of 16 per run (plus one warm-up)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", help="where to write the files (default: a new temporary folder)")
+    p.add_argument("--out", help="where to save table, JSON and chart (default: the work folder)")
+    p.add_argument("--skip-zarr", action="store_true")
+    p.add_argument("--publish", action="store_true", help="update docs/performance.md, loaders.png, loaders.json")
+    p.add_argument("--worker", nargs=3, metavar=("ENGINE", "MODE", "SPEC"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        engine, mode, spec_path = args.worker
+        with open(spec_path) as f:
+            spec = json.load(f)
+        print(json.dumps(run_worker(engine, mode, spec)))
+        return 0
+    results = measure(args)
+    table = build_table(results)
+    out = args.out or results["config"]["workdir"]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "loaders.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "loaders-table.md"), "w") as f:
+        f.write(table + "\n")
+    save_chart(results, os.path.join(out, "loaders.png"))
+    print(table)
+    if args.publish:
+        publish(results, table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
