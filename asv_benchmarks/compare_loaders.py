@@ -16,13 +16,14 @@ What it does:
    tile-size study.
 2. Draws random 256 x 256 all-band chips uniformly over files (``rumimm.ChipDataset``
    with a seed) and cuts them into batches of 16: every engine reads the same chips.
-3. Runs each (engine, mode, round) in its own subprocess: modes are 1 thread, 2 threads
-   (each engine's own setting), and 2 worker processes of 1 thread each (a fork pool
-   reading batches, as a PyTorch DataLoader does).  Rounds interleave the engines, so a
-   burst of load on the shared machine hits all of them; the first batch of each run is
-   an untimed warm-up checked pixel for pixel.
-4. Decode-only floor: in the dataset's process, before each batch, the frames each chip
-   of the batch touches are decoded with nothing else (the decode-only timer of
+3. Runs each (mode, round) in its own subprocess: modes are 1 thread, 2 threads (each
+   engine's own setting), and 2 worker processes of 1 thread each (a fork pool reading
+   batches, as a PyTorch DataLoader does).  Inside it every engine reads every batch, the
+   engines taking turns batch by batch in rotating order, so a burst of load from
+   elsewhere on a shared machine falls on all of them alike.  Each engine's first batch
+   is an untimed warm-up, checked pixel for pixel.
+4. Decode-only floor: taking its turn with the engines, the frames each chip of a batch
+   touches are decoded with nothing else (the decode-only timer of
    ``compare.py``: frames in memory, the GIL-free decoder, the same thread count).  Caches are off: rumimm's frame
    cache (``cache_bytes=0``) and GDAL's block cache at 16 MB (one chip's blocks).  With
    worker processes, batches stay in the workers (a DataLoader moves them through shared
@@ -222,96 +223,120 @@ def _floor(spec: dict, threads: int):
     return run
 
 
+FLOOR = "decode floor"
 _STATE: dict = {}
 
 
-def _pool_init(engine, spec):
-    _STATE["read"] = _reader(engine, spec, 1)
+def _pool_init(engines, spec):
+    _STATE["readers"] = {e: _reader(e, spec, 1) for e in engines}
 
 
-def _pool_read(rows, keep=False):
+def _pool_read(engine, rows, keep=False):
     """Read a batch in a worker; timed batches are not sent back (a DataLoader passes them in shared memory)."""
-    got = _STATE["read"](np.asarray(rows, np.int64))
+    got = _STATE["readers"][engine](np.asarray(rows, np.int64))
     return got if keep else None
 
 
-def run_worker(engine: str, mode: str, spec: dict) -> dict:
-    """Time every batch for one engine and mode in this process: {"seconds": s, "chips": n, ...}."""
+def _rotated(engines, k: int) -> list:
+    k %= len(engines)
+    return engines[k:] + engines[:k]
+
+
+def run_mode(mode: str, engines: list, spec: dict) -> dict:
+    """Every engine in this process, interleaved batch by batch in rotating order.
+
+    Returns {engine: {"seconds", "chips", "exact"}}; a burst of load from elsewhere on the
+    machine then falls on all engines alike, which separate processes per engine cannot
+    promise on a shared machine.
+    """
     chips = np.asarray(spec["chips"], np.int64)
     batches = [chips[i:i + BATCH] for i in range(0, len(chips), BATCH)]
     scenes = [np.load(p, mmap_mode="r") for p in spec["files"]["scenes"]]
+    out = {e: {"seconds": 0.0, "chips": 0, "exact": True} for e in engines}
 
-    def check(rows, got):
+    def check(engine, rows, got):
         want = np.stack([scenes[f][:, y:y + CHIP, x:x + CHIP] for f, y, x in rows])
-        return bool(np.array_equal(np.asarray(got), want))
+        out[engine]["exact"] = bool(np.array_equal(np.asarray(got), want))
 
     if mode == "2 workers":
         import multiprocessing
 
-        with multiprocessing.get_context("fork").Pool(2, _pool_init, (engine, spec)) as pool:
-            exact = check(batches[0], pool.apply(_pool_read, (batches[0], True)))
-            pool.map(_pool_read, [batches[0], batches[0]], chunksize=1)  # both workers warm
-            t0 = time.perf_counter()
-            for _ in pool.imap(_pool_read, batches[1:], chunksize=1):
-                pass
-            dt = time.perf_counter() - t0
-        return {"seconds": dt, "chips": BATCH * (len(batches) - 1), "exact": exact}
+        with multiprocessing.get_context("fork").Pool(2, _pool_init, (engines, spec)) as pool:
+            for e in engines:
+                check(e, batches[0], pool.apply(_pool_read, (e, batches[0], True)))
+                pool.starmap(_pool_read, [(e, batches[0]), (e, batches[0])], chunksize=1)  # both workers warm
+            for k in range(1, len(batches) - 1, 2):
+                for e in _rotated(engines, k // 2):
+                    t0 = time.perf_counter()
+                    pool.starmap(_pool_read, [(e, batches[k]), (e, batches[k + 1])], chunksize=1)
+                    out[e]["seconds"] += time.perf_counter() - t0
+                    out[e]["chips"] += 2 * BATCH
+        return out
     threads = 1 if mode == "1 thread" else 2
-    read = _reader(engine, spec, threads)
-    floor = _floor(spec, threads) if engine == MAIN[0] else None
-    exact = check(batches[0], read(batches[0]))
-    if floor is not None:
-        floor(batches[0])
-    total, floor_total = 0.0, 0.0
-    for rows in batches[1:]:
-        if floor is not None:
-            floor_total += floor(rows)
-        t0 = time.perf_counter()
-        read(rows)
-        total += time.perf_counter() - t0
-    out = {"seconds": total, "chips": BATCH * (len(batches) - 1), "exact": exact}
-    if floor is not None:
-        out["floor_seconds"] = floor_total
+    readers = {e: _reader(e, spec, threads) for e in engines}
+    floor = _floor(spec, threads)
+    order = [*engines, FLOOR]
+    out[FLOOR] = {"seconds": 0.0, "chips": 0, "exact": True}
+    for e in engines:
+        check(e, batches[0], readers[e](batches[0]))
+    floor(batches[0])
+    for k, rows in enumerate(batches[1:]):
+        for e in _rotated(order, k):
+            t0 = time.perf_counter()
+            if e == FLOOR:
+                dt = floor(rows)
+            else:
+                readers[e](rows)
+                dt = time.perf_counter() - t0
+            out[e]["seconds"] += dt
+            out[e]["chips"] += BATCH
     return out
 
 
 # --------------------------------------------------------------------------- driver
 
 
-def _spawn(engine: str, mode: str, spec_path: str) -> dict:
+def _spawn(mode: str, engines: list, spec_path: str) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p))
     threads = "2" if mode == "2 threads" else "1"
     env.update(RUMIMM_NUM_THREADS=threads, GDAL_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", engine, mode, spec_path]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", mode, ",".join(engines), spec_path]
     got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if got.returncode:
-        raise RuntimeError(f"{engine} / {mode} failed:\n{got.stderr[-3000:]}")
+        raise RuntimeError(f"{mode} failed:\n{got.stderr[-3000:]}")
     return json.loads(got.stdout.strip().splitlines()[-1])
 
 
 def measure(args) -> dict:
     work = args.workdir or tempfile.mkdtemp(prefix="rumimm-loaders-")
     os.makedirs(work, exist_ok=True)
-    print(f"writing {args.files} scenes to {work}", file=sys.stderr)
-    files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr)
+    spec_path = os.path.join(work, "spec.json")
+    if args.reuse and os.path.exists(spec_path):
+        with open(spec_path) as f:
+            files = json.load(f)["files"]
+    else:
+        print(f"writing {args.files} scenes to {work}", file=sys.stderr)
+        files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr)
     paths = [p for p, _ in files["tiles"]["512 tile"]]
     blobs = [bytes.fromhex(b) for _, b in files["tiles"]["512 tile"]]
     n = BATCH * (args.batches + 1)
     chips = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=n, seed=args.seed).chips
     spec = {"files": files, "chips": chips.tolist()}
-    spec_path = os.path.join(work, "spec.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
     engines = [e for e in MAIN if not (args.skip_zarr and e.startswith("zarr"))]
-    runs = [(e, m) for m in MODES for e in engines]
-    runs += [(tile_engine(t, u), m) for m in MODES[:2] for t, u in TILES if (t, u) != (512, "tile")]
+    study = [tile_engine(t, u) for t, u in TILES if (t, u) != (512, "tile")]
     samples: dict = {}
     for r in range(args.rounds):
-        for engine, mode in runs:
-            got = _spawn(engine, mode, spec_path)
-            samples.setdefault(f"{engine}|{mode}", []).append(got)
-            print(f"round {r + 1}: {engine:34s} {mode:10s} {got['chips'] / got['seconds']:8.1f} chips/s"
-                  f"{'' if got['exact'] else '  NOT EXACT'}", file=sys.stderr)
+        for mode in MODES:
+            got = _spawn(mode, engines + (study if mode != "2 workers" else []), spec_path)
+            for engine, res in got.items():
+                samples.setdefault(f"{engine}|{mode}", []).append(res)
+                print(f"round {r + 1}: {engine:34s} {mode:10s} {res['chips'] / res['seconds']:8.1f} chips/s"
+                      f"{'' if res['exact'] else '  NOT EXACT'}", file=sys.stderr)
+    for mode in MODES[:2]:  # the dataset's floor, paired with it run by run
+        for res, fl in zip(samples[f"{MAIN[0]}|{mode}"], samples.pop(f"{FLOOR}|{mode}")):
+            res["floor_seconds"] = fl["seconds"]
     raw = args.files * BANDS * args.size * args.size * 2
     return {"samples": samples, "sizes": file_sizes(files, raw), "decoded": bytes_decoded(files, chips),
             "config": {"workdir": work, "files": args.files, "size": args.size, "chip": CHIP, "batch": BATCH,
@@ -394,7 +419,7 @@ def save_chart(results: dict, path: str) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("256 x 256 x 4-band uint16 chips per second (higher is better)")
     ax.set_title(f"Random chips from {results['config']['files']} files, batches of {BATCH}")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -425,20 +450,21 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--files", type=int, default=8)
     p.add_argument("--size", type=int, default=SIZE)
-    p.add_argument("--batches", type=int, default=8, help="timed batches of 16 per run (plus one warm-up)")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--batches", type=int, default=24, help="timed batches of 16 per engine and round (plus a warm-up)")
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", help="where to write the files (default: a new temporary folder)")
     p.add_argument("--out", help="where to save table, JSON and chart (default: the work folder)")
     p.add_argument("--skip-zarr", action="store_true")
+    p.add_argument("--reuse", action="store_true", help="reuse the files of an earlier run in --workdir")
     p.add_argument("--publish", action="store_true", help="update docs/performance.md, loaders.png, loaders.json")
-    p.add_argument("--worker", nargs=3, metavar=("ENGINE", "MODE", "SPEC"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", nargs=3, metavar=("MODE", "ENGINES", "SPEC"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        engine, mode, spec_path = args.worker
+        mode, engines, spec_path = args.worker
         with open(spec_path) as f:
             spec = json.load(f)
-        print(json.dumps(run_worker(engine, mode, spec)))
+        print(json.dumps(run_mode(mode, engines.split(","), spec)))
         return 0
     results = measure(args)
     table = build_table(results)
