@@ -432,8 +432,9 @@ _END = "<!-- loaders:end -->"
 def publish(results: dict, table: str) -> None:
     """Write docs/loaders.json, docs/loaders.png and the table into docs/performance.md."""
     docs = os.path.join(_ROOT, "docs")
+    shared = dict(results, config={k: v for k, v in results["config"].items() if k != "workdir"})  # no local paths
     with open(os.path.join(docs, "loaders.json"), "w") as f:
-        json.dump(results, f, indent=1)
+        json.dump(shared, f, indent=1)
     save_chart(results, os.path.join(docs, "loaders.png"))
     page_path = os.path.join(docs, "performance.md")
     with open(page_path) as f:
