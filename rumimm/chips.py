@@ -36,7 +36,8 @@ def _sources(sources, headers):
     if isinstance(sources, (str, os.PathLike)) or type(sources).__module__.startswith("pyarrow"):
         from .catalogs import read_catalog
 
-        table = read_catalog(sources) if isinstance(sources, (str, os.PathLike)) else sources
+        table = read_catalog(sources, columns=["path", "blob", "transform"]) \
+            if isinstance(sources, (str, os.PathLike)) else sources
         transforms = table.column("transform").to_pylist() if "transform" in table.column_names else None
         return table.column("path").to_pylist(), table.column("blob").to_pylist(), transforms
     items = list(sources)
