@@ -408,7 +408,7 @@ def save_chart(results: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     table = summarize(results)
-    engines = [e for e in MAIN if e in table]
+    engines = [e for e in (*MAIN, tile_engine(128, "tile")) if e in table]  # and the recommended tile for these chips
     fig, ax = plt.subplots(figsize=(9, 4.5))
     width = 0.27
     ys = np.arange(len(engines))
