@@ -31,7 +31,7 @@ What it does:
 5. Prints and saves a Markdown table, JSON and a PNG chart.
 
 Engines read files hot in the OS page cache: this measures decoding, not disks.
-Needs the ``bench`` extra plus zarr (``pip install -e ".[bench]" zarr``).
+Needs the ``bench`` extra (``pip install -e ".[bench]"``: rasterio, rumi-eo, zarr, matplotlib).
 """
 
 from __future__ import annotations
