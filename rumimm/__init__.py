@@ -41,6 +41,11 @@ _LAZY = {
     "from_geotiff": "rumimm.geotiff",
     "to_geotiff": "rumimm.geotiff",
     "quicklook": "rumimm.preview",
+    "catalog": "rumimm.catalogs",
+    "write_catalog": "rumimm.catalogs",
+    "read_catalog": "rumimm.catalogs",
+    "select_bbox": "rumimm.catalogs",
+    "ChipDataset": "rumimm.chips",
 }
 
 __all__ = sorted(

@@ -333,6 +333,21 @@ class ImageCollection:
         """:func:`read_batch` over this collection's images (one window each)."""
         return read_batch(self._images, windows, bands=bands, out=out, size=size)
 
+    @classmethod
+    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True) -> "ImageCollection":
+        """The images of a catalog's rows, opened with their blobs (no IFD is read).
+
+        ``table_or_path`` is a :func:`rumimm.catalog` table or its Parquet file;
+        ``where`` selects rows: a bbox ``(xmin, ymin, xmax, ymax)`` in the catalog's
+        CRS, a pyarrow compute expression or a boolean mask.
+        """
+        from .catalogs import catalog_images
+
+        _, _, images = catalog_images(table_or_path, where, cache_bytes=cache_bytes, verify=verify)
+        coll = cls(images)
+        coll._owned = [True] * len(images)
+        return coll
+
 
 def _parse_windows(windows, n: int, size):
     """(y0 array, x0 array, h, w) from N windows (or one window for all)."""

@@ -1,0 +1,486 @@
+"""Training-loader comparison: random chips per second from rumimm and what users would pick instead.
+
+Usage (from the repository root)::
+
+    python asv_benchmarks/compare_loaders.py                # results in a scratch folder
+    python asv_benchmarks/compare_loaders.py --publish      # also update docs/performance.md
+
+What it does:
+
+1. Writes ``--files`` (8) synthetic EO scenes (``rumimm.synthetic.eo_scene``, 4 x 2048 x
+   2048 uint16, one seed each) as: rumimm files in 512-pixel tile frames (the default
+   codec, which rumi-eo 0.16.0 also reads, so it reads the same files); tiled GeoTIFFs
+   through rasterio/GDAL (512 x 512 blocks, ZSTD level 9, predictor 2); zarr-python 3
+   arrays with (1, 512, 512) chunks, once with zarr's default codec and once with Blosc
+   zstd + bitshuffle; and rumimm files at tile 128/256/512 x unit tile/cell for the
+   tile-size study.
+2. Draws random 256 x 256 all-band chips uniformly over files (``rumimm.ChipDataset``
+   with a seed) and cuts them into batches of 16: every engine reads the same chips.
+3. Runs each (mode, round) in its own subprocess: modes are 1 thread, 2 threads (each
+   engine's own setting), and 2 worker processes of 1 thread each (a fork pool reading
+   batches, as a PyTorch DataLoader does).  Inside it every engine reads every batch, the
+   engines taking turns batch by batch in rotating order, so a burst of load from
+   elsewhere on a shared machine falls on all of them alike.  Each engine's first batch
+   is an untimed warm-up, checked pixel for pixel.
+4. Decode-only floor: taking its turn with the engines, the frames each chip of a batch
+   touches are decoded with nothing else (the decode-only timer of
+   ``compare.py``: frames in memory, the GIL-free decoder, the same thread count).  Caches are off: rumimm's frame
+   cache (``cache_bytes=0``) and GDAL's block cache at 16 MB (one chip's blocks).  With
+   worker processes, batches stay in the workers (a DataLoader moves them through shared
+   memory; a pipe would time the pipe).
+5. Prints and saves a Markdown table, JSON and a PNG chart.
+
+Engines read files hot in the OS page cache: this measures decoding, not disks.
+Needs the ``bench`` extra (``pip install -e ".[bench]"``: rasterio, rumi-eo, zarr, matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+try:
+    import rumimm
+except ImportError:  # a plain checkout: use the working tree
+    sys.path.insert(0, _ROOT)
+    import rumimm
+
+BANDS, SIZE, CHIP, BATCH = 4, 2048, 256, 16
+TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
+EPSG = 32633
+MAIN = ("rumimm dataset (__getitems__)", "rumimm kept open (read_batch)", "rumimm opened per chip (blob)",
+        "rumi-eo (rumi.read per chip)", "GDAL kept open", "GDAL opened per chip", "zarr default codec",
+        "zarr blosc-zstd-bitshuffle")
+TILES = tuple((t, u) for t in (128, 256, 512) for u in ("tile", "cell"))
+MODES = ("1 thread", "2 threads", "2 workers")
+
+
+def tile_engine(tile: int, unit: str) -> str:
+    return f"rumimm tile {tile} {unit}"
+
+
+# --------------------------------------------------------------------------- data
+
+
+def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dict:
+    """Every engine's copy of ``n`` scenes; returns the spec the workers read."""
+    import rasterio
+    from rasterio.transform import Affine
+
+    from rumimm.synthetic import eo_scene
+
+    files = {"scenes": [], "tiles": {}, "gdal": [], "zarr": [], "zarr_blosc": []}
+    for i in range(n):
+        arr = eo_scene(bands=BANDS, height=size, width=size, dtype="uint16", seed=i)
+        npy = os.path.join(work, f"scene{i}.npy")
+        np.save(npy, arr)
+        files["scenes"].append(npy)
+        for tile, unit in TILES:
+            p = os.path.join(work, f"s{i}_t{tile}_{unit}.rumi")
+            blob = rumimm.write(p, arr, tile=tile, unit=unit, transform=TRANSFORM, crs=EPSG)
+            files["tiles"].setdefault(f"{tile} {unit}", []).append((p, blob.hex()))
+        g = os.path.join(work, f"s{i}.tif")
+        profile = dict(driver="GTiff", width=size, height=size, count=BANDS, dtype="uint16", crs=f"EPSG:{EPSG}",
+                       transform=Affine(*TRANSFORM), tiled=True, blockxsize=512, blockysize=512, compress="zstd",
+                       zstd_level=9, predictor=2, num_threads="ALL_CPUS")
+        with rasterio.open(g, "w", **profile) as ds:
+            ds.write(arr)
+        files["gdal"].append(g)
+        if not skip_zarr:
+            import zarr
+            from zarr.codecs import BloscCodec
+
+            for key, kw in (("zarr", {}), ("zarr_blosc", {"compressors": BloscCodec(cname="zstd", clevel=5,
+                                                                                     shuffle="bitshuffle")})):
+                z = os.path.join(work, f"s{i}_{key}.zarr")
+                za = zarr.create_array(store=z, shape=arr.shape, chunks=(1, 512, 512), dtype="uint16", overwrite=True, **kw)
+                za[:] = arr
+                files[key].append(z)
+    return files
+
+
+def _tree_size(path: str) -> int:
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def file_sizes(files: dict, raw: int) -> dict:
+    out = {"rumimm (tile 512)": sum(_tree_size(p) for p, _ in files["tiles"]["512 tile"])}
+    for key, label in (("gdal", "GeoTIFF ZSTD-9 pred 2"), ("zarr", "zarr default codec"),
+                       ("zarr_blosc", "zarr blosc-zstd-bitshuffle")):
+        if files[key]:
+            out[label] = sum(_tree_size(p) for p in files[key])
+    for tile, unit in TILES:
+        out[f"rumimm tile {tile} {unit}"] = sum(_tree_size(p) for p, _ in files["tiles"][f"{tile} {unit}"])
+    return {k: {"bytes": v, "ratio": v / raw} for k, v in out.items()}
+
+
+def bytes_decoded(files: dict, chips: np.ndarray) -> dict:
+    """Mean bytes decoded per chip (frames it touches) over the chip's own bytes, per tile size and unit."""
+    out = {}
+    per_chip = BANDS * CHIP * CHIP * 2
+    for tile, unit in TILES:
+        total = 0
+        for _, y, x in chips:
+            rows = (y + CHIP - 1) // tile - y // tile + 1
+            cols = (x + CHIP - 1) // tile - x // tile + 1
+            total += rows * cols * BANDS * tile * tile * 2  # every band's frames (tile) or the cells (cell)
+        out[f"{tile} {unit}"] = total / len(chips) / per_chip
+    return out
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def _reader(engine: str, spec: dict, threads: int):
+    """A function reading one batch (rows of (file, y0, x0)) into an (N, B, h, w) array."""
+    if engine.startswith("rumimm"):
+        rumimm.set_num_threads(threads)
+        key = "512 tile"
+        if engine.startswith("rumimm tile"):
+            _, _, tile, unit = engine.split()
+            key = f"{tile} {unit}"
+        paths = [p for p, _ in spec["files"]["tiles"][key]]
+        blobs = [bytes.fromhex(b) for _, b in spec["files"]["tiles"][key]]
+        if engine == "rumimm opened per chip (blob)":
+            def read(rows):
+                out = np.empty((len(rows), BANDS, CHIP, CHIP), np.uint16)
+                for i, (f, y, x) in enumerate(rows):
+                    with rumimm.open(paths[f], header=blobs[f], cache_bytes=0) as img:
+                        img.read(window=((y, y + CHIP), (x, x + CHIP)), out=out[i])
+                return out
+            return read
+        if engine == "rumimm kept open (read_batch)":
+            images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs)]
+            return lambda rows: rumimm.read_batch([images[f] for f in rows[:, 0]], rows[:, 1:], size=(CHIP, CHIP))
+        ds = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=0, cache_bytes=0)
+        ds.chips = np.asarray(spec["chips"], np.int64)
+        index = {tuple(r): i for i, r in enumerate(ds.chips.tolist())}
+        return lambda rows: ds.__getitems__([index[tuple(r)] for r in rows.tolist()])
+    if engine.startswith("rumi-eo"):
+        import rumi
+
+        rumi.set_num_threads(threads)
+        paths = [p for p, _ in spec["files"]["tiles"]["512 tile"]]
+        blobs = [bytes.fromhex(b) for _, b in spec["files"]["tiles"]["512 tile"]]
+
+        def read(rows):
+            return np.stack([rumi.read(paths[f], blobs[f], b=(0, BANDS), y=(y, y + CHIP), x=(x, x + CHIP),
+                                       num_threads=threads) for f, y, x in rows])
+        return read
+    if engine.startswith("GDAL"):
+        import rasterio
+        from rasterio.windows import Window
+
+        # a block cache big enough for one chip's blocks, too small to hold the files (as rumimm's cache is off)
+        rasterio.Env(GDAL_NUM_THREADS=str(threads), GDAL_CACHEMAX=16).__enter__()
+        paths = spec["files"]["gdal"]
+        if engine == "GDAL kept open":
+            handles = [rasterio.open(p) for p in paths]
+            return lambda rows: np.stack([handles[f].read(window=Window(x, y, CHIP, CHIP)) for f, y, x in rows])
+
+        def read(rows):
+            out = []
+            for f, y, x in rows:
+                with rasterio.open(paths[f]) as ds:
+                    out.append(ds.read(window=Window(x, y, CHIP, CHIP)))
+            return np.stack(out)
+        return read
+    if engine.startswith("zarr"):
+        import zarr
+
+        zarr.config.set({"threading.max_workers": threads})
+        arrays = [zarr.open_array(p, mode="r") for p in spec["files"]["zarr_blosc" if "blosc" in engine else "zarr"]]
+        return lambda rows: np.stack([arrays[f][:, y:y + CHIP, x:x + CHIP] for f, y, x in rows])
+    raise ValueError(f"unknown engine {engine!r}")
+
+
+def _floor(spec: dict, threads: int):
+    """Seconds to decode just the frames a batch touches (512 tile files), on ``threads`` threads.
+
+    The same decode-only timer as the single-file comparison (``compare.py``): each chip's
+    frames, already in memory, decoded by the GIL-free batch decoder and nothing else.
+    """
+    from asv_benchmarks.compare import _floor_timer
+    from rumimm.blob import Header
+
+    timers = [_floor_timer(Header.parse(bytes.fromhex(b)), np.fromfile(p, np.uint8), threads, openmp=False)
+              for p, b in spec["files"]["tiles"]["512 tile"]]
+
+    def run(rows) -> float:
+        return sum(timers[f]((0, BANDS, y, y + CHIP, x, x + CHIP)) for f, y, x in rows)
+
+    return run
+
+
+FLOOR = "decode floor"
+_STATE: dict = {}
+
+
+def _pool_init(engines, spec):
+    _STATE["readers"] = {e: _reader(e, spec, 1) for e in engines}
+
+
+def _pool_read(engine, rows, keep=False):
+    """Read a batch in a worker; timed batches are not sent back (a DataLoader passes them in shared memory)."""
+    got = _STATE["readers"][engine](np.asarray(rows, np.int64))
+    return got if keep else None
+
+
+def _rotated(engines, k: int) -> list:
+    k %= len(engines)
+    return engines[k:] + engines[:k]
+
+
+def run_mode(mode: str, engines: list, spec: dict) -> dict:
+    """Every engine in this process, interleaved batch by batch in rotating order.
+
+    Returns {engine: {"seconds", "chips", "exact"}}; a burst of load from elsewhere on the
+    machine then falls on all engines alike, which separate processes per engine cannot
+    promise on a shared machine.
+    """
+    chips = np.asarray(spec["chips"], np.int64)
+    batches = [chips[i:i + BATCH] for i in range(0, len(chips), BATCH)]
+    scenes = [np.load(p, mmap_mode="r") for p in spec["files"]["scenes"]]
+    out = {e: {"seconds": 0.0, "chips": 0, "exact": True} for e in engines}
+
+    def check(engine, rows, got):
+        want = np.stack([scenes[f][:, y:y + CHIP, x:x + CHIP] for f, y, x in rows])
+        out[engine]["exact"] = bool(np.array_equal(np.asarray(got), want))
+
+    if mode == "2 workers":
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(2, _pool_init, (engines, spec)) as pool:
+            for e in engines:
+                check(e, batches[0], pool.apply(_pool_read, (e, batches[0], True)))
+                pool.starmap(_pool_read, [(e, batches[0]), (e, batches[0])], chunksize=1)  # both workers warm
+            for k in range(1, len(batches) - 1, 2):
+                for e in _rotated(engines, k // 2):
+                    t0 = time.perf_counter()
+                    pool.starmap(_pool_read, [(e, batches[k]), (e, batches[k + 1])], chunksize=1)
+                    out[e]["seconds"] += time.perf_counter() - t0
+                    out[e]["chips"] += 2 * BATCH
+        return out
+    threads = 1 if mode == "1 thread" else 2
+    readers = {e: _reader(e, spec, threads) for e in engines}
+    floor = _floor(spec, threads)
+    order = [*engines, FLOOR]
+    out[FLOOR] = {"seconds": 0.0, "chips": 0, "exact": True}
+    for e in engines:
+        check(e, batches[0], readers[e](batches[0]))
+    floor(batches[0])
+    for k, rows in enumerate(batches[1:]):
+        for e in _rotated(order, k):
+            t0 = time.perf_counter()
+            if e == FLOOR:
+                dt = floor(rows)
+            else:
+                readers[e](rows)
+                dt = time.perf_counter() - t0
+            out[e]["seconds"] += dt
+            out[e]["chips"] += BATCH
+    return out
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _spawn(mode: str, engines: list, spec_path: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p))
+    threads = "2" if mode == "2 threads" else "1"
+    env.update(RUMIMM_NUM_THREADS=threads, GDAL_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", mode, ",".join(engines), spec_path]
+    got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if got.returncode:
+        raise RuntimeError(f"{mode} failed:\n{got.stderr[-3000:]}")
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def measure(args) -> dict:
+    work = args.workdir or tempfile.mkdtemp(prefix="rumimm-loaders-")
+    os.makedirs(work, exist_ok=True)
+    spec_path = os.path.join(work, "spec.json")
+    if args.reuse and os.path.exists(spec_path):
+        with open(spec_path) as f:
+            files = json.load(f)["files"]
+    else:
+        print(f"writing {args.files} scenes to {work}", file=sys.stderr)
+        files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr)
+    paths = [p for p, _ in files["tiles"]["512 tile"]]
+    blobs = [bytes.fromhex(b) for _, b in files["tiles"]["512 tile"]]
+    n = BATCH * (args.batches + 1)
+    chips = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=n, seed=args.seed).chips
+    spec = {"files": files, "chips": chips.tolist()}
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    engines = [e for e in MAIN if not (args.skip_zarr and e.startswith("zarr"))]
+    study = [tile_engine(t, u) for t, u in TILES if (t, u) != (512, "tile")]
+    samples: dict = {}
+    for r in range(args.rounds):
+        for mode in MODES:
+            got = _spawn(mode, engines + (study if mode != "2 workers" else []), spec_path)
+            for engine, res in got.items():
+                samples.setdefault(f"{engine}|{mode}", []).append(res)
+                print(f"round {r + 1}: {engine:34s} {mode:10s} {res['chips'] / res['seconds']:8.1f} chips/s"
+                      f"{'' if res['exact'] else '  NOT EXACT'}", file=sys.stderr)
+    for mode in MODES[:2]:  # the dataset's floor, paired with it run by run
+        for res, fl in zip(samples[f"{MAIN[0]}|{mode}"], samples.pop(f"{FLOOR}|{mode}")):
+            res["floor_seconds"] = fl["seconds"]
+    raw = args.files * BANDS * args.size * args.size * 2
+    return {"samples": samples, "sizes": file_sizes(files, raw), "decoded": bytes_decoded(files, chips),
+            "config": {"workdir": work, "files": args.files, "size": args.size, "chip": CHIP, "batch": BATCH,
+                       "batches": args.batches, "rounds": args.rounds, "cpus": os.cpu_count(),
+                       "versions": _versions()}}
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("rumimm", "rumi-eo", "rasterio", "zarr", "numcodecs", "numpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def summarize(results: dict) -> dict:
+    """Per engine and mode: median chips/s over rounds, exactness, floor ratio."""
+    table: dict = {}
+    for key, runs in results["samples"].items():
+        engine, mode = key.split("|")
+        rate = statistics.median(r["chips"] / r["seconds"] for r in runs)
+        row = table.setdefault(engine, {})
+        row[mode] = {"chips_per_s": rate, "exact": all(r["exact"] for r in runs)}
+        if "floor_seconds" in runs[0]:
+            row[mode]["read_over_floor"] = statistics.median(r["seconds"] / r["floor_seconds"] for r in runs)
+    return table
+
+
+def build_table(results: dict) -> str:
+    table = summarize(results)
+    sizes = results["sizes"]
+    size_of = {"rumimm": "rumimm (tile 512)", "rumi-eo": "rumimm (tile 512)", "GDAL": "GeoTIFF ZSTD-9 pred 2",
+               "zarr default codec": "zarr default codec", "zarr blosc-zstd-bitshuffle": "zarr blosc-zstd-bitshuffle"}
+    lines = ["| engine | " + " | ".join(f"chips/s, {m}" for m in MODES) + " | size / raw |",
+             "|---|" + "---:|" * (len(MODES) + 1)]
+    for engine in [*MAIN, *(tile_engine(t, u) for t, u in TILES if (t, u) != (512, "tile"))]:
+        if engine not in table:
+            continue
+        key = next((k for k in size_of if engine.startswith(k)), None)
+        if engine.startswith("rumimm tile"):
+            key = engine
+            size = sizes[engine]["ratio"]
+        else:
+            size = sizes[size_of[key]]["ratio"]
+        cells = [f"{table[engine][m]['chips_per_s']:.0f}" if m in table[engine] else "-" for m in MODES]
+        lines.append(f"| {engine} | " + " | ".join(cells) + f" | {size:.3f} |")
+    floor = table[MAIN[0]]
+    lines.append("")
+    lines.append("Dataset read time over the decode-only time of the frames its batches touch: "
+                 + ", ".join(f"{m} {floor[m]['read_over_floor']:.2f}x" for m in MODES[:2]) + ".")
+    lines.append("")
+    lines.append("| tile, unit | bytes decoded per byte returned | chips/s, 1 thread | chips/s, 2 threads |")
+    lines.append("|---|---:|---:|---:|")
+    for tile, unit in TILES:
+        eng = MAIN[0] if (tile, unit) == (512, "tile") else tile_engine(tile, unit)
+        lines.append(f"| {tile} {unit} | {results['decoded'][f'{tile} {unit}']:.2f} | "
+                     f"{table[eng]['1 thread']['chips_per_s']:.0f} | {table[eng]['2 threads']['chips_per_s']:.0f} |")
+    return "\n".join(lines)
+
+
+def save_chart(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = summarize(results)
+    engines = [e for e in (*MAIN, tile_engine(128, "tile")) if e in table]  # and the recommended tile for these chips
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.27
+    ys = np.arange(len(engines))
+    for j, mode in enumerate(MODES):
+        ax.barh(ys + (j - 1) * width, [table[e].get(mode, {}).get("chips_per_s", 0) for e in engines], width,
+                label=mode)
+    ax.set_yticks(ys, engines)
+    ax.invert_yaxis()
+    ax.set_xlabel("256 x 256 x 4-band uint16 chips per second (higher is better)")
+    ax.set_title(f"Random chips from {results['config']['files']} files, batches of {BATCH}")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+_BEGIN = "<!-- loaders:begin (asv_benchmarks/compare_loaders.py --publish) -->"
+_END = "<!-- loaders:end -->"
+
+
+def publish(results: dict, table: str) -> None:
+    """Write docs/loaders.json, docs/loaders.png and the table into docs/performance.md."""
+    docs = os.path.join(_ROOT, "docs")
+    shared = dict(results, config={k: v for k, v in results["config"].items() if k != "workdir"})  # no local paths
+    with open(os.path.join(docs, "loaders.json"), "w") as f:
+        json.dump(shared, f, indent=1)
+    save_chart(results, os.path.join(docs, "loaders.png"))
+    page_path = os.path.join(docs, "performance.md")
+    with open(page_path) as f:
+        page = f.read()
+    if _BEGIN not in page:
+        raise SystemExit(f"docs/performance.md has no {_BEGIN} marker")
+    head, rest = page.split(_BEGIN, 1)
+    _, tail = rest.split(_END, 1)
+    with open(page_path, "w") as f:
+        f.write(f"{head}{_BEGIN}\n{table}\n{_END}{tail}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--files", type=int, default=8)
+    p.add_argument("--size", type=int, default=SIZE)
+    p.add_argument("--batches", type=int, default=24, help="timed batches of 16 per engine and round (plus a warm-up)")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", help="where to write the files (default: a new temporary folder)")
+    p.add_argument("--out", help="where to save table, JSON and chart (default: the work folder)")
+    p.add_argument("--skip-zarr", action="store_true")
+    p.add_argument("--reuse", action="store_true", help="reuse the files of an earlier run in --workdir")
+    p.add_argument("--publish", action="store_true", help="update docs/performance.md, loaders.png, loaders.json")
+    p.add_argument("--worker", nargs=3, metavar=("MODE", "ENGINES", "SPEC"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        mode, engines, spec_path = args.worker
+        with open(spec_path) as f:
+            spec = json.load(f)
+        print(json.dumps(run_mode(mode, engines.split(","), spec)))
+        return 0
+    results = measure(args)
+    table = build_table(results)
+    out = args.out or results["config"]["workdir"]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "loaders.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "loaders-table.md"), "w") as f:
+        f.write(table + "\n")
+    save_chart(results, os.path.join(out, "loaders.png"))
+    print(table)
+    if args.publish:
+        publish(results, table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
