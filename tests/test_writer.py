@@ -18,6 +18,7 @@ from conftest import UTM33N, WGS84, samples
 
 import rumimm
 import rumimm.writer as W
+from rumimm import atomic, frame_job
 from rumimm import codec
 from rumimm.blob import Header
 from rumimm.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
@@ -540,7 +541,7 @@ def test_a_keyboard_interrupt_mid_file_leaves_no_partial_file(tmp_path, scene, m
 def test_a_full_disk_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch):
     path = tmp_path / "disk.rumi"
     path.write_bytes(b"previous")
-    real = W._AtomicFile.__init__
+    real = atomic.AtomicFile.__init__
 
     def init(self, p):
         real(self, p)
@@ -555,7 +556,7 @@ def test_a_full_disk_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch)
 
         self.fh = Full()
 
-    monkeypatch.setattr(W._AtomicFile, "__init__", init)
+    monkeypatch.setattr(atomic.AtomicFile, "__init__", init)
     with pytest.raises(OSError, match="No space left"):
         rumimm.write(path, scene, tile=16)
     assert path.read_bytes() == b"previous" and no_temp_files(tmp_path)
@@ -565,7 +566,7 @@ def test_a_failed_rename_leaves_no_temporary_file(tmp_path, scene, monkeypatch):
     def replace(src, dst):
         raise PermissionError(13, "denied", dst)
 
-    monkeypatch.setattr(W.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     with pytest.raises(PermissionError):
         rumimm.write(tmp_path / "r.rumi", scene, tile=16)
     assert os.listdir(tmp_path) == []
@@ -593,7 +594,7 @@ def test_a_keyboard_interrupt_while_syncing_leaves_the_old_file_untouched(tmp_pa
     def fsync(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(W.os, "fsync", fsync)
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
     with pytest.raises(KeyboardInterrupt):
         rumimm.write(path, scene, tile=16)
     assert path.read_bytes() == b"previous" and no_temp_files(tmp_path)
@@ -633,7 +634,7 @@ def test_a_frame_that_compresses_to_nothing_is_refused(tmp_path, scene, monkeypa
 
 
 def test_a_frame_larger_than_a_tile_byte_count_can_hold_is_refused(tmp_path, scene, monkeypatch):
-    monkeypatch.setattr(W, "MAX_COUNT", 20)  # stands in for 2**32 - 1: TileByteCounts is LONG
+    monkeypatch.setattr(frame_job, "MAX_COUNT", 20)  # stands in for 2**32 - 1: TileByteCounts is LONG
     with pytest.raises(RumiError, match="frame 0 of 27 compressed to .* bytes, more than the 20 a TileByteCounts"):
         rumimm.write(tmp_path / "o.rumi", scene, tile=16)
     assert os.listdir(tmp_path) == []
@@ -745,11 +746,17 @@ def width_key(shape):
     return shape[-1]
 
 
-def test_the_process_pool_writes_the_same_bytes_as_serial_and_verifies(tmp_path, rng, monkeypatch):
-    a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16).astype(">u2")
-    serial = rumimm.write(tmp_path / "s.rumi", a, tile=(16, 20), threads=1)
+@pytest.fixture
+def workers_for_any_size(monkeypatch):
+    """Use the encoding workers for every image (the size thresholds are about speed only)."""
     monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
     monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "_WORKERS_FAILED", False)
+
+
+def test_the_encoding_workers_write_the_same_bytes_as_serial_and_verify(tmp_path, rng, workers_for_any_size):
+    a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16).astype(">u2")
+    serial = rumimm.write(tmp_path / "s.rumi", a, tile=(16, 20), threads=1)
     w = rumimm.Writer(tmp_path / "p.rumi", a.shape, a.dtype, tile=(16, 20), threads=2, verify=True)
     assert w.backend_name == "processes"
     for r in range(w.rows):
@@ -758,77 +765,94 @@ def test_the_process_pool_writes_the_same_bytes_as_serial_and_verifies(tmp_path,
     assert (tmp_path / "s.rumi").read_bytes() == (tmp_path / "p.rumi").read_bytes()
     assert no_temp_files(tmp_path)
 
-    # incompressible frames outgrow their input: those come back through the pipe
+    # incompressible frames outgrow their input: those come back through the socket
     noise = rng.integers(0, 256, (2, 40, 50), dtype=np.uint8)
     assert rumimm.write(tmp_path / "n.rumi", noise, tile=16, threads=2) == rumimm.write(
         tmp_path / "m.rumi", noise, tile=16, threads=1)
     assert (tmp_path / "n.rumi").read_bytes() == (tmp_path / "m.rumi").read_bytes()
 
-    # an error inside a worker surfaces as a CodecError and leaves no file
+    # three processes, cell frames
+    assert rumimm.write(tmp_path / "c3.rumi", a, tile=(16, 10), unit="cell", threads=3) == rumimm.write(
+        tmp_path / "c1.rumi", a, tile=(16, 10), unit="cell", threads=1)
+    assert (tmp_path / "c3.rumi").read_bytes() == (tmp_path / "c1.rumi").read_bytes()
+
+    # an error inside a worker surfaces as a CodecError and leaves no file; the next write works
     bad = codec.Codec("edge-refuser", "test", True, False, True, builder=failing_builder, graph_key=width_key)
     with pytest.raises(CodecError, match="edge frames refused"):
         rumimm.write(tmp_path / "f.rumi", a, tile=(16, 20), threads=2, codec=bad)
     assert not (tmp_path / "f.rumi").exists() and no_temp_files(tmp_path)
+    assert rumimm.write(tmp_path / "again.rumi", a, tile=(16, 20), threads=2) == serial
 
 
-def test_a_broken_pool_falls_back_to_serial_with_a_warning(tmp_path, scene, monkeypatch):
-    from concurrent.futures.process import BrokenProcessPool
+def test_a_killed_worker_falls_back_to_this_process_with_a_warning(tmp_path, scene, workers_for_any_size):
+    from rumimm import encode_pool
 
-    class Broken:
-        def submit(self, *args, **kwargs):
-            raise BrokenProcessPool("gone")
-
-    monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
-    monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
-    monkeypatch.setattr(W, "_process_pool", lambda workers: Broken())
-    monkeypatch.setattr(W, "_POOL_FAILED", False)
-    with pytest.warns(RumiWarning, match="process pool broke"):
-        blob = rumimm.write(tmp_path / "b.rumi", scene, tile=16, threads=2)
-    assert W._POOL_FAILED  # later writes do not try again
-    assert rumimm.Writer(tmp_path / "x.rumi", scene.shape, scene.dtype, threads=2).backend_name == "serial"
-    assert blob == rumimm.write(tmp_path / "s.rumi", scene, tile=16, threads=1)
+    serial = rumimm.write(tmp_path / "s.rumi", scene, tile=16, threads=1)
+    w = rumimm.Writer(tmp_path / "b.rumi", scene.shape, scene.dtype, tile=16, threads=2)
+    assert w.backend_name == "processes"
+    for worker in encode_pool._POOL.workers:
+        worker.proc.kill()
+        worker.proc.wait()
+    with pytest.warns(RumiWarning, match="encoding worker process died"):
+        for r in range(w.rows):
+            w.write_row(r, scene[:, slice(*w.row_span(r))])
+        assert w.close() == serial
     assert (tmp_path / "b.rumi").read_bytes() == (tmp_path / "s.rumi").read_bytes()
+    assert W._WORKERS_FAILED  # later writes do not try again
+    assert rumimm.Writer(tmp_path / "x.rumi", scene.shape, scene.dtype, threads=2).backend_name == "serial"
 
 
-def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_path, scene, monkeypatch):
-    from concurrent.futures import Future
-    from concurrent.futures.process import BrokenProcessPool
-    from multiprocessing import shared_memory
+def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_path, scene, workers_for_any_size,
+                                                                          monkeypatch):
+    from rumimm import encode_pool
 
-    class DiesWhileStoring:
-        def submit(self, fn, job_id, args, shm_name, frames, end, flag):
-            shm = shared_memory.SharedMemory(name=shm_name)
-            shm.buf[flag] = 1  # what a worker does just before overwriting the frames' input
-            shm.close()
-            fut = Future()
-            fut.set_exception(BrokenProcessPool("killed"))
-            return fut
+    real = encode_pool.send_message
 
-    monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
-    monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
-    monkeypatch.setattr(W, "_process_pool", lambda workers: DiesWhileStoring())
-    monkeypatch.setattr(W, "_POOL_FAILED", False)
+    def dies_while_storing(sock, msg, fds=()):
+        if msg[0] != "task":
+            return real(sock, msg, fds)
+        backend = writer._backend
+        backend._buf[msg[3]] = 1  # what a worker does just before overwriting the frames' input
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(encode_pool, "send_message", dies_while_storing)
     path = tmp_path / "lost.rumi"
     path.write_bytes(b"old")
-    lost = "were lost when the compression process pool broke"
+    writer = rumimm.Writer(path, scene.shape, scene.dtype, tile=16, threads=2)
+    lost = "were lost when an encoding worker process died"
     with pytest.warns(RumiWarning), pytest.raises(CodecError, match=lost):
-        rumimm.write(path, scene, tile=16, threads=2)
+        with writer:
+            for r in range(writer.rows):
+                writer.write_row(r, scene[:, slice(*writer.row_span(r))])
     assert path.read_bytes() == b"old" and no_temp_files(tmp_path)
 
 
 def test_small_images_and_one_thread_compress_serially(tmp_path, scene, monkeypatch):
-    big = (4, 4096, 4096)  # 128 MiB of uint16: enough once the pool runs, not enough to start it
+    from rumimm import encode_pool
+
+    big = (4, 4096, 4096)  # 128 MiB of uint16: enough once the workers run, not enough to start them
     for shape, threads in ((scene.shape, 4), (big, 1)):
         with rumimm.Writer(tmp_path / "a.rumi", shape, np.uint16, threads=threads) as w:
             assert w.backend_name == "serial"
             w.abort()
-    monkeypatch.setattr(W, "_pool_running", lambda workers: False)
+    monkeypatch.setattr(W, "_WORKERS_FAILED", False)
+    monkeypatch.setattr(encode_pool, "pool_running", lambda workers: False)
     w = rumimm.Writer(tmp_path / "b.rumi", big, np.uint16, threads=2)
     assert w.backend_name == "serial"
     w.abort()
-    monkeypatch.setattr(W, "_pool_running", lambda workers: True)
-    monkeypatch.setattr(W, "_process_pool", lambda workers: None)
+    monkeypatch.setattr(encode_pool, "pool_running", lambda workers: True)
     w = rumimm.Writer(tmp_path / "c.rumi", big, np.uint16, threads=2)
     assert w.backend_name == "processes"
     w.abort()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_codec_defined_in_main_or_a_closure_compresses_here(tmp_path, scene, workers_for_any_size):
+    def closure_builder(compressor, enc, shape):
+        return codec.PRESETS["delta"].build(compressor, enc, shape)
+
+    closure = codec.Codec("closure", "test", True, False, True, builder=closure_builder)
+    with rumimm.Writer(tmp_path / "c.rumi", scene.shape, scene.dtype, tile=16, threads=2, codec=closure) as w:
+        assert w.backend_name == "serial"
+        w.abort()
+    assert not W._codec_reaches_workers(type("Main", (), {"__module__": "__main__", "__qualname__": "Main"}))

@@ -1,0 +1,166 @@
+"""The encoding worker process: compresses frames in shared memory for one writer process.
+
+Started by :mod:`rumimm.encode_pool` as ``python -c`` with a socket inherited from the
+writer; it never imports the user's ``__main__`` (no script runs twice).  It dies with its
+parent: the socket reaches end-of-file when the parent is gone, a watchdog thread sees the
+parent pid change, and where the parent started it from its main thread the kernel sends
+SIGKILL on the parent's death (``PR_SET_PDEATHSIG``).
+
+Messages are length-prefixed pickles (see :func:`send_message`).  ``("job", args)``
+carries the shared-memory file descriptor and the :class:`~rumimm.frame_job.JobArgs`;
+``("task", frames, end, flag)`` asks to compress frames ``(k, shape, offset)`` laid end to
+end in that memory and store the results over the consumed input; the reply is
+``("ok", sizes, inline, seconds)``, ``("error", exception)``, or ``("unavailable", reason)``
+when the job could not be rebuilt here (the frames are untouched).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+
+_LEN = struct.Struct("<Q")
+_PR_SET_PDEATHSIG = 1
+
+
+def send_message(sock: socket.socket, obj, fds=()) -> None:
+    """Send one pickled message (and file descriptors with its first byte)."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    head = _LEN.pack(len(data))
+    if fds:
+        socket.send_fds(sock, [head], list(fds))
+    else:
+        sock.sendall(head)
+    sock.sendall(data)
+
+
+def _recv_exact(sock: socket.socket, n: int, into: bytearray | None = None) -> bytearray:
+    buf = into if into is not None else bytearray(n)
+    view = memoryview(buf)
+    got = len(buf) - n
+    while got < len(buf):
+        r = sock.recv_into(view[got:])
+        if r == 0:
+            raise EOFError("the peer closed the connection")
+        got += r
+    return buf
+
+
+def recv_message(sock: socket.socket, with_fds: bool = False):
+    """Receive one message: (object, list of received fds)."""
+    fds: list[int] = []
+    if with_fds:
+        head, fds, _, _ = socket.recv_fds(sock, _LEN.size, 4)
+        if not head:
+            raise EOFError("the peer closed the connection")
+        head = bytearray(head)
+        if len(head) < _LEN.size:
+            grown = bytearray(_LEN.size)
+            grown[: len(head)] = head
+            head = _recv_exact(sock, _LEN.size - len(head), grown)
+    else:
+        head = _recv_exact(sock, _LEN.size)
+    (n,) = _LEN.unpack(head)
+    return pickle.loads(_recv_exact(sock, n)), fds
+
+
+def _die_with_parent(parent: int, kernel_signal: bool) -> None:
+    if kernel_signal and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(0)
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="rumimm-parent-watch", daemon=True).start()
+
+
+def _run_task(job, buf, frames, end: int, flag: int):
+    import numpy as np
+
+    t0 = time.perf_counter()
+    dt = job.enc.dtype
+    out = []
+    for k, shape, off in frames:
+        frame = np.ndarray(shape, dtype=dt, buffer=buf, offset=off)
+        out.append(job.encode(k, frame))  # verified too, while its input is intact
+        del frame
+    buf[flag] = 1  # from here on the input is overwritten
+    pos = frames[0][2]
+    inline = {}
+    for i, data in enumerate(out):
+        n = len(data)
+        limit = frames[i + 1][2] if i + 1 < len(frames) else end
+        if pos + n <= limit:
+            buf[pos : pos + n] = data
+            pos += n
+        else:
+            inline[i] = data  # would reach the next frame's input: sent back in the reply
+    return ("ok", [len(d) for d in out], inline, time.perf_counter() - t0)
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer jobs and tasks until the parent closes the socket."""
+    import mmap
+
+    from .frame_job import FrameJob
+
+    job = job_error = None
+    mem = None
+    while True:
+        try:
+            msg, fds = recv_message(sock, with_fds=True)
+        except (EOFError, ConnectionError):
+            return
+        if msg[0] == "job":
+            if mem is not None:
+                try:
+                    mem.close()
+                except BufferError:  # a view is still referenced; the mapping goes with it
+                    pass
+            job = job_error = None
+            try:
+                mem = mmap.mmap(fds[0], os.fstat(fds[0]).st_size)
+                sys.path[:] = msg[2]  # the writer's, so a codec from the user's modules unpickles
+                job = FrameJob(pickle.loads(msg[1]))
+            except Exception as exc:
+                job_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            continue
+        if job is None:  # the frames are intact: the writer compresses them itself
+            send_message(sock, ("unavailable", job_error or "task before job"))
+            continue
+        try:
+            reply = _run_task(job, memoryview(mem), *msg[1:])
+        except Exception as exc:
+            exc.__traceback__ = None  # the traceback would pin the shared memory
+            reply = ("error", exc)
+        try:
+            send_message(sock, reply)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            send_message(sock, ("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+        except (BrokenPipeError, ConnectionError):
+            return
+
+
+def main(argv: list[str]) -> None:
+    fd, parent, kernel_signal = int(argv[0]), int(argv[1]), argv[2] == "1"
+    _die_with_parent(parent, kernel_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the writer, which cancels
+    serve(socket.socket(fileno=fd))
