@@ -21,10 +21,11 @@ MAX_TILE = 0xFFFF  # TileWidth / TileLength are SHORT
 MAX_DIM = 0xFFFFFFFF  # ImageWidth / ImageLength are LONG
 MAX_BANDS = 0xFFFF  # SamplesPerPixel is SHORT
 MAX_COUNT = 0xFFFFFFFF  # TileByteCounts is LONG
-#: Raw bytes of the largest frame OpenZL 0.3 compresses: 2**30 - 1 bytes went through,
-#: 2**30 failed with "temporary openzl library limitation" after seconds and gigabytes
-#: (uint8 and uint16 alike, so the limit is on bytes, not samples).
-MAX_FRAME_BYTES = (1 << 30) - 1
+#: Raw bytes of the largest frame rumimm lets OpenZL 0.3 compress.  Measured by bisection:
+#: frames fail with "temporary openzl library limitation" (after seconds and gigabytes) from
+#: about 655.2e6 bytes on, for uint8 and uint16 with ``delta`` and float64 with ``transpose``
+#: alike (a limit on bytes, not samples); 623 MiB is below every size that failed.
+MAX_FRAME_BYTES = 623 << 20
 
 
 def _is_int(v) -> bool:

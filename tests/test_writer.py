@@ -19,6 +19,7 @@ from conftest import UTM33N, WGS84, samples
 import rumimm
 import rumimm.writer as W
 from rumimm import atomic, frame_job
+from rumimm import write_args as W_ARGS
 from rumimm import codec
 from rumimm.blob import Header
 from rumimm.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
@@ -673,11 +674,11 @@ def _huge(shape, dtype=np.uint8):
 @pytest.mark.parametrize(
     ("array", "error", "match"),
     [
-        (np.zeros(5, np.uint8), ValueError, "2-D .* or 3-D .*, got 1-D"),
-        (np.zeros((1, 2, 3, 4), np.uint8), ValueError, "got 4-D"),
-        (np.zeros((2, 0, 3), np.uint8), ValueError, "must not be empty"),
-        (_huge((65536, 1, 1)), ValueError, "band count B must be <= 65535, got 65536"),
-        (_huge((1, 2**32, 1)), ValueError, "height and width must be <= 4294967295"),
+        (np.zeros(5, np.uint8), RumiError, "2-D .* or 3-D .*, got 1-D"),
+        (np.zeros((1, 2, 3, 4), np.uint8), RumiError, "got 4-D"),
+        (np.zeros((2, 0, 3), np.uint8), RumiError, "must not be empty"),
+        (_huge((65536, 1, 1)), RumiError, "band count B must be <= 65535, got 65536"),
+        (_huge((1, 2**32, 1)), RumiError, "height and width must be <= 4294967295"),
         (np.zeros((2, 2), dtype=object), RumiError, "dtype object has no rumi sample encoding"),
         (np.zeros((2, 2), dtype=np.complex256), RumiError, "has no rumi sample encoding"),
     ],
@@ -731,6 +732,82 @@ def test_a_directory_path_is_refused(tmp_path, scene):
     with pytest.raises(IsADirectoryError):
         rumimm.write(tmp_path, scene)
     assert os.listdir(tmp_path) == []
+
+
+def _never_compress(monkeypatch):
+    def encode(self, frame):
+        raise AssertionError("compressed before the argument was refused")
+
+    monkeypatch.setattr(codec.FrameEncoder, "encode", encode)
+
+
+def test_an_empty_path_fails_before_anything_is_compressed(tmp_path, scene, monkeypatch):
+    _never_compress(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="an empty path names no file"):
+        rumimm.write("", scene)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_missing_directory_is_reported_with_the_users_path(tmp_path, scene, monkeypatch):
+    _never_compress(monkeypatch)
+    path = tmp_path / "no" / "such" / "dir" / "x.rumi"
+    with pytest.raises(FileNotFoundError) as info:
+        rumimm.write(path, scene)
+    assert info.value.filename == str(path) and "rumimm-" not in str(info.value)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(("shape", "tile", "unit"), [((1, 30000, 30000), 30000, "tile"),
+                                                     ((2, 20000, 20000), 20000, "cell")])
+def test_a_tile_larger_than_openzl_compresses_is_refused_up_front(tmp_path, monkeypatch, shape, tile, unit):
+    _never_compress(monkeypatch)
+    with pytest.raises(ValueError, match=rf"more than the {W_ARGS.MAX_FRAME_BYTES} OpenZL compresses"):
+        rumimm.write(tmp_path / "t.rumi", _huge(shape), tile=tile, unit=unit)
+    assert os.listdir(tmp_path) == []
+    # the limit is on the largest frame, which an image smaller than the tile cuts down
+    rumimm.Writer(tmp_path / "small.rumi", (1, 100, 100), np.uint8, tile=30000).abort()
+
+
+def test_writing_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path, scene):
+    target = tmp_path / "data" / "real.rumi"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    link = tmp_path / "link.rumi"
+    link.symlink_to(target)
+    blob = rumimm.write(link, scene, tile=16)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert index(target) == blob and os.listdir(target.parent) == ["real.rumi"]
+    dangling = tmp_path / "dangling.rumi"
+    dangling.symlink_to(tmp_path / "data" / "new.rumi")
+    rumimm.write(dangling, scene, tile=16)
+    assert dangling.is_symlink() and index(tmp_path / "data" / "new.rumi") == blob
+
+
+def test_replacing_a_file_keeps_its_permission_bits(tmp_path, scene):
+    path = tmp_path / "ro.rumi"
+    rumimm.write(path, scene[:1], tile=16)
+    path.chmod(0o444)
+    rumimm.write(path, scene, tile=16)
+    assert path.stat().st_mode & 0o777 == 0o444
+    path.chmod(0o640)
+    rumimm.write(path, scene, tile=16)
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_progress_advances_once_per_row_of_tiles(tmp_path, scene):
+    seen = []
+    rumimm.write(tmp_path / "p.rumi", scene, tile=16, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    with pytest.raises(TypeError, match="progress must be None, a bool or a callable"):
+        rumimm.write(tmp_path / "q.rumi", scene, progress="yes")
+    assert os.listdir(tmp_path) == ["p.rumi"]
+
+
+def test_progress_true_draws_a_bar_on_stderr(tmp_path, scene, capsys):
+    rumimm.write(tmp_path / "p.rumi", scene, tile=16, progress=True)
+    err = capsys.readouterr().err
+    assert "write:" in err and "/3 " in err  # a tqdm bar over the 3 rows
 
 
 # -- the process pool ---------------------------------------------------------------------
