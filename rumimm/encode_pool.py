@@ -312,7 +312,14 @@ class ProcessBackend:
             if reply is not None and reply[0] == "error":
                 raise reply[1]
             if reply is not None and reply[0] == "unavailable":
-                self._broken = True  # the workers cannot rebuild this codec: the rest is compressed here
+                if not self._broken:  # the workers cannot rebuild this job: the rest is compressed here
+                    import warnings
+
+                    from .errors import RumiWarning
+
+                    warnings.warn(f"rumimm.write: the encoding workers cannot compress this file ({reply[1]}); "
+                                  "compressing in this process", RumiWarning, stacklevel=5)
+                self._broken = True
                 reply = None
             elif reply is not None:
                 _, sizes, inline, seconds = reply
