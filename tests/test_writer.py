@@ -933,3 +933,25 @@ def test_a_codec_defined_in_main_or_a_closure_compresses_here(tmp_path, scene, w
         assert w.backend_name == "serial"
         w.abort()
     assert not W._codec_reaches_workers(type("Main", (), {"__module__": "__main__", "__qualname__": "Main"}))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_its_own_workers_and_leaves_the_parents_alone(tmp_path, rng, workers_for_any_size):
+    from rumimm import encode_pool
+
+    a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16)
+    serial = rumimm.write(tmp_path / "s.rumi", a, tile=16, threads=1)
+    assert rumimm.write(tmp_path / "p.rumi", a, tile=16, threads=2) == serial
+    parents = encode_pool._POOL
+    pid = os.fork()
+    if pid == 0:  # the child: its own workers, the same bytes
+        code = 1
+        try:
+            ok = rumimm.write(tmp_path / "c.rumi", a, tile=16, threads=2) == serial
+            code = 0 if ok and encode_pool._POOL is not parents else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert encode_pool._POOL is parents and parents.usable(1)
+    assert rumimm.write(tmp_path / "q.rumi", a, tile=16, threads=2) == serial
