@@ -29,10 +29,15 @@ _LEN = struct.Struct("<Q")
 _PR_SET_PDEATHSIG = 1
 
 
+def pack_message(obj) -> tuple[bytes, bytes]:
+    """A message as (length prefix, pickle)."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LEN.pack(len(data)), data
+
+
 def send_message(sock: socket.socket, obj, fds=()) -> None:
     """Send one pickled message (and file descriptors with its first byte)."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    head = _LEN.pack(len(data))
+    head, data = pack_message(obj)
     if fds:
         socket.send_fds(sock, [head], list(fds))
     else:
@@ -113,12 +118,34 @@ def _run_task(job, buf, frames, end: int, flag: int):
     return ("ok", [len(d) for d in out], inline, time.perf_counter() - t0)
 
 
+def _send_replies(sock: socket.socket, replies) -> None:
+    # a thread of its own, so that reading the next task never waits for the writer to
+    # read a large reply: the writer sends its next row before it reads the last answer
+    while True:
+        parts = replies.get()
+        try:
+            for part in parts:
+                sock.sendall(part)
+        except OSError:  # the writer is gone
+            os._exit(0)
+
+
+def _reply(obj) -> tuple[bytes, bytes]:
+    try:
+        return pack_message(obj)
+    except (pickle.PicklingError, TypeError, AttributeError):  # an exception that does not pickle
+        return pack_message(("error", RuntimeError(f"{type(obj[1]).__name__}: {obj[1]}")))
+
+
 def serve(sock: socket.socket) -> None:
     """Answer jobs and tasks until the parent closes the socket."""
     import mmap
+    import queue
 
     from .frame_job import FrameJob
 
+    replies: queue.SimpleQueue = queue.SimpleQueue()
+    threading.Thread(target=_send_replies, args=(sock, replies), name="rumimm-replies", daemon=True).start()
     job = job_error = None
     mem = None
     while True:
@@ -144,19 +171,15 @@ def serve(sock: socket.socket) -> None:
                     os.close(fd)
             continue
         if job is None:  # the frames are intact: the writer compresses them itself
-            send_message(sock, ("unavailable", job_error or "task before job"))
+            replies.put(_reply(("unavailable", job_error or "task before job")))
             continue
         try:
             reply = _run_task(job, memoryview(mem), *msg[1:])
         except Exception as exc:
             exc.__traceback__ = None  # the traceback would pin the shared memory
             reply = ("error", exc)
-        try:
-            send_message(sock, reply)
-        except (pickle.PicklingError, TypeError, AttributeError):
-            send_message(sock, ("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
-        except (BrokenPipeError, ConnectionError):
-            return
+        replies.put(_reply(reply))
+        del reply
 
 
 def main(argv: list[str]) -> None:

@@ -955,3 +955,38 @@ def test_a_forked_child_starts_its_own_workers_and_leaves_the_parents_alone(tmp_
     assert os.waitstatus_to_exitcode(status) == 0
     assert encode_pool._POOL is parents and parents.usable(1)
     assert rumimm.write(tmp_path / "q.rumi", a, tile=16, threads=2) == serial
+
+
+def test_long_rows_of_incompressible_frames_do_not_deadlock_the_workers(tmp_path, rng, workers_for_any_size,
+                                                                          monkeypatch):
+    # tasks and answers both larger than a socket buffer: the worker must keep reading
+    # the next row's task while the writer has not yet read the last answer
+    import socket
+    import threading
+
+    from rumimm import encode_pool
+
+    encode_pool.stop_pool()
+    real = socket.socketpair
+
+    def small_buffers(*args):
+        pair = real(*args)
+        for s in pair:  # what long rows do to the default buffers, with short rows
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        return pair
+
+    monkeypatch.setattr(encode_pool.socket, "socketpair", small_buffers)
+    a = rng.integers(0, 256, (1, 8, 160000), dtype=np.uint8)
+    result = {}
+
+    def run():
+        result["blob"] = rumimm.write(tmp_path / "w.rumi", a, tile=(2, 32), threads=2)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), "the write did not finish: writer and worker wait for each other"
+    assert result["blob"] == rumimm.write(tmp_path / "s.rumi", a, tile=(2, 32), threads=1)
+    assert (tmp_path / "w.rumi").read_bytes() == (tmp_path / "s.rumi").read_bytes()
+    encode_pool.stop_pool()  # the next test's workers get the usual buffers
