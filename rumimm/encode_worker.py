@@ -26,6 +26,7 @@ import threading
 import time
 
 _LEN = struct.Struct("<Q")
+_NO_SIGPIPE = getattr(socket, "MSG_NOSIGNAL", 0)  # a dead peer is an error, never a SIGPIPE
 _PR_SET_PDEATHSIG = 1
 
 
@@ -39,10 +40,10 @@ def send_message(sock: socket.socket, obj, fds=()) -> None:
     """Send one pickled message (and file descriptors with its first byte)."""
     head, data = pack_message(obj)
     if fds:
-        socket.send_fds(sock, [head], list(fds))
+        socket.send_fds(sock, [head], list(fds), _NO_SIGPIPE)
     else:
-        sock.sendall(head)
-    sock.sendall(data)
+        sock.sendall(head, _NO_SIGPIPE)
+    sock.sendall(data, _NO_SIGPIPE)
 
 
 def _recv_exact(sock: socket.socket, n: int, into: bytearray | None = None) -> bytearray:
@@ -125,7 +126,7 @@ def _send_replies(sock: socket.socket, replies) -> None:
         parts = replies.get()
         try:
             for part in parts:
-                sock.sendall(part)
+                sock.sendall(part, _NO_SIGPIPE)
         except OSError:  # the writer is gone
             os._exit(0)
 
