@@ -200,12 +200,15 @@ class Writer:
         self._next_frame = 0
         self._pending: deque = deque()
         self._closed = False
-        self._file = AtomicFile(self.path)
         try:
-            self._file.fh.seek(self.grid.base_frame_offset)
-            self._backend = self._make_backend(b * y * x * self.enc.itemsize)
+            self._file = AtomicFile(self.path)
+            try:
+                self._file.fh.seek(self.grid.base_frame_offset)
+                self._backend = self._make_backend(b * y * x * self.enc.itemsize)
+            except BaseException:
+                self._file.discard()
+                raise
         except BaseException:
-            self._file.discard()
             self._progress.close()
             raise
 
