@@ -990,3 +990,27 @@ def test_long_rows_of_incompressible_frames_do_not_deadlock_the_workers(tmp_path
     assert result["blob"] == rumimm.write(tmp_path / "s.rumi", a, tile=(2, 32), threads=1)
     assert (tmp_path / "w.rumi").read_bytes() == (tmp_path / "s.rumi").read_bytes()
     encode_pool.stop_pool()  # the next test's workers get the usual buffers
+
+
+def test_an_interrupt_during_a_write_with_workers_leaves_no_file_and_the_next_write_works(tmp_path, scene,
+                                                                                          workers_for_any_size,
+                                                                                          monkeypatch):
+    path = tmp_path / "i.rumi"
+    path.write_bytes(b"old")
+    serial = rumimm.write(tmp_path / "s.rumi", scene, tile=16, threads=1)
+    original = frame_job.FrameJob.encode  # patched here only: the workers keep theirs
+    calls = {"n": 0}
+
+    def interrupted(self, k, frame):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(self, k, frame)
+
+    monkeypatch.setattr(frame_job.FrameJob, "encode", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        rumimm.write(path, scene, tile=16, threads=2)
+    assert path.read_bytes() == b"old" and no_temp_files(tmp_path)
+    monkeypatch.setattr(frame_job.FrameJob, "encode", original)
+    assert rumimm.write(path, scene, tile=16, threads=2) == serial
+    assert path.read_bytes() == (tmp_path / "s.rumi").read_bytes()
