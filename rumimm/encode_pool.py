@@ -64,6 +64,12 @@ def _anonymous_file(size: int) -> int:
     return fd
 
 
+def _python_executable() -> bool:
+    """Whether ``sys.executable`` is a Python interpreter (not an application embedding one)."""
+    name = os.path.basename(sys.executable or "").lower()
+    return name.startswith(("python", "pypy"))
+
+
 class _Worker:
     """One encoding worker process and the socket to it."""
 
@@ -148,7 +154,7 @@ def _acquire(workers: int) -> _Pool:
             pool.close()
             pool = _POOL = None
         if pool is None:
-            if not (sys.executable and hasattr(socket, "send_fds")):
+            if not (_python_executable() and hasattr(socket, "send_fds")):
                 raise PoolUnavailable("no Python executable or Unix sockets to start workers with")
             pool = _POOL = _Pool(workers)
             global _STOP_AT_EXIT

@@ -1014,3 +1014,13 @@ def test_an_interrupt_during_a_write_with_workers_leaves_no_file_and_the_next_wr
     monkeypatch.setattr(frame_job.FrameJob, "encode", original)
     assert rumimm.write(path, scene, tile=16, threads=2) == serial
     assert path.read_bytes() == (tmp_path / "s.rumi").read_bytes()
+
+
+def test_an_application_embedding_python_compresses_here(tmp_path, scene, workers_for_any_size, monkeypatch):
+    from rumimm import encode_pool
+
+    encode_pool.stop_pool()
+    monkeypatch.setattr(encode_pool.sys, "executable", "/opt/app/bin/render-farm")  # would not run python -c
+    with rumimm.Writer(tmp_path / "e.rumi", scene.shape, scene.dtype, tile=16, threads=2) as w:
+        assert w.backend_name == "serial"
+        w.abort()
