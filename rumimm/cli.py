@@ -424,3 +424,20 @@ register("demo", "write a synthetic EO scene, read windows back and check every 
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+# -- clean (temporary files of killed writers) ------------------------------------------------
+def _clean_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a directory, or a .rumi file (existing or not)")
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from .atomic import clean
+
+    for path in args.paths:
+        for removed in clean(path):
+            print(f"removed {removed}")
+    return 0
+
+
+register("clean", "remove the temporary files that killed rumimm writers left behind", _clean_args, _clean)

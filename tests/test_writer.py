@@ -18,6 +18,8 @@ from conftest import UTM33N, WGS84, samples
 
 import rumimm
 import rumimm.writer as W
+from rumimm import atomic, frame_job
+from rumimm import write_args as W_ARGS
 from rumimm import codec
 from rumimm.blob import Header
 from rumimm.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
@@ -540,7 +542,7 @@ def test_a_keyboard_interrupt_mid_file_leaves_no_partial_file(tmp_path, scene, m
 def test_a_full_disk_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch):
     path = tmp_path / "disk.rumi"
     path.write_bytes(b"previous")
-    real = W._AtomicFile.__init__
+    real = atomic.AtomicFile.__init__
 
     def init(self, p):
         real(self, p)
@@ -555,7 +557,7 @@ def test_a_full_disk_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch)
 
         self.fh = Full()
 
-    monkeypatch.setattr(W._AtomicFile, "__init__", init)
+    monkeypatch.setattr(atomic.AtomicFile, "__init__", init)
     with pytest.raises(OSError, match="No space left"):
         rumimm.write(path, scene, tile=16)
     assert path.read_bytes() == b"previous" and no_temp_files(tmp_path)
@@ -565,7 +567,7 @@ def test_a_failed_rename_leaves_no_temporary_file(tmp_path, scene, monkeypatch):
     def replace(src, dst):
         raise PermissionError(13, "denied", dst)
 
-    monkeypatch.setattr(W.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     with pytest.raises(PermissionError):
         rumimm.write(tmp_path / "r.rumi", scene, tile=16)
     assert os.listdir(tmp_path) == []
@@ -593,7 +595,7 @@ def test_a_keyboard_interrupt_while_syncing_leaves_the_old_file_untouched(tmp_pa
     def fsync(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(W.os, "fsync", fsync)
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
     with pytest.raises(KeyboardInterrupt):
         rumimm.write(path, scene, tile=16)
     assert path.read_bytes() == b"previous" and no_temp_files(tmp_path)
@@ -633,7 +635,7 @@ def test_a_frame_that_compresses_to_nothing_is_refused(tmp_path, scene, monkeypa
 
 
 def test_a_frame_larger_than_a_tile_byte_count_can_hold_is_refused(tmp_path, scene, monkeypatch):
-    monkeypatch.setattr(W, "MAX_COUNT", 20)  # stands in for 2**32 - 1: TileByteCounts is LONG
+    monkeypatch.setattr(frame_job, "MAX_COUNT", 20)  # stands in for 2**32 - 1: TileByteCounts is LONG
     with pytest.raises(RumiError, match="frame 0 of 27 compressed to .* bytes, more than the 20 a TileByteCounts"):
         rumimm.write(tmp_path / "o.rumi", scene, tile=16)
     assert os.listdir(tmp_path) == []
@@ -672,11 +674,11 @@ def _huge(shape, dtype=np.uint8):
 @pytest.mark.parametrize(
     ("array", "error", "match"),
     [
-        (np.zeros(5, np.uint8), ValueError, "2-D .* or 3-D .*, got 1-D"),
-        (np.zeros((1, 2, 3, 4), np.uint8), ValueError, "got 4-D"),
-        (np.zeros((2, 0, 3), np.uint8), ValueError, "must not be empty"),
-        (_huge((65536, 1, 1)), ValueError, "band count B must be <= 65535, got 65536"),
-        (_huge((1, 2**32, 1)), ValueError, "height and width must be <= 4294967295"),
+        (np.zeros(5, np.uint8), RumiError, "2-D .* or 3-D .*, got 1-D"),
+        (np.zeros((1, 2, 3, 4), np.uint8), RumiError, "got 4-D"),
+        (np.zeros((2, 0, 3), np.uint8), RumiError, "must not be empty"),
+        (_huge((65536, 1, 1)), RumiError, "band count B must be <= 65535, got 65536"),
+        (_huge((1, 2**32, 1)), RumiError, "height and width must be <= 4294967295"),
         (np.zeros((2, 2), dtype=object), RumiError, "dtype object has no rumi sample encoding"),
         (np.zeros((2, 2), dtype=np.complex256), RumiError, "has no rumi sample encoding"),
     ],
@@ -732,6 +734,82 @@ def test_a_directory_path_is_refused(tmp_path, scene):
     assert os.listdir(tmp_path) == []
 
 
+def _never_compress(monkeypatch):
+    def encode(self, frame):
+        raise AssertionError("compressed before the argument was refused")
+
+    monkeypatch.setattr(codec.FrameEncoder, "encode", encode)
+
+
+def test_an_empty_path_fails_before_anything_is_compressed(tmp_path, scene, monkeypatch):
+    _never_compress(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="an empty path names no file"):
+        rumimm.write("", scene)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_missing_directory_is_reported_with_the_users_path(tmp_path, scene, monkeypatch):
+    _never_compress(monkeypatch)
+    path = tmp_path / "no" / "such" / "dir" / "x.rumi"
+    with pytest.raises(FileNotFoundError) as info:
+        rumimm.write(path, scene)
+    assert info.value.filename == str(path) and "rumimm-" not in str(info.value)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(("shape", "tile", "unit"), [((1, 30000, 30000), 30000, "tile"),
+                                                     ((2, 20000, 20000), 20000, "cell")])
+def test_a_tile_larger_than_openzl_compresses_is_refused_up_front(tmp_path, monkeypatch, shape, tile, unit):
+    _never_compress(monkeypatch)
+    with pytest.raises(ValueError, match=rf"more than the {W_ARGS.MAX_FRAME_BYTES} OpenZL compresses"):
+        rumimm.write(tmp_path / "t.rumi", _huge(shape), tile=tile, unit=unit)
+    assert os.listdir(tmp_path) == []
+    # the limit is on the largest frame, which an image smaller than the tile cuts down
+    rumimm.Writer(tmp_path / "small.rumi", (1, 100, 100), np.uint8, tile=30000).abort()
+
+
+def test_writing_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path, scene):
+    target = tmp_path / "data" / "real.rumi"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    link = tmp_path / "link.rumi"
+    link.symlink_to(target)
+    blob = rumimm.write(link, scene, tile=16)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert index(target) == blob and os.listdir(target.parent) == ["real.rumi"]
+    dangling = tmp_path / "dangling.rumi"
+    dangling.symlink_to(tmp_path / "data" / "new.rumi")
+    rumimm.write(dangling, scene, tile=16)
+    assert dangling.is_symlink() and index(tmp_path / "data" / "new.rumi") == blob
+
+
+def test_replacing_a_file_keeps_its_permission_bits(tmp_path, scene):
+    path = tmp_path / "ro.rumi"
+    rumimm.write(path, scene[:1], tile=16)
+    path.chmod(0o444)
+    rumimm.write(path, scene, tile=16)
+    assert path.stat().st_mode & 0o777 == 0o444
+    path.chmod(0o640)
+    rumimm.write(path, scene, tile=16)
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_progress_advances_once_per_row_of_tiles(tmp_path, scene):
+    seen = []
+    rumimm.write(tmp_path / "p.rumi", scene, tile=16, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    with pytest.raises(TypeError, match="progress must be None, a bool or a callable"):
+        rumimm.write(tmp_path / "q.rumi", scene, progress="yes")
+    assert os.listdir(tmp_path) == ["p.rumi"]
+
+
+def test_progress_true_draws_a_bar_on_stderr(tmp_path, scene, capsys):
+    rumimm.write(tmp_path / "p.rumi", scene, tile=16, progress=True)
+    err = capsys.readouterr().err
+    assert "write:" in err and "/3 " in err  # a tqdm bar over the 3 rows
+
+
 # -- the process pool ---------------------------------------------------------------------
 def failing_builder(compressor, enc, shape):
     """A picklable codec builder that refuses edge frames (width 5), to fail inside a worker."""
@@ -745,11 +823,17 @@ def width_key(shape):
     return shape[-1]
 
 
-def test_the_process_pool_writes_the_same_bytes_as_serial_and_verifies(tmp_path, rng, monkeypatch):
-    a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16).astype(">u2")
-    serial = rumimm.write(tmp_path / "s.rumi", a, tile=(16, 20), threads=1)
+@pytest.fixture
+def workers_for_any_size(monkeypatch):
+    """Use the encoding workers for every image (the size thresholds are about speed only)."""
     monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
     monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "_WORKERS_FAILED", False)
+
+
+def test_the_encoding_workers_write_the_same_bytes_as_serial_and_verify(tmp_path, rng, workers_for_any_size):
+    a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16).astype(">u2")
+    serial = rumimm.write(tmp_path / "s.rumi", a, tile=(16, 20), threads=1)
     w = rumimm.Writer(tmp_path / "p.rumi", a.shape, a.dtype, tile=(16, 20), threads=2, verify=True)
     assert w.backend_name == "processes"
     for r in range(w.rows):
@@ -758,77 +842,185 @@ def test_the_process_pool_writes_the_same_bytes_as_serial_and_verifies(tmp_path,
     assert (tmp_path / "s.rumi").read_bytes() == (tmp_path / "p.rumi").read_bytes()
     assert no_temp_files(tmp_path)
 
-    # incompressible frames outgrow their input: those come back through the pipe
+    # incompressible frames outgrow their input: those come back through the socket
     noise = rng.integers(0, 256, (2, 40, 50), dtype=np.uint8)
     assert rumimm.write(tmp_path / "n.rumi", noise, tile=16, threads=2) == rumimm.write(
         tmp_path / "m.rumi", noise, tile=16, threads=1)
     assert (tmp_path / "n.rumi").read_bytes() == (tmp_path / "m.rumi").read_bytes()
 
-    # an error inside a worker surfaces as a CodecError and leaves no file
+    # three processes, cell frames
+    assert rumimm.write(tmp_path / "c3.rumi", a, tile=(16, 10), unit="cell", threads=3) == rumimm.write(
+        tmp_path / "c1.rumi", a, tile=(16, 10), unit="cell", threads=1)
+    assert (tmp_path / "c3.rumi").read_bytes() == (tmp_path / "c1.rumi").read_bytes()
+
+    # an error inside a worker surfaces as a CodecError and leaves no file; the next write works
     bad = codec.Codec("edge-refuser", "test", True, False, True, builder=failing_builder, graph_key=width_key)
     with pytest.raises(CodecError, match="edge frames refused"):
         rumimm.write(tmp_path / "f.rumi", a, tile=(16, 20), threads=2, codec=bad)
     assert not (tmp_path / "f.rumi").exists() and no_temp_files(tmp_path)
+    assert rumimm.write(tmp_path / "again.rumi", a, tile=(16, 20), threads=2) == serial
 
 
-def test_a_broken_pool_falls_back_to_serial_with_a_warning(tmp_path, scene, monkeypatch):
-    from concurrent.futures.process import BrokenProcessPool
+def test_a_killed_worker_falls_back_to_this_process_with_a_warning(tmp_path, scene, workers_for_any_size):
+    from rumimm import encode_pool
 
-    class Broken:
-        def submit(self, *args, **kwargs):
-            raise BrokenProcessPool("gone")
-
-    monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
-    monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
-    monkeypatch.setattr(W, "_process_pool", lambda workers: Broken())
-    monkeypatch.setattr(W, "_POOL_FAILED", False)
-    with pytest.warns(RumiWarning, match="process pool broke"):
-        blob = rumimm.write(tmp_path / "b.rumi", scene, tile=16, threads=2)
-    assert W._POOL_FAILED  # later writes do not try again
-    assert rumimm.Writer(tmp_path / "x.rumi", scene.shape, scene.dtype, threads=2).backend_name == "serial"
-    assert blob == rumimm.write(tmp_path / "s.rumi", scene, tile=16, threads=1)
+    serial = rumimm.write(tmp_path / "s.rumi", scene, tile=16, threads=1)
+    w = rumimm.Writer(tmp_path / "b.rumi", scene.shape, scene.dtype, tile=16, threads=2)
+    assert w.backend_name == "processes"
+    for worker in encode_pool._POOL.workers:
+        worker.proc.kill()
+        worker.proc.wait()
+    with pytest.warns(RumiWarning, match="encoding worker process died"):
+        for r in range(w.rows):
+            w.write_row(r, scene[:, slice(*w.row_span(r))])
+        assert w.close() == serial
     assert (tmp_path / "b.rumi").read_bytes() == (tmp_path / "s.rumi").read_bytes()
+    assert W._WORKERS_FAILED  # later writes do not try again
+    assert rumimm.Writer(tmp_path / "x.rumi", scene.shape, scene.dtype, threads=2).backend_name == "serial"
 
 
-def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_path, scene, monkeypatch):
-    from concurrent.futures import Future
-    from concurrent.futures.process import BrokenProcessPool
-    from multiprocessing import shared_memory
+def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_path, scene, workers_for_any_size,
+                                                                          monkeypatch):
+    from rumimm import encode_pool
 
-    class DiesWhileStoring:
-        def submit(self, fn, job_id, args, shm_name, frames, end, flag):
-            shm = shared_memory.SharedMemory(name=shm_name)
-            shm.buf[flag] = 1  # what a worker does just before overwriting the frames' input
-            shm.close()
-            fut = Future()
-            fut.set_exception(BrokenProcessPool("killed"))
-            return fut
+    real = encode_pool.send_message
 
-    monkeypatch.setattr(W, "PROCESS_MIN_BYTES", 0)
-    monkeypatch.setattr(W, "PROCESS_START_MIN_BYTES", 0)
-    monkeypatch.setattr(W, "_process_pool", lambda workers: DiesWhileStoring())
-    monkeypatch.setattr(W, "_POOL_FAILED", False)
+    def dies_while_storing(sock, msg, fds=()):
+        if msg[0] != "task":
+            return real(sock, msg, fds)
+        backend = writer._backend
+        backend._buf[msg[3]] = 1  # what a worker does just before overwriting the frames' input
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(encode_pool, "send_message", dies_while_storing)
     path = tmp_path / "lost.rumi"
     path.write_bytes(b"old")
-    lost = "were lost when the compression process pool broke"
+    writer = rumimm.Writer(path, scene.shape, scene.dtype, tile=16, threads=2)
+    lost = "were lost when an encoding worker process died"
     with pytest.warns(RumiWarning), pytest.raises(CodecError, match=lost):
-        rumimm.write(path, scene, tile=16, threads=2)
+        with writer:
+            for r in range(writer.rows):
+                writer.write_row(r, scene[:, slice(*writer.row_span(r))])
     assert path.read_bytes() == b"old" and no_temp_files(tmp_path)
 
 
 def test_small_images_and_one_thread_compress_serially(tmp_path, scene, monkeypatch):
-    big = (4, 4096, 4096)  # 128 MiB of uint16: enough once the pool runs, not enough to start it
+    from rumimm import encode_pool
+
+    big = (4, 4096, 4096)  # 128 MiB of uint16: enough once the workers run, not enough to start them
     for shape, threads in ((scene.shape, 4), (big, 1)):
         with rumimm.Writer(tmp_path / "a.rumi", shape, np.uint16, threads=threads) as w:
             assert w.backend_name == "serial"
             w.abort()
-    monkeypatch.setattr(W, "_pool_running", lambda workers: False)
+    monkeypatch.setattr(W, "_WORKERS_FAILED", False)
+    monkeypatch.setattr(encode_pool, "pool_running", lambda workers: False)
     w = rumimm.Writer(tmp_path / "b.rumi", big, np.uint16, threads=2)
     assert w.backend_name == "serial"
     w.abort()
-    monkeypatch.setattr(W, "_pool_running", lambda workers: True)
-    monkeypatch.setattr(W, "_process_pool", lambda workers: None)
+    monkeypatch.setattr(encode_pool, "pool_running", lambda workers: True)
     w = rumimm.Writer(tmp_path / "c.rumi", big, np.uint16, threads=2)
     assert w.backend_name == "processes"
     w.abort()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_codec_defined_in_main_or_a_closure_compresses_here(tmp_path, scene, workers_for_any_size):
+    def closure_builder(compressor, enc, shape):
+        return codec.PRESETS["delta"].build(compressor, enc, shape)
+
+    closure = codec.Codec("closure", "test", True, False, True, builder=closure_builder)
+    with rumimm.Writer(tmp_path / "c.rumi", scene.shape, scene.dtype, tile=16, threads=2, codec=closure) as w:
+        assert w.backend_name == "serial"
+        w.abort()
+    assert not W._codec_reaches_workers(type("Main", (), {"__module__": "__main__", "__qualname__": "Main"}))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_its_own_workers_and_leaves_the_parents_alone(tmp_path, rng, workers_for_any_size):
+    from rumimm import encode_pool
+
+    a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16)
+    serial = rumimm.write(tmp_path / "s.rumi", a, tile=16, threads=1)
+    assert rumimm.write(tmp_path / "p.rumi", a, tile=16, threads=2) == serial
+    parents = encode_pool._POOL
+    pid = os.fork()
+    if pid == 0:  # the child: its own workers, the same bytes
+        code = 1
+        try:
+            ok = rumimm.write(tmp_path / "c.rumi", a, tile=16, threads=2) == serial
+            code = 0 if ok and encode_pool._POOL is not parents else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert encode_pool._POOL is parents and parents.usable(1)
+    assert rumimm.write(tmp_path / "q.rumi", a, tile=16, threads=2) == serial
+
+
+def test_long_rows_of_incompressible_frames_do_not_deadlock_the_workers(tmp_path, rng, workers_for_any_size,
+                                                                          monkeypatch):
+    # tasks and answers both larger than a socket buffer: the worker must keep reading
+    # the next row's task while the writer has not yet read the last answer
+    import socket
+    import threading
+
+    from rumimm import encode_pool
+
+    encode_pool.stop_pool()
+    real = socket.socketpair
+
+    def small_buffers(*args):
+        pair = real(*args)
+        for s in pair:  # what long rows do to the default buffers, with short rows
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        return pair
+
+    monkeypatch.setattr(encode_pool.socket, "socketpair", small_buffers)
+    a = rng.integers(0, 256, (1, 8, 160000), dtype=np.uint8)
+    result = {}
+
+    def run():
+        result["blob"] = rumimm.write(tmp_path / "w.rumi", a, tile=(2, 32), threads=2)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), "the write did not finish: writer and worker wait for each other"
+    assert result["blob"] == rumimm.write(tmp_path / "s.rumi", a, tile=(2, 32), threads=1)
+    assert (tmp_path / "w.rumi").read_bytes() == (tmp_path / "s.rumi").read_bytes()
+    encode_pool.stop_pool()  # the next test's workers get the usual buffers
+
+
+def test_an_interrupt_during_a_write_with_workers_leaves_no_file_and_the_next_write_works(tmp_path, scene,
+                                                                                          workers_for_any_size,
+                                                                                          monkeypatch):
+    path = tmp_path / "i.rumi"
+    path.write_bytes(b"old")
+    serial = rumimm.write(tmp_path / "s.rumi", scene, tile=16, threads=1)
+    original = frame_job.FrameJob.encode  # patched here only: the workers keep theirs
+    calls = {"n": 0}
+
+    def interrupted(self, k, frame):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(self, k, frame)
+
+    monkeypatch.setattr(frame_job.FrameJob, "encode", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        rumimm.write(path, scene, tile=16, threads=2)
+    assert path.read_bytes() == b"old" and no_temp_files(tmp_path)
+    monkeypatch.setattr(frame_job.FrameJob, "encode", original)
+    assert rumimm.write(path, scene, tile=16, threads=2) == serial
+    assert path.read_bytes() == (tmp_path / "s.rumi").read_bytes()
+
+
+def test_an_application_embedding_python_compresses_here(tmp_path, scene, workers_for_any_size, monkeypatch):
+    from rumimm import encode_pool
+
+    encode_pool.stop_pool()
+    monkeypatch.setattr(encode_pool.sys, "executable", "/opt/app/bin/render-farm")  # would not run python -c
+    with rumimm.Writer(tmp_path / "e.rumi", scene.shape, scene.dtype, tile=16, threads=2) as w:
+        assert w.backend_name == "serial"
+        w.abort()
