@@ -46,6 +46,7 @@ _LAZY = {
     "read_catalog": "rumimm.catalogs",
     "select_bbox": "rumimm.catalogs",
     "ChipDataset": "rumimm.chips",
+    "clean": "rumimm.atomic",
 }
 
 __all__ = sorted(

@@ -422,10 +422,6 @@ register("demo", "write a synthetic EO scene, read windows back and check every 
 # More subcommands register here, with the same register(name, help, configure, run).
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
-
 # -- clean (temporary files of killed writers) ------------------------------------------------
 def _clean_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="a directory, or a .rumi file (existing or not)")
@@ -441,3 +437,7 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 register("clean", "remove the temporary files that killed rumimm writers left behind", _clean_args, _clean)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
