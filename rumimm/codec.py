@@ -31,6 +31,7 @@ from openzl.ext import nodes as _n
 
 from .dtypes import ENCODINGS, Encoding, encoding_for_dtype
 from .errors import CodecError
+from .tiff import OPENZL_MAGIC
 
 __all__ = [
     "DEFAULT_FORMAT_VERSION",
@@ -55,7 +56,7 @@ MIN_FORMAT_VERSION: int = zl.MIN_FORMAT_VERSION
 #: Newest frame format version the installed OpenZL writes and reads.
 MAX_FORMAT_VERSION: int = zl.MAX_FORMAT_VERSION
 #: First four bytes of an OpenZL frame, little-endian, are FRAME_MAGIC + version.
-FRAME_MAGIC = 0xD7B1A5C0
+FRAME_MAGIC = OPENZL_MAGIC
 
 # Versions before 14 accept only one Serial input (measured, openzl 0.3.0), so a
 # Numeric frame cannot be written at them.

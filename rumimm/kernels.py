@@ -1,8 +1,9 @@
-"""numba kernels: bit-packed byte counts and prefix sums (the blob), and the reader's
-window planning and decode-and-copy engine.
+"""numba kernels: the batch blob check, and the read engine's window planning and
+decode-and-copy.
 
 Kernels take arrays and scalars and return arrays or status codes; the Python
-layer above (``blob.py``) validates arguments first and turns codes into errors.
+layers above (``blob.py``, ``engine.py``) validate arguments first and turn codes
+into errors.  Only ``engine.load`` imports this module (numba loads with it).
 All are compiled with ``cache=True`` so a fresh process pays no JIT cost once the
 cache is warm.
 """
@@ -12,32 +13,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Status codes of ``check_blobs``; ``blob.py`` maps each to a message.
-OK = 0
-TOO_SHORT = 1
-BAD_MAGIC = 2
-BAD_VERSION = 3
-ZERO_TILE = 4
-ZERO_BANDS = 5
-BAD_PAIR = 6
-BAD_UNIT = 7
-BAD_COUNT_BITS = 8
-BAD_SIZE = 9
-PADDING_BITS = 10
-ZERO_COUNT = 11
-EMPTY_IMAGE = 12
-COUNT_OVERFLOW = 13
-NOT_MIN = 14
-NOT_MIN_BITS = 15
-SINGLE_FRAME_BITS = 16
-TOO_MANY_FRAMES = 17
-
-MAGIC = 0x45564F4C
-VERSION = 1
-HEADER_SIZE = 28
-UINT32_MAX = 0xFFFFFFFF
-# Largest N a blob may claim: keeps N * count_bits and frame ends inside int64.
-MAX_FRAMES = 1 << 40
+from .blob import (  # noqa: F401  (the status codes, named once in blob.py)
+    BAD_COUNT_BITS, BAD_MAGIC, BAD_PAIR, BAD_SIZE, BAD_UNIT, BAD_VERSION, COUNT_OVERFLOW, EMPTY_IMAGE, HEADER_SIZE,
+    MAGIC, MAX_FRAMES, NOT_MIN, NOT_MIN_BITS, OK, PADDING_BITS, SINGLE_FRAME_BITS, TOO_MANY_FRAMES, TOO_SHORT,
+    UINT32_MAX, VERSION, ZERO_BANDS, ZERO_COUNT, ZERO_TILE)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -63,68 +42,6 @@ def _residual(packed, i, bits):
     if bits < 64:
         v &= (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
     return v
-
-
-@njit(cache=True, nogil=True)
-def unpack_counts(packed, n, bits, count_min, out):
-    """Fill ``out[:n]`` with ``count_min + residual[i]`` (uint64)."""
-    cmin = np.uint64(count_min)
-    if bits == 0:
-        for i in range(n):
-            out[i] = cmin
-        return
-    for i in range(n):
-        out[i] = cmin + _residual(packed, i, bits)
-
-
-@njit(cache=True, nogil=True)
-def prefix_offsets(packed, n, bits, count_min, base, out):
-    """Fill ``out[:n+1]`` with frame offsets: out[0] = base, out[i+1] = out[i] + c[i]."""
-    acc = np.uint64(base)
-    cmin = np.uint64(count_min)
-    out[0] = acc
-    for i in range(n):
-        c = cmin
-        if bits:
-            c += _residual(packed, i, bits)
-        acc += c
-        out[i + 1] = acc
-
-
-@njit(cache=True, nogil=True)
-def residual_sum(packed, k, bits):
-    """sum(residual[0:k]): with base + k * count_min, the offset of frame k."""
-    s = np.uint64(0)
-    if bits == 0:
-        return s
-    for i in range(k):
-        s += _residual(packed, i, bits)
-    return s
-
-
-@njit(cache=True, nogil=True)
-def residual_at(packed, i, bits):
-    """One residual, decoded independently of the others."""
-    if bits == 0:
-        return np.uint64(0)
-    return _residual(packed, i, bits)
-
-
-@njit(cache=True, nogil=True)
-def pack_residuals(counts, count_min, bits, out):
-    """Pack ``counts - count_min`` at ``bits`` bits each, LSB first, into zeroed ``out``."""
-    if bits == 0:
-        return
-    cmin = np.uint64(count_min)
-    for i in range(counts.shape[0]):
-        r = np.uint64(counts[i]) - cmin
-        lo = np.int64(i) * bits
-        byte = lo >> 3
-        shift = lo & 7
-        need = (shift + bits + 7) >> 3
-        v = r << np.uint64(shift)  # shift + bits <= 39, fits in 64 bits
-        for j in range(need):
-            out[byte + j] |= np.uint8((v >> np.uint64(8 * j)) & np.uint64(0xFF))
 
 
 @njit(cache=True, nogil=True)

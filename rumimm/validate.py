@@ -18,10 +18,11 @@ from . import dtypes
 from .blob import Header, build_header
 from .errors import BlobError, FormatError, RumiError, where
 from .georef import Georef, parse_geokeys
+from .mapped import map_file
 from .grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
-from .tiff import FIXED_TAGS, N_TAGS, Tag, TiffType, read_entries
+from .tiff import FIXED_TAGS, N_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, Tag, TiffType, read_entries
 
-__all__ = ["Report", "validate", "index", "inspect_file"]
+__all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "index_mapping"]
 
 _FORBIDDEN_GEOTIFF = {
     33550: "ModelPixelScaleTag",
@@ -84,29 +85,50 @@ def _read(buf, off: int, n: int, typ: TiffType) -> np.ndarray:
 
 
 def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> Report:
-    """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`."""
+    """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`.
+
+    The file is opened once and measured and mapped through that one descriptor.
+    """
     path = os.fspath(path)
-    rep = Report(path)
-    f = _Findings(path, strict)
     try:
-        size = os.path.getsize(path)
-        if size == 0:
-            f.add("file is empty; expected a BigTIFF header", stop=True)
-        mm = np.memmap(path, dtype=np.uint8, mode="r")
-        try:
-            _check(mm, size, f, rep, frames)
-        finally:
-            del mm
-    except _Stop:
-        pass
+        mm, buf = map_file(path)
+    except FormatError as exc:  # an empty file
+        if strict:
+            raise
+        rep = Report(path, violations=[str(exc).removeprefix(where(path))])
     except OSError as exc:
         raise RumiError(f"{where(path)}cannot read file: {exc.strerror or exc}") from exc
-    rep.violations = f.items
+    else:
+        try:
+            rep = inspect_mapping(buf, path, strict=strict, frames=frames)
+        finally:
+            del buf
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a traceback still holds a view; the map goes with it
     if header is not None:
         rep.header_violations = _compare_header(header, rep.blob, path)
         if strict and rep.header_violations:
             raise BlobError(f"{where(path)}{rep.header_violations[0]}")
     return rep
+
+
+def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic") -> Report:
+    """:func:`inspect_file` on a file already mapped (``buf``, uint8, the whole file)."""
+    rep = Report(os.fspath(path))
+    f = _Findings(rep.path, strict)
+    try:
+        _check(buf, buf.shape[0], f, rep, frames)
+    except _Stop:
+        pass
+    rep.violations = f.items
+    return rep
+
+
+def index_mapping(buf: np.ndarray, path) -> bytes:
+    """:func:`index` of a file already mapped: its canonical blob, or FormatError."""
+    return inspect_mapping(buf, path, strict=True).blob
 
 
 def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
@@ -270,7 +292,7 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
 
 
 def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) -> None:
-    from .codec import FRAME_MAGIC, MAX_FORMAT_VERSION, MIN_FORMAT_VERSION
+    MIN_FORMAT_VERSION, MAX_FORMAT_VERSION = OPENZL_FORMAT_VERSIONS
 
     short = np.flatnonzero(counts < 4)
     if short.size:
@@ -279,7 +301,7 @@ def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) ->
     idx = offsets.astype(np.int64)[:, None] + np.arange(4)
     magic = np.asarray(buf[idx]).astype(np.uint32)
     magic = magic[:, 0] | (magic[:, 1] << 8) | (magic[:, 2] << 16) | (magic[:, 3] << 24)
-    version = magic.astype(np.int64) - FRAME_MAGIC  # magic = FRAME_MAGIC + format version
+    version = magic.astype(np.int64) - OPENZL_MAGIC  # magic = FRAME_MAGIC + format version
     bad = np.flatnonzero((version < MIN_FORMAT_VERSION) | (version > MAX_FORMAT_VERSION))
     if bad.size:
         k = int(bad[0])
