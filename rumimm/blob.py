@@ -200,7 +200,8 @@ class Header:
         code, f = check_one(data)
         if code:
             raise BlobError(f"{where(path)}header blob: {_rule(code, f)}")
-        return cls(
+        residual_array = f.get("residuals")
+        hdr = cls(
             blob=data,
             image_width=f["image_width"],
             image_length=f["image_length"],
@@ -213,6 +214,9 @@ class Header:
             count_min=f["count_min"],
             count_bits=f["count_bits"],
         )
+        if residual_array is not None:
+            hdr.__dict__["_residuals"] = residual_array  # unpacked once, by the check
+        return hdr
 
     # -- derived layout -------------------------------------------------------
     @cached_property
@@ -250,13 +254,21 @@ class Header:
     def byte_count(self, k: int) -> int:
         """Compressed size of frame k, decoded independently of the others."""
         k = self._check_frame(k)
+        if "_residuals" in self.__dict__ or self.count_bits == 0:
+            return int(self.counts[k])
         return self.count_min + int(residuals(self.packed, k, k + 1, self.count_bits)[0])
 
     def offset(self, k: int) -> int:
         """Offset of frame k: base + k * count_min + sum(residual[0:k]), no walk of offsets."""
         if not 0 <= k <= self.n_frames:
             raise IndexError(f"frame {k} out of range for {self.n_frames} frames")
+        if "_residuals" in self.__dict__:
+            return int(self.offsets[k])
         return self.base_frame_offset + k * self.count_min + _residual_sum(self.packed, k, self.count_bits)
+
+    @cached_property
+    def _residuals(self) -> np.ndarray:
+        return residuals(self.packed, 0, self.n_frames, self.count_bits)
 
     @cached_property
     def counts(self) -> np.ndarray:
@@ -264,8 +276,7 @@ class Header:
         if self.count_bits == 0:
             out = np.broadcast_to(np.uint64(self.count_min), (self.n_frames,))
             return out
-        out = residuals(self.packed, 0, self.n_frames, self.count_bits)
-        out += np.uint64(self.count_min)
+        out = self._residuals + np.uint64(self.count_min)
         out.flags.writeable = False
         return out
 
@@ -375,25 +386,23 @@ def build_header(grid: Grid, enc: Encoding, counts: Iterable[int] | np.ndarray) 
 def residuals(packed: np.ndarray, start: int, stop: int, bits: int) -> np.ndarray:
     """Residuals ``start:stop`` (uint64, a new array): ``bits`` bits each, LSB first.
 
-    ``packed`` must be followed by at least 5 readable bytes or be the blob's packed
-    part (then it is padded here); bits past its end read as 0.
+    Bits past the end of ``packed`` read as 0.  Each residual is one unaligned 8-byte
+    little-endian load at its first byte, shifted and masked (shift + bits <= 39).
     """
     n = stop - start
     if bits == 0 or n <= 0:
         return np.zeros(max(n, 0), np.uint64)
     lo = np.arange(start, stop, dtype=np.int64) * bits
-    byte = lo >> 3
-    first, last = int(byte[0]), int(byte[-1]) + 5  # shift + bits <= 39: five bytes hold a residual
+    first = (start * bits) >> 3
+    last = ((stop - 1) * bits >> 3) + 8
     window = np.zeros(last - first, np.uint8)
     got = packed[first:min(last, packed.shape[0])]
     window[:got.shape[0]] = got
-    byte -= first
-    v = np.zeros(n, np.uint64)
-    for j in range(5):
-        v |= window[byte + j].astype(np.uint64) << np.uint64(8 * j)
+    words = np.ndarray((window.shape[0] - 7,), "<u8", window, 0, (1,))  # an 8-byte load at every byte
+    v = words[(lo >> 3) - first]
     v >>= (lo & 7).astype(np.uint64)
     v &= np.uint64((1 << bits) - 1)
-    return v
+    return v.astype(np.uint64, copy=False)
 
 
 def _residual_chunks(packed: np.ndarray, n: int, bits: int):
@@ -431,6 +440,8 @@ def check_one(data: bytes) -> tuple[int, dict]:
     """(status, fields) of one blob: every reader MUST of the spec and the canonical encoding.
 
     The rules and their order are those of ``kernels.check_blobs`` (the batch check).
+    For a blob of at most 65536 frames ``fields["residuals"]`` keeps the unpacked
+    residuals (uint64), so a Header need not unpack them again.
     """
     f = _bits_of(data.ljust(HEADER_SIZE, b"\0"))
     f["blob_size"] = len(data)
@@ -477,6 +488,8 @@ def check_one(data: bytes) -> tuple[int, dict]:
             lo, hi = int(r.min()), int(r.max())
             rmin = lo if rmin is None else min(rmin, lo)
             rmax = max(rmax, hi)
+        if n <= _CHUNK:
+            f["residuals"] = r
         if rmin != 0:
             return NOT_MIN, f
         if rmax.bit_length() != bits:

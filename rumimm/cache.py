@@ -11,8 +11,10 @@ Cached frames are read-only arrays; readers copy out of them.
 back to the kernel after every frame.  Without it every frame decode may page-fault
 its work buffers in again (measured: ~340 minor faults per 512 x 512 uint16 frame).
 It raises glibc's mmap threshold to 32 MiB and its trim threshold to 128 MiB for the
-whole process, so it is opt-in: ``RUMIMM_TUNE_MALLOC=1`` applies it when the read
-engine loads, or call it yourself.  rumimm changes no process-wide setting otherwise.
+whole process, once, when the read engine loads (the first pixel read, never at import
+or open); ``RUMIMM_TUNE_MALLOC=0`` leaves the allocator alone.  It is the one
+process-wide setting rumimm makes, kept because it halves the decode time of a frame
+(``docs/performance.md``).
 """
 
 from __future__ import annotations

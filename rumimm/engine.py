@@ -64,7 +64,10 @@ _NO_SCRATCH = np.zeros(1, np.uint8)
 def load():
     """Import numba, the kernels, OpenZL and geozl's C decoder, once; return the kernels.
 
-    Called by the first pixel read; safe to call from many threads at once.
+    Called by the first pixel read; safe to call from many threads at once.  It also
+    applies ``cache.tune_malloc`` (glibc's allocator keeps the decoder's scratch memory
+    instead of returning it to the kernel after every frame: half a frame's decode time;
+    ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
     """
     global K, _native, _codec, _threads, _NATIVE
     if K is not None:
@@ -75,7 +78,7 @@ def load():
             from . import codec, kernels, threads
             from ._env import env_int
 
-            if env_int("RUMIMM_TUNE_MALLOC", 0):
+            if env_int("RUMIMM_TUNE_MALLOC", 0) != 0:  # unset or 1; 0 opts out
                 from .cache import tune_malloc
 
                 tune_malloc()

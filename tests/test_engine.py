@@ -239,3 +239,19 @@ def test_reads_while_the_file_is_replaced_see_one_whole_file(tmp_path):
         stop.set()
         t.join()
     assert calls > 0 and errors == []
+
+
+def test_a_bad_setting_is_an_error_where_it_is_used_not_at_import(scene_file):
+    path, blob, _ = scene_file
+    code = f"""
+        import rumimm
+        f = rumimm.open  # looking the name up reads no setting
+        try:
+            rumimm.open({str(path)!r}, {blob!r})
+        except ValueError as exc:
+            print("open:", exc)
+        img = rumimm.open({str(path)!r}, {blob!r}, cache_bytes=0)  # a private cache reads no setting
+        print(img[0, 0, 0] >= 0)
+    """
+    out = _run(code, {"RUMIMM_CACHE_BYTES": "abc"})
+    assert "open: RUMIMM_CACHE_BYTES must be a non-negative integer, got 'abc'" in out and "True" in out
