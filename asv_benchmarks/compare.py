@@ -495,7 +495,7 @@ def build_table(results: dict) -> str:
         lines += ["", "Paired decode-floor ratio: rumimm's read time over the decode-only time of the same "
                   "window's frames, timed alternately in the same process (median of per-window ratios; "
                   "1.00 = nothing but decoding). The paired decode runs serially, or on a plain thread pool "
-                  "over the nogil per-frame decoder, never on OpenMP, so it does not slow the reads.", "",
+                  "over the nogil per-frame decoder.", "",
                   "| operation | threads | " + " | ".join(paired) + " |", "|---|---:|" + "---:|" * len(paired)]
         for label in labels:
             for n in threads:
@@ -526,7 +526,7 @@ def _notes(results: dict) -> str:
         (outside the timer, except in the "open + read" row), rumimm's decoded-frame cache was OFF
         (`cache_bytes=0`), and files were hot in the OS page cache. The reference has no open handle:
         `rumi.read(path, blob, ...)` opens the file on every call. The decode floor is the GIL-free
-        decoding of just the frames a window touches, already in memory, with rumimm's batch decoder.
+        decoding of just the frames a window touches, already in memory, with rumimm's nogil per-frame decoder.
         GDAL uses its default pixel interleaving (one block holds every band). Cold start is measured inside
         the fresh process, from before the import to after the first read.
 

@@ -58,6 +58,12 @@ SINGLE_FRAME_BITS = 16
 TOO_MANY_FRAMES = 17
 _CHUNK = 1 << 16  # residuals unpacked at a time when only a sum, min or max is needed
 
+# Headers of recently parsed small blobs: a data loader reopens the same files with the same
+# blobs, and a Header is immutable (its offsets are computed once and shared, read-only).
+_RECENT_SIZE = 256
+_RECENT_MAX_BLOB = 4096  # bytes: at most ~32k frames, so the shared offsets stay small
+_recent: dict = {}
+
 #: Column names of the arrays ``parse_blobs`` returns, in order.
 BLOB_FIELDS = (
     "image_width",
@@ -197,6 +203,9 @@ class Header:
             # bytes(n) of an int would allocate n zero bytes (a hostile or mistaken 10**12 included)
             raise TypeError(f"a header blob must be bytes or a buffer, got {type(blob).__name__}")
         data = bytes(blob)
+        hdr = _recent.get(data)
+        if hdr is not None:
+            return hdr
         code, f = check_one(data)
         if code:
             raise BlobError(f"{where(path)}header blob: {_rule(code, f)}")
@@ -216,6 +225,13 @@ class Header:
         )
         if residual_array is not None:
             hdr.__dict__["_residuals"] = residual_array  # unpacked once, by the check
+        if len(data) <= _RECENT_MAX_BLOB:
+            if len(_recent) >= _RECENT_SIZE:
+                try:
+                    _recent.pop(next(iter(_recent)))  # the oldest
+                except (KeyError, RuntimeError, StopIteration):
+                    pass  # another thread evicted first
+            _recent[data] = hdr
         return hdr
 
     # -- derived layout -------------------------------------------------------
@@ -279,6 +295,14 @@ class Header:
         out = self._residuals + np.uint64(self.count_min)
         out.flags.writeable = False
         return out
+
+    @cached_property
+    def _frame_bytes(self) -> np.ndarray:
+        """The byte counts as one contiguous uint64 array for the read engine, shared by its images.
+
+        Writable only so that the kernels see one array type; nothing writes to it.
+        """
+        return np.array(self.counts, dtype=np.uint64)
 
     @cached_property
     def offsets(self) -> np.ndarray:

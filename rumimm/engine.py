@@ -102,8 +102,9 @@ def _warm(kern) -> None:
     bands = np.zeros(1, np.int64)
     plan = kern.plan_window(grid, bands, 0, 1, 1, 0, 1, 1, 1)
     u64, i64 = np.zeros(1, np.uint64), np.zeros(1, np.int64)
-    kern.decode_copy(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, plan, bands,
-                     np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True, _NO_SCRATCH, 0, i64, 0, 0, 1, 0)
+    frames = kern.Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64)
+    place = kern.Placement(plan, bands, np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True)
+    kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 0, 1, 0)
 
 
 def loaded() -> bool:
@@ -180,9 +181,8 @@ class FrameSource:
         """(src, size, typed), built on first use (one allocation of 17 bytes per frame)."""
         if self.typed is None:
             buf = self.mapping()
-            offsets = self.header.offsets
-            self.src = offsets[:-1] + np.uint64(buf.ctypes.data)
-            self.size = np.diff(offsets)
+            self.src = self.header.offsets[:-1] + np.uint64(buf.ctypes.data)
+            self.size = self.header._frame_bytes
             self.typed = np.zeros(self.n_frames, np.uint8)
         return self.src, self.size, self.typed
 
@@ -387,20 +387,20 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
             stride = (max(sizes) + _ALIGN - 1) // _ALIGN * _ALIGN
             scratch = _scratch(stride * chunks)
             keep.append(scratch)
-    verify = any(s.verify for s in sources)
     status = np.zeros(ngroups, np.int64)
     fs0 = sources[0]
-    args = (src, size, fidx, dec, need, gstart, plan, bands, out4, ys, xs, fs0.isz, fs0.mask, verify,
-            scratch, stride, status)
+    frames = K.Frames(src, size, fidx, dec, need, gstart, status)
+    place = K.Placement(plan, bands, out4, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
     if chunks > 1:
         try:
             counter = np.zeros(1, np.int64)
-            bad = _threads.run_workers(lambda w: K.decode_copy_shared(*args, counter, w), chunks)
+            bad = _threads.run_workers(lambda w: K.decode_copy_shared(frames, place, scratch, stride, counter, w),
+                                       chunks)
             bad = min((b for b in bad if b >= 0), default=-1)
         finally:
             _threads.release_parallel()
     else:
-        bad = K.decode_copy(*args, 0, ngroups, 1, 0)
+        bad = K.decode_copy(frames, place, scratch, stride, 0, ngroups, 1, 0)
     if bad >= 0:
         raise _frame_error(sources[owners[bad]], klist[bad], int(status[bad]))
     if store and fresh:
@@ -459,12 +459,13 @@ def decode_frames(fs: FrameSource, frames) -> list[np.ndarray]:
                 _check_header(fs, k)
             raw = np.empty(nbytes, np.uint8)
             plan = np.zeros((1, kern.PLAN_COLS), np.int64)
-            plan[0, kern.P_NBYTES] = nbytes
+            plan[0, kern.P_NBYTES] = nbytes  # one group with no copy entries: decode only
             status = np.zeros(1, np.int64)
-            bad = kern.decode_copy(src, size, np.array([k], np.int64), np.array([raw.ctypes.data], np.uint64),
-                                   np.ones(1, np.uint8), np.zeros(2, np.int64), plan, np.zeros(0, np.int64),
-                                   np.zeros((1, 1, 1, 1), np.uint8), 1, 1, fs.isz, fs.mask, fs.verify,
-                                   _NO_SCRATCH, 0, status, 0, 1, 1, 0)
+            frames = kern.Frames(src, size, np.array([k], np.int64), np.array([raw.ctypes.data], np.uint64),
+                                 np.ones(1, np.uint8), np.zeros(2, np.int64), status)
+            place = kern.Placement(plan, np.zeros(1, np.int64), np.zeros((1, 1, 1, 1), np.uint8), 1, 1, fs.isz,
+                                   fs.mask, fs.verify)
+            bad = kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 1, 1, 0)
             del keep
             if bad >= 0:
                 raise _frame_error(fs, k, int(status[0]))

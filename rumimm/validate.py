@@ -143,7 +143,19 @@ def index_mapping(buf: np.ndarray, path) -> bytes:
 
 
 def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
-    # -- BigTIFF header --------------------------------------------------------
+    """Every rule of the spec, one function per section, in file order."""
+    _check_bigtiff_header(buf, size, f)
+    by_tag = _check_ifd(buf, size, f)
+    grid = _check_image(by_tag, f)
+    values = _check_placement(buf, size, by_tag, grid, f)
+    enc = _check_sample_encoding(values, f)
+    rep.georef = _check_georeferencing(values, f)
+    rep.blob = build_header(grid, enc, _check_frame_layout(size, values, grid, f))
+    _check_frames(buf, f, rep, frames)
+
+
+def _check_bigtiff_header(buf, size: int, f: _Findings) -> None:
+    """File profile: a little-endian BigTIFF header whose first IFD is at byte 16."""
     if size < 16:
         f.add(f"file is {size} bytes, shorter than the 16-byte BigTIFF header", stop=True)
     order = bytes(buf[:2])
@@ -163,7 +175,10 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
     if size < IFD_END:
         f.add(f"file is {size} bytes, too short for the 236-byte IFD at byte 16 (truncated)", stop=True)
 
-    # -- the fixed IFD ---------------------------------------------------------
+
+
+def _check_ifd(buf, size: int, f: _Findings) -> dict:
+    """Fixed IFD: exactly the 11 tags, in rising order, and one IFD; returns the entries by tag."""
     (count,) = struct.unpack_from("<Q", buf, 16)
     readable = min(count, (size - 24) // 20, 64)
     entries = read_entries(buf, readable)
@@ -195,7 +210,11 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         if e.type != typ or e.count != 1:
             f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) and 1",
                   stop=True)
+    return by_tag
 
+
+def _check_image(by_tag: dict, f: _Findings) -> Grid:
+    """Image, tiles and bands; the frame unit from the TileOffsets count; every tag's type and count."""
     def scalar(tag):
         typ, _ = FIXED_TAGS[tag]
         return int(np.frombuffer(by_tag[tag].field, dtype=np.dtype(typ.code).newbyteorder("<"), count=1)[0])
@@ -225,8 +244,15 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         if e.type != typ or e.count != want:
             f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) "
                   f"and {want}", stop=True)
+    return grid
 
-    # -- placement of external values -------------------------------------------
+
+def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings):
+    """Placement: values over 8 bytes follow the IFD in rising tag order with no gaps.
+
+    Returns ``values(tag)``, the tag's values read from where they are.
+    """
+    bands, n = grid.samples_per_pixel, grid.n_frames
     cursor = IFD_END
     where_value: dict[Tag, int] = {}
     for tag, (typ, cnt) in FIXED_TAGS.items():
@@ -251,6 +277,11 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         typ, cnt = FIXED_TAGS[tag]
         return _read(buf, where_value[tag], cnt(bands, n), typ)
 
+    return values
+
+
+def _check_sample_encoding(values, f: _Findings):
+    """Sample encodings: one valid (SampleFormat, BitsPerSample) pair for every band."""
     bps, sfs = values(Tag.BITS_PER_SAMPLE), values(Tag.SAMPLE_FORMAT)
     if np.any(bps != bps[0]) or np.any(sfs != sfs[0]):
         f.add("bands use different (SampleFormat, BitsPerSample) pairs; all bands must use the same pair", stop=True)
@@ -258,14 +289,21 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         enc = dtypes.encoding(int(sfs[0]), int(bps[0]))
     except FormatError as exc:
         f.add(str(exc), stop=True)
+    return enc
 
-    # -- georeferencing --------------------------------------------------------
+
+def _check_georeferencing(values, f: _Findings):
+    """Georeferencing: the matrix and the key directory, EPSG codes only."""
     georef, bad = parse_geokeys(values(Tag.GEO_KEY_DIRECTORY), values(Tag.MODEL_TRANSFORMATION))
-    rep.georef = georef
     for msg in bad:
         f.add(msg)
+    return georef
 
-    # -- frames ----------------------------------------------------------------
+
+def _check_frame_layout(size: int, values, grid: Grid, f: _Findings) -> np.ndarray:
+    """Frames: no sparse frame, one contiguous run in frame-index order from base_frame_offset
+    to the end of the file; returns the byte counts."""
+    n, base = grid.n_frames, grid.base_frame_offset
     offsets = values(Tag.TILE_OFFSETS).astype(np.uint64)
     counts = values(Tag.TILE_BYTE_COUNTS).astype(np.uint64)
     zero = np.flatnonzero(counts == 0)
@@ -294,8 +332,13 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         f.add(f"last frame ends at byte {end} but the file has {size} bytes (truncated)", stop=True)
     if end < size:
         f.add(f"{size - end} bytes follow the last frame (ends at byte {end}); nothing may follow the frame run")
-    rep.blob = build_header(grid, enc, counts)
+    return counts
 
+
+def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
+    """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
+    hdr = Header.parse(rep.blob, path=rep.path)
+    offsets, counts, grid = hdr.offsets[:-1], hdr.counts, hdr.grid
     rep.checked.append(CHECKED_PROFILE)
     if frames in ("magic", "headers", "decode"):
         if not _check_frame_magic(buf, offsets, counts, grid, f, rep):
