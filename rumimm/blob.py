@@ -25,6 +25,7 @@ import numpy as np
 from .dtypes import ENCODINGS, Encoding, encoding
 from .errors import BlobError, where
 from .grid import FrameUnit, Grid
+from .packing import _CHUNK, _residual_chunks, _residual_sum, pack_residuals, residuals  # noqa: F401
 
 __all__ = ["Header", "build_header", "parse_blobs", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS"]
 
@@ -56,7 +57,6 @@ NOT_MIN = 14
 NOT_MIN_BITS = 15
 SINGLE_FRAME_BITS = 16
 TOO_MANY_FRAMES = 17
-_CHUNK = 1 << 16  # residuals unpacked at a time when only a sum, min or max is needed
 
 # Headers of recently parsed small blobs: a data loader reopens the same files with the same
 # blobs, and a Header is immutable (its offsets are computed once and shared, read-only).
@@ -402,55 +402,6 @@ def build_header(grid: Grid, enc: Encoding, counts: Iterable[int] | np.ndarray) 
                         grid.tile_length, grid.samples_per_pixel, enc.bits_per_sample,
                         enc.sample_format, int(grid.unit), cmin, bits)
     return head + packed.tobytes()
-
-
-# --------------------------------------------------------------------------- bit-packed residuals
-
-
-def residuals(packed: np.ndarray, start: int, stop: int, bits: int) -> np.ndarray:
-    """Residuals ``start:stop`` (uint64, a new array): ``bits`` bits each, LSB first.
-
-    Bits past the end of ``packed`` read as 0.  Each residual is one unaligned 8-byte
-    little-endian load at its first byte, shifted and masked (shift + bits <= 39).
-    """
-    n = stop - start
-    if bits == 0 or n <= 0:
-        return np.zeros(max(n, 0), np.uint64)
-    lo = np.arange(start, stop, dtype=np.int64) * bits
-    first = (start * bits) >> 3
-    last = ((stop - 1) * bits >> 3) + 8
-    window = np.zeros(last - first, np.uint8)
-    got = packed[first:min(last, packed.shape[0])]
-    window[:got.shape[0]] = got
-    words = np.ndarray((window.shape[0] - 7,), "<u8", window, 0, (1,))  # an 8-byte load at every byte
-    v = words[(lo >> 3) - first]
-    v >>= (lo & 7).astype(np.uint64)
-    v &= np.uint64((1 << bits) - 1)
-    return v.astype(np.uint64, copy=False)
-
-
-def _residual_chunks(packed: np.ndarray, n: int, bits: int):
-    for start in range(0, n, _CHUNK):
-        yield residuals(packed, start, min(n, start + _CHUNK), bits)
-
-
-def _residual_sum(packed: np.ndarray, k: int, bits: int) -> int:
-    """sum(residual[0:k]), in chunks: no allocation proportional to k."""
-    if bits == 0:
-        return 0
-    return sum(int(r.sum(dtype=np.uint64)) for r in _residual_chunks(packed, k, bits))
-
-
-def pack_residuals(counts: np.ndarray, count_min: int, bits: int) -> np.ndarray:
-    """``counts - count_min`` at ``bits`` bits each, LSB first, padded with zero bits to a byte."""
-    n = counts.shape[0]
-    if bits == 0:
-        return np.zeros(0, np.uint8)
-    r = (counts.astype(np.uint64) - np.uint64(count_min))[:, None]
-    planes = ((r >> np.arange(bits, dtype=np.uint64)) & np.uint64(1)).astype(np.uint8)
-    out = np.packbits(planes.reshape(-1), bitorder="little")
-    assert out.shape[0] == -(-n * bits // 8)
-    return out
 
 
 def _bits_of(data: bytes) -> dict:
