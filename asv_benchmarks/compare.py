@@ -280,7 +280,7 @@ def _floor_timer(header, data: np.ndarray, threads: int):
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from rumimm import _native
+    from rumimm.codec import native as _native
 
     try:
         from asv_benchmarks.decode_floor import decode_frames

@@ -54,7 +54,7 @@ _ALIGN = 64
 _load_lock = threading.RLock()
 _local = threading.local()
 K = None  # rumimm.kernels once loaded
-_native = None  # rumimm._native once loaded
+_native = None  # rumimm.codec.native once loaded
 _codec = None  # rumimm.codec once loaded (frame headers, and the openzl.ext fallback decoder)
 _threads = None  # rumimm.threads once loaded (the decode thread pool)
 _NATIVE = False  # geozl's GIL-free C decoder is bound
@@ -74,8 +74,8 @@ def load():
         return K
     with _load_lock:
         if K is None:
-            from . import _native as native
             from . import codec, kernels, threads
+            from .codec import native
             from ._env import env_int
 
             if env_int("RUMIMM_TUNE_MALLOC", 0) != 0:  # unset or 1; 0 opts out

@@ -1,5 +1,9 @@
 """The frame codec: OpenZL frames of rumi tiles and cells.
 
+Modules: ``frames`` (what a frame declares: magic, version, header), ``presets`` (named
+compression graphs), ``wrapper`` (``FrameEncoder``/``FrameDecoder`` over ``openzl.ext``) and
+``native`` (geozl's GIL-free C decoder, bound for numba kernels).
+
 A frame is one self-contained OpenZL frame holding the samples of one tile
 ``(h, w)`` or one cell ``(B, h, w)`` in row-major order.  It decodes to exactly one
 OpenZL output: ``Type.Numeric`` whose element width is the sample's storage itemsize
