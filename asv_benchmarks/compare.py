@@ -3,7 +3,8 @@
 Usage (from the repository root)::
 
     python asv_benchmarks/compare.py                  # the full measurement, 4 x 4096 x 4096 uint16
-    python asv_benchmarks/compare.py --size 2048      # a quicker check
+    python asv_benchmarks/compare.py --size 2048      # a quicker check (to a scratch folder)
+    python asv_benchmarks/compare.py --publish        # the full measurement, into docs/
     python -m asv_benchmarks.compare --help
 
 What it does, in order:
@@ -22,7 +23,7 @@ What it does, in order:
    rumimm on the reference's file (engine against engine on identical bytes),
    the reference on its file, GDAL on the GeoTIFF, and the decode-only floor (the
    frames a window touches, already in memory, decoded by rumimm's GIL-free
-   batch decoder ``rumimm._native.decode_frames`` and nothing else).  Each
+   per-frame decoder and nothing else: ``asv_benchmarks/decode_floor.py``).  Each
    timed read touches windows at fresh positions; before each one the dataset is
    opened anew outside the timer (GDAL's block cache then holds nothing of it)
    and rumimm's decoded-frame cache is OFF (``cache_bytes=0``).  The first read
@@ -32,7 +33,8 @@ What it does, in order:
    and reads one 64 x 64 window (numba's on-disk kernel cache warm).
 5. Prints one table (median seconds per operation, ratio to the reference, file
    sizes relative to raw, the decode floor) and saves it as Markdown and JSON,
-   and a PNG chart, under ``--out`` (default ``docs/``).
+   and a PNG chart, under ``--out`` (default: a new scratch folder, printed at the
+   end).  Only ``--publish`` writes into ``docs/`` (the committed performance page).
 
 Needs the ``bench`` extras: ``pip install -e ".[bench]"`` (rasterio, rumi-eo,
 matplotlib).  At the default size it takes 2 to 4 minutes on 2 cores.
@@ -226,8 +228,7 @@ def run_engine(engine: str, spec: dict, threads: int) -> dict:
         from rumimm.blob import Header
 
         f = spec["files"]["rumimm" if engine == "rumimm" else "reference"]
-        floor = _floor_timer(Header.parse(bytes.fromhex(f["blob"])), np.fromfile(f["path"], np.uint8), threads,
-                             openmp=False)
+        floor = _floor_timer(Header.parse(bytes.fromhex(f["blob"])), np.fromfile(f["path"], np.uint8), threads)
     results = {}
     for label, _, _ in ROWS:
         include_open = label.endswith("open + read")
@@ -271,21 +272,24 @@ def _touched_frames(header, w) -> np.ndarray:
     return np.array([grid.frame_index(r, c, band) for r in rows for c in cols for band in range(b0, b1)], np.int64)
 
 
-def _floor_timer(header, data: np.ndarray, threads: int, *, openmp: bool = True):
-    """A function timing the GIL-free decode of just the frames a window touches (frames in ``data``).
+def _floor_timer(header, data: np.ndarray, threads: int):
+    """A function timing the decode of just the frames a window touches (frames in ``data``).
 
-    ``openmp=True`` decodes with ``_native.decode_frames`` (numba's OpenMP layer on several
-    threads).  ``openmp=False`` decodes serially, or on a plain thread pool calling the nogil
-    ``decode_one`` kernel per frame: used inside a rumimm worker, where OpenMP's spin-waiting
-    threads would otherwise compete with the reader's own threads and slow the reads timed next.
+    The frames are decoded by ``decode_floor.decode_frames`` (rumimm's nogil per-frame
+    decoder), serially or on a plain thread pool of ``threads`` threads.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from rumimm import _native
+    from rumimm.codec import native as _native
+
+    try:
+        from asv_benchmarks.decode_floor import decode_frames
+    except ImportError:  # run as a script: the folder itself is on sys.path
+        from decode_floor import decode_frames
 
     offsets, counts = header.offsets[:-1], header.counts
     isz = header.encoding.itemsize
-    pool = ThreadPoolExecutor(threads) if (threads > 1 and not openmp) else None
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
 
     def decode_touched(w) -> float:
         ks = _touched_frames(header, w)
@@ -293,18 +297,9 @@ def _floor_timer(header, data: np.ndarray, threads: int, *, openmp: bool = True)
         dst_off = np.zeros(ks.size, np.int64)
         np.cumsum(sizes[:-1], out=dst_off[1:])
         dst = np.ones(int(sizes.sum()), np.uint8)  # written once: no page faults in the timing
-        if pool is not None and ks.size > 1:
-            srcs = [data[int(offsets[k]) : int(offsets[k]) + int(counts[k])] for k in ks]
-            dsts = [dst[o : o + n] for o, n in zip(dst_off, sizes)]
-            t0 = time.perf_counter()
-            status = np.array(list(pool.map(_native.decode_one, srcs, dsts)))
-            dt = time.perf_counter() - t0
-        else:
-            rumimm.set_num_threads(threads if (ks.size > 1 and openmp) else 1)  # 1: serial, no thread pool
-            t0 = time.perf_counter()
-            status = _native.decode_frames(data, offsets[ks], counts[ks], dst, dst_off, sizes, verify=True)
-            dt = time.perf_counter() - t0
-            rumimm.set_num_threads(threads)
+        t0 = time.perf_counter()
+        status = decode_frames(data, offsets[ks], counts[ks], dst, dst_off, sizes, pool=pool)
+        dt = time.perf_counter() - t0
         if np.any(status < 0):
             raise RuntimeError(f"a frame failed to decode: {_native.status_message(int(status.min()))}")
         return dt
@@ -315,9 +310,7 @@ def _floor_timer(header, data: np.ndarray, threads: int, *, openmp: bool = True)
 def run_floor(spec: dict, threads: int) -> dict:
     """Decode-only time of the frames each window touches, both rumi files, frames in memory."""
     from rumimm.blob import Header
-    from rumimm.cache import tune_malloc
 
-    tune_malloc()  # as rumimm.open does: keep the decoder's scratch memory mapped between frames
     out = {}
     for key, name in (("rumimm", FLOOR_RUMIMM), ("reference", FLOOR_REFERENCE)):
         f = spec["files"][key]
@@ -502,7 +495,7 @@ def build_table(results: dict) -> str:
         lines += ["", "Paired decode-floor ratio: rumimm's read time over the decode-only time of the same "
                   "window's frames, timed alternately in the same process (median of per-window ratios; "
                   "1.00 = nothing but decoding). The paired decode runs serially, or on a plain thread pool "
-                  "over the nogil per-frame decoder, never on OpenMP, so it does not slow the reads.", "",
+                  "over the nogil per-frame decoder.", "",
                   "| operation | threads | " + " | ".join(paired) + " |", "|---|---:|" + "---:|" * len(paired)]
         for label in labels:
             for n in threads:
@@ -533,7 +526,7 @@ def _notes(results: dict) -> str:
         (outside the timer, except in the "open + read" row), rumimm's decoded-frame cache was OFF
         (`cache_bytes=0`), and files were hot in the OS page cache. The reference has no open handle:
         `rumi.read(path, blob, ...)` opens the file on every call. The decode floor is the GIL-free
-        decoding of just the frames a window touches, already in memory, with rumimm's batch decoder.
+        decoding of just the frames a window touches, already in memory, with rumimm's nogil per-frame decoder.
         GDAL uses its default pixel interleaving (one block holds every band). Cold start is measured inside
         the fresh process, from before the import to after the first read.
 
@@ -711,7 +704,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default=",".join(map(str, DEFAULT_THREADS)),
                     help="comma-separated thread counts (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="scene and window seed (default %(default)s)")
-    ap.add_argument("--out", default=os.path.join(_ROOT, "docs"), help="where the table, JSON and chart go")
+    ap.add_argument("--out", help="where the table, JSON and chart go (default: a new scratch folder; "
+                                  "see --publish)")
+    ap.add_argument("--publish", action="store_true",
+                    help="write the table, JSON and chart into docs/ (the committed performance page)")
     ap.add_argument("--workdir", help="keep the files here (default: a temporary folder, removed)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     ap.add_argument("--no-chart", action="store_true", help="skip the PNG (no matplotlib needed)")
@@ -721,6 +717,12 @@ def main(argv=None) -> int:
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.publish and args.out:
+        ap.error("--publish writes into docs/; give --out or --publish, not both")
+    if args.publish:
+        args.out = os.path.join(_ROOT, "docs")
+    elif not args.out and not args.worker:
+        args.out = tempfile.mkdtemp(prefix="rumimm-compare-out-")
     if args.worker:
         args.threads = int(args.threads)
         _worker_main(args)

@@ -214,7 +214,7 @@ def _floor(spec: dict, threads: int):
     from asv_benchmarks.compare import _floor_timer
     from rumimm.blob import Header
 
-    timers = [_floor_timer(Header.parse(bytes.fromhex(b)), np.fromfile(p, np.uint8), threads, openmp=False)
+    timers = [_floor_timer(Header.parse(bytes.fromhex(b)), np.fromfile(p, np.uint8), threads)
               for p, b in spec["files"]["tiles"]["512 tile"]]
 
     def run(rows) -> float:

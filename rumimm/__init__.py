@@ -6,8 +6,9 @@
 ...     chip = img[:, 1024:1280, 2048:2304]
 
 Most public names are imported on first use (the writer, reader, cube and codec
-modules); ``index``/``validate`` are bound at import, which loads numba (~0.3 s, paid
-by any first read anyway; docs/performance.md has the cold-start breakdown).
+modules); ``index``/``validate`` are bound at import.  Importing rumimm, opening a
+file and reading its metadata load neither numba nor OpenZL: the read engine loads
+them at the first pixel read (``rumimm.engine.load``).
 """
 
 from __future__ import annotations

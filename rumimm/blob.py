@@ -5,6 +5,11 @@ and checks one blob (every reader MUST of the spec plus the canonical encoding)
 and answers offsets; ``build_header`` makes the canonical bytes from the frame
 byte counts; ``parse_blobs`` checks a whole catalog column of blobs in one numba
 pass, without a Python loop per blob.
+
+One blob is parsed with numpy alone (no numba): opening a file and reading its
+metadata must stay light, and unpacking one blob's residuals is a few vector
+operations.  ``parse_blobs`` applies the same rules, in the same order and with the
+same status codes (defined here), in ``kernels.check_blobs``.
 """
 
 from __future__ import annotations
@@ -17,18 +22,47 @@ from typing import Iterable
 
 import numpy as np
 
-from . import kernels as K
 from .dtypes import ENCODINGS, Encoding, encoding
 from .errors import BlobError, where
 from .grid import FrameUnit, Grid
+from .packing import _CHUNK, _residual_chunks, _residual_sum, pack_residuals, residuals  # noqa: F401
 
 __all__ = ["Header", "build_header", "parse_blobs", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS"]
 
-HEADER_SIZE = K.HEADER_SIZE
-MAGIC = K.MAGIC
-VERSION = K.VERSION
+MAGIC = 0x45564F4C
+VERSION = 1
+HEADER_SIZE = 28
+UINT32_MAX = 0xFFFFFFFF
+#: Largest N a blob may claim: keeps N * count_bits and frame ends inside int64.
+MAX_FRAMES = 1 << 40
 _HEADER = struct.Struct("<IHIIHHHBBBIB")
 assert _HEADER.size == HEADER_SIZE
+
+# Status codes of a blob check (``check_one`` and ``kernels.check_blobs``); ``_rule`` words them.
+OK = 0
+TOO_SHORT = 1
+BAD_MAGIC = 2
+BAD_VERSION = 3
+ZERO_TILE = 4
+ZERO_BANDS = 5
+BAD_PAIR = 6
+BAD_UNIT = 7
+BAD_COUNT_BITS = 8
+BAD_SIZE = 9
+PADDING_BITS = 10
+ZERO_COUNT = 11
+EMPTY_IMAGE = 12
+COUNT_OVERFLOW = 13
+NOT_MIN = 14
+NOT_MIN_BITS = 15
+SINGLE_FRAME_BITS = 16
+TOO_MANY_FRAMES = 17
+
+# Headers of recently parsed small blobs: a data loader reopens the same files with the same
+# blobs, and a Header is immutable (its offsets are computed once and shared, read-only).
+_RECENT_SIZE = 256
+_RECENT_MAX_BLOB = 4096  # bytes: at most ~32k frames, so the shared offsets stay small
+_recent: dict = {}
 
 #: Column names of the arrays ``parse_blobs`` returns, in order.
 BLOB_FIELDS = (
@@ -56,27 +90,27 @@ def _rule(code: int, f: dict) -> str:
     n = f.get("n_frames", 0)
     bits = f.get("count_bits", 0)
     msgs = {
-        K.TOO_SHORT: f"blob is {f['blob_size']} bytes, shorter than the 28-byte header",
-        K.BAD_MAGIC: "magic is not 4C 4F 56 45 (0x45564F4C); this is not a rumi header blob",
-        K.BAD_VERSION: "version must be 1",
-        K.ZERO_TILE: f"tile_width and tile_length must be > 0, got {f['tile_width']} x {f['tile_length']}",
-        K.ZERO_BANDS: "samples_per_pixel must be >= 1, got 0",
-        K.BAD_PAIR: f"(sample_format, bits_per_sample) = ({f['sample_format']}, {f['bits_per_sample']}) "
+        TOO_SHORT: f"blob is {f['blob_size']} bytes, shorter than the 28-byte header",
+        BAD_MAGIC: "magic is not 4C 4F 56 45 (0x45564F4C); this is not a rumi header blob",
+        BAD_VERSION: "version must be 1",
+        ZERO_TILE: f"tile_width and tile_length must be > 0, got {f['tile_width']} x {f['tile_length']}",
+        ZERO_BANDS: "samples_per_pixel must be >= 1, got 0",
+        BAD_PAIR: f"(sample_format, bits_per_sample) = ({f['sample_format']}, {f['bits_per_sample']}) "
         "is not a valid rumi sample encoding",
-        K.BAD_UNIT: f"frame_unit must be 0 (tile) or 1 (cell), got {f['frame_unit']}",
-        K.BAD_COUNT_BITS: f"count_bits must be between 0 and 32, got {bits}",
-        K.BAD_SIZE: f"blob is {f['blob_size']} bytes, expected 28 + ceil(N * count_bits / 8) = "
+        BAD_UNIT: f"frame_unit must be 0 (tile) or 1 (cell), got {f['frame_unit']}",
+        BAD_COUNT_BITS: f"count_bits must be between 0 and 32, got {bits}",
+        BAD_SIZE: f"blob is {f['blob_size']} bytes, expected 28 + ceil(N * count_bits / 8) = "
         f"{HEADER_SIZE + -(-n * bits // 8)} for N = {n} frames at {bits} bits",
-        K.PADDING_BITS: "unused bits in the final byte of the packed counts must be zero",
-        K.ZERO_COUNT: "count_min must be > 0; every frame byte count is greater than zero",
-        K.EMPTY_IMAGE: f"image is {f['image_width']} x {f['image_length']}; a rumi image has at least one pixel",
-        K.COUNT_OVERFLOW: "a frame byte count exceeds 2**32 - 1, the range of TileByteCounts (LONG)",
-        K.NOT_MIN: "count_min is not the smallest frame byte count (no residual is 0); "
+        PADDING_BITS: "unused bits in the final byte of the packed counts must be zero",
+        ZERO_COUNT: "count_min must be > 0; every frame byte count is greater than zero",
+        EMPTY_IMAGE: f"image is {f['image_width']} x {f['image_length']}; a rumi image has at least one pixel",
+        COUNT_OVERFLOW: "a frame byte count exceeds 2**32 - 1, the range of TileByteCounts (LONG)",
+        NOT_MIN: "count_min is not the smallest frame byte count (no residual is 0); "
         "the encoding is not canonical",
-        K.NOT_MIN_BITS: f"count_bits = {bits} is not the minimum width of the largest residual; "
+        NOT_MIN_BITS: f"count_bits = {bits} is not the minimum width of the largest residual; "
         "the encoding is not canonical",
-        K.SINGLE_FRAME_BITS: f"a blob with one frame must have count_bits 0, got {bits}",
-        K.TOO_MANY_FRAMES: f"a {f['image_width']} x {f['image_length']} image in {f['tile_width']} x "
+        SINGLE_FRAME_BITS: f"a blob with one frame must have count_bits 0, got {bits}",
+        TOO_MANY_FRAMES: f"a {f['image_width']} x {f['image_length']} image in {f['tile_width']} x "
         f"{f['tile_length']} tiles has more than 2**40 frames, beyond what rumimm can address",
     }
     return msgs[code]
@@ -176,8 +210,10 @@ _PARALLEL_ROWS = 1 << 16  # below this a second thread costs more than it saves
 
 def _check_in_parallel(data, starts, fields, status) -> None:
     """``check_blobs`` over row ranges on the reader's decode threads (the kernel is nogil)."""
+    from .engine import load
     from .threads import parallel_slot, release_parallel, run_workers
 
+    K = load()
     m = starts.size - 1
     workers = parallel_slot(m // _PARALLEL_ROWS) if m >= 2 * _PARALLEL_ROWS else 1
     if workers < 2:
@@ -224,15 +260,14 @@ class Header:
             # bytes(n) of an int would allocate n zero bytes (a hostile or mistaken 10**12 included)
             raise TypeError(f"a header blob must be bytes or a buffer, got {type(blob).__name__}")
         data = bytes(blob)
-        starts = np.array([0, len(data)], dtype=np.int64)
-        fields = np.zeros((1, len(BLOB_FIELDS)), dtype=np.int64)
-        status = np.zeros(1, dtype=np.int64)
-        buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, dtype=np.uint8)
-        K.check_blobs(buf, starts, _VALID_PAIRS, fields, status)
-        f = {name: int(fields[0, j]) for j, name in enumerate(BLOB_FIELDS)}
-        if status[0]:
-            raise BlobError(f"{where(path)}header blob: {_rule(int(status[0]), f)}")
-        return cls(
+        hdr = _recent.get(data)
+        if hdr is not None:
+            return hdr
+        code, f = check_one(data)
+        if code:
+            raise BlobError(f"{where(path)}header blob: {_rule(code, f)}")
+        residual_array = f.get("residuals")
+        hdr = cls(
             blob=data,
             image_width=f["image_width"],
             image_length=f["image_length"],
@@ -245,6 +280,16 @@ class Header:
             count_min=f["count_min"],
             count_bits=f["count_bits"],
         )
+        if residual_array is not None:
+            hdr.__dict__["_residuals"] = residual_array  # unpacked once, by the check
+        if len(data) <= _RECENT_MAX_BLOB:
+            if len(_recent) >= _RECENT_SIZE:
+                try:
+                    _recent.pop(next(iter(_recent)))  # the oldest
+                except (KeyError, RuntimeError, StopIteration):
+                    pass  # another thread evicted first
+            _recent[data] = hdr
+        return hdr
 
     # -- derived layout -------------------------------------------------------
     @cached_property
@@ -282,13 +327,21 @@ class Header:
     def byte_count(self, k: int) -> int:
         """Compressed size of frame k, decoded independently of the others."""
         k = self._check_frame(k)
-        return self.count_min + int(K.residual_at(self.packed, k, self.count_bits))
+        if "_residuals" in self.__dict__ or self.count_bits == 0:
+            return int(self.counts[k])
+        return self.count_min + int(residuals(self.packed, k, k + 1, self.count_bits)[0])
 
     def offset(self, k: int) -> int:
         """Offset of frame k: base + k * count_min + sum(residual[0:k]), no walk of offsets."""
         if not 0 <= k <= self.n_frames:
             raise IndexError(f"frame {k} out of range for {self.n_frames} frames")
-        return self.base_frame_offset + k * self.count_min + int(K.residual_sum(self.packed, k, self.count_bits))
+        if "_residuals" in self.__dict__:
+            return int(self.offsets[k])
+        return self.base_frame_offset + k * self.count_min + _residual_sum(self.packed, k, self.count_bits)
+
+    @cached_property
+    def _residuals(self) -> np.ndarray:
+        return residuals(self.packed, 0, self.n_frames, self.count_bits)
 
     @cached_property
     def counts(self) -> np.ndarray:
@@ -296,21 +349,29 @@ class Header:
         if self.count_bits == 0:
             out = np.broadcast_to(np.uint64(self.count_min), (self.n_frames,))
             return out
-        out = np.empty(self.n_frames, dtype=np.uint64)
-        K.unpack_counts(self.packed, self.n_frames, self.count_bits, self.count_min, out)
+        out = self._residuals + np.uint64(self.count_min)
         out.flags.writeable = False
         return out
+
+    @cached_property
+    def _frame_bytes(self) -> np.ndarray:
+        """The byte counts as one contiguous uint64 array for the read engine, shared by its images.
+
+        Writable only so that the kernels see one array type; nothing writes to it.
+        """
+        return np.array(self.counts, dtype=np.uint64)
 
     @cached_property
     def offsets(self) -> np.ndarray:
         """Frame offsets, length N + 1: ``offsets[N]`` is the end of the last frame."""
         out = np.empty(self.n_frames + 1, dtype=np.uint64)
-        K.prefix_offsets(self.packed, self.n_frames, self.count_bits, self.count_min,
-                         self.base_frame_offset, out)
+        out[0] = self.base_frame_offset
+        np.cumsum(self.counts, out=out[1:])
+        out[1:] += np.uint64(self.base_frame_offset)
         out.flags.writeable = False
         return out
 
-    @property
+    @cached_property
     def file_size(self) -> int:
         """Exact size of the rumi file this blob describes (end of the last frame)."""
         return self.offset(self.n_frames)
@@ -385,7 +446,7 @@ def build_header(grid: Grid, enc: Encoding, counts: Iterable[int] | np.ndarray) 
         raise ValueError("a rumi image has at least one frame")
     if counts.min() == 0:
         raise ValueError("every frame byte count must be > 0")
-    if counts.max() > K.UINT32_MAX:
+    if counts.max() > UINT32_MAX:
         raise ValueError("a frame byte count exceeds 2**32 - 1 (TileByteCounts is LONG)")
     for name, v, hi in (("image_width", grid.image_width, 0xFFFFFFFF), ("image_length", grid.image_length, 0xFFFFFFFF),
                         ("tile_width", grid.tile_width, 0xFFFF), ("tile_length", grid.tile_length, 0xFFFF),
@@ -393,10 +454,78 @@ def build_header(grid: Grid, enc: Encoding, counts: Iterable[int] | np.ndarray) 
         if not 1 <= v <= hi:
             raise ValueError(f"{name} must be in [1, {hi}], got {v}")
     cmin, bits = canonical_count_encoding(counts)
-    packed = np.zeros(-(-n * bits // 8), dtype=np.uint8)
-    if bits:
-        K.pack_residuals(counts, cmin, bits, packed)
+    packed = pack_residuals(counts, cmin, bits)
     head = _HEADER.pack(MAGIC, VERSION, grid.image_width, grid.image_length, grid.tile_width,
                         grid.tile_length, grid.samples_per_pixel, enc.bits_per_sample,
                         enc.sample_format, int(grid.unit), cmin, bits)
     return head + packed.tobytes()
+
+
+def _bits_of(data: bytes) -> dict:
+    (magic, version, width, length, tw, tl, bands, bps, sf, unit, cmin, bits) = _HEADER.unpack_from(data)
+    return {"magic": magic, "version": version, "image_width": width, "image_length": length, "tile_width": tw,
+            "tile_length": tl, "samples_per_pixel": bands, "bits_per_sample": bps, "sample_format": sf,
+            "frame_unit": unit, "count_min": cmin, "count_bits": bits, "n_frames": 0, "blob_size": len(data)}
+
+
+def check_one(data: bytes) -> tuple[int, dict]:
+    """(status, fields) of one blob: every reader MUST of the spec and the canonical encoding.
+
+    The rules and their order are those of ``kernels.check_blobs`` (the batch check).
+    For a blob of at most 65536 frames ``fields["residuals"]`` keeps the unpacked
+    residuals (uint64), so a Header need not unpack them again.
+    """
+    f = _bits_of(data.ljust(HEADER_SIZE, b"\0"))
+    f["blob_size"] = len(data)
+    if len(data) < HEADER_SIZE:
+        return TOO_SHORT, f
+    bits, cmin = f["count_bits"], f["count_min"]
+    if f["magic"] != MAGIC:
+        return BAD_MAGIC, f
+    if f["version"] != VERSION:
+        return BAD_VERSION, f
+    if f["tile_width"] == 0 or f["tile_length"] == 0:
+        return ZERO_TILE, f
+    if f["samples_per_pixel"] == 0:
+        return ZERO_BANDS, f
+    if (f["sample_format"], f["bits_per_sample"]) not in ENCODINGS:
+        return BAD_PAIR, f
+    if f["frame_unit"] > 1:
+        return BAD_UNIT, f
+    if bits > 32:
+        return BAD_COUNT_BITS, f
+    if f["image_width"] == 0 or f["image_length"] == 0:
+        return EMPTY_IMAGE, f
+    across = -(-f["image_width"] // f["tile_width"])
+    down = -(-f["image_length"] // f["tile_length"])
+    if across > MAX_FRAMES // down:
+        return TOO_MANY_FRAMES, f
+    n = across * down * (f["samples_per_pixel"] if f["frame_unit"] == 0 else 1)
+    f["n_frames"] = n
+    if n > MAX_FRAMES:
+        return TOO_MANY_FRAMES, f
+    packed_size = -(-n * bits // 8)
+    if len(data) != HEADER_SIZE + packed_size:
+        return BAD_SIZE, f
+    if cmin == 0:
+        return ZERO_COUNT, f
+    if n == 1 and bits != 0:
+        return SINGLE_FRAME_BITS, f
+    if (n * bits) & 7 and data[-1] >> ((n * bits) & 7):
+        return PADDING_BITS, f
+    if bits:
+        packed = np.frombuffer(data, np.uint8, offset=HEADER_SIZE)
+        rmin, rmax = None, 0
+        for r in _residual_chunks(packed, n, bits):
+            lo, hi = int(r.min()), int(r.max())
+            rmin = lo if rmin is None else min(rmin, lo)
+            rmax = max(rmax, hi)
+        if n <= _CHUNK:
+            f["residuals"] = r
+        if rmin != 0:
+            return NOT_MIN, f
+        if rmax.bit_length() != bits:
+            return NOT_MIN_BITS, f
+        if cmin + rmax > UINT32_MAX:
+            return COUNT_OVERFLOW, f
+    return OK, f

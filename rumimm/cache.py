@@ -8,11 +8,13 @@ an image a private cache of ``n`` bytes, and ``cache_bytes=0`` turns caching off
 Cached frames are read-only arrays; readers copy out of them.
 
 :func:`tune_malloc` stops glibc from handing the OpenZL decoder's scratch memory
-back to the kernel after every frame.  Without it every frame decode page-faults its
-work buffers in again (measured: ~340 minor faults per 512 x 512 uint16 frame, half
-the decode time).  It raises glibc's mmap threshold to 32 MiB and its trim threshold
-to 128 MiB, process-wide, once, on the first ``rumimm.open``.  Opt out with
-``RUMIMM_TUNE_MALLOC=0``.
+back to the kernel after every frame.  Without it every frame decode may page-fault
+its work buffers in again (measured: ~340 minor faults per 512 x 512 uint16 frame).
+It raises glibc's mmap threshold to 32 MiB and its trim threshold to 128 MiB for the
+whole process, once, when the read engine loads (the first pixel read, never at import
+or open); ``RUMIMM_TUNE_MALLOC=0`` leaves the allocator alone.  It is the one
+process-wide setting rumimm makes, kept because it halves the decode time of a frame
+(``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections import OrderedDict
 
 from ._env import env_int
 
-__all__ = ["FrameCache", "SHARED", "DEFAULT_CACHE_BYTES", "tune_malloc", "default_cache_bytes"]
+__all__ = ["FrameCache", "SHARED", "shared", "check_size", "DEFAULT_CACHE_BYTES", "tune_malloc", "default_cache_bytes"]
 
 DEFAULT_CACHE_BYTES = 64 << 20
 
@@ -53,7 +55,7 @@ class FrameCache:
     """
 
     def __init__(self, max_bytes: int):
-        _check_size(max_bytes)
+        check_size(max_bytes)
         self.max_bytes = max_bytes
         self._items: OrderedDict = OrderedDict()
         self._bytes = 0
@@ -134,7 +136,7 @@ class FrameCache:
 
     def resize(self, max_bytes: int) -> None:
         """Change the budget, evicting as needed."""
-        _check_size(max_bytes)
+        check_size(max_bytes)
         with self._lock:
             self.max_bytes = max_bytes
             while self._bytes > max_bytes and self._items:
@@ -148,18 +150,41 @@ class FrameCache:
         return f"<rumimm.FrameCache {len(self._items)} frames, {self._bytes} of {self.max_bytes} bytes>"
 
 
-def _check_size(max_bytes) -> None:
+def check_size(max_bytes) -> None:
+    """ValueError unless ``max_bytes`` is a non-negative int."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
         raise ValueError(f"cache size must be a non-negative int of bytes, got {max_bytes!r}")
 
 
 _ALL: weakref.WeakSet = weakref.WeakSet()  # every cache, so a forked child can renew their locks
 
-#: The cache every image uses unless opened with ``cache_bytes``.
-SHARED = FrameCache(default_cache_bytes())
+_shared: FrameCache | None = None
+_shared_lock = threading.Lock()
+
+
+def shared() -> FrameCache:
+    """The process-wide cache every image uses unless opened with ``cache_bytes``.
+
+    Made on first use (the first ``rumimm.open``), so ``RUMIMM_CACHE_BYTES`` is read
+    then and a bad value is a ValueError naming the variable at that call.
+    """
+    global _shared
+    if _shared is None:
+        with _shared_lock:
+            if _shared is None:
+                _shared = FrameCache(default_cache_bytes())
+    return _shared
+
+
+def __getattr__(name: str):
+    if name == "SHARED":  # ``rumimm.cache.SHARED``: the shared cache, made on first use
+        return shared()
+    raise AttributeError(f"module 'rumimm.cache' has no attribute {name!r}")
 
 
 def _after_fork_in_child() -> None:
+    global _shared_lock
+    _shared_lock = threading.Lock()
     for c in list(_ALL):
         c._after_fork()  # a lock held by a parent thread at fork time would never be released
 
@@ -176,8 +201,8 @@ _tune_lock = threading.Lock()
 def tune_malloc() -> bool:
     """Keep glibc from returning decoder scratch memory to the OS after every frame.
 
-    Idempotent; returns True when the setting is in effect.  A no-op (False) on
-    other C libraries or when ``RUMIMM_TUNE_MALLOC=0``.
+    Process-wide and permanent; idempotent.  Returns True when the setting is in
+    effect, False on other C libraries.
     """
     global _tuned
     if _tuned is not None:
@@ -186,7 +211,7 @@ def tune_malloc() -> bool:
         if _tuned is not None:
             return _tuned
         ok = False
-        if os.environ.get("RUMIMM_TUNE_MALLOC", "1").strip() != "0" and platform.libc_ver()[0] == "glibc":
+        if platform.libc_ver()[0] == "glibc":
             try:
                 mallopt = ctypes.CDLL(None).mallopt
                 mallopt.argtypes = [ctypes.c_int, ctypes.c_int]

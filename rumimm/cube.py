@@ -1,7 +1,7 @@
 """Stacks of images: Cube (grid-aligned, a lazy (N, B, Y, X) array), ImageCollection
 (images on different grids) and read_batch (equal-size windows from many files).
 
-All three read through the reader's engine in one kernel call per read: the frames
+All three read through the read engine (``engine.read_windows``) in one kernel call per read: the frames
 of every image and window are planned together, decoded in parallel, a frame that
 several windows need is decoded once, and every window is copied into its slot of
 one (N, B, h, w) output.
@@ -13,10 +13,10 @@ import operator
 
 import numpy as np
 
-from . import kernels as K
+from . import engine
 from .errors import RumiError, WindowError
 from .rasterio_surface import RasterioSurface
-from .reader import Image, _execute
+from .reader import Image
 from .window import Run, select, window_bounds
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
@@ -76,10 +76,7 @@ def _unique(images):
 def _read_stack(images, bands, y0, ys, ny, x0, xs, nx, out4):
     """Read window (y0[n], x0[n]) of images[n] for every n into out4 (uint8 4-D)."""
     uniq, index = _unique(images)
-    grids = np.concatenate([im._grid_rows for im in uniq])
-    plan = K.plan_batch(grids, index, bands, y0, ys, ny, x0, xs, nx, uniq[0]._isz)
-    if plan.shape[0]:
-        _execute(uniq, plan, True, bands, ys, xs, out4)
+    engine.read_windows([im._open_source() for im in uniq], index, bands, y0, ys, ny, x0, xs, nx, out4)
 
 
 def _georef_block(img: Image) -> bytes | None:

@@ -97,7 +97,7 @@ class Grid:
     def frames_per_position(self) -> int:
         return self.samples_per_pixel if self.unit == FrameUnit.TILE else 1
 
-    @property
+    @cached_property
     def base_frame_offset(self) -> int:
         return base_frame_offset(self.samples_per_pixel, self.n_frames)
 

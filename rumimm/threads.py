@@ -1,8 +1,8 @@
 """How many threads the reader decodes with, and the pool that runs them.
 
 The count is process-wide: :func:`set_num_threads` wins, else the environment
-variable ``RUMIMM_NUM_THREADS``, else every core numba was started with.  It is
-shared with ``rumimm._native`` (the batch decoder), so one setting governs both.
+variable ``RUMIMM_NUM_THREADS`` (read when a read asks), else one per core.  It is
+rumimm's own setting: numba's thread count is left alone.
 
 In a parallel read the calling thread and a small persistent pool of Python threads
 each make one call of the ``nogil`` decode kernel, which takes frames one at a time
@@ -25,28 +25,40 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
-from . import _native
+import numpy as np
 
-__all__ = ["get_num_threads", "set_num_threads", "parallel_slot", "release_parallel", "run_workers"]
+from ._env import env_int
+
+__all__ = ["get_num_threads", "set_num_threads", "max_threads", "parallel_slot", "release_parallel", "run_workers"]
 
 _parallel_lock = threading.Lock()
 _pool = None  # concurrent.futures.ThreadPoolExecutor, made on the first parallel read
 _pool_size = 0
 _pool_lock = threading.Lock()
 _forked_default = False  # a forked child reads on one thread until told otherwise
+_threads: int | None = None  # set_num_threads
 
 
 def get_num_threads() -> int:
     """Return the number of threads a read decodes with (1 = the calling thread only).
 
-    ``set_num_threads`` wins; else ``RUMIMM_NUM_THREADS`` (clamped to numba's
-    ``NUMBA_NUM_THREADS``); else all of numba's threads, one per core by default.
-    In a forked child the default is 1.
+    ``set_num_threads`` wins; else ``RUMIMM_NUM_THREADS`` (clamped to the core
+    count); else one per core.  In a forked child the default is 1.
     """
+    if _threads is not None:
+        return _threads
     if _forked_default:
         return 1
-    return _native.get_num_threads()
+    wanted = env_int("RUMIMM_NUM_THREADS", 1)
+    limit = max_threads()
+    return limit if wanted is None else min(wanted, limit)
+
+
+def max_threads() -> int:
+    """The largest thread count :func:`set_num_threads` accepts: the core count."""
+    return os.cpu_count() or 1
 
 
 def set_num_threads(n: int) -> None:
@@ -55,7 +67,7 @@ def set_num_threads(n: int) -> None:
     Parameters
     ----------
     n : int
-        In ``[1, numba.config.NUMBA_NUM_THREADS]``.  1 decodes on the calling
+        In ``[1, max_threads()]`` (the core count).  1 decodes on the calling
         thread only, with no thread pool at all.
 
     Raises
@@ -63,9 +75,13 @@ def set_num_threads(n: int) -> None:
     TypeError, ValueError
         ``n`` is not an integer in range.
     """
-    global _forked_default
-    _native.set_num_threads(n)
-    _forked_default = False
+    global _threads
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"number of threads must be an integer, got {type(n).__name__}")
+    limit = max_threads()
+    if not 1 <= int(n) <= limit:
+        raise ValueError(f"number of threads must be in [1, {limit}], got {n}")
+    _threads = int(n)
 
 
 def parallel_slot(n_jobs: int) -> int:
@@ -90,8 +106,6 @@ def release_parallel() -> None:
 
 def _get_pool(workers: int):
     global _pool, _pool_size
-    from concurrent.futures import ThreadPoolExecutor
-
     with _pool_lock:
         if _pool is None or _pool_size < workers:
             old = _pool
@@ -117,11 +131,12 @@ def run_workers(fn, workers: int) -> list:
 
 
 def _after_fork_in_child() -> None:
-    global _parallel_lock, _pool, _pool_size, _pool_lock, _forked_default
+    global _parallel_lock, _pool, _pool_size, _pool_lock, _forked_default, _threads
     _parallel_lock = threading.Lock()  # a lock held by a parent thread would never be released
     _pool_lock = threading.Lock()
     _pool, _pool_size = None, 0  # the parent's pool threads do not exist here
     _forked_default = True
+    _threads = None  # the parent's setting does not carry over: the child calls set_num_threads itself
 
 
 if hasattr(os, "register_at_fork"):

@@ -9,15 +9,18 @@ gaps).  ``read_entries`` decodes raw IFD entries without judging them;
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from .dtypes import Encoding
+from .errors import BlobError, FormatError, where
 from .grid import IFD_END, TIFF_HEADER_SIZE, Grid
 
-__all__ = ["Tag", "TiffType", "FIXED_TAGS", "IfdEntry", "build_prefix", "read_entries"]
+__all__ = ["Tag", "TiffType", "FIXED_TAGS", "IfdEntry", "build_prefix", "read_entries", "check_blob_prefix",
+           "explain_blob_mismatch", "OPENZL_MAGIC", "OPENZL_FORMAT_VERSIONS", "BIGTIFF_MAGIC", "N_TAGS"]
 
 BIGTIFF_MAGIC = b"II\x2b\x00\x08\x00\x00\x00"
 N_TAGS = 11
@@ -106,7 +109,7 @@ class IfdEntry:
 def build_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
                  matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes:
     """BigTIFF header + IFD + external values: every byte before the first frame."""
-    b, n = grid.samples_per_pixel, grid.n_frames
+    b = grid.samples_per_pixel
     values: dict[Tag, bytes] = {
         Tag.IMAGE_WIDTH: struct.pack("<I", grid.image_width),
         Tag.IMAGE_LENGTH: struct.pack("<I", grid.image_length),
@@ -120,26 +123,40 @@ def build_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndar
         Tag.MODEL_TRANSFORMATION: struct.pack("<16d", *matrix),
         Tag.GEO_KEY_DIRECTORY: struct.pack("<16H", *keys),
     }
-    ifd = [struct.pack("<Q", N_TAGS)]
-    external: list[bytes] = []
-    cursor = IFD_END
-    for tag, (typ, count) in FIXED_TAGS.items():
-        data = values[tag]
-        c = count(b, n)
-        if len(data) != c * typ.size:  # not an assert: python -O must not write a broken IFD
-            raise ValueError(f"tag {int(tag)}: {len(data)} value bytes, expected {c} x {typ.size}")
-        if len(data) <= 8:
-            field = data.ljust(8, b"\0")
-        else:
-            field = struct.pack("<Q", cursor)
-            external.append(data)
-            cursor += len(data)
-        ifd.append(_ENTRY.pack(int(tag), int(typ), c, field))
-    ifd.append(struct.pack("<Q", 0))  # no next IFD
-    out = BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE) + b"".join(ifd) + b"".join(external)
+    head, external = _layout(grid, values.__getitem__, external=True)
+    out = head + b"".join(external)
     if len(out) != grid.base_frame_offset:
         raise ValueError(f"prefix is {len(out)} bytes, expected base_frame_offset {grid.base_frame_offset}")
     return out
+
+
+def _layout(grid: Grid, value_of, *, external: bool) -> tuple[bytes, list[bytes]]:
+    """(header + IFD bytes, external values) with ``value_of(tag)`` giving each value's bytes.
+
+    External values are asked for only when ``external``: the IFD holds just their
+    pointers, which depend on (B, N) alone, so the expected IFD of a file is built
+    without materialising its N-entry arrays.
+    """
+    b, n = grid.samples_per_pixel, grid.n_frames
+    ifd = [struct.pack("<Q", N_TAGS)]
+    values: list[bytes] = []
+    cursor = IFD_END
+    for tag, (typ, count) in FIXED_TAGS.items():
+        c = count(b, n)
+        nbytes = c * typ.size
+        data = value_of(tag) if nbytes <= 8 or external else None
+        if data is not None and len(data) != nbytes:  # not an assert: python -O must not write a broken IFD
+            raise ValueError(f"tag {int(tag)}: {len(data)} value bytes, expected {c} x {typ.size}")
+        if nbytes <= 8:
+            field = data.ljust(8, b"\0")
+        else:
+            field = struct.pack("<Q", cursor)
+            cursor += nbytes
+            if external:
+                values.append(data)
+        ifd.append(_ENTRY.pack(int(tag), int(typ), c, field))
+    ifd.append(struct.pack("<Q", 0))  # no next IFD
+    return BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE) + b"".join(ifd), values
 
 
 def read_entries(buf, count: int) -> list[IfdEntry]:
@@ -150,3 +167,163 @@ def read_entries(buf, count: int) -> list[IfdEntry]:
         tag, typ, cnt, field = _ENTRY.unpack_from(buf, pos)
         out.append(IfdEntry(tag, typ, cnt, field))
     return out
+
+
+# --------------------------------------------------------------------------- a blob against an IFD
+
+OPENZL_MAGIC = 0xD7B1A5C0  # first 4 bytes of an OpenZL frame: this + its format version
+#: Frame format versions openzl 0.3.0 (pinned) reads, so files are checked without importing it;
+#: ``codec.MIN_FORMAT_VERSION`` / ``MAX_FORMAT_VERSION`` come from openzl itself (a test ties them).
+OPENZL_FORMAT_VERSIONS = (8, 27)
+
+
+def _inline_values(g: Grid, bits_per_sample: int, sample_format: int, counts) -> dict:
+    """The values a rumi IFD holds inline (<= 8 bytes) for grid ``g``; ``counts`` when N <= 2."""
+    b, n = g.samples_per_pixel, g.n_frames
+    values = {
+        Tag.IMAGE_WIDTH: struct.pack("<I", g.image_width),
+        Tag.IMAGE_LENGTH: struct.pack("<I", g.image_length),
+        Tag.BITS_PER_SAMPLE: struct.pack(f"<{b}H", *[bits_per_sample] * b) if b <= 4 else None,
+        Tag.SAMPLES_PER_PIXEL: struct.pack("<H", b),
+        Tag.TILE_WIDTH: struct.pack("<H", g.tile_width),
+        Tag.TILE_LENGTH: struct.pack("<H", g.tile_length),
+        Tag.SAMPLE_FORMAT: struct.pack(f"<{b}H", *[sample_format] * b) if b <= 4 else None,
+    }
+    if n == 1:
+        values[Tag.TILE_OFFSETS] = struct.pack("<Q", g.base_frame_offset)
+    if n <= 2:
+        values[Tag.TILE_BYTE_COUNTS] = struct.pack(f"<{n}I", *counts)
+    return values
+
+
+def _ifd_template(g: Grid, bits_per_sample: int, sample_format: int, counts) -> list:
+    """(tag, type, count, value bytes) of each IFD entry of a file of grid ``g``.
+
+    Inline values are their used bytes; an external value is its 8-byte pointer.
+    """
+    ifd, _ = _layout(g, _inline_values(g, bits_per_sample, sample_format, counts).get, external=False)
+    b, n = g.samples_per_pixel, g.n_frames
+    out = []
+    for i, (tag, (typ, count)) in enumerate(FIXED_TAGS.items()):
+        at, cnt = 24 + 20 * i, count(b, n)
+        out.append((tag, typ, cnt, ifd[at + 12:at + 12 + min(cnt * typ.size, 8)]))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_ifd(grid: Grid, bits_per_sample: int, sample_format: int, counts) -> tuple[int, int]:
+    """(expected bytes 0..252, mask) of a file's header and IFD, as little-endian ints."""
+    want = bytearray(IFD_END)
+    mask = bytearray(IFD_END)
+    want[:16] = BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE)
+    want[16:24] = struct.pack("<Q", N_TAGS)
+    mask[:24] = b"\xff" * 24
+    for i, (tag, typ, cnt, value) in enumerate(_ifd_template(grid, bits_per_sample, sample_format, counts)):
+        at = 24 + 20 * i
+        struct.pack_into("<HHQ", want, at, int(tag), int(typ), cnt)
+        want[at + 12:at + 12 + len(value)] = value
+        mask[at:at + 12 + len(value)] = b"\xff" * (12 + len(value))
+    mask[IFD_END - 8:IFD_END] = b"\xff" * 8  # next-IFD offset 0
+    return int.from_bytes(want, "little"), int.from_bytes(mask, "little")
+
+
+def _inline_counts(hdr) -> tuple[int, ...] | None:
+    return tuple(int(hdr.byte_count(k)) for k in range(hdr.n_frames)) if hdr.n_frames <= 2 else None
+
+
+def _sample_pair_at(b: int, n: int) -> tuple[int, int]:
+    """Where band 0's BitsPerSample and SampleFormat are stored when B >= 5 (after the IFD)."""
+    return IFD_END, IFD_END + 2 * b + (8 * n if n >= 2 else 0) + (4 * n if n >= 3 else 0)
+
+
+def check_blob_prefix(buf, hdr, path) -> None:
+    """Check that a blob describes this file from its first bytes: the IFD and frame 0's magic.
+
+    Reads the 252 bytes of header and IFD (plus, for B >= 5, the sample pair after
+    it and frame 0's magic), nothing proportional to the frame count.  The IFD is a
+    function of the blob, so its expected bytes (and a mask hiding the unused bytes
+    of inline fields, which the spec leaves open) are built once per layout and
+    compared as one masked integer (~2 us); only a mismatch pays for
+    :func:`explain_blob_mismatch`, which names the field.  ``buf`` must hold at least
+    ``hdr.base_frame_offset`` bytes.
+    """
+    want, mask = _expected_ifd(hdr.grid, hdr.bits_per_sample, hdr.sample_format, _inline_counts(hdr))
+    b, n = hdr.samples_per_pixel, hdr.n_frames
+    same = int.from_bytes(buf[:IFD_END], "little") & mask == want
+    if same and b >= 5:  # the sample pair is stored after the IFD: check band 0's
+        bps_at, sf_at = _sample_pair_at(b, n)
+        same = (struct.unpack_from("<H", buf, bps_at)[0], struct.unpack_from("<H", buf, sf_at)[0]) == \
+            (hdr.bits_per_sample, hdr.sample_format)
+    if not same:
+        explain_blob_mismatch(buf, hdr, path)
+        raise BlobError(f"{where(path)}the header blob does not describe this file: its IFD differs")  # unreachable
+    if hdr.byte_count(0) < 4:  # the magic alone is 4 bytes (and a 1-frame file ends right after frame 0)
+        raise FormatError(f"{where(path)}frame 0 is {hdr.byte_count(0)} bytes, too short to be an OpenZL frame")
+    if len(buf) < hdr.base_frame_offset + 4:
+        return  # the file is shorter than its frames: the caller's size check says so
+    (magic,) = struct.unpack_from("<I", buf, hdr.base_frame_offset)
+    if not 0 < magic - OPENZL_MAGIC < 256:
+        raise FormatError(f"{where(path)}frame 0 does not start with an OpenZL frame magic (found {magic:#010x}); "
+                          "the header blob belongs to another file or the file is corrupt")
+
+
+def explain_blob_mismatch(buf, hdr, path) -> None:
+    """Raise the BlobError that says which part of the IFD does not match the blob."""
+    g = hdr.grid
+    mismatch = []
+    if bytes(buf[:16]) != BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE):
+        raise BlobError(f"{where(path)}file does not start with a little-endian BigTIFF header whose IFD is at "
+                        "byte 16; it is not a rumi file")
+    (count,) = struct.unpack_from("<Q", buf, 16)
+    if count != N_TAGS:
+        raise BlobError(f"{where(path)}IFD has {count} entries, expected {N_TAGS}; the header blob belongs to "
+                        "another file")
+
+    def field(i, fmt):
+        return struct.unpack_from(fmt, buf, 24 + 20 * i + 12)[0]
+
+    for name, got, want in (("image_width", field(0, "<I"), g.image_width),
+                            ("image_length", field(1, "<I"), g.image_length),
+                            ("samples_per_pixel", field(3, "<H"), g.samples_per_pixel),
+                            ("tile_width", field(4, "<H"), g.tile_width),
+                            ("tile_length", field(5, "<H"), g.tile_length),
+                            ("frame count", struct.unpack_from("<Q", buf, 24 + 20 * 6 + 4)[0], g.n_frames)):
+        if got != want:
+            mismatch.append(f"{name} is {got} in the file but {want} in the blob")
+    b, n = g.samples_per_pixel, g.n_frames
+    if b <= 4:
+        bps, sf = field(2, "<H"), field(8, "<H")
+    else:
+        bps_at, sf_at = _sample_pair_at(b, n)
+        bps, sf = struct.unpack_from("<H", buf, bps_at)[0], struct.unpack_from("<H", buf, sf_at)[0]
+    if (sf, bps) != (hdr.sample_format, hdr.bits_per_sample):
+        mismatch.append(f"(sample_format, bits_per_sample) is ({sf}, {bps}) in the file but "
+                        f"({hdr.sample_format}, {hdr.bits_per_sample}) in the blob")
+    if mismatch:
+        raise BlobError(f"{where(path)}the header blob does not describe this file: {'; '.join(mismatch)}")
+    # The whole IFD is a function of the blob: every (tag, type, count), the inline values and
+    # the pointers to the external ones.  Compare all of it (but not the unused bytes of
+    # inline fields, which the spec leaves open).
+    for i, (tag, typ, cnt, value) in enumerate(_ifd_template(g, hdr.bits_per_sample, hdr.sample_format,
+                                                             _inline_counts(hdr))):
+        at = 24 + 20 * i
+        got = struct.unpack_from("<HHQ", buf, at)
+        name = f"{int(tag)} ({tag.name})"
+        if got != (int(tag), int(typ), cnt):
+            raise BlobError(f"{where(path)}the header blob does not describe this file: IFD entry {i} is tag "
+                            f"{got[0]}, type {got[1]}, count {got[2]}; expected tag {name}, type {typ.name} "
+                            f"({int(typ)}), count {cnt}")
+        value_field = bytes(buf[at + 12:at + 12 + len(value)])
+        if value_field != value:
+            if cnt * typ.size > 8:
+                what = (f"value is at byte {int.from_bytes(value_field, 'little')}, expected "
+                        f"{int.from_bytes(value, 'little')} (external values follow the IFD in rising tag order "
+                        "with no gaps)")
+            else:
+                fmt = f"<{cnt}{typ.code}"
+                what = f"holds {struct.unpack(fmt, value_field)}, the blob gives {struct.unpack(fmt, value)}"
+            raise BlobError(f"{where(path)}the header blob does not describe this file: tag {name} {what}")
+    (next_ifd,) = struct.unpack_from("<Q", buf, IFD_END - 8)
+    if next_ifd != 0:
+        raise FormatError(f"{where(path)}next-IFD offset is {next_ifd}; a rumi file has exactly one IFD (no "
+                          "overviews, masks or auxiliary IFDs)")

@@ -18,10 +18,11 @@ from . import dtypes
 from .blob import Header, build_header
 from .errors import BlobError, FormatError, RumiError, where
 from .georef import Georef, parse_geokeys
+from .mapped import map_file
 from .grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
-from .tiff import FIXED_TAGS, N_TAGS, Tag, TiffType, read_entries
+from .tiff import FIXED_TAGS, N_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, Tag, TiffType, read_entries
 
-__all__ = ["Report", "validate", "index", "inspect_file"]
+__all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "index_mapping"]
 
 _FORBIDDEN_GEOTIFF = {
     33550: "ModelPixelScaleTag",
@@ -29,6 +30,14 @@ _FORBIDDEN_GEOTIFF = {
     34736: "GeoDoubleParamsTag",
     34737: "GeoAsciiParamsTag",
 }
+
+
+#: What a Report's ``checked`` may list.
+CHECKED_PROFILE = "file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout"
+CHECKED_MAGIC = "frame magics: every frame starts with OpenZL's magic, one format version"
+CHECKED_HEADERS = "frame headers: one output of the sample type and the byte size of the frame's position"
+CHECKED_DECODE = "frame payloads: every frame decoded, checksums verified, type, element width and size checked"
+CHECKED_BLOB = "header blob: valid and equal to the file's canonical blob"
 
 
 class _Stop(Exception):
@@ -45,6 +54,8 @@ class Report:
     georef: Georef | None = None
     format_version: int | None = None
     header_violations: list[str] = field(default_factory=list)
+    #: What was checked, in order (``CHECKED_*``); a check is listed once it ran over the whole file.
+    checked: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -84,33 +95,67 @@ def _read(buf, off: int, n: int, typ: TiffType) -> np.ndarray:
 
 
 def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> Report:
-    """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`."""
+    """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`.
+
+    The file is opened once and measured and mapped through that one descriptor.
+    """
     path = os.fspath(path)
-    rep = Report(path)
-    f = _Findings(path, strict)
     try:
-        size = os.path.getsize(path)
-        if size == 0:
-            f.add("file is empty; expected a BigTIFF header", stop=True)
-        mm = np.memmap(path, dtype=np.uint8, mode="r")
-        try:
-            _check(mm, size, f, rep, frames)
-        finally:
-            del mm
-    except _Stop:
-        pass
+        mm, buf = map_file(path)
+    except FormatError as exc:  # an empty file
+        if strict:
+            raise
+        rep = Report(path, violations=[str(exc).removeprefix(where(path))])
     except OSError as exc:
         raise RumiError(f"{where(path)}cannot read file: {exc.strerror or exc}") from exc
-    rep.violations = f.items
+    else:
+        try:
+            rep = inspect_mapping(buf, path, strict=strict, frames=frames)
+        finally:
+            del buf
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a traceback still holds a view; the map goes with it
     if header is not None:
         rep.header_violations = _compare_header(header, rep.blob, path)
+        rep.checked.append(CHECKED_BLOB)
         if strict and rep.header_violations:
             raise BlobError(f"{where(path)}{rep.header_violations[0]}")
     return rep
 
 
+def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic") -> Report:
+    """:func:`inspect_file` on a file already mapped (``buf``, uint8, the whole file)."""
+    rep = Report(os.fspath(path))
+    f = _Findings(rep.path, strict)
+    try:
+        _check(buf, buf.shape[0], f, rep, frames)
+    except _Stop:
+        pass
+    rep.violations = f.items
+    return rep
+
+
+def index_mapping(buf: np.ndarray, path) -> bytes:
+    """:func:`index` of a file already mapped: its canonical blob, or FormatError."""
+    return inspect_mapping(buf, path, strict=True).blob
+
+
 def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
-    # -- BigTIFF header --------------------------------------------------------
+    """Every rule of the spec, one function per section, in file order."""
+    _check_bigtiff_header(buf, size, f)
+    by_tag = _check_ifd(buf, size, f)
+    grid = _check_image(by_tag, f)
+    values = _check_placement(buf, size, by_tag, grid, f)
+    enc = _check_sample_encoding(values, f)
+    rep.georef = _check_georeferencing(values, f)
+    rep.blob = build_header(grid, enc, _check_frame_layout(size, values, grid, f))
+    _check_frames(buf, f, rep, frames)
+
+
+def _check_bigtiff_header(buf, size: int, f: _Findings) -> None:
+    """File profile: a little-endian BigTIFF header whose first IFD is at byte 16."""
     if size < 16:
         f.add(f"file is {size} bytes, shorter than the 16-byte BigTIFF header", stop=True)
     order = bytes(buf[:2])
@@ -130,7 +175,10 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
     if size < IFD_END:
         f.add(f"file is {size} bytes, too short for the 236-byte IFD at byte 16 (truncated)", stop=True)
 
-    # -- the fixed IFD ---------------------------------------------------------
+
+
+def _check_ifd(buf, size: int, f: _Findings) -> dict:
+    """Fixed IFD: exactly the 11 tags, in rising order, and one IFD; returns the entries by tag."""
     (count,) = struct.unpack_from("<Q", buf, 16)
     readable = min(count, (size - 24) // 20, 64)
     entries = read_entries(buf, readable)
@@ -162,7 +210,11 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         if e.type != typ or e.count != 1:
             f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) and 1",
                   stop=True)
+    return by_tag
 
+
+def _check_image(by_tag: dict, f: _Findings) -> Grid:
+    """Image, tiles and bands; the frame unit from the TileOffsets count; every tag's type and count."""
     def scalar(tag):
         typ, _ = FIXED_TAGS[tag]
         return int(np.frombuffer(by_tag[tag].field, dtype=np.dtype(typ.code).newbyteorder("<"), count=1)[0])
@@ -192,8 +244,15 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         if e.type != typ or e.count != want:
             f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) "
                   f"and {want}", stop=True)
+    return grid
 
-    # -- placement of external values -------------------------------------------
+
+def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings):
+    """Placement: values over 8 bytes follow the IFD in rising tag order with no gaps.
+
+    Returns ``values(tag)``, the tag's values read from where they are.
+    """
+    bands, n = grid.samples_per_pixel, grid.n_frames
     cursor = IFD_END
     where_value: dict[Tag, int] = {}
     for tag, (typ, cnt) in FIXED_TAGS.items():
@@ -218,6 +277,11 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         typ, cnt = FIXED_TAGS[tag]
         return _read(buf, where_value[tag], cnt(bands, n), typ)
 
+    return values
+
+
+def _check_sample_encoding(values, f: _Findings):
+    """Sample encodings: one valid (SampleFormat, BitsPerSample) pair for every band."""
     bps, sfs = values(Tag.BITS_PER_SAMPLE), values(Tag.SAMPLE_FORMAT)
     if np.any(bps != bps[0]) or np.any(sfs != sfs[0]):
         f.add("bands use different (SampleFormat, BitsPerSample) pairs; all bands must use the same pair", stop=True)
@@ -225,14 +289,21 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         enc = dtypes.encoding(int(sfs[0]), int(bps[0]))
     except FormatError as exc:
         f.add(str(exc), stop=True)
+    return enc
 
-    # -- georeferencing --------------------------------------------------------
+
+def _check_georeferencing(values, f: _Findings):
+    """Georeferencing: the matrix and the key directory, EPSG codes only."""
     georef, bad = parse_geokeys(values(Tag.GEO_KEY_DIRECTORY), values(Tag.MODEL_TRANSFORMATION))
-    rep.georef = georef
     for msg in bad:
         f.add(msg)
+    return georef
 
-    # -- frames ----------------------------------------------------------------
+
+def _check_frame_layout(size: int, values, grid: Grid, f: _Findings) -> np.ndarray:
+    """Frames: no sparse frame, one contiguous run in frame-index order from base_frame_offset
+    to the end of the file; returns the byte counts."""
+    n, base = grid.n_frames, grid.base_frame_offset
     offsets = values(Tag.TILE_OFFSETS).astype(np.uint64)
     counts = values(Tag.TILE_BYTE_COUNTS).astype(np.uint64)
     zero = np.flatnonzero(counts == 0)
@@ -261,39 +332,72 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
         f.add(f"last frame ends at byte {end} but the file has {size} bytes (truncated)", stop=True)
     if end < size:
         f.add(f"{size - end} bytes follow the last frame (ends at byte {end}); nothing may follow the frame run")
-    rep.blob = build_header(grid, enc, counts)
+    return counts
 
-    if frames in ("magic", "decode"):
-        _check_frame_magic(buf, offsets, counts, grid, f, rep)
+
+def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
+    """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
+    hdr = Header.parse(rep.blob, path=rep.path)
+    offsets, counts, grid = hdr.offsets[:-1], hdr.counts, hdr.grid
+    rep.checked.append(CHECKED_PROFILE)
+    if frames in ("magic", "headers", "decode"):
+        if not _check_frame_magic(buf, offsets, counts, grid, f, rep):
+            return
+        rep.checked.append(CHECKED_MAGIC)
+    if frames == "headers":
+        _check_frame_headers(buf, rep, f)
+        rep.checked.append(CHECKED_HEADERS)
     if frames == "decode":
         _check_frame_decode(buf, rep, f)
+        rep.checked.append(CHECKED_DECODE)
 
 
-def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) -> None:
-    from .codec import FRAME_MAGIC, MAX_FORMAT_VERSION, MIN_FORMAT_VERSION
+def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) -> bool:
+    """Every frame starts with the OpenZL magic of one format version; False when not."""
+    MIN_FORMAT_VERSION, MAX_FORMAT_VERSION = OPENZL_FORMAT_VERSIONS
 
     short = np.flatnonzero(counts < 4)
     if short.size:
         f.add(f"frame {int(short[0])} is {int(counts[short[0]])} bytes, too short to be an OpenZL frame")
-        return
+        return False
     idx = offsets.astype(np.int64)[:, None] + np.arange(4)
     magic = np.asarray(buf[idx]).astype(np.uint32)
     magic = magic[:, 0] | (magic[:, 1] << 8) | (magic[:, 2] << 16) | (magic[:, 3] << 24)
-    version = magic.astype(np.int64) - FRAME_MAGIC  # magic = FRAME_MAGIC + format version
+    version = magic.astype(np.int64) - OPENZL_MAGIC  # magic = FRAME_MAGIC + format version
     bad = np.flatnonzero((version < MIN_FORMAT_VERSION) | (version > MAX_FORMAT_VERSION))
     if bad.size:
         k = int(bad[0])
         row, col, band = grid.frame_position(k)
         f.add(f"frame {k} (row {row}, col {col}, band {band}) does not start with an OpenZL frame magic "
               f"(found {int(magic[k]):#010x})")
-        return
+        return False
     mixed = np.flatnonzero(version != version[0])
     if mixed.size:
         k = int(mixed[0])
         f.add(f"frame {k} uses OpenZL format version {int(version[k])} but frame 0 uses {int(version[0])}; "
               "all frames must use one pinned format version")
-        return
+        return False
     rep.format_version = int(version[0])
+    return True
+
+
+def _check_frame_headers(buf, rep: Report, f: _Findings) -> None:
+    """Each frame's OpenZL header declares one output of the right type and byte size.
+
+    Reads only the header (~5 us a frame): no payload is decoded, so checksums and
+    the element width are left to ``decode=True``.
+    """
+    from .codec import check_frame_header
+
+    hdr = Header.parse(rep.blob, path=rep.path)
+    offs, grid = hdr.offsets, hdr.grid
+    for k in range(hdr.n_frames):
+        row, col, band = grid.frame_position(k)
+        label = f"frame {k} (row {row}, col {col}, band {band})"
+        try:
+            check_frame_header(buf[int(offs[k]):int(offs[k + 1])], hdr.encoding, grid.frame_samples(k), label=label)
+        except RumiError as exc:
+            f.add(str(exc))
 
 
 def _check_frame_decode(buf, rep: Report, f: _Findings) -> None:
@@ -346,15 +450,18 @@ def validate(path, header=None, *, decode: bool = False) -> Report:
     header : bytes or Header, optional
         A blob to check too: it must be valid and equal the file's canonical blob.
     decode : bool
-        Also decode every frame and check its type and size (slow).
+        Also decode every frame: checksums, element width, type and size (slow).
+        By default each frame's OpenZL header is read (declared outputs, type
+        and byte size), which is cheap.
 
     Returns
     -------
     Report
         ``report.ok`` is True when compliant; ``report.violations`` lists each rule
-        broken, ``report.blob`` the canonical blob when the frame layout is sound.
+        broken, ``report.blob`` the canonical blob when the frame layout is sound,
+        ``report.checked`` what was checked.
     """
-    return inspect_file(path, strict=False, frames="decode" if decode else "magic", header=header)
+    return inspect_file(path, strict=False, frames="decode" if decode else "headers", header=header)
 
 
 def index(path) -> bytes:

@@ -11,7 +11,7 @@ the block's coordinates.  For the common keys (integers and slices) the remap is
 view or nothing at all.
 
 Reads touch only the rows and columns a slice selects: steps and arrays on y and x
-become runs, and the planner in ``kernels.py`` skips frames with no selected pixel.
+become runs, and the planner in ``kernels/plan.py`` skips frames with no selected pixel.
 """
 
 from __future__ import annotations

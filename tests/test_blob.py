@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rumimm import kernels as K
-from rumimm.blob import BLOB_FIELDS, HEADER_SIZE, MAGIC, VERSION, Header, build_header, parse_blobs
+from rumimm.blob import BLOB_FIELDS, HEADER_SIZE, MAGIC, VERSION, Header, build_header, pack_residuals, parse_blobs
 from rumimm.dtypes import ENCODINGS, encoding
 from rumimm.errors import BlobError, FormatError, RumiError
 from rumimm.grid import FrameUnit, Grid
@@ -29,10 +29,8 @@ def raw_blob(*, magic=MAGIC, version=VERSION, width=30, length=20, tw=8, tl=8, b
 
 
 def pack(residuals, bits) -> bytes:
-    out = np.zeros(-(-len(residuals) * bits // 8), dtype=np.uint8)
     counts = np.asarray(residuals, dtype=np.uint64) + np.uint64(1)
-    K.pack_residuals(counts, 1, bits, out)
-    return out.tobytes()
+    return pack_residuals(counts, 1, bits).tobytes()
 
 
 # -- canonical encoding and round trips ------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from peer import PEER_READABLE, PEER_WRITABLE, peer_read, peer_write
 
 import rumimm
-from rumimm import _native
+from rumimm import engine
 from rumimm.dtypes import DTYPES
 from rumimm.synthetic import eo_scene
 
@@ -77,10 +77,11 @@ def test_the_fixtures_with_geozl_and_openzl_frames_read_exactly(name, native, mo
     blob = open(os.path.join(DATA, entry["blob"]), "rb").read()
     array = source(name)
     if not native:
-        monkeypatch.setattr(_native, "available", lambda: False)
+        engine.load()
+        monkeypatch.setattr(engine, "_NATIVE", False)  # as without geozl's library
     for header in (blob, None):
         with rumimm.open(path, header, cache_bytes=0) as img:
-            assert img._native is native
+            assert engine._NATIVE is native
             assert img.shape == tuple(entry["shape"]) and img.frame_unit == entry["unit"]
             assert img.dtype == np.dtype(entry["dtype"]) == DTYPES[entry["dtype"]]
             assert img.tile == (entry["tile"], entry["tile"])

@@ -1,4 +1,4 @@
-"""The blob kernels against slow, obvious Python references (one bit at a time)."""
+"""Bit-packed residuals and the blob checks against slow, obvious Python references (one bit at a time)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rumimm import blob as B
 from rumimm import kernels as K
+from rumimm.dtypes import encoding
+from rumimm.grid import FrameUnit, Grid
 
 
 # -- slow references, straight from the spec's Packing and Decoding sections -------------
@@ -24,17 +27,6 @@ def ref_pack(residuals, bits: int) -> bytes:
 def ref_residual(packed: bytes, i: int, bits: int) -> int:
     lo = i * bits
     return sum(((packed[(lo + j) // 8] >> ((lo + j) % 8)) & 1) << j for j in range(bits))
-
-
-def ref_counts(packed: bytes, n: int, bits: int, count_min: int) -> list[int]:
-    return [count_min + ref_residual(packed, i, bits) for i in range(n)]
-
-
-def ref_offsets(counts, base: int) -> list[int]:
-    out = [base]
-    for c in counts:
-        out.append(out[-1] + c)
-    return out
 
 
 @st.composite
@@ -58,50 +50,29 @@ def _packed_array(packed: bytes) -> np.ndarray:
 def test_pack_residuals_matches_the_bit_by_bit_reference(case):
     bits, residuals, count_min = case
     counts = np.array([count_min + r for r in residuals], dtype=np.uint64)
-    out = np.zeros(-(-len(residuals) * bits // 8), dtype=np.uint8)
-    K.pack_residuals(counts, count_min, bits, out)
-    assert out.tobytes() == ref_pack(residuals, bits)
+    assert B.pack_residuals(counts, count_min, bits).tobytes() == ref_pack(residuals, bits)
 
 
 @settings(max_examples=75, deadline=None)
-@given(residual_sets())
-def test_unpack_counts_matches_the_bit_by_bit_reference(case):
-    bits, residuals, count_min = case
-    packed = ref_pack(residuals, bits)
+@given(residual_sets(), st.integers(0, 7))
+def test_residuals_match_the_bit_by_bit_reference_from_any_start(case, start):
+    bits, residuals, _ = case
+    raw = ref_pack(residuals, bits)
+    packed = _packed_array(raw)[:len(raw)] if raw else np.zeros(0, np.uint8)
     n = len(residuals)
-    out = np.zeros(n, dtype=np.uint64)
-    K.unpack_counts(_packed_array(packed), n, bits, count_min, out)
-    assert out.tolist() == ref_counts(packed, n, bits, count_min) == [count_min + r for r in residuals]
-
-
-@settings(max_examples=75, deadline=None)
-@given(residual_sets(), st.integers(252, 2**40))
-def test_prefix_offsets_matches_a_running_sum(case, base):
-    bits, residuals, count_min = case
-    packed = ref_pack(residuals, bits)
-    n = len(residuals)
-    out = np.zeros(n + 1, dtype=np.uint64)
-    K.prefix_offsets(_packed_array(packed), n, bits, count_min, base, out)
-    assert out.tolist() == ref_offsets([count_min + r for r in residuals], base)
+    start = min(start, n)
+    got = B.residuals(packed, start, n, bits)
+    assert got.dtype == np.uint64
+    assert got.tolist() == [ref_residual(raw, i, bits) if bits else 0 for i in range(start, n)] == residuals[start:]
 
 
 @settings(max_examples=50, deadline=None)
-@given(residual_sets(max_n=60))
-def test_residual_sum_gives_every_offset_without_walking_counts(case):
+@given(residual_sets(max_n=60), st.integers(252, 2**40))
+def test_a_headers_counts_offsets_and_sums_agree_with_a_running_sum(case, base):
     bits, residuals, count_min = case
     packed = _packed_array(ref_pack(residuals, bits))
     for k in range(len(residuals) + 1):
-        assert int(K.residual_sum(packed, k, bits)) == sum(residuals[:k])
-
-
-@settings(max_examples=50, deadline=None)
-@given(residual_sets(max_n=60))
-def test_residual_at_decodes_each_count_independently(case):
-    bits, residuals, _ = case
-    raw = ref_pack(residuals, bits)
-    packed = _packed_array(raw)
-    for i in reversed(range(len(residuals))):
-        assert int(K.residual_at(packed, i, bits)) == residuals[i] == (ref_residual(raw, i, bits) if bits else 0)
+        assert B._residual_sum(packed, k, bits) == sum(residuals[:k])
 
 
 @pytest.mark.parametrize("bits", [1, 3, 7, 8, 9, 13, 31, 32])
@@ -109,28 +80,31 @@ def test_the_widest_residuals_survive_every_bit_alignment(bits):
     hi = (1 << bits) - 1
     residuals = [hi, 0, hi, 1, hi - 1, hi] * 5  # 30 residuals: every start bit 0..7 occurs
     counts = np.array([7 + r for r in residuals], dtype=np.uint64)
-    out = np.zeros(-(-len(residuals) * bits // 8), dtype=np.uint8)
-    K.pack_residuals(counts, 7, bits, out)
+    out = B.pack_residuals(counts, 7, bits)
     assert out.tobytes() == ref_pack(residuals, bits)
-    back = np.zeros(len(residuals), dtype=np.uint64)
-    K.unpack_counts(_packed_array(out.tobytes()), len(residuals), bits, 7, back)
-    assert back.tolist() == counts.tolist()
+    assert B.residuals(out, 0, len(residuals), bits).tolist() == residuals
 
 
-def test_zero_bits_means_every_count_is_count_min_and_no_bytes_are_read():
-    packed = np.zeros(1, dtype=np.uint8)
-    out = np.zeros(5, dtype=np.uint64)
-    K.unpack_counts(packed, 5, 0, 99, out)
-    assert out.tolist() == [99] * 5
-    offs = np.zeros(6, dtype=np.uint64)
-    K.prefix_offsets(packed, 5, 0, 99, 412, offs)
-    assert offs.tolist() == [412 + 99 * k for k in range(6)]
-    assert int(K.residual_sum(packed, 5, 0)) == 0
-    assert int(K.residual_at(packed, 4, 0)) == 0
+def test_zero_bits_means_every_residual_is_zero_and_no_bytes_are_read():
+    packed = np.zeros(0, dtype=np.uint8)
+    assert B.residuals(packed, 0, 5, 0).tolist() == [0] * 5
+    assert B._residual_sum(packed, 5, 0) == 0
+    assert B.pack_residuals(np.full(5, 99, np.uint64), 99, 0).size == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=60), st.integers(0, 27), st.binary(min_size=1, max_size=4))
+def test_the_single_blob_check_and_the_batch_kernel_agree_on_every_blob(tail, at, patch):
+    """blob.check_one (numpy, used by open) and kernels.check_blobs (numba, parse_blobs) apply one rule set."""
+    good = bytearray(B.build_header(Grid(30, 20, 8, 8, 2, FrameUnit.TILE), encoding(1, 16), np.arange(100, 124)))
+    cases = [bytes(good), bytes(good[:at]) + patch + bytes(good[at + len(patch):]), bytes(good[:28]) + tail, tail]
+    status = B.parse_blobs(cases, errors="status")["status"].tolist()
+    assert status == [B.check_one(c)[0] for c in cases]
+    assert status[0] == B.OK
 
 
 def test_the_kernel_constants_match_the_spec():
-    assert K.MAGIC == 0x45564F4C
+    assert K.MAGIC == B.MAGIC == 0x45564F4C
     assert K.MAGIC.to_bytes(4, "little") == bytes([0x4C, 0x4F, 0x56, 0x45])
     assert K.VERSION == 1
     assert K.HEADER_SIZE == 28

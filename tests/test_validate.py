@@ -452,10 +452,44 @@ def test_validate_decode_reports_a_frame_that_decodes_to_the_wrong_size(tmp_path
     c = craft()
     c.frames[7] = openzl_frame(np.arange(10, dtype="<u2"))
     path = c.write(tmp_path / "short.rumi")
-    assert validate(path).ok  # the layout is fine; only decoding shows the problem
-    rep = validate(path, decode=True)
-    assert not rep.ok and len(rep.violations) == 1
-    assert re.match(r"frame 7\b.*\b128\b", rep.violations[0]), rep.violations  # 64 samples of 2 bytes
+    for decode in (False, True):  # the frame's header already declares 20 bytes
+        rep = validate(path, decode=decode)
+        assert not rep.ok and len(rep.violations) == 1
+        assert re.match(r"frame 7\b.*\b128\b", rep.violations[0]), rep.violations  # 64 samples of 2 bytes
+
+
+@pytest.mark.parametrize("case", ["short", "long", "serial", "two outputs", "missing cell band"])
+def test_validate_reads_every_frames_header_by_default_and_says_what_it_checked(tmp_path, case):
+    import openzl.ext as zl
+
+    from rumimm.validate import CHECKED_DECODE, CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE
+
+    c = craft(unit="cell") if case == "missing cell band" else craft()
+    k = 3
+    if case == "short":
+        c.frames[k] = openzl_frame(np.arange(63, dtype="<u2"))
+    elif case == "long":
+        c.frames[k] = openzl_frame(np.arange(65, dtype="<u2"))
+    elif case == "serial":
+        c.frames[k] = openzl_frame(np.arange(64, dtype="<u2"), serial=True)
+    elif case == "missing cell band":
+        c.frames[k] = openzl_frame(np.arange(2 * 64, dtype="<u2"))  # 2 of 3 bands
+    else:
+        comp = zl.Compressor()
+        comp.select_starting_graph(zl.graphs.Store()(comp))
+        cctx = zl.CCtx()
+        cctx.ref_compressor(comp)
+        cctx.set_parameter(zl.CParam.FormatVersion, 24)
+        a, b = np.arange(32, dtype="<u2"), np.arange(32, dtype="<u2")
+        inputs = [zl.Input(zl.Type.Numeric, a), zl.Input(zl.Type.Numeric, b)]
+        c.frames[k] = cctx.compress(inputs)
+        del inputs
+    path = c.write(tmp_path / "bad.rumi")
+    rep = validate(path)
+    assert not rep.ok and len(rep.violations) == 1 and rep.violations[0].startswith(f"frame {k} "), rep.violations
+    assert rep.checked == [CHECKED_PROFILE, CHECKED_MAGIC, CHECKED_HEADERS]
+    good = validate(craft().write(tmp_path / "good.rumi"), decode=True)
+    assert good.ok and good.checked == [CHECKED_PROFILE, CHECKED_MAGIC, CHECKED_DECODE]
 
 
 def test_validate_decode_reports_a_corrupt_frame_and_wrong_type(tmp_path):

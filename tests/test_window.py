@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rumimm import kernels as K
+from rumimm.kernels import plan as kernel_plan
 from rumimm.errors import RumiError, WindowError
 from rumimm.window import Run, select, select_read
 
@@ -207,7 +208,7 @@ def test_segments_split_a_run_at_tile_edges_like_a_slow_reference(size, tile, da
     start = data.draw(st.integers(0, size - 1))
     step = data.draw(st.integers(1, 12))
     count = data.draw(st.integers(0, (size - 1 - start) // step + 1))
-    got = K._segments(start, step, count, tile, size).tolist()
+    got = kernel_plan._segments(start, step, count, tile, size).tolist()
     assert got == ref_segments(start, step, count, tile, size)
 
 

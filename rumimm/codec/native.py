@@ -35,9 +35,8 @@ crash the process); :func:`available` says which, and a reader falls back to
 ``openzl.ext`` when it is False.
 
 Output buffers must be aligned to the frame's element width (8 bytes always
-suffices), else the frame fails with ``-6``.  Threads: :func:`decode_many` runs
-on numba's threading layer (``omp`` here: numba prefers tbb, then omp, then
-workqueue); :func:`decode_frames` is the safe front door, see there.
+suffices), else the frame fails with ``-6``.  ``decode_one`` is ``nogil`` and keeps
+no state, so the read engine's threads call it at once (``kernels.decode_copy``).
 
 Statuses: a kernel returns the decoded byte count (>= 0) or a negative code:
 ``-ZL_ErrorCode`` (1..99) for an OpenZL failure, or one of the ``STATUS_*``
@@ -52,40 +51,25 @@ import os
 import threading
 from pathlib import Path
 
-import numba
 import numpy as np
 from llvmlite import binding as _llvm
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
-
-from ._env import env_int
 
 __all__ = [
     "available",
     "library_path",
     "decode_one",
-    "decode_many",
-    "decode_serial",
-    "frame_sizes",
-    "decode_frames",
-    "error_context",
     "status_message",
-    "get_num_threads",
-    "set_num_threads",
-    "threading_layer",
     "STATUS_SIZE_MISMATCH",
-    "STATUS_SOURCE_RANGE",
-    "STATUS_DEST_RANGE",
     "STATUS_UNAVAILABLE",
 ]
 
 # Codes of our own, below every -ZL_ErrorCode (those are -1..-99).
 STATUS_SIZE_MISMATCH = -1001  # decoded fine, but not to the expected byte count
-STATUS_SOURCE_RANGE = -1002  # offsets[i] + sizes[i] runs past the source buffer
-STATUS_DEST_RANGE = -1003  # dst_offsets[i] + dst_sizes[i] runs past dst, or is negative
-STATUS_UNAVAILABLE = -1004  # libgeozl could not be loaded (Python layer only)
+STATUS_UNAVAILABLE = -1004  # libgeozl could not be loaded
 
 # ZL_ErrorCode, read from the DWARF of the libgeozl.so shipped with geozl 0.19.0.
 _ZL_ERRORS = {
@@ -151,12 +135,8 @@ _ZL_ERRORS = {
 
 _OWN_STATUS = {
     STATUS_SIZE_MISMATCH: "decoded to a different byte count than the frame should hold",
-    STATUS_SOURCE_RANGE: "frame runs past the end of the source buffer",
-    STATUS_DEST_RANGE: "output slot runs past the end of the destination buffer",
     STATUS_UNAVAILABLE: "libgeozl is not available",
 }
-
-_ERROR_CONTEXT_CAPACITY = 1 << 28
 _DECOMPRESS = "geozl_2d_decompress_c"
 _DSIZE = "geozl_2d_frame_dsize_c"
 _LIB_NAMES = ("libgeozl.so", "libgeozl.dylib", "geozl.dll")
@@ -297,19 +277,6 @@ def _zl_decompress(typingctx, src, src_size, dst, capacity, verify):
     return sig, codegen
 
 
-@intrinsic
-def _zl_frame_dsize(typingctx, src, src_size):
-    """Call geozl_2d_frame_dsize_c: the decoded size a frame declares, 0 if unreadable."""
-    sig = types.uint64(types.uintp, types.uintp)
-
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(_size_t, [_void_p, _size_t])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, _DSIZE)
-        return builder.call(fn, [builder.inttoptr(args[0], _void_p), args[1]])
-
-    return sig, codegen
-
-
 @njit(cache=True, nogil=True)
 def decode_one(src, dst, verify=True):
     """Decode one frame ``src`` (uint8[:]) into ``dst`` (uint8[:], its full size).
@@ -326,81 +293,8 @@ def decode_one(src, dst, verify=True):
                           np.intc(1 if verify else 0))
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _decode_slot(buf_base, nbuf, off, size, dst_base, ndst, doff, dsize, flag):
-    """Range-check one frame and its slot, decode it, and return its status."""
-    if size == 0 or off > nbuf or size > nbuf - off:
-        return STATUS_SOURCE_RANGE
-    if doff < 0 or dsize < 0 or doff > ndst or dsize > ndst - doff:
-        return STATUS_DEST_RANGE
-    got = _zl_decompress(buf_base + off, size, dst_base + np.uint64(doff),
-                         np.uint64(dsize), flag)
-    if got >= 0 and got != dsize:
-        return STATUS_SIZE_MISMATCH
-    return got
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def decode_many(buf, offsets, sizes, dst, dst_offsets, dst_sizes, status, verify=True):
-    """Decode frame i of ``buf`` into its slot of ``dst``, all frames in parallel.
-
-    Frame i is ``buf[offsets[i]:offsets[i] + sizes[i]]``; it is decoded into
-    ``dst[dst_offsets[i]:dst_offsets[i] + dst_sizes[i]]`` with exactly that
-    capacity.  ``status[i]`` becomes ``dst_sizes[i]`` on success, or a negative
-    code; a frame that decodes to any other size is a failure
-    (:data:`STATUS_SIZE_MISMATCH`, or ``-5`` when it would not fit).  Ranges are
-    checked before any call, so a bad offset never reads or writes out of bounds.
-    Each slot must be aligned to the element width (start slots on multiples of
-    8 in an 8-byte aligned ``dst``), else that frame fails with ``-6``.
-    Runs on numba's threading layer with numba's current thread count; prefer
-    :func:`decode_frames`, which applies :func:`get_num_threads` and avoids the
-    threading layer where it is unsafe (one thread, or a forked child).
-    """
-    nbuf = np.uint64(buf.size)
-    ndst = np.int64(dst.size)
-    flag = np.intc(1 if verify else 0)
-    buf_base = buf.ctypes.data
-    dst_base = dst.ctypes.data
-    for i in prange(offsets.size):
-        status[i] = _decode_slot(buf_base, nbuf, np.uint64(offsets[i]), np.uint64(sizes[i]),
-                                 dst_base, ndst, np.int64(dst_offsets[i]),
-                                 np.int64(dst_sizes[i]), flag)
-
-
-@njit(cache=True, nogil=True)
-def decode_serial(buf, offsets, sizes, dst, dst_offsets, dst_sizes, status, verify=True):
-    """:func:`decode_many` on the calling thread only, without numba's thread pool."""
-    nbuf = np.uint64(buf.size)
-    ndst = np.int64(dst.size)
-    flag = np.intc(1 if verify else 0)
-    buf_base = buf.ctypes.data
-    dst_base = dst.ctypes.data
-    for i in range(offsets.size):
-        status[i] = _decode_slot(buf_base, nbuf, np.uint64(offsets[i]), np.uint64(sizes[i]),
-                                 dst_base, ndst, np.int64(dst_offsets[i]),
-                                 np.int64(dst_sizes[i]), flag)
-
-
-@njit(cache=True, nogil=True)
-def frame_sizes(buf, offsets, sizes, out):
-    """Store in ``out[i]`` the decoded byte count frame i declares (0: unreadable).
-
-    A frame outside ``buf`` also gets 0.  The size comes from the frame header and
-    is not verified; use it to size buffers, then check the decode status.
-    """
-    nbuf = np.uint64(buf.size)
-    base = buf.ctypes.data
-    for i in range(offsets.size):
-        off = np.uint64(offsets[i])
-        size = np.uint64(sizes[i])
-        if size == 0 or off > nbuf or size > nbuf - off:
-            out[i] = 0
-        else:
-            out[i] = _zl_frame_dsize(base + off, size)
-
-
 # ---------------------------------------------------------------------------
-# Python layer: messages, threads, a checked batch call
+# Python layer: messages
 # ---------------------------------------------------------------------------
 
 
@@ -413,140 +307,3 @@ def status_message(code: int) -> str:
         return _OWN_STATUS[code]
     name = _ZL_ERRORS.get(-code, f"error code {-code}")
     return f"OpenZL: {name}"
-
-
-def error_context(frame, capacity: int | None = None, verify: bool = True) -> str:
-    """Decode ``frame`` once more through ctypes and return OpenZL's error text.
-
-    For the slow path after a kernel reported a failure; "" when it decodes.
-    """
-    if not _load():
-        return _OWN_STATUS[STATUS_UNAVAILABLE]
-    src = np.frombuffer(frame, np.uint8)
-    if capacity is None:
-        declared = int(_cdll.geozl_2d_frame_dsize_c(src.ctypes.data, src.size))
-        capacity = min(declared, _ERROR_CONTEXT_CAPACITY)  # a corrupt header may lie
-    dst = np.empty((capacity + 7) // 8 + 1, np.uint64)
-    out = ctypes.c_size_t(0)
-    err = ctypes.create_string_buffer(512)
-    rc = _cdll.geozl_2d_decompress_c(
-        src.ctypes.data, src.size, dst.ctypes.data, capacity, ctypes.byref(out),
-        int(bool(verify)), err, len(err))
-    return "" if rc == 0 else err.value.decode("utf-8", "replace").strip()
-
-
-# Process-wide thread count: numba's own setting is per calling thread.
-_threads: int | None = None
-
-
-def _default_threads() -> int:
-    limit = numba.config.NUMBA_NUM_THREADS
-    wanted = env_int("RUMIMM_NUM_THREADS", 1)
-    return limit if wanted is None else min(wanted, limit)
-
-
-def get_num_threads() -> int:
-    """Return the number of threads the batch decoder uses.
-
-    ``set_num_threads`` wins; else ``RUMIMM_NUM_THREADS`` (clamped to numba's
-    ``NUMBA_NUM_THREADS``); else all of numba's threads (one per core by default).
-    """
-    return _threads if _threads is not None else _default_threads()
-
-
-def set_num_threads(n: int) -> None:
-    """Set the number of threads the batch decoder uses, for every calling thread.
-
-    ``n`` must be in ``[1, numba.config.NUMBA_NUM_THREADS]``.
-    """
-    global _threads
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"number of threads must be an integer, got {type(n).__name__}")
-    limit = numba.config.NUMBA_NUM_THREADS
-    if not 1 <= int(n) <= limit:
-        raise ValueError(f"number of threads must be in [1, {limit}], got {n}")
-    _threads = int(n)
-    numba.set_num_threads(_threads)
-
-
-def threading_layer() -> str:
-    """Return the numba threading layer in use ("workqueue", "omp" or "tbb")."""
-    from numba.np.ufunc import parallel
-
-    parallel._launch_threads()
-    return numba.threading_layer()
-
-
-def _apply_threads() -> None:
-    wanted = get_num_threads()
-    if numba.get_num_threads() != wanted:
-        numba.set_num_threads(wanted)
-
-
-# GNU OpenMP cannot run a parallel region in a child forked after the parent
-# started its pool (numba terminates the child), and numba's workqueue layer
-# aborts the process when two threads enter it at once.  decode_frames steers
-# around both: serial in such a child, one caller at a time on workqueue.
-_forked_after_omp = False
-_workqueue_lock = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    global _forked_after_omp
-    from numba.np.ufunc import parallel
-
-    if parallel._is_initialized and parallel._threading_layer == "omp":
-        _forked_after_omp = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def decode_frames(buf, offsets, sizes, dst, dst_offsets, dst_sizes, *, verify=True):
-    """Decode many frames with the configured thread count and return their statuses.
-
-    Arguments as :func:`decode_many`, coerced to the types the kernel expects
-    (``buf``/``dst`` 1-d contiguous uint8, ``offsets``/``sizes`` uint64,
-    ``dst_offsets``/``dst_sizes`` int64).  With one thread, or in a child forked
-    after the parent used GNU OpenMP, the frames are decoded by
-    :func:`decode_serial` on the calling thread.  Returns the int64 status array;
-    the caller raises on a negative entry.
-    """
-    if not available():
-        raise RuntimeError("libgeozl is not available; decode with openzl.ext instead")
-    buf = _as_bytes(buf, "buf", writable=False)
-    dst = _as_bytes(dst, "dst", writable=True)
-    offsets = np.ascontiguousarray(offsets, np.uint64)
-    sizes = np.ascontiguousarray(sizes, np.uint64)
-    dst_offsets = np.ascontiguousarray(dst_offsets, np.int64)
-    dst_sizes = np.ascontiguousarray(dst_sizes, np.int64)
-    n = offsets.size
-    if not (offsets.ndim == sizes.ndim == dst_offsets.ndim == dst_sizes.ndim == 1):
-        raise ValueError("offsets, sizes, dst_offsets and dst_sizes must be 1-d")
-    if not (sizes.size == dst_offsets.size == dst_sizes.size == n):
-        raise ValueError(
-            f"offsets, sizes, dst_offsets and dst_sizes must have one length, got "
-            f"{n}, {sizes.size}, {dst_offsets.size}, {dst_sizes.size}")
-    status = np.empty(n, np.int64)
-    verify = bool(verify)
-    if n <= 1 or _forked_after_omp or get_num_threads() == 1:
-        decode_serial(buf, offsets, sizes, dst, dst_offsets, dst_sizes, status, verify)
-        return status
-    _apply_threads()
-    if numba.threading_layer() == "workqueue":
-        with _workqueue_lock:
-            decode_many(buf, offsets, sizes, dst, dst_offsets, dst_sizes, status, verify)
-    else:
-        decode_many(buf, offsets, sizes, dst, dst_offsets, dst_sizes, status, verify)
-    return status
-
-
-def _as_bytes(arr, name: str, *, writable: bool) -> np.ndarray:
-    a = np.asarray(arr) if isinstance(arr, np.ndarray) else np.frombuffer(arr, np.uint8)
-    if a.ndim != 1 or a.dtype != np.uint8 or not a.flags.c_contiguous:
-        raise TypeError(f"{name} must be a 1-d contiguous uint8 array, got "
-                        f"{a.dtype} with shape {a.shape}")
-    if writable and not a.flags.writeable:
-        raise ValueError(f"{name} must be writable")
-    return a

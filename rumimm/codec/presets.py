@@ -1,0 +1,350 @@
+"""Named compression graphs (presets) and how a ``codec=`` argument resolves to one.
+
+Chosen by measurement on ``rumimm.synthetic.eo_scene`` (``docs/dev/codec-measurements.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+import openzl.ext as zl
+from openzl.ext import graphs as _g
+from openzl.ext import nodes as _n
+
+from ..dtypes import ENCODINGS, Encoding
+from .frames import _STRUCT_WIDTH, _as_encoding
+
+# -------------------------------------------------------------------------- graphs
+
+_NUMERIC_WIDTHS = frozenset((1, 2, 4, 8))
+_ALL_WIDTHS = frozenset((1, 2, 4, 8, 16))
+_INTEGER_FORMATS = frozenset((1, 2))
+_FLOAT_FORMATS = frozenset((3, 102))  # IEEE floats and bfloat16
+
+
+def _bytes_entropy(c: zl.Compressor, width: int) -> zl.GraphID:
+    """Order-0 entropy coding, on byte lanes (a transpose) for samples wider than a byte."""
+    if width == 1:
+        return _g.Entropy()(c)
+    if width == _STRUCT_WIDTH:
+        return _n.TransposeSplit()(c, _g.Entropy()(c))
+    return _n.ConvertNumToStructLE()(c, _n.TransposeSplit()(c, _g.Entropy()(c)))
+
+
+def _delta_tail(c: zl.Compressor, enc: Encoding) -> zl.GraphID:
+    # Entropy takes Numeric of width 1 or 2 directly.  On 16-bit integer residuals
+    # byte lanes were no smaller (0.485 vs 0.487) and slower to decode; on 16-bit
+    # float residuals they were smaller and 2-5x faster (bfloat16 0.487 vs 0.504).
+    width = enc.storage_dtype.itemsize
+    if width == 1 or (width == 2 and enc.sample_format in _INTEGER_FORMATS):
+        return _g.Entropy()(c)
+    return _bytes_entropy(c, width)
+
+
+def _build_delta(c, enc, shape):
+    return _n.DeltaInt()(c, _n.Zigzag()(c, _delta_tail(c, enc)))
+
+
+def _build_delta_huffman(c, enc, shape):
+    return _n.DeltaInt()(c, _n.Zigzag()(c, _g.Huffman()(c)))
+
+
+def _build_delta_fieldlz(c, enc, shape):
+    return _n.DeltaInt()(c, _g.FieldLz()(c))
+
+
+def _build_transpose(c, enc, shape):
+    return _bytes_entropy(c, enc.storage_dtype.itemsize)
+
+
+def _build_generic(c, enc, shape):
+    return _g.Compress()(c)
+
+
+def _build_store(c, enc, shape):
+    return _g.Store()(c)
+
+
+def _build_float(c, enc, shape):
+    # the sign+mantissa output is a Struct (3 bytes for float32, 2 for float16)
+    if enc.name == "float32":
+        return _n.Float32Deconstruct()(c, _n.TransposeSplit()(c, _g.Entropy()(c)), _g.Entropy()(c))
+    if enc.name == "float16":
+        return _n.Float16Deconstruct()(c, _n.TransposeSplit()(c, _g.Entropy()(c)), _g.Entropy()(c))
+    if enc.name == "bfloat16":
+        return _n.BFloat16Deconstruct()(c, _g.Entropy()(c), _g.Entropy()(c))
+    return _bytes_entropy(c, enc.storage_dtype.itemsize)  # float64: no deconstruct node, byte lanes
+
+
+def _geometry(shape: tuple[int, ...]) -> tuple[int, int]:
+    """Row width and plane count of a (h, w) or (B, h, w) frame."""
+    width = int(shape[-1]) if shape else 0
+    planes = int(shape[0]) if len(shape) == 3 else 1
+    return width, planes
+
+
+def _geozl_lossless():
+    try:
+        import geozl.lossless as lossless
+    except ImportError as exc:  # pragma: no cover - geozl is installed in the test env
+        raise ImportError("this codec needs the geozl package; install geozl or choose a portable codec") from exc
+    return lossless
+
+
+def _build_geozl_planar(c, enc, shape):
+    width, planes = _geometry(shape)
+    node = _geozl_lossless().PlanarZigzag(width, planes)
+    return node(c, _delta_tail(c, enc))
+
+
+def _build_geozl_average(c, enc, shape):
+    width, planes = _geometry(shape)
+    node = _geozl_lossless().Average(width, planes)
+    return node(c, _n.Zigzag()(c, _delta_tail(c, enc)))
+
+
+def _no_key(shape: tuple[int, ...]) -> Hashable:
+    return None
+
+
+@dataclass(frozen=True)
+class Codec:
+    """A named way to build an OpenZL graph for one frame.
+
+    Attributes
+    ----------
+    name : str
+        Preset name (a key of :data:`PRESETS`) or ``"custom:<callable name>"``.
+    description : str
+        What the graph does and its measured numbers.
+    portable : bool
+        True when the reference reader (rumi-eo 0.16.0) decodes its frames.
+    requires_geozl : bool
+        True when encoding and decoding need the geozl package.
+    lossless : bool or None
+        True for every preset; None for a user graph, whose losslessness is the
+        user's responsibility.
+    widths : frozenset of int
+        Storage itemsizes (1, 2, 4, 8, 16) the graph accepts.
+    formats : frozenset of int or None
+        Sample formats the preset is meant for, or None for any.
+    """
+
+    name: str
+    description: str
+    portable: bool
+    requires_geozl: bool
+    lossless: bool | None
+    widths: frozenset = _ALL_WIDTHS
+    formats: frozenset | None = None
+    builder: Callable = field(default=_build_generic, repr=False, compare=False)
+    graph_key: Callable = field(default=_no_key, repr=False, compare=False)
+
+    def supports(self, encoding: Encoding) -> bool:
+        """Whether frames of ``encoding`` can go through this codec."""
+        if encoding.storage_dtype.itemsize not in self.widths:
+            return False
+        return self.formats is None or encoding.sample_format in self.formats
+
+    def build(self, compressor: zl.Compressor, encoding: Encoding, shape: tuple[int, ...] = ()) -> zl.GraphID:
+        """Build this codec's graph on ``compressor`` for frames of ``shape``."""
+        gid = self.builder(compressor, encoding, tuple(shape))
+        if not isinstance(gid, zl.GraphID):
+            raise TypeError(f"codec {self.name!r} built {type(gid).__name__}, expected openzl.ext.GraphID")
+        return gid
+
+
+def _geo_key(shape: tuple[int, ...]) -> Hashable:
+    return _geometry(shape)
+
+
+def _preset(name, description, *, builder, portable=True, geozl=False, widths=_NUMERIC_WIDTHS, formats=None, key=_no_key):
+    return Codec(
+        name=name,
+        description=description,
+        portable=portable,
+        requires_geozl=geozl,
+        lossless=True,
+        widths=frozenset(widths),
+        formats=None if formats is None else frozenset(formats),
+        builder=builder,
+        graph_key=key,
+    )
+
+
+# Measured on eo_scene(4, 2048, 2048) (uint16, float32) or (4, 1024, 1024), tile
+# frames 512 x 512, one core, noisy machine (speeds +-20%); size is compressed/raw,
+# speeds MiB/s of raw samples.  docs/dev/codec-measurements.md has the full tables
+# and the command that reproduces them.
+_DELTA = _preset(
+    "delta",
+    "DeltaInt > Zigzag > Entropy; wider samples and 16-bit floats code the residual "
+    "bytes as TransposeSplit lanes > Entropy. OpenZL built-ins, portable; the default "
+    "for every dtype but float64 and complex128. uint16 0.487 (GeoTIFF zstd9+predictor2 "
+    "0.583, generic 0.583), decode ~600 MiB/s, encode ~300 MiB/s; float32 0.683 "
+    "(GeoTIFF zstd9+predictor3 0.738); bool 0.028",
+    builder=_build_delta,
+)
+_DELTA_HUFFMAN = _preset(
+    "delta-huffman",
+    "DeltaInt > Zigzag > Huffman; built-ins, portable; 1- and 2-byte samples only. "
+    "uint16 0.487 like 'delta', but Huffman spends >= 1 bit a sample: bool 0.129",
+    builder=_build_delta_huffman,
+    widths=(1, 2),
+)
+_DELTA_FIELDLZ = _preset(
+    "delta-fieldlz",
+    "DeltaInt > FieldLz (LZ over whole samples); built-ins, portable; encodes at "
+    "~25 MiB/s. uint16 0.548",
+    builder=_build_delta_fieldlz,
+)
+_TRANSPOSE = _preset(
+    "transpose",
+    "TransposeSplit into byte lanes > Entropy, no prediction; built-ins, portable; "
+    "the default for float64 (0.376, GeoTIFF 0.375) and complex128 (0.412, generic 0.543)",
+    builder=_build_transpose,
+    widths=_ALL_WIDTHS,
+)
+_GENERIC = _preset(
+    "generic",
+    "OpenZL's generic graphs.Compress; built-ins, portable; encodes at ~25-80 MiB/s. "
+    "uint16 0.583, float32 0.690, float64 0.343",
+    builder=_build_generic,
+    widths=_ALL_WIDTHS,
+)
+_STORE = _preset(
+    "store",
+    "graphs.Store: no compression, for debugging; portable",
+    builder=_build_store,
+    widths=_ALL_WIDTHS,
+)
+_FLOAT = _preset(
+    "float",
+    "Float32/Float16/BFloat16Deconstruct: exponents and sign+mantissa coded apart "
+    "(byte lanes for float64); built-ins, portable. For floats with few exponents and "
+    "smooth mantissas; on the synthetic scene larger than 'delta': float32 0.759, "
+    "float16 0.715, bfloat16 0.627",
+    builder=_build_float,
+    formats=_FLOAT_FORMATS,
+)
+_GEOZL_PLANAR = _preset(
+    "geozl-planar",
+    "geozl PlanarZigzag 2D predictor (W + N - NW, reset per band) > Entropy; needs geozl "
+    "to encode and decode, NOT portable. uint16 0.498",
+    builder=_build_geozl_planar,
+    portable=False,
+    geozl=True,
+    formats=_INTEGER_FORMATS,
+    key=_geo_key,
+)
+_GEOZL_AVERAGE = _preset(
+    "geozl-average",
+    "geozl Average 2D predictor ((W + N) / 2, reset per band) > Zigzag > Entropy; needs "
+    "geozl, NOT portable; the smallest integer preset measured: uint16 0.477, uint8 0.429, "
+    "decode ~450 MiB/s",
+    builder=_build_geozl_average,
+    portable=False,
+    geozl=True,
+    formats=_INTEGER_FORMATS,
+    key=_geo_key,
+)
+
+
+def _default_for(encoding: Encoding) -> Codec:
+    w = encoding.storage_dtype.itemsize
+    if w == _STRUCT_WIDTH or encoding.name == "float64":
+        return _TRANSPOSE
+    return _DELTA
+
+
+#: The default preset of every encoding name (what ``codec=None`` and ``"auto"`` pick).
+DEFAULT_PRESETS: dict[str, str] = {e.name: _default_for(e).name for e in ENCODINGS.values()}
+
+
+def _build_auto(c, enc, shape):
+    return _default_for(enc).build(c, enc, shape)
+
+
+_AUTO = Codec(
+    name="auto",
+    description="the default preset of each dtype: 'delta', or 'transpose' for float64 and complex128; portable",
+    portable=True,
+    requires_geozl=False,
+    lossless=True,
+    widths=_ALL_WIDTHS,
+    builder=_build_auto,
+)
+
+#: Every named preset.
+PRESETS: dict[str, Codec] = {
+    c.name: c
+    for c in (
+        _AUTO,
+        _DELTA,
+        _DELTA_HUFFMAN,
+        _DELTA_FIELDLZ,
+        _TRANSPOSE,
+        _FLOAT,
+        _GENERIC,
+        _STORE,
+        _GEOZL_PLANAR,
+        _GEOZL_AVERAGE,
+    )
+}
+
+
+def resolve_codec(codec, encoding) -> Codec:
+    """Turn a codec argument into a :class:`Codec` that supports ``encoding``.
+
+    Parameters
+    ----------
+    codec : None, str, Codec or callable
+        ``None`` or ``"auto"`` picks the default preset of the dtype; a string
+        names a preset in :data:`PRESETS`; a :class:`Codec` is checked and
+        returned; a callable ``f(compressor: openzl.ext.Compressor) -> GraphID``
+        is wrapped as a custom codec (``portable=False``, ``lossless=None``: the
+        user answers for both, and for registering any custom decoders).
+    encoding : Encoding or dtype-like
+        The sample encoding of the frames.
+
+    Returns
+    -------
+    Codec
+
+    Raises
+    ------
+    ValueError
+        Unknown preset name, or a preset that does not support the encoding.
+    TypeError
+        ``codec`` is none of the accepted kinds.
+    """
+    enc = _as_encoding(encoding)
+    if codec is None or (isinstance(codec, str) and codec == "auto"):
+        return _default_for(enc)
+    if isinstance(codec, str):
+        found = PRESETS.get(codec)
+        if found is None:
+            names = ", ".join(sorted(PRESETS))
+            raise ValueError(f"codec {codec!r} is not a preset; expected one of: {names}")
+        codec = found
+    elif not isinstance(codec, Codec):
+        if not callable(codec):
+            raise TypeError(
+                f"codec must be None, a preset name, a Codec or a callable returning a GraphID, got {type(codec).__name__}"
+            )
+        fn = codec
+        label = getattr(fn, "__qualname__", None) or type(fn).__name__
+        codec = Codec(
+            name=f"custom:{label}",
+            description="a user graph; losslessness and decodability are the user's responsibility",
+            portable=False,
+            requires_geozl=False,
+            lossless=None,
+            widths=_ALL_WIDTHS,
+            builder=lambda c, e, s: fn(c),
+        )
+    if not codec.supports(enc):
+        usable = ", ".join(n for n, c in PRESETS.items() if c.supports(enc))
+        raise ValueError(f"codec {codec.name!r} does not support {enc.name} samples; use one of: {usable}")
+    return codec

@@ -1,0 +1,474 @@
+"""The read engine: plan -> cache -> decode + place, for one image or a stack of them.
+
+Every read (``Image``, ``Cube``, ``ImageCollection``, ``read_batch``) hands the engine
+:class:`FrameSource` records, one per open file, and a *plan*: one int64 row per
+(frame, output slot) saying which rectangle of a decoded frame goes where in the
+output (``kernels.plan_window`` / ``plan_batch``).  :func:`execute` then
+
+1. groups the entries by frame (a frame several windows need is decoded once),
+2. takes the frames the cache holds, decides whether the new ones are kept,
+3. checks each new frame's OpenZL header once per open image,
+4. decodes and places everything in one ``nogil`` kernel call
+   (``kernels.decode_copy``), on the calling thread or on a few threads,
+5. maps a failed frame to one :class:`~rumimm.errors.CodecError` and stores the
+   new frames in the cache.
+
+There is one decode path: whole frames (:func:`decode_frames`) go through the same
+kernel with an empty copy list.  Output is always copied out of the decoded frame,
+so a small chip never keeps a whole frame alive.
+
+Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
+Both are imported, and geozl's decoder bound, by :func:`load`, the first time a
+pixel is read.  :func:`load` runs under one module lock, and a fork waits for it
+(``os.register_at_fork``): the hook takes that lock and numba's compiler lock
+before the fork and releases both after it in parent and child, so a child never
+inherits a lock held by a thread that does not exist in it, and no import or
+compilation happens later inside the read path.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures.thread  # noqa: F401  (imported before any fork can wait on load(): see _before_fork)
+import logging  # noqa: F401  (numba imports it; both register fork hooks of their own)
+import os
+import struct
+import sys
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import CodecError, RumiError, where
+from .grid import FrameUnit
+from .tiff import OPENZL_MAGIC
+
+__all__ = ["FrameSource", "load", "loaded", "execute", "read_window", "read_windows", "decode_frames",
+           "PARALLEL_MIN_BYTES"]
+
+#: A read decodes on several threads only when its new frames hold at least this many bytes.
+PARALLEL_MIN_BYTES = 1 << 20
+#: A thread keeps its decode scratch buffer between reads up to this size.
+SCRATCH_KEEP_BYTES = 4 << 20
+_ALIGN = 64
+
+_load_lock = threading.RLock()
+_local = threading.local()
+K = None  # rumimm.kernels once loaded
+_native = None  # rumimm.codec.native once loaded
+_codec = None  # rumimm.codec once loaded (frame headers, and the openzl.ext fallback decoder)
+_threads = None  # rumimm.threads once loaded (the decode thread pool)
+_NATIVE = False  # geozl's GIL-free C decoder is bound
+_NO_SCRATCH = np.zeros(1, np.uint8)
+
+
+def load():
+    """Import numba, the kernels, OpenZL and geozl's C decoder, once; return the kernels.
+
+    Called by the first pixel read; safe to call from many threads at once.  It also
+    applies ``cache.tune_malloc`` (glibc's allocator keeps the decoder's scratch memory
+    instead of returning it to the kernel after every frame: half a frame's decode time;
+    ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
+    """
+    global K, _native, _codec, _threads, _NATIVE
+    if K is not None:
+        return K
+    with _load_lock:
+        if K is None:
+            from . import codec, kernels, threads
+            from .codec import native
+            from ._env import env_int
+
+            if env_int("RUMIMM_TUNE_MALLOC", 0) != 0:  # unset or 1; 0 opts out
+                from .cache import tune_malloc
+
+                tune_malloc()
+            _native, _codec, _threads = native, codec, threads
+            _NATIVE = native.available()
+            _warm(kernels)
+            K = kernels
+    return K
+
+
+def _warm(kern) -> None:
+    """Run the single-image kernels once on empty input, with the argument types of a real read.
+
+    Loads them from numba's cache (or compiles them) here, under the load lock, with
+    every lazy import numba's dispatch makes on a first call (``numpy.ma``, for one):
+    after :func:`load` a read imports and compiles nothing.
+    """
+    import numpy.ma  # noqa: F401  (numba's typeof of an ndarray imports it on first use)
+
+    grid = np.ones(kern.GRID_COLS, np.int64)
+    bands = np.zeros(1, np.int64)
+    plan = kern.plan_window(grid, bands, 0, 1, 1, 0, 1, 1, 1)
+    u64, i64 = np.zeros(1, np.uint64), np.zeros(1, np.int64)
+    frames = kern.Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64)
+    place = kern.Placement(plan, bands, np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True)
+    kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 0, 1, 0)
+
+
+def loaded() -> bool:
+    """Whether :func:`load` has run in this process."""
+    return K is not None
+
+
+def _compiler_lock():
+    mod = sys.modules.get("numba.core.compiler_lock")
+    return None if mod is None else mod.global_compiler_lock
+
+
+def _before_fork() -> None:
+    _load_lock.acquire()
+    lock = _compiler_lock()
+    if lock is not None:
+        lock.acquire()
+    _local.fork_held = lock
+
+
+def _after_fork() -> None:
+    lock = getattr(_local, "fork_held", None)
+    _local.fork_held = None
+    if lock is not None:
+        lock.release()
+    _load_lock.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+
+
+@dataclass(eq=False)
+class FrameSource:
+    """What the engine needs of one open file: its mapping, frame table and caching.
+
+    ``Image`` makes one at open; the frame table (absolute frame addresses and
+    sizes) and the per-frame "header checked" flags are built on the first read.
+    """
+
+    path: str
+    header: object  # rumimm.blob.Header
+    buf: np.ndarray | None  # the file mapping, uint8; None once closed
+    cache: object  # rumimm.cache.FrameCache or None
+    token: int  # this source's key in the cache
+    verify: bool
+    magic0: int  # frame 0's first 4 bytes: every frame must start with them
+    grid_rows: np.ndarray = field(init=False)  # int64 (1, GRID_COLS) for the planner
+    src: np.ndarray | None = field(default=None, init=False)  # uint64 frame addresses
+    size: np.ndarray | None = field(default=None, init=False)  # uint64 frame byte counts
+    typed: np.ndarray | None = field(default=None, init=False)  # uint8: frame header checked
+
+    def __post_init__(self):
+        g = self.header.grid
+        enc = self.header.encoding
+        self.grid = g
+        self.enc = enc
+        self.dtype = enc.dtype
+        self.isz = enc.itemsize
+        self.mask = (1 << enc.bits_per_sample) - 1 if enc.subbyte else 0xFF
+        self.n_frames = g.n_frames
+        self.grid_rows = np.array([[g.tile_length, g.tile_width, g.tiles_across, g.tiles_down,
+                                    g.samples_per_pixel, int(g.unit == FrameUnit.CELL),
+                                    g.image_length, g.image_width]], np.int64)
+
+    def mapping(self) -> np.ndarray:
+        """The file mapping; RumiError once closed."""
+        buf = self.buf
+        if buf is None:
+            raise RumiError(f"{where(self.path)}image is closed")
+        return buf
+
+    def frame_table(self):
+        """(src, size, typed), built on first use (one allocation of 17 bytes per frame)."""
+        if self.typed is None:
+            buf = self.mapping()
+            self.src = self.header.offsets[:-1] + np.uint64(buf.ctypes.data)
+            self.size = self.header._frame_bytes
+            self.typed = np.zeros(self.n_frames, np.uint8)
+        return self.src, self.size, self.typed
+
+    def position(self, k: int) -> str:
+        row, col, band = self.grid.frame_position(k)
+        if self.grid.unit == FrameUnit.CELL:
+            return f"row {row}, col {col}"
+        return f"row {row}, col {col}, band {band}"
+
+    def label(self, k: int) -> str:
+        return f"{where(self.path)}frame {k} of {self.n_frames} ({self.position(k)})"
+
+    def frame_bytes(self, k: int) -> np.ndarray:
+        start = int(self.header.offsets[k])
+        return self.mapping()[start:start + int(self.header.byte_count(k))]
+
+
+# --------------------------------------------------------------------------- checks and errors
+
+
+def _frame_error(fs: FrameSource, k: int, code: int) -> CodecError:
+    """The error for frame k's kernel status, from what is known (no second decode)."""
+    if code == K.STATUS_SIZE_MISMATCH:
+        reason = f"decoded to a different size than the {fs.grid.frame_shape(k)} frame at this position holds"
+    else:
+        reason = _native.status_message(code) if code < 0 else f"decoded {code} bytes"
+    return CodecError(f"{fs.label(k)} failed to decode ({reason}); the file may be corrupt or truncated")
+
+
+def _check_pinned(fs: FrameSource, k: int, frame) -> None:
+    """Frame k must start with frame 0's magic: one pinned OpenZL format version per file."""
+    if frame.shape[0] < 4:
+        return  # not an OpenZL frame at all: the decoder says so
+    (magic,) = struct.unpack_from("<I", frame, 0)
+    if magic != fs.magic0:
+        raise CodecError(f"{fs.label(k)} starts with {magic:#010x} but frame 0 with {fs.magic0:#010x} (OpenZL format "
+                         f"version {fs.magic0 - OPENZL_MAGIC}); all frames of a file must use one pinned OpenZL "
+                         "format version")
+
+
+def _check_header(fs: FrameSource, k: int) -> None:
+    """Check frame k's OpenZL header (one output, its type and byte size) once per image.
+
+    geozl's C decoder reports only the decoded byte count, so a frame of the right size
+    but the wrong type (Serial, String) would otherwise decode silently.  A frame that
+    declares what it should costs one ``codec.frame_declaration`` (~3 us); any other goes
+    through ``codec.check_frame_header``, which says what is wrong.
+    """
+    frame = fs.frame_bytes(k)
+    _check_pinned(fs, k, frame)
+    want = _codec.zl.Type.Struct if fs.isz == 16 else _codec.zl.Type.Numeric
+    nbytes = fs.grid.frame_samples(k) * fs.isz
+    try:
+        ok = _codec.frame_declaration(frame) == (1, want, nbytes)
+    except CodecError:
+        ok = False
+    if not ok:  # the label costs a few us: build it only for the error
+        try:
+            _codec.check_frame_header(frame, fs.enc, nbytes // fs.isz, label=fs.label(k))
+        except CodecError as exc:
+            raise CodecError(f"{exc}; the file may be corrupt or truncated") from None
+    fs.typed[k] = 1
+
+
+def _fallback_frames(sources, ks, owners) -> list[np.ndarray]:
+    """Decode frames with openzl.ext (holds the GIL) when geozl's library is missing."""
+    dec = _codec.FrameDecoder()  # per call: an OpenZL DCtx kept in a thread-local could outlive openzl at exit
+    out = []
+    for k, i in zip(ks, owners):
+        fs = sources[i]
+        frame = fs.frame_bytes(k)
+        _check_pinned(fs, k, frame)
+        try:
+            arr = dec.decode(frame, fs.enc, fs.grid.frame_samples(k))
+        except CodecError as exc:
+            msg = str(exc).removeprefix("frame ")
+            raise CodecError(f"{fs.label(k)}: {msg}") from None
+        out.append(np.ascontiguousarray(arr).view(np.uint8).reshape(-1))
+    return out
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    """This thread's decode scratch buffer (reused up to SCRATCH_KEEP_BYTES)."""
+    buf = getattr(_local, "scratch", None)
+    if buf is not None and buf.shape[0] >= nbytes:
+        return buf
+    buf = np.empty(nbytes, np.uint8)
+    if nbytes <= SCRATCH_KEEP_BYTES:
+        _local.scratch = buf
+    return buf
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+def _group(plan, sources):
+    """Sort plan entries by (source, frame); return (plan, group starts, head rows)."""
+    key = plan[:, K.P_IMAGE] * (max(s.n_frames for s in sources) + 1) + plan[:, K.P_FRAME]
+    idx = np.argsort(key, kind="stable")
+    plan = plan[idx]
+    key = key[idx]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    return plan, np.append(starts, plan.shape[0]).astype(np.int64), plan[starts]
+
+
+def _lookup(sources, owners, klist):
+    """Cached frames of each group, or None when no source caches."""
+    first = sources[0].cache
+    if len(sources) == 1:
+        if first is None:
+            return None
+        token = sources[0].token
+        return first.get_many([(token, k) for k in klist])
+    if all(s.cache is first for s in sources):
+        if first is None:
+            return None
+        return first.get_many([(sources[o].token, k) for o, k in zip(owners, klist)])
+    return [None if sources[o].cache is None else sources[o].cache.get((sources[o].token, k))
+            for o, k in zip(owners, klist)]
+
+
+def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True) -> None:
+    """Decode and copy every entry of ``plan`` into ``out4`` (uint8, (items, slots, rows, row bytes)).
+
+    ``sources`` are the files the plan's P_IMAGE column refers to (one dtype).  With
+    ``group``, entries of one frame are gathered first, so a frame several entries
+    need decodes once; without it the entries must be one per frame, of sources[0].
+    """
+    if K is None:
+        load()
+    single = len(sources) == 1
+    if group and not (single and plan.shape[0] == 1):
+        plan, gstart, heads = _group(plan, sources)
+    else:
+        gstart = np.arange(plan.shape[0] + 1, dtype=np.int64)
+        heads = plan
+    ks = np.ascontiguousarray(heads[:, K.P_FRAME])
+    ngroups = ks.shape[0]
+    owners = [0] * ngroups if single else heads[:, K.P_IMAGE].tolist()
+    keep = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns
+    tables = [s.frame_table() for s in sources]
+    if single:
+        src, size, _ = tables[0]
+        fidx = ks
+    else:
+        own = np.asarray(owners)
+        src = np.empty(ngroups, np.uint64)
+        size = np.empty(ngroups, np.uint64)
+        for i, (s_src, s_size, _) in enumerate(tables):
+            m = own == i
+            src[m] = s_src[ks[m]]
+            size[m] = s_size[ks[m]]
+        fidx = np.arange(ngroups, dtype=np.int64)
+    klist = ks.tolist()
+    nbytes = heads[:, K.P_NBYTES]
+    dec = np.zeros(ngroups, np.uint64)
+    need = np.ones(ngroups, np.uint8)
+
+    # -- frames already decoded
+    found = _lookup(sources, owners, klist)
+    if found is None:
+        missing = list(range(ngroups))
+    else:
+        missing = []
+        for g, hit in enumerate(found):
+            if hit is None:
+                missing.append(g)
+            else:
+                keep.append(hit[0])
+                dec[g] = hit[1]
+                need[g] = 0
+    sizes = [int(nbytes[g]) for g in missing]
+    new_bytes = sum(sizes)
+    store = found is not None and bool(missing) and all(
+        s.cache is not None and s.cache.admits(new_bytes) for s in sources)
+
+    # -- frames to decode: into new buffers the cache keeps, or a scratch slot per thread
+    chunks = 1
+    fresh = []
+    scratch = _NO_SCRATCH
+    stride = 0
+    if missing and not _NATIVE:
+        fresh = _fallback_frames(sources, [klist[g] for g in missing], [owners[g] for g in missing])
+        for g, frame in zip(missing, fresh):
+            dec[g] = frame.ctypes.data
+            need[g] = 0
+        keep.extend(fresh)
+    elif missing:
+        for g in missing:
+            fs = sources[owners[g]]
+            if not fs.typed[klist[g]]:
+                _check_header(fs, klist[g])
+        if new_bytes >= PARALLEL_MIN_BYTES:  # threads pay off only with enough work
+            chunks = _threads.parallel_slot(len(missing))
+        if store:
+            for g, n in zip(missing, sizes):
+                frame = np.empty(n, np.uint8)
+                dec[g] = frame.ctypes.data
+                fresh.append(frame)
+            keep.extend(fresh)
+        else:
+            stride = (max(sizes) + _ALIGN - 1) // _ALIGN * _ALIGN
+            scratch = _scratch(stride * chunks)
+            keep.append(scratch)
+    status = np.zeros(ngroups, np.int64)
+    fs0 = sources[0]
+    frames = K.Frames(src, size, fidx, dec, need, gstart, status)
+    place = K.Placement(plan, bands, out4, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
+    if chunks > 1:
+        try:
+            counter = np.zeros(1, np.int64)
+            bad = _threads.run_workers(lambda w: K.decode_copy_shared(frames, place, scratch, stride, counter, w),
+                                       chunks)
+            bad = min((b for b in bad if b >= 0), default=-1)
+        finally:
+            _threads.release_parallel()
+    else:
+        bad = K.decode_copy(frames, place, scratch, stride, 0, ngroups, 1, 0)
+    if bad >= 0:
+        raise _frame_error(sources[owners[bad]], klist[bad], int(status[bad]))
+    if store and fresh:
+        for g, frame in zip(missing, fresh):
+            fs = sources[owners[g]]
+            fs.cache.put_many([(fs.token, klist[g])], [frame], [int(dec[g])])
+    del keep
+
+
+def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarray:
+    """The (len(bands), y.count, x.count) block of rows ``y`` and columns ``x`` (``window.Run``).
+
+    Written into ``out`` (C-contiguous, the source's dtype) when given, else a new array.
+    """
+    nb = bands.shape[0]
+    if out is None:
+        out = np.empty((nb, y.count, x.count), fs.dtype)
+    if not (nb and y.count and x.count):
+        return out
+    kern = K if K is not None else load()
+    fs.mapping()
+    plan = kern.plan_window(fs.grid_rows[0], bands, y.start, y.step, y.count, x.start, x.step, x.count, fs.isz)
+    execute((fs,), plan, bands, y.step, x.step, out.reshape((1,) + out.shape).view(np.uint8), group=False)
+    return out
+
+
+def read_windows(sources, index: np.ndarray, bands: np.ndarray, y0: np.ndarray, ys: int, ny: int,
+                 x0: np.ndarray, xs: int, nx: int, out4) -> None:
+    """Read window (y0[n], x0[n]) of ``sources[index[n]]`` for every n into ``out4[n]``.
+
+    ``out4`` is uint8 (N, len(bands), ny, nx * itemsize); all windows are planned
+    together, so a frame several windows need is decoded once.
+    """
+    kern = K if K is not None else load()
+    for s in sources:
+        s.mapping()
+    grids = np.concatenate([s.grid_rows for s in sources])
+    plan = kern.plan_batch(grids, index, bands, y0, ys, ny, x0, xs, nx, sources[0].isz)
+    if plan.shape[0]:
+        execute(sources, plan, bands, ys, xs, out4)
+
+
+def decode_frames(fs: FrameSource, frames) -> list[np.ndarray]:
+    """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype."""
+    kern = K if K is not None else load()
+    out = []
+    for k in frames:
+        k = int(k)
+        nbytes = fs.grid.frame_samples(k) * fs.isz
+        if not _NATIVE:
+            raw = _fallback_frames((fs,), [k], [0])[0]
+        else:
+            src, size, typed = fs.frame_table()
+            keep = fs.mapping()
+            if not typed[k]:
+                _check_header(fs, k)
+            raw = np.empty(nbytes, np.uint8)
+            plan = np.zeros((1, kern.PLAN_COLS), np.int64)
+            plan[0, kern.P_NBYTES] = nbytes  # one group with no copy entries: decode only
+            status = np.zeros(1, np.int64)
+            frames = kern.Frames(src, size, np.array([k], np.int64), np.array([raw.ctypes.data], np.uint64),
+                                 np.ones(1, np.uint8), np.zeros(2, np.int64), status)
+            place = kern.Placement(plan, np.zeros(1, np.int64), np.zeros((1, 1, 1, 1), np.uint8), 1, 1, fs.isz,
+                                   fs.mask, fs.verify)
+            bad = kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 1, 1, 0)
+            del keep
+            if bad >= 0:
+                raise _frame_error(fs, k, int(status[0]))
+        out.append(raw.view(fs.dtype).reshape(fs.grid.frame_shape(k)))
+    return out
+

@@ -1,0 +1,14 @@
+"""numba kernels of rumimm, by concern: the batch blob check (``blob``), window
+planning (``plan``) and decode-and-place (``copy``).
+
+Kernels take arrays, scalars and small records and return arrays or status codes;
+the Python layers above (``blob.py``, ``engine.py``) validate arguments first and
+turn codes into errors.  Only ``engine.load`` imports this package (numba loads with
+it).  All are compiled with ``cache=True``.
+"""
+
+from .blob import *  # noqa: F401,F403
+from .blob import check_blobs  # noqa: F401
+from .copy import STATUS_SIZE_MISMATCH, Frames, Placement, decode_copy, decode_copy_shared  # noqa: F401
+from .plan import *  # noqa: F401,F403
+from .plan import plan_batch, plan_window  # noqa: F401

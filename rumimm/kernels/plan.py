@@ -1,0 +1,157 @@
+"""Window planning: which rectangle of which frame goes where in the output.
+
+A read is planned as a list of *copy entries*, one per (frame, output slot).  Entries
+that share a frame form a *group*; the engine decodes each group's frame once (or takes
+it from the cache) and copies every entry of the group while the frame is still hot in
+the CPU cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: Columns of a plan (int64, one row per copy entry).
+P_FRAME = 0  # frame index k inside its file
+P_FH = 1  # actual frame height (edge frames are cut)
+P_FW = 2  # actual frame width
+P_FY = 3  # first selected row inside the frame
+P_FX = 4  # first selected column inside the frame
+P_CY = 5  # selected rows inside the frame
+P_CX = 6  # selected columns inside the frame
+P_DY = 7  # destination row of the first selected row
+P_DX = 8  # destination column of the first selected column
+P_SLOT = 9  # tile frames: destination band slot; cell frames: -1 (all slots)
+P_PLANES = 10  # cell frames: bands in the frame (B); tile frames: 0
+P_NBYTES = 11  # decoded byte count of the frame
+P_ITEM = 12  # destination item (first axis of the 4-D output)
+P_IMAGE = 13  # which image (file) of the call the frame belongs to
+PLAN_COLS = 14
+
+#: Columns of a grid row handed to the planner (int64).
+G_TILE_LENGTH = 0
+G_TILE_WIDTH = 1
+G_TILES_ACROSS = 2
+G_TILES_DOWN = 3
+G_BANDS = 4
+G_CELL = 5
+G_LENGTH = 6
+G_WIDTH = 7
+GRID_COLS = 8
+
+
+@njit(cache=True, nogil=True)
+def _segments(start, step, count, tile, size):
+    """Split the selection ``start + i * step`` (i < count) at tile edges.
+
+    Returns int64 (m, 4): tile index, first index inside the tile, number of selected
+    indices inside it, destination index of the first one.  Tiles without a selected
+    index are skipped, so a large step decodes only the frames it touches.
+    """
+    if count == 0:
+        return np.empty((0, 4), np.int64)
+    last = start + (count - 1) * step
+    t0 = start // tile
+    t1 = last // tile
+    out = np.empty((t1 - t0 + 1, 4), np.int64)
+    m = 0
+    for t in range(t0, t1 + 1):
+        lo = t * tile
+        hi = min(lo + tile, size) - 1
+        # first i with start + i * step >= lo, last i with start + i * step <= hi
+        i0 = 0 if lo <= start else (lo - start + step - 1) // step
+        i1 = min((hi - start) // step, count - 1)
+        if i0 > i1:
+            continue
+        out[m, 0] = t
+        out[m, 1] = start + i0 * step - lo
+        out[m, 2] = i1 - i0 + 1
+        out[m, 3] = i0
+        m += 1
+    return out[:m]
+
+
+@njit(cache=True, nogil=True)
+def _plan_item(grid, bands, y0, ys, ny, x0, xs, nx, itemsize, item, image, out, m):
+    """Append the copy entries of one window of one image to ``out`` from row ``m``."""
+    tl = grid[G_TILE_LENGTH]
+    tw = grid[G_TILE_WIDTH]
+    ta = grid[G_TILES_ACROSS]
+    nbands = grid[G_BANDS]
+    cell = grid[G_CELL]
+    rows = _segments(y0, ys, ny, tl, grid[G_LENGTH])
+    cols = _segments(x0, xs, nx, tw, grid[G_WIDTH])
+    nb = bands.shape[0]
+    for i in range(rows.shape[0]):
+        r = rows[i, 0]
+        fh = min(tl, grid[G_LENGTH] - r * tl)
+        for j in range(cols.shape[0]):
+            c = cols[j, 0]
+            fw = min(tw, grid[G_WIDTH] - c * tw)
+            pos = r * ta + c
+            reps = 1 if cell else nb
+            for s in range(reps):
+                e = out[m]
+                if cell:
+                    e[P_FRAME] = pos
+                    e[P_SLOT] = -1
+                    e[P_PLANES] = nbands
+                    e[P_NBYTES] = nbands * fh * fw * itemsize
+                else:
+                    e[P_FRAME] = pos * nbands + bands[s]
+                    e[P_SLOT] = s
+                    e[P_PLANES] = 0
+                    e[P_NBYTES] = fh * fw * itemsize
+                e[P_FH] = fh
+                e[P_FW] = fw
+                e[P_FY] = rows[i, 1]
+                e[P_FX] = cols[j, 1]
+                e[P_CY] = rows[i, 2]
+                e[P_CX] = cols[j, 2]
+                e[P_DY] = rows[i, 3]
+                e[P_DX] = cols[j, 3]
+                e[P_ITEM] = item
+                e[P_IMAGE] = image
+                m += 1
+    return m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _touched(start, step, count, tile):
+    if count == 0:
+        return 0
+    return (start + (count - 1) * step) // tile - start // tile + 1
+
+
+@njit(cache=True, nogil=True)
+def plan_window(grid, bands, y0, ys, ny, x0, xs, nx, itemsize):
+    """Copy entries (int64 (C, PLAN_COLS)) of one window of one image.
+
+    ``grid`` is one int64 row of ``GRID_COLS``; ``bands`` (int64) the band of each
+    output slot, in output order (unique); rows ``y0 + i * ys`` (i < ny) and columns
+    ``x0 + i * xs`` (i < nx) with positive steps, all inside the image.  Entries come in
+    frame-index order for ascending bands (file order), one per frame for tile frames
+    and one per grid position for cell frames.
+    """
+    per = 1 if grid[G_CELL] else bands.shape[0]
+    cap = _touched(y0, ys, ny, grid[G_TILE_LENGTH]) * _touched(x0, xs, nx, grid[G_TILE_WIDTH]) * per
+    out = np.empty((cap, PLAN_COLS), np.int64)
+    m = _plan_item(grid, bands, y0, ys, ny, x0, xs, nx, itemsize, 0, 0, out, 0)
+    return out[:m]
+
+
+@njit(cache=True, nogil=True)
+def plan_batch(grids, images, bands, y0, ys, ny, x0, xs, nx, itemsize):
+    """Copy entries of N equal-size windows: item n reads window (y0[n], x0[n]) of image
+    ``images[n]`` whose grid row is ``grids[images[n]]``."""
+    n = y0.shape[0]
+    cap = 0
+    for i in range(n):
+        g = grids[images[i]]
+        per = 1 if g[G_CELL] else bands.shape[0]
+        cap += _touched(y0[i], ys, ny, g[G_TILE_LENGTH]) * _touched(x0[i], xs, nx, g[G_TILE_WIDTH]) * per
+    out = np.empty((cap, PLAN_COLS), np.int64)
+    m = 0
+    for i in range(n):
+        m = _plan_item(grids[images[i]], bands, y0[i], ys, ny, x0[i], xs, nx, itemsize, i, images[i], out, m)
+    return out[:m]
