@@ -94,18 +94,25 @@ def test_info_on_a_broken_file_names_the_first_violation_and_exits_2(capsys, fil
                   "2 (PixelIsPoint)\n"
 
 
-def test_validate_says_compliant_and_exits_0(capsys, files):
+def test_validate_says_compliant_and_what_it_checked_and_exits_0(capsys, files):
+    from rumimm.validate import CHECKED_BLOB, CHECKED_DECODE, CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE
+
     d, paths, _ = files
-    assert run(capsys, "validate", paths["geo"]) == (0, f"{paths['geo']}: compliant\n", "")
-    assert run(capsys, "validate", paths["geo"], "--header", d / "geo.blob", "--decode")[:2] == (
-        0, f"{paths['geo']}: compliant\n")
+    code, out, err = run(capsys, "validate", paths["geo"])
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [f"{paths['geo']}: compliant",
+                                *(f"  checked {c}" for c in (CHECKED_PROFILE, CHECKED_MAGIC, CHECKED_HEADERS))]
+    code, out, _ = run(capsys, "validate", paths["geo"], "--header", d / "geo.blob", "--decode")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == f"{paths['geo']}: compliant"
+    assert f"  checked {CHECKED_DECODE}" in lines and f"  checked {CHECKED_BLOB}" in lines
 
 
 def test_validate_lists_every_violation_one_per_line_and_exits_1(capsys, files):
     _, paths, _ = files
     code, out, err = run(capsys, "validate", paths["bad"])
     assert code == 1 and err == ""
-    lines = out.splitlines()
+    lines = [line for line in out.splitlines() if not line.startswith("  checked ")]
     assert len(lines) == 2
     assert all(line.startswith(f"{paths['bad']}: ") for line in lines)
     assert "GTRasterTypeGeoKey is 3" in lines[0] and "2 bytes follow the last frame" in lines[1]
@@ -185,7 +192,7 @@ def test_python_dash_m_rumimm_runs_the_command_line(files):
                           env=env, timeout=120)
     assert proc.returncode == 1
     assert proc.stdout.splitlines()[0].startswith(f"{paths['bad']}: tag 34735")
-    assert len(proc.stdout.splitlines()) == 2 and proc.stderr == ""
+    assert len([ln for ln in proc.stdout.splitlines() if not ln.startswith("  checked ")]) == 2 and proc.stderr == ""
 
 
 def test_the_demo_subcommand_writes_reads_and_checks_every_pixel(tmp_path, capsys):
