@@ -19,8 +19,9 @@ import errno
 import os
 import re
 import secrets
+from contextlib import contextmanager
 
-__all__ = ["AtomicFile", "clean", "stale_temp_files", "TEMP_PATTERN"]
+__all__ = ["AtomicFile", "clean", "replacing", "stale_temp_files", "temp_path", "TEMP_PATTERN"]
 
 #: What a rumimm temporary file is called: ``.<target name>.rumimm-<pid>-<random>.tmp``.
 TEMP_PATTERN = re.compile(r"^\.(?P<name>.*)\.rumimm-(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
@@ -29,6 +30,34 @@ _NAME_ROOM = 200  # a target name near NAME_MAX (255) still leaves room for the 
 
 def _temp_name(target_name: str) -> str:
     return f".{target_name[:_NAME_ROOM]}.rumimm-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
+def temp_path(dst) -> str:
+    """A fresh temporary path next to ``dst``, named so that :func:`clean` finds it if its writer dies.
+
+    Only a name: whoever creates the file (GDAL, Pillow, ``open``) applies the umask.
+    """
+    dst = os.fspath(dst)
+    folder = os.path.dirname(os.path.abspath(dst))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", folder)
+    return os.path.join(folder, _temp_name(os.path.basename(dst)))
+
+
+@contextmanager
+def replacing(dst):
+    """Yield a :func:`temp_path` for ``dst``; it replaces ``dst`` if the block succeeds, else is removed.
+
+    For outputs written by other libraries (GeoTIFFs, PNGs, blob files); rumi files
+    go through :class:`AtomicFile`, which also locks and fsyncs.
+    """
+    tmp = temp_path(dst)
+    try:
+        yield tmp
+        os.replace(tmp, os.fspath(dst))
+    except BaseException:
+        _remove([tmp])
+        raise
 
 
 def _lock(fd: int, blocking: bool) -> bool:

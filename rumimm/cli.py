@@ -299,7 +299,7 @@ def _index(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(blob)
         sys.stdout.buffer.flush()
     else:
-        from .geotiff import replacing
+        from .atomic import replacing
 
         with replacing(args.output) as tmp, open(tmp, "wb") as fh:
             fh.write(blob)

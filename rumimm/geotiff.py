@@ -16,12 +16,11 @@ and float16 is ``Float32`` with ``NBITS=16`` (GDAL stores it as half floats).
 from __future__ import annotations
 
 import os
-import secrets
 import warnings
-from contextlib import contextmanager
 
 import numpy as np
 
+from .atomic import replacing, temp_path
 from .errors import CRSError, RumiError, RumiWarning, where
 from .rasterio_surface import require
 
@@ -134,24 +133,6 @@ def _to_gdal(block: np.ndarray, gdal_dtype: str) -> np.ndarray:
     return block.astype(gdal_dtype)  # float16 -> float32, exact
 
 
-@contextmanager
-def replacing(dst, suffix: str = ".tmp"):
-    """Yield a temporary path next to ``dst``: it replaces ``dst`` if the block succeeds, else is removed."""
-    dst = os.fspath(dst)
-    folder = os.path.dirname(os.path.abspath(dst))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(2, "No such file or directory", folder)
-    # a fresh name, not a file: whoever creates it (GDAL, Pillow, open) applies the umask,
-    # where mkstemp would leave the result readable by its owner only
-    tmp = os.path.join(folder, f".{os.path.basename(dst)}.{secrets.token_hex(6)}{suffix}")
-    try:
-        yield tmp
-        os.replace(tmp, dst)
-    except BaseException:
-        _remove(tmp)
-        raise
-
-
 def _remove(path: str) -> None:
     try:
         os.remove(path)
@@ -210,7 +191,7 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
         threads = get_num_threads()
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}")
-    with open_image(src, header=header, cache_bytes=0) as img, replacing(dst, ".tmp.tif") as tmp:
+    with open_image(src, header=header, cache_bytes=0) as img, replacing(dst) as tmp:
         profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                 bigtiff=bigtiff)
         profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
@@ -218,7 +199,7 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
             if not cog:
                 _write_gtiff(rasterio, img, tmp, profile, progress)
                 return
-            staged = tmp + ".gtiff.tif"  # GDAL's COG driver copies from a finished dataset
+            staged = temp_path(dst)  # GDAL's COG driver copies from a finished dataset
             try:
                 _write_gtiff(rasterio, img, staged, profile, progress)
                 opts = {k.upper(): v for k, v in profile.items()

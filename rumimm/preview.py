@@ -79,7 +79,7 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
     ImportError
         Pillow is not installed.
     """
-    from .geotiff import replacing
+    from .atomic import replacing
     from .reader import Image
     from .reader import open as open_image
 
@@ -99,6 +99,6 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
         if img is not src:
             img.close()
     picture = PILImage.fromarray(rgb[0] if len(chosen) == 1 else np.ascontiguousarray(np.moveaxis(rgb, 0, -1)))
-    with replacing(dst, ".tmp.png") as tmp:
+    with replacing(dst) as tmp:
         picture.save(tmp, format="PNG")
     return rgb.shape[1:]

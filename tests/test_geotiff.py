@@ -388,3 +388,21 @@ def test_an_interrupted_conversion_leaves_no_file(tmp_path):
         from_geotiff(src, tmp_path / "x.rumi", tile=16, header_out=tmp_path / "x.blob", progress=interrupt)
     assert (tmp_path / "x.rumi").read_bytes() == b"old"
     assert sorted(os.listdir(tmp_path)) == ["in.tif", "x.rumi"]
+
+
+def test_an_export_in_progress_uses_a_temp_name_that_clean_recognises(tmp_path):
+    from rumimm.atomic import TEMP_PATTERN
+
+    rumimm.write(tmp_path / "a.rumi", sample("uint16", (1, 64, 64)), tile=16)
+    seen = []
+
+    def look(done, total):
+        seen.extend(n for n in os.listdir(tmp_path) if n not in ("a.rumi",))
+
+    to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", tile=16, progress=look)
+    temps = {n for n in seen if n != "a.tif"}
+    assert temps, "the export wrote nowhere but its destination"
+    for name in temps:
+        m = TEMP_PATTERN.match(name)
+        assert m is not None and m["name"] == "a.tif" and int(m["pid"]) == os.getpid()
+    assert rumimm.clean(tmp_path) == []  # this process is alive: its files are never stale
