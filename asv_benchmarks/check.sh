@@ -4,18 +4,18 @@
 # subset; exit 1 when a benchmark got slower by more than the factor.
 #
 #   asv_benchmarks/check.sh [BASE]        BASE: any commit-ish, default main
-#   FACTOR=1.5 ROUNDS=4 BENCH='regex' asv_benchmarks/check.sh
+#   FACTOR=2.0 ROUNDS=4 BENCH='regex' asv_benchmarks/check.sh
 #
 # The working tree (tracked and untracked files, .gitignore respected) is measured as a
 # throwaway commit object: HEAD, the index and every ref are left alone.
 # Defaults (chosen from measurements on a shared 2-core machine, docs/performance.md):
-# factor 1.5, 4 rounds interleaved between the two builds.
+# factor 2.0, 4 rounds interleaved between the two builds.
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./subset.sh
 
 base=${1:-main}
-factor=${FACTOR:-1.5}
+factor=${FACTOR:-2.0}
 rounds=${ROUNDS:-4}
 bench=${BENCH:-$QUICK_BENCH}
 
