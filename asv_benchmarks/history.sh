@@ -6,6 +6,7 @@
 #
 #   asv_benchmarks/history.sh [N] [BRANCH]      N defaults to 10, BRANCH to main
 #   BENCH='regex' asv_benchmarks/history.sh 20  another subset (default: check.sh's)
+#   ROUNDS=3 asv_benchmarks/history.sh          rounds per commit, interleaved (default 2)
 #   ALL_COMMITS=1 asv_benchmarks/history.sh 10  every commit, docs-only ones included
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -25,6 +26,9 @@ fi
 echo "history.sh: $(wc -l <"$hashes") commits of $branch"
 
 ensure_machine
-asv run --config asv.conf.json --skip-existing-commits --bench "$bench" "HASHFILE:$hashes"
+# --interleave-rounds: round 1 of every commit, then round 2, so a busy spell of the machine
+# spreads over all commits instead of lifting the few measured during it
+asv run --config asv.conf.json --skip-existing-commits --record-samples --interleave-rounds \
+    -a rounds="${ROUNDS:-2}" --bench "$bench" "HASHFILE:$hashes"
 asv publish --config asv.conf.json
 echo "history.sh: open $(pwd)/.asv/html/index.html, or run: asv preview --config asv.conf.json"
