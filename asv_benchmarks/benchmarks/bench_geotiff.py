@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ._common import BANDS, CRS, SIZE, TILE, TRANSFORM, scene, write_scene
+from ._common import BANDS, CRS, need, scene, SIZE, TILE, TRANSFORM, write_scene
 
 import rumimm
 
@@ -31,10 +31,12 @@ class GeoTIFFConvert:
     repeat = (1, 5, 60.0)
 
     def setup_cache(self):
+        need("from_geotiff")
         _source("source.tif")
         return os.path.abspath("source.tif")
 
     def setup(self, source):
+        need("from_geotiff")
         write_scene("warm.rumi", scene(1, 64))  # load the kernels outside the timer
 
     def time_from_geotiff(self, source):
@@ -61,6 +63,7 @@ class GeoTIFFExport:
     repeat = (1, 5, 60.0)
 
     def setup_cache(self):
+        need("to_geotiff")
         write_scene("scene.rumi", scene())
         return os.path.abspath("scene.rumi")
 

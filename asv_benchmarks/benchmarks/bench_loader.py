@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from ._common import TRANSFORM, rumimm, scene, write_scene
+from ._common import need, rumimm, scene, TRANSFORM, write_scene
 
 N_FILES = 8
 CHIP = 256
@@ -39,10 +39,12 @@ class ChipBatch:
     timeout = 300
 
     def setup_cache(self):
+        need("ChipDataset")
         files = _write_files(N_FILES)
         return [p for p, _ in files], [b for _, b in files]
 
     def setup(self, cache, path, threads):
+        need("ChipDataset")
         paths, blobs = cache
         rumimm.set_num_threads(threads)
         self.ds = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=BATCH * 64, seed=0, cache_bytes=0)
@@ -157,6 +159,7 @@ class CatalogScale:
     repeat = 5
 
     def setup_cache(self):
+        need("catalog", "read_catalog", "write_catalog")
         files = _write_files(4)
         real = rumimm.catalog([p for p, _ in files], blobs=[b for _, b in files])
         path = os.path.abspath("catalog-1m.parquet")
@@ -164,6 +167,7 @@ class CatalogScale:
         return path
 
     def setup(self, path):
+        need("catalog", "read_catalog", "write_catalog")
         rumimm.parse_blobs([rumimm.read_catalog(path).column("blob")[0].as_py()])  # JIT outside the timing
         self.box = _box_rows()[0]
 

@@ -8,7 +8,7 @@ Needs the ``xarray`` and ``dask`` extras, and ``distributed`` for ``DaskSumClust
 
 from __future__ import annotations
 
-from ._common import BANDS, SIZE, TILE, scene, window_origin, write_scene
+from ._common import BANDS, need, scene, SIZE, TILE, window_origin, write_scene
 
 import rumimm
 
@@ -28,9 +28,11 @@ class XarrayChip:
     param_names = ["cache"]
 
     def setup_cache(self):
+        need("to_dask")
         return _file()
 
     def setup(self, file, cache):
+        need("to_dask")
         import xarray as xr
 
         path, blob = file
@@ -57,9 +59,11 @@ class DaskSum:
     timeout = 120
 
     def setup_cache(self):
+        need("to_dask")
         return _file()
 
     def setup(self, file):
+        need("to_dask")
         self.path, self.blob = file
         self.arr = rumimm.to_dask(self.path, header=self.blob)
         self.arr.sum(dtype="u8").compute(scheduler="threads")
@@ -80,9 +84,11 @@ class DaskSumCluster:
     repeat = (3, 5, 120.0)
 
     def setup_cache(self):
+        need("to_dask")
         return _file()
 
     def setup(self, file):
+        need("to_dask")
         from dask.distributed import Client, LocalCluster
 
         path, blob = file
