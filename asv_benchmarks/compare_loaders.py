@@ -12,7 +12,8 @@ What it does:
    codec, which rumi-eo 0.16.0 also reads, so it reads the same files); tiled GeoTIFFs
    through rasterio/GDAL (512 x 512 blocks, ZSTD level 9, predictor 2); zarr-python 3
    arrays with (1, 512, 512) chunks, once with zarr's default codec and once with Blosc
-   zstd + bitshuffle; and rumimm files at tile 128/256/512 x unit tile/cell for the
+   zstd + bitshuffle, plus Blosc at (1, 128, 128) chunks (like for like with rumimm's
+   recommended tile); and rumimm files at tile 128/256/512 x unit tile/cell for the
    tile-size study.
 2. Draws random 256 x 256 all-band chips uniformly over files (``rumimm.ChipDataset``
    with a seed) and cuts them into batches of 16: every engine reads the same chips.
@@ -59,7 +60,7 @@ TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
 EPSG = 32633
 MAIN = ("rumimm dataset (__getitems__)", "rumimm kept open (read_batch)", "rumimm opened per chip (blob)",
         "rumi-eo (rumi.read per chip)", "GDAL kept open", "GDAL opened per chip", "zarr default codec",
-        "zarr blosc-zstd-bitshuffle")
+        "zarr blosc-zstd-bitshuffle", "zarr blosc-zstd-bitshuffle chunks 128")
 TILES = tuple((t, u) for t in (128, 256, 512) for u in ("tile", "cell"))
 MODES = ("1 thread", "2 threads", "2 workers")
 
@@ -78,7 +79,7 @@ def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dic
 
     from rumimm.synthetic import eo_scene
 
-    files = {"scenes": [], "tiles": {}, "gdal": [], "zarr": [], "zarr_blosc": []}
+    files = {"scenes": [], "tiles": {}, "gdal": [], "zarr": [], "zarr_blosc": [], "zarr_blosc_128": []}
     for i in range(n):
         arr = eo_scene(bands=BANDS, height=size, width=size, dtype="uint16", seed=i)
         npy = os.path.join(work, f"scene{i}.npy")
@@ -99,10 +100,12 @@ def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dic
             import zarr
             from zarr.codecs import BloscCodec
 
-            for key, kw in (("zarr", {}), ("zarr_blosc", {"compressors": BloscCodec(cname="zstd", clevel=5,
-                                                                                     shuffle="bitshuffle")})):
+            blosc = {"compressors": BloscCodec(cname="zstd", clevel=5, shuffle="bitshuffle")}
+            # the 128 chunks match rumimm's recommended tile for these chips: like for like
+            for key, chunk, kw in (("zarr", 512, {}), ("zarr_blosc", 512, blosc), ("zarr_blosc_128", 128, blosc)):
                 z = os.path.join(work, f"s{i}_{key}.zarr")
-                za = zarr.create_array(store=z, shape=arr.shape, chunks=(1, 512, 512), dtype="uint16", overwrite=True, **kw)
+                za = zarr.create_array(store=z, shape=arr.shape, chunks=(1, chunk, chunk), dtype="uint16",
+                                       overwrite=True, **kw)
                 za[:] = arr
                 files[key].append(z)
     return files
@@ -117,7 +120,8 @@ def _tree_size(path: str) -> int:
 def file_sizes(files: dict, raw: int) -> dict:
     out = {"rumimm (tile 512)": sum(_tree_size(p) for p, _ in files["tiles"]["512 tile"])}
     for key, label in (("gdal", "GeoTIFF ZSTD-9 pred 2"), ("zarr", "zarr default codec"),
-                       ("zarr_blosc", "zarr blosc-zstd-bitshuffle")):
+                       ("zarr_blosc", "zarr blosc-zstd-bitshuffle"),
+                       ("zarr_blosc_128", "zarr blosc-zstd-bitshuffle chunks 128")):
         if files[key]:
             out[label] = sum(_tree_size(p) for p in files[key])
     for tile, unit in TILES:
@@ -200,7 +204,8 @@ def _reader(engine: str, spec: dict, threads: int):
         import zarr
 
         zarr.config.set({"threading.max_workers": threads})
-        arrays = [zarr.open_array(p, mode="r") for p in spec["files"]["zarr_blosc" if "blosc" in engine else "zarr"]]
+        key = "zarr_blosc_128" if "chunks 128" in engine else "zarr_blosc" if "blosc" in engine else "zarr"
+        arrays = [zarr.open_array(p, mode="r") for p in spec["files"][key]]
         return lambda rows: np.stack([arrays[f][:, y:y + CHIP, x:x + CHIP] for f, y, x in rows])
     raise ValueError(f"unknown engine {engine!r}")
 
@@ -329,7 +334,8 @@ def measure(args) -> dict:
     samples: dict = {}
     for r in range(args.rounds):
         for mode in MODES:
-            got = _spawn(mode, engines + (study if mode != "2 workers" else []), spec_path)
+            # in 2 workers, the recommended tile only (the whole study at 1 and 2 threads)
+            got = _spawn(mode, engines + (study if mode != "2 workers" else [tile_engine(128, "tile")]), spec_path)
             for engine, res in got.items():
                 samples.setdefault(f"{engine}|{mode}", []).append(res)
                 print(f"round {r + 1}: {engine:34s} {mode:10s} {res['chips'] / res['seconds']:8.1f} chips/s"
@@ -373,7 +379,9 @@ def build_table(results: dict) -> str:
     table = summarize(results)
     sizes = results["sizes"]
     size_of = {"rumimm": "rumimm (tile 512)", "rumi-eo": "rumimm (tile 512)", "GDAL": "GeoTIFF ZSTD-9 pred 2",
-               "zarr default codec": "zarr default codec", "zarr blosc-zstd-bitshuffle": "zarr blosc-zstd-bitshuffle"}
+               "zarr default codec": "zarr default codec",
+               "zarr blosc-zstd-bitshuffle chunks 128": "zarr blosc-zstd-bitshuffle chunks 128",
+               "zarr blosc-zstd-bitshuffle": "zarr blosc-zstd-bitshuffle"}
     lines = ["| engine | " + " | ".join(f"chips/s, {m}" for m in MODES) + " | size / raw |",
              "|---|" + "---:|" * (len(MODES) + 1)]
     for engine in [*MAIN, *(tile_engine(t, u) for t, u in TILES if (t, u) != (512, "tile"))]:
