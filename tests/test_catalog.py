@@ -183,7 +183,7 @@ def test_parse_blobs_arrow_errors(blobs):
 
 def test_parse_blobs_many_rows_split_over_threads(blobs):
     """Above the parallel threshold the rows are checked in ranges; the result is identical."""
-    rows = 3 * rumimm.blob._PARALLEL_ROWS + 7
+    rows = 3 * rumimm.blob_column._PARALLEL_ROWS + 7
     many = [blobs[i % len(blobs)] for i in range(rows)]
     many[-2] = many[-2][:-1]
     column = pa.array(many, pa.binary())
