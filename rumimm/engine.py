@@ -428,7 +428,7 @@ def _read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int
                 jobs.extend((pos * g.samples_per_pixel + b, shape, (slot,) + into, (0,) + take)
                             for slot, b in enumerate(bands.tolist()))
     klist = [job[0] for job in jobs]
-    sizes = [int(np.prod(job[1])) for job in jobs]
+    sizes = [planes * shape[1] * shape[2] * shape[3] for _, shape, _, _ in jobs]
     found = _lookup((fs,), [0] * len(jobs), klist)
     frames = [None if found is None or found[i] is None else found[i][0] for i in range(len(jobs))]
     missing = [i for i, f in enumerate(frames) if f is None]
