@@ -34,8 +34,8 @@ exist in it, and no import or compilation happens later inside the read path.
 from __future__ import annotations
 
 import concurrent.futures.thread  # noqa: F401  (imported before any fork can wait on load(): see _before_fork)
-import logging  # noqa: F401  (numba imports it; both register fork hooks of their own)
 import itertools
+import logging  # noqa: F401  (numba imports it; both register fork hooks of their own)
 import os
 import sys
 import threading
