@@ -363,8 +363,8 @@ def run_cold(engine: str, spec: dict, threads: int, repeats: int) -> dict:
         prelude = (f"PATH = {f['path']!r}\nBLOB = bytes.fromhex({f.get('blob', '')!r})\n"
                    f"B, Y0, X0 = {b0}, {y0}, {x0}\n")
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", prelude + code], env=_worker_env(threads),
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run([sys.executable, "-c", prelude + code], env=_worker_env(threads), cwd=_ROOT,
+                              capture_output=True, text=True, check=False)  # "-c" imports from the cwd first
         t1 = time.perf_counter()
         if proc.returncode != 0:
             raise RuntimeError(f"cold start of {engine} failed:\n{proc.stderr}")

@@ -13,40 +13,47 @@ output (``kernels.plan_window`` / ``plan_batch``).  :func:`execute` then
 5. maps a failed frame to one :class:`~rumimm.errors.CodecError` and stores the
    new frames in the cache.
 
-There is one decode path: whole frames (:func:`decode_frames`) go through the same
-kernel with an empty copy list.  Output is always copied out of the decoded frame,
-so a small chip never keeps a whole frame alive.
+Whole frames (:func:`decode_frames`) go through the same kernel with an empty copy
+list.  A window of at most :data:`SMALL_READ_FRAMES` frames (a chip) skips the kernels:
+:func:`_read_small` runs the same steps in Python, decoding each frame with the same C
+function (``codec.geozl_lib``, through ctypes, GIL released) and placing it with numpy
+slicing, so a process that only reads chips never loads numba (0.3 s or more at
+the first read).  Both share the cache, the header checks and the error mapping
+(``frame_checks``).  Output is always copied out of the decoded frame, so a small chip
+never keeps a whole frame alive.
 
 Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
-Both are imported, and geozl's decoder bound, by :func:`load`, the first time a
-pixel is read.  :func:`load` runs under one module lock, and a fork waits for it
-(``os.register_at_fork``): the hook takes that lock and numba's compiler lock
-before the fork and releases both after it in parent and child, so a child never
-inherits a lock held by a thread that does not exist in it, and no import or
-compilation happens later inside the read path.
+:func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read;
+:func:`load` adds numba and the kernels at the first read that needs them.  Both run
+under one module lock, and a fork waits for it (``os.register_at_fork``): the hook
+takes that lock and numba's compiler lock before the fork and releases both after it
+in parent and child, so a child never inherits a lock held by a thread that does not
+exist in it, and no import or compilation happens later inside the read path.
 """
 
 from __future__ import annotations
 
 import concurrent.futures.thread  # noqa: F401  (imported before any fork can wait on load(): see _before_fork)
+import itertools
 import logging  # noqa: F401  (numba imports it; both register fork hooks of their own)
 import os
-import struct
 import sys
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import CodecError, RumiError, where
+from .errors import RumiError, where
 from .grid import FrameUnit
-from .tiff import OPENZL_MAGIC
+from .window import segments
 
 __all__ = ["FrameSource", "load", "loaded", "execute", "read_window", "read_windows", "decode_frames",
            "PARALLEL_MIN_BYTES"]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
 PARALLEL_MIN_BYTES = 1 << 20
+#: A window of at most this many frames is read without numba (geozl's decoder through ctypes).
+SMALL_READ_FRAMES = 4
 #: A thread keeps its decode scratch buffer between reads up to this size.
 SCRATCH_KEEP_BYTES = 4 << 20
 _ALIGN = 64
@@ -55,35 +62,57 @@ _load_lock = threading.RLock()
 _local = threading.local()
 K = None  # rumimm.kernels once loaded
 _native = None  # rumimm.codec.native once loaded
-_codec = None  # rumimm.codec once loaded (frame headers, and the openzl.ext fallback decoder)
+_geozl = None  # rumimm.codec.geozl_lib once loaded (the C decoder through ctypes)
+_checks = None  # rumimm.frame_checks once loaded (frame headers, errors, the openzl.ext fallback decoder)
 _threads = None  # rumimm.threads once loaded (the decode thread pool)
 _NATIVE = False  # geozl's GIL-free C decoder is bound
 _NO_SCRATCH = np.zeros(1, np.uint8)
 
 
+def _load_decoder() -> bool:
+    """Import OpenZL (frame headers), the thread pool and open geozl's C decoder, once.
+
+    Enough for a small read (:func:`_read_small`), which then needs no numba.  Runs
+    under the load lock, like :func:`load`, so a fork never inherits it half done.
+    Returns whether the C decoder is there.
+    """
+    global _checks, _threads, _geozl, _NATIVE
+    if _geozl is None:
+        with _load_lock:
+            if _geozl is None:
+                from . import frame_checks, threads
+                from ._env import env_int
+                from .codec import geozl_lib
+
+                if env_int("RUMIMM_TUNE_MALLOC", 0) != 0:  # unset or 1; 0 opts out
+                    from .cache import tune_malloc
+
+                    tune_malloc()
+                _checks, _threads = frame_checks, threads
+                _NATIVE = geozl_lib.available()
+                _geozl = geozl_lib
+    return _NATIVE
+
+
 def load():
     """Import numba, the kernels, OpenZL and geozl's C decoder, once; return the kernels.
 
-    Called by the first pixel read; safe to call from many threads at once.  It also
-    applies ``cache.tune_malloc`` (glibc's allocator keeps the decoder's scratch memory
-    instead of returning it to the kernel after every frame: half a frame's decode time;
-    ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
+    Called by the first read that needs the kernels; safe to call from many threads at
+    once.  It also applies ``cache.tune_malloc`` (glibc's allocator keeps the decoder's
+    scratch memory instead of returning it to the kernel after every frame: half a
+    frame's decode time; ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
     """
-    global K, _native, _codec, _threads, _NATIVE
+    global K, _native
     if K is not None:
         return K
     with _load_lock:
         if K is None:
-            from . import codec, kernels, threads
+            _load_decoder()
+            from . import kernels
             from .codec import native
-            from ._env import env_int
 
-            if env_int("RUMIMM_TUNE_MALLOC", 0) != 0:  # unset or 1; 0 opts out
-                from .cache import tune_malloc
-
-                tune_malloc()
-            _native, _codec, _threads = native, codec, threads
-            _NATIVE = native.available()
+            _native = native
+            native.available()  # the same library, its entry points registered for the kernels
             _warm(kernels)
             K = kernels
     return K
@@ -200,70 +229,6 @@ class FrameSource:
         return self.mapping()[start:start + int(self.header.byte_count(k))]
 
 
-# --------------------------------------------------------------------------- checks and errors
-
-
-def _frame_error(fs: FrameSource, k: int, code: int) -> CodecError:
-    """The error for frame k's kernel status, from what is known (no second decode)."""
-    if code == K.STATUS_SIZE_MISMATCH:
-        reason = f"decoded to a different size than the {fs.grid.frame_shape(k)} frame at this position holds"
-    else:
-        reason = _native.status_message(code) if code < 0 else f"decoded {code} bytes"
-    return CodecError(f"{fs.label(k)} failed to decode ({reason}); the file may be corrupt or truncated")
-
-
-def _check_pinned(fs: FrameSource, k: int, frame) -> None:
-    """Frame k must start with frame 0's magic: one pinned OpenZL format version per file."""
-    if frame.shape[0] < 4:
-        return  # not an OpenZL frame at all: the decoder says so
-    (magic,) = struct.unpack_from("<I", frame, 0)
-    if magic != fs.magic0:
-        raise CodecError(f"{fs.label(k)} starts with {magic:#010x} but frame 0 with {fs.magic0:#010x} (OpenZL format "
-                         f"version {fs.magic0 - OPENZL_MAGIC}); all frames of a file must use one pinned OpenZL "
-                         "format version")
-
-
-def _check_header(fs: FrameSource, k: int) -> None:
-    """Check frame k's OpenZL header (one output, its type and byte size) once per image.
-
-    geozl's C decoder reports only the decoded byte count, so a frame of the right size
-    but the wrong type (Serial, String) would otherwise decode silently.  A frame that
-    declares what it should costs one ``codec.frame_declaration`` (~3 us); any other goes
-    through ``codec.check_frame_header``, which says what is wrong.
-    """
-    frame = fs.frame_bytes(k)
-    _check_pinned(fs, k, frame)
-    want = _codec.zl.Type.Struct if fs.isz == 16 else _codec.zl.Type.Numeric
-    nbytes = fs.grid.frame_samples(k) * fs.isz
-    try:
-        ok = _codec.frame_declaration(frame) == (1, want, nbytes)
-    except CodecError:
-        ok = False
-    if not ok:  # the label costs a few us: build it only for the error
-        try:
-            _codec.check_frame_header(frame, fs.enc, nbytes // fs.isz, label=fs.label(k))
-        except CodecError as exc:
-            raise CodecError(f"{exc}; the file may be corrupt or truncated") from None
-    fs.typed[k] = 1
-
-
-def _fallback_frames(sources, ks, owners) -> list[np.ndarray]:
-    """Decode frames with openzl.ext (holds the GIL) when geozl's library is missing."""
-    dec = _codec.FrameDecoder()  # per call: an OpenZL DCtx kept in a thread-local could outlive openzl at exit
-    out = []
-    for k, i in zip(ks, owners):
-        fs = sources[i]
-        frame = fs.frame_bytes(k)
-        _check_pinned(fs, k, frame)
-        try:
-            arr = dec.decode(frame, fs.enc, fs.grid.frame_samples(k))
-        except CodecError as exc:
-            msg = str(exc).removeprefix("frame ")
-            raise CodecError(f"{fs.label(k)}: {msg}") from None
-        out.append(np.ascontiguousarray(arr).view(np.uint8).reshape(-1))
-    return out
-
-
 def _scratch(nbytes: int) -> np.ndarray:
     """This thread's decode scratch buffer (reused up to SCRATCH_KEEP_BYTES)."""
     buf = getattr(_local, "scratch", None)
@@ -365,7 +330,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
     scratch = _NO_SCRATCH
     stride = 0
     if missing and not _NATIVE:
-        fresh = _fallback_frames(sources, [klist[g] for g in missing], [owners[g] for g in missing])
+        fresh = _checks.fallback_frames(sources, [klist[g] for g in missing], [owners[g] for g in missing])
         for g, frame in zip(missing, fresh):
             dec[g] = frame.ctypes.data
             need[g] = 0
@@ -374,7 +339,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
         for g in missing:
             fs = sources[owners[g]]
             if not fs.typed[klist[g]]:
-                _check_header(fs, klist[g])
+                _checks.check_header(fs, klist[g])
         if new_bytes >= PARALLEL_MIN_BYTES:  # threads pay off only with enough work
             chunks = _threads.parallel_slot(len(missing))
         if store:
@@ -402,7 +367,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
     else:
         bad = K.decode_copy(frames, place, scratch, stride, 0, ngroups, 1, 0)
     if bad >= 0:
-        raise _frame_error(sources[owners[bad]], klist[bad], int(status[bad]))
+        raise _checks.frame_error(sources[owners[bad]], klist[bad], int(status[bad]))
     if store and fresh:
         for g, frame in zip(missing, fresh):
             fs = sources[owners[g]]
@@ -414,17 +379,98 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
     """The (len(bands), y.count, x.count) block of rows ``y`` and columns ``x`` (``window.Run``).
 
     Written into ``out`` (C-contiguous, the source's dtype) when given, else a new array.
+    A window of at most :data:`SMALL_READ_FRAMES` frames is read by :func:`_read_small`
+    (no numba); larger ones by the kernels.
     """
     nb = bands.shape[0]
     if out is None:
         out = np.empty((nb, y.count, x.count), fs.dtype)
     if not (nb and y.count and x.count):
         return out
-    kern = K if K is not None else load()
     fs.mapping()
+    rows = segments(y.start, y.step, y.count, fs.grid.tile_length, fs.grid.image_length)
+    cols = segments(x.start, x.step, x.count, fs.grid.tile_width, fs.grid.image_width)
+    per = 1 if fs.grid.unit == FrameUnit.CELL else nb
+    if rows.shape[0] * cols.shape[0] * per <= SMALL_READ_FRAMES and _load_decoder():
+        _read_small(fs, bands, rows.tolist(), cols.tolist(), y.step, x.step, out)
+        return out
+    kern = K if K is not None else load()
     plan = kern.plan_window(fs.grid_rows[0], bands, y.start, y.step, y.count, x.start, x.step, x.count, fs.isz)
     execute((fs,), plan, bands, y.step, x.step, out.reshape((1,) + out.shape).view(np.uint8), group=False)
     return out
+
+
+def _read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int, out) -> None:
+    """Read a window of few frames with geozl's C decoder through ctypes, no numba.
+
+    ``rows`` and ``cols`` are ``window.segments`` lists.  The same steps as
+    :func:`execute`: cached frames, each new frame's header checked once, decoded (GIL
+    released) into a buffer the cache keeps or into this thread's scratch, its decoded
+    byte count checked, sub-byte samples masked, one :func:`_frame_error` for the first
+    failed frame; the rectangles are then placed by numpy slicing.
+    """
+    g = fs.grid
+    cell = g.unit == FrameUnit.CELL
+    planes = g.samples_per_pixel if cell else 1
+    dst = out.view(np.uint8).reshape(out.shape + (fs.isz,))
+    jobs = []  # (frame, decoded bytes, frame shape, (out slot, out rows, out cols), (planes, rows, cols))
+    for r, fy, cy, dy in rows:
+        fh = min(g.tile_length, g.image_length - r * g.tile_length)
+        for c, fx, cx, dx in cols:
+            fw = min(g.tile_width, g.image_width - c * g.tile_width)
+            shape = (planes, fh, fw, fs.isz)
+            into = (slice(dy, dy + cy), slice(dx, dx + cx))
+            take = (slice(fy, fy + (cy - 1) * ys + 1, ys), slice(fx, fx + (cx - 1) * xs + 1, xs))
+            pos = r * g.tiles_across + c
+            if cell:
+                jobs.append((pos, shape, (slice(None),) + into, (bands,) + take))
+            else:
+                jobs.extend((pos * g.samples_per_pixel + b, shape, (slot,) + into, (0,) + take)
+                            for slot, b in enumerate(bands.tolist()))
+    klist = [job[0] for job in jobs]
+    sizes = [planes * shape[1] * shape[2] * shape[3] for _, shape, _, _ in jobs]
+    found = _lookup((fs,), [0] * len(jobs), klist)
+    frames = [None if found is None or found[i] is None else found[i][0] for i in range(len(jobs))]
+    missing = [i for i, f in enumerate(frames) if f is None]
+    new_bytes = sum(sizes[i] for i in missing)
+    store = found is not None and bool(missing) and fs.cache.admits(new_bytes)
+    if missing and not store:
+        stride = (max(sizes[i] for i in missing) + _ALIGN - 1) // _ALIGN * _ALIGN
+        scratch = _scratch(stride * len(missing))
+    src, size, typed = fs.frame_table()
+    for n, i in enumerate(missing):
+        if not typed[klist[i]]:
+            _checks.check_header(fs, klist[i])
+        frames[i] = np.empty(sizes[i], np.uint8) if store else scratch[n * stride:n * stride + sizes[i]]
+
+    def decode(i):
+        k, frame = klist[i], frames[i]
+        got = _geozl.decompress(int(src[k]), int(size[k]), frame.ctypes.data, sizes[i], fs.verify)
+        if got != sizes[i]:
+            return got if got < 0 else _geozl.STATUS_SIZE_MISMATCH
+        if fs.mask != 0xFF:
+            np.bitwise_and(frame, fs.mask, out=frame)
+        return None
+
+    keep = fs.mapping()  # alive while the decoder reads it
+    chunks = _threads.parallel_slot(len(missing)) if new_bytes >= PARALLEL_MIN_BYTES else 1
+    if chunks > 1:
+        try:
+            done = _threads.run_workers(lambda w: [(i, decode(i)) for i in missing[w::chunks]], chunks)
+        finally:
+            _threads.release_parallel()
+        status = dict(itertools.chain.from_iterable(done))
+    else:
+        status = {i: decode(i) for i in missing}
+    del keep
+    bad = [i for i in missing if status[i] is not None]
+    if bad:
+        raise _checks.frame_error(fs, klist[bad[0]], int(status[bad[0]]))
+    for (_, shape, into, take), frame in zip(jobs, frames):
+        dst[into] = frame.reshape(shape)[take]
+    if store:
+        fs.cache.put_many([(fs.token, klist[i]) for i in missing], [frames[i] for i in missing],
+                          [frames[i].ctypes.data for i in missing])
 
 
 def read_windows(sources, index: np.ndarray, bands: np.ndarray, y0: np.ndarray, ys: int, ny: int,
@@ -451,12 +497,12 @@ def decode_frames(fs: FrameSource, frames) -> list[np.ndarray]:
         k = int(k)
         nbytes = fs.grid.frame_samples(k) * fs.isz
         if not _NATIVE:
-            raw = _fallback_frames((fs,), [k], [0])[0]
+            raw = _checks.fallback_frames((fs,), [k], [0])[0]
         else:
             src, size, typed = fs.frame_table()
             keep = fs.mapping()
             if not typed[k]:
-                _check_header(fs, k)
+                _checks.check_header(fs, k)
             raw = np.empty(nbytes, np.uint8)
             plan = np.zeros((1, kern.PLAN_COLS), np.int64)
             plan[0, kern.P_NBYTES] = nbytes  # one group with no copy entries: decode only
@@ -468,7 +514,7 @@ def decode_frames(fs: FrameSource, frames) -> list[np.ndarray]:
             bad = kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 1, 1, 0)
             del keep
             if bad >= 0:
-                raise _frame_error(fs, k, int(status[0]))
+                raise _checks.frame_error(fs, k, int(status[0]))
         out.append(raw.view(fs.dtype).reshape(fs.grid.frame_shape(k)))
     return out
 

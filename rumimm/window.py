@@ -314,3 +314,34 @@ def select_read(bands, window, shape: tuple[int, int, int]) -> Selection:
             remap = (np.searchsorted(uniq, blist),)
             blist = uniq
     return Selection((blist,), Run(y0, 1, y1 - y0), Run(x0, 1, x1 - x0), remap)
+
+
+def segments(start, step, count, tile, size):
+    """Split the selection ``start + i * step`` (i < count) at tile edges.
+
+    Returns int64 (m, 4): tile index, first index inside the tile, number of selected
+    indices inside it, destination index of the first one.  Tiles without a selected
+    index are skipped, so a large step decodes only the frames it touches.  Plain
+    numpy: small reads run it as is, ``kernels.plan`` compiles it for the planner.
+    """
+    if count == 0:
+        return np.empty((0, 4), np.int64)
+    last = start + (count - 1) * step
+    t0 = start // tile
+    t1 = last // tile
+    out = np.empty((t1 - t0 + 1, 4), np.int64)
+    m = 0
+    for t in range(t0, t1 + 1):
+        lo = t * tile
+        hi = min(lo + tile, size) - 1
+        # first i with start + i * step >= lo, last i with start + i * step <= hi
+        i0 = 0 if lo <= start else (lo - start + step - 1) // step
+        i1 = min((hi - start) // step, count - 1)
+        if i0 > i1:
+            continue
+        out[m, 0] = t
+        out[m, 1] = start + i0 * step - lo
+        out[m, 2] = i1 - i0 + 1
+        out[m, 3] = i0
+        m += 1
+    return out[:m]

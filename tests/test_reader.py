@@ -172,9 +172,11 @@ def test_sub_byte_samples_are_the_low_bits_of_each_byte(tmp_path, monkeypatch, d
               for r in range(2) for c in range(2)]
     blob = assemble(tmp_path / "s.rumi", grid, frames, DTYPES[dtype])
     want = (raw & ((1 << bits) - 1)).view(DTYPES[dtype])
-    with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
-        assert same(image[0], want)
-        assert same(image[0, 1:3, 1:3], want[1:3, 1:3])  # one frame: the view path
+    for small in (engine.SMALL_READ_FRAMES, 0):  # few frames: without numba; 0: the kernels
+        monkeypatch.setattr(engine, "SMALL_READ_FRAMES", small)
+        with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
+            assert same(image[0], want)
+            assert same(image[0, 1:3, 1:3], want[1:3, 1:3])  # one frame: the view path
     engine.load()
     monkeypatch.setattr(engine, "_NATIVE", False)  # as without geozl's library
     with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:

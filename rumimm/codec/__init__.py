@@ -2,7 +2,8 @@
 
 Modules: ``frames`` (what a frame declares: magic, version, header), ``presets`` (named
 compression graphs), ``wrapper`` (``FrameEncoder``/``FrameDecoder`` over ``openzl.ext``) and
-``native`` (geozl's GIL-free C decoder, bound for numba kernels).
+``geozl_lib`` (geozl's GIL-free C decoder through ctypes, no numba) and ``native`` (the same
+decoder bound for numba kernels).
 
 A frame is one self-contained OpenZL frame holding the samples of one tile
 ``(h, w)`` or one cell ``(B, h, w)`` in row-major order.  It decodes to exactly one

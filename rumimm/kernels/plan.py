@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..window import segments
+
 #: Columns of a plan (int64, one row per copy entry).
 P_FRAME = 0  # frame index k inside its file
 P_FH = 1  # actual frame height (edge frames are cut)
@@ -40,35 +42,8 @@ G_WIDTH = 7
 GRID_COLS = 8
 
 
-@njit(cache=True, nogil=True)
-def _segments(start, step, count, tile, size):
-    """Split the selection ``start + i * step`` (i < count) at tile edges.
-
-    Returns int64 (m, 4): tile index, first index inside the tile, number of selected
-    indices inside it, destination index of the first one.  Tiles without a selected
-    index are skipped, so a large step decodes only the frames it touches.
-    """
-    if count == 0:
-        return np.empty((0, 4), np.int64)
-    last = start + (count - 1) * step
-    t0 = start // tile
-    t1 = last // tile
-    out = np.empty((t1 - t0 + 1, 4), np.int64)
-    m = 0
-    for t in range(t0, t1 + 1):
-        lo = t * tile
-        hi = min(lo + tile, size) - 1
-        # first i with start + i * step >= lo, last i with start + i * step <= hi
-        i0 = 0 if lo <= start else (lo - start + step - 1) // step
-        i1 = min((hi - start) // step, count - 1)
-        if i0 > i1:
-            continue
-        out[m, 0] = t
-        out[m, 1] = start + i0 * step - lo
-        out[m, 2] = i1 - i0 + 1
-        out[m, 3] = i0
-        m += 1
-    return out[:m]
+#: Tile segments of one axis' selection (``window.segments``, also run as plain Python by small reads).
+_segments = njit(cache=True, nogil=True)(segments)
 
 
 @njit(cache=True, nogil=True)

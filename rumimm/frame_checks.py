@@ -1,0 +1,87 @@
+"""Per-frame checks and error mapping, shared by every read path of the engine.
+
+Each new frame's OpenZL header is checked once per open image before its first decode
+(:func:`check_header`); a failed decode becomes one :class:`~rumimm.errors.CodecError`
+naming the file, the frame and its position (:func:`frame_error`), whichever path
+decoded it: the numba kernels, a small read through ctypes, or the ``openzl.ext``
+fallback (:func:`fallback_frames`) when geozl's library is missing.  Imported by
+``engine._load_decoder`` (under the engine's load lock), with OpenZL.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import codec
+from .codec import geozl_lib
+from .errors import CodecError
+from .tiff import OPENZL_MAGIC
+
+if TYPE_CHECKING:
+    from .engine import FrameSource
+
+__all__ = ["frame_error", "check_pinned", "check_header", "fallback_frames"]
+
+
+def frame_error(fs: FrameSource, k: int, code: int) -> CodecError:
+    """The error for frame k's kernel status, from what is known (no second decode)."""
+    if code == geozl_lib.STATUS_SIZE_MISMATCH:
+        reason = f"decoded to a different size than the {fs.grid.frame_shape(k)} frame at this position holds"
+    else:
+        reason = geozl_lib.status_message(code)
+    return CodecError(f"{fs.label(k)} failed to decode ({reason}); the file may be corrupt or truncated")
+
+
+def check_pinned(fs: FrameSource, k: int, frame) -> None:
+    """Frame k must start with frame 0's magic: one pinned OpenZL format version per file."""
+    if frame.shape[0] < 4:
+        return  # not an OpenZL frame at all: the decoder says so
+    (magic,) = struct.unpack_from("<I", frame, 0)
+    if magic != fs.magic0:
+        raise CodecError(f"{fs.label(k)} starts with {magic:#010x} but frame 0 with {fs.magic0:#010x} (OpenZL format "
+                         f"version {fs.magic0 - OPENZL_MAGIC}); all frames of a file must use one pinned OpenZL "
+                         "format version")
+
+
+def check_header(fs: FrameSource, k: int) -> None:
+    """Check frame k's OpenZL header (one output, its type and byte size) once per image.
+
+    geozl's C decoder reports only the decoded byte count, so a frame of the right size
+    but the wrong type (Serial, String) would otherwise decode silently.  A frame that
+    declares what it should costs one ``codec.frame_declaration`` (~3 us); any other goes
+    through ``codec.check_frame_header``, which says what is wrong.
+    """
+    frame = fs.frame_bytes(k)
+    check_pinned(fs, k, frame)
+    want = codec.zl.Type.Struct if fs.isz == 16 else codec.zl.Type.Numeric
+    nbytes = fs.grid.frame_samples(k) * fs.isz
+    try:
+        ok = codec.frame_declaration(frame) == (1, want, nbytes)
+    except CodecError:
+        ok = False
+    if not ok:  # the label costs a few us: build it only for the error
+        try:
+            codec.check_frame_header(frame, fs.enc, nbytes // fs.isz, label=fs.label(k))
+        except CodecError as exc:
+            raise CodecError(f"{exc}; the file may be corrupt or truncated") from None
+    fs.typed[k] = 1
+
+
+def fallback_frames(sources, ks, owners) -> list[np.ndarray]:
+    """Decode frames with openzl.ext (holds the GIL) when geozl's library is missing."""
+    dec = codec.FrameDecoder()  # per call: an OpenZL DCtx kept in a thread-local could outlive openzl at exit
+    out = []
+    for k, i in zip(ks, owners):
+        fs = sources[i]
+        frame = fs.frame_bytes(k)
+        check_pinned(fs, k, frame)
+        try:
+            arr = dec.decode(frame, fs.enc, fs.grid.frame_samples(k))
+        except CodecError as exc:
+            msg = str(exc).removeprefix("frame ")
+            raise CodecError(f"{fs.label(k)}: {msg}") from None
+        out.append(np.ascontiguousarray(arr).view(np.uint8).reshape(-1))
+    return out
