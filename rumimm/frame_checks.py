@@ -66,7 +66,9 @@ def check_header(fs: FrameSource, k: int) -> None:
         try:
             codec.check_frame_header(frame, fs.enc, nbytes // fs.isz, label=fs.label(k))
         except CodecError as exc:
-            raise CodecError(f"{exc}; the file may be corrupt or truncated") from None
+            msg = str(exc)  # an unreadable header already says the file may be truncated
+            raise CodecError(msg if "may be truncated" in msg else f"{msg}; the file may be corrupt or truncated") \
+                from None
     fs.typed[k] = 1
 
 
