@@ -310,7 +310,9 @@ def _floor_timer(header, data: np.ndarray, threads: int):
 def run_floor(spec: dict, threads: int) -> dict:
     """Decode-only time of the frames each window touches, both rumi files, frames in memory."""
     from rumimm.blob import Header
+    from rumimm.cache import tune_malloc
 
+    tune_malloc()  # the allocator setting the reader applies at its first read, so the floor is like for like
     out = {}
     for key, name in (("rumimm", FLOOR_RUMIMM), ("reference", FLOOR_REFERENCE)):
         f = spec["files"][key]
