@@ -356,8 +356,9 @@ def _convert(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
-    print(f"{args.dest}: {size:,} bytes from {args.source} ({os.path.getsize(args.source):,} bytes) in {seconds:.2f} s; "
-          f"{where_blob} ({len(blob)} bytes)")
+    # a GDAL virtual path (/vsizip/..., /vsicurl/...) has no size on this file system
+    source = f"{args.source} ({os.path.getsize(args.source):,} bytes)" if os.path.isfile(args.source) else args.source
+    print(f"{args.dest}: {size:,} bytes from {source} in {seconds:.2f} s; {where_blob} ({len(blob)} bytes)")
     return 0
 
 

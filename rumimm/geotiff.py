@@ -204,6 +204,7 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
                 _write_gtiff(rasterio, img, staged, profile, progress)
                 opts = {k.upper(): v for k, v in profile.items()
                         if k in ("compress", "predictor", "bigtiff", "num_threads")}
+                opts.setdefault("COMPRESS", "NONE")  # the COG driver's own default is LZW, not "none"
                 opts["BLOCKSIZE"] = max(profile["blockxsize"], profile["blockysize"])
                 require("rasterio.shutil").copy(staged, tmp, driver="COG", **opts)
             finally:

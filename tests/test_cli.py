@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import craft
 
+import rumimm
 from rumimm import cli, georef
 from rumimm.blob import Header
 from rumimm.validate import index, validate
@@ -281,6 +282,18 @@ def test_convert_then_export_round_trips_through_the_command_line(capsys, tif, t
     assert code == 0 and err == "" and out.startswith(f"{tmp_path / 'x.tif'}: GeoTIFF, ")
     with rasterio.open(tmp_path / "x.tif") as ds:
         assert np.array_equal(ds.read(), data) and ds.crs.to_epsg() == 32633 and ds.profile["compress"] == "deflate"
+
+
+def test_convert_reads_a_gdal_virtual_path(capsys, tif, tmp_path):
+    import zipfile
+
+    src, data = tif
+    with zipfile.ZipFile(tmp_path / "t.zip", "w") as z:
+        z.write(src, "d.tif")
+    vsi = f"/vsizip/{tmp_path / 't.zip'}/d.tif"
+    code, out, err = run(capsys, "convert", vsi, tmp_path / "z.rumi")
+    assert code == 0 and out.startswith(f"{tmp_path / 'z.rumi'}: ") and f"from {vsi} in " in out
+    assert np.array_equal(rumimm.open(tmp_path / "z.rumi")[:], data)
 
 
 def test_convert_and_export_errors_are_one_line_with_status_2(capsys, tif, tmp_path):

@@ -406,3 +406,11 @@ def test_an_export_in_progress_uses_a_temp_name_that_clean_recognises(tmp_path):
         m = TEMP_PATTERN.match(name)
         assert m is not None and m["name"] == "a.tif" and int(m["pid"]) == os.getpid()
     assert rumimm.clean(tmp_path) == []  # this process is alive: its files are never stale
+
+
+def test_a_cog_export_without_compression_is_uncompressed(tmp_path):
+    data = sample("uint16", (1, 300, 260))
+    rumimm.write(tmp_path / "a.rumi", data, tile=128, transform=NORTH_UP, crs=32633)
+    to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", compress=None, cog=True)
+    with rasterio.open(tmp_path / "a.tif") as ds:
+        assert ds.compression is None and np.array_equal(ds.read(), data)
