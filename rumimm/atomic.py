@@ -32,16 +32,27 @@ def _temp_name(target_name: str) -> str:
     return f".{target_name[:_NAME_ROOM]}.rumimm-{os.getpid()}-{secrets.token_hex(4)}.tmp"
 
 
+def _target(path) -> tuple[str, int | None]:
+    """The file a write of ``path`` replaces (through a symlink: its target, the link kept) and its mode.
+
+    The mode is None for a new file, which gets ``0o666 & ~umask`` from the kernel.
+    """
+    target = os.path.realpath(os.fspath(path))
+    try:
+        return target, os.stat(target).st_mode & 0o7777
+    except (FileNotFoundError, NotADirectoryError):
+        return target, None
+
+
 def temp_path(dst) -> str:
-    """A fresh temporary path next to ``dst``, named so that :func:`clean` finds it if its writer dies.
+    """A fresh temporary path next to ``dst``'s target, named so that :func:`clean` finds it if its writer dies.
 
     Only a name: whoever creates the file (GDAL, Pillow, ``open``) applies the umask.
     """
-    dst = os.fspath(dst)
-    folder = os.path.dirname(os.path.abspath(dst))
+    folder, name = os.path.split(os.path.realpath(os.fspath(dst)))
     if not os.path.isdir(folder):
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", folder)
-    return os.path.join(folder, _temp_name(os.path.basename(dst)))
+    return os.path.join(folder, _temp_name(name))
 
 
 @contextmanager
@@ -49,15 +60,21 @@ def replacing(dst):
     """Yield a :func:`temp_path` for ``dst``; it replaces ``dst`` if the block succeeds, else is removed.
 
     For outputs written by other libraries (GeoTIFFs, PNGs, blob files); rumi files
-    go through :class:`AtomicFile`, which also locks and fsyncs.
+    go through :class:`AtomicFile`, which also locks and fsyncs.  Like it, a write
+    through a symlink replaces the link's target, a replaced file keeps its mode, and
+    what killed writers of the same target left is removed.
     """
     tmp = temp_path(dst)
+    target, mode = _target(dst)
     try:
         yield tmp
-        os.replace(tmp, os.fspath(dst))
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException:
         _remove([tmp])
         raise
+    _remove(stale_temp_files(*os.path.split(target)))
 
 
 def _lock(fd: int, blocking: bool) -> bool:
@@ -168,12 +185,8 @@ class AtomicFile:
 
     def __init__(self, path: str):
         self.path = path
-        self.target = os.path.realpath(path)  # through a symlink: replace its target, keep the link
+        self.target, mode = _target(path)  # through a symlink: replace its target, keep the link
         directory, name = os.path.split(self.target)
-        try:
-            mode = os.stat(self.target).st_mode & 0o7777
-        except (FileNotFoundError, NotADirectoryError):
-            mode = None  # a new file: 0o666 & ~umask, applied by the kernel at creation
         self.tmp = os.path.join(directory, _temp_name(name))
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
         try:

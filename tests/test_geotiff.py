@@ -414,3 +414,15 @@ def test_a_cog_export_without_compression_is_uncompressed(tmp_path):
     to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", compress=None, cog=True)
     with rasterio.open(tmp_path / "a.tif") as ds:
         assert ds.compression is None and np.array_equal(ds.read(), data)
+
+
+def test_an_export_through_a_symlink_replaces_its_target_and_keeps_its_mode(tmp_path):
+    rumimm.write(tmp_path / "a.rumi", sample("uint8", (1, 16, 16)), tile=16)
+    (tmp_path / "real.tif").write_bytes(b"old")
+    os.chmod(tmp_path / "real.tif", 0o444)
+    os.symlink("real.tif", tmp_path / "link.tif")
+    to_geotiff(tmp_path / "a.rumi", tmp_path / "link.tif")
+    assert os.path.islink(tmp_path / "link.tif")
+    assert (tmp_path / "real.tif").read_bytes()[:2] == b"II"
+    assert (tmp_path / "real.tif").stat().st_mode & 0o777 == 0o444
+    assert sorted(os.listdir(tmp_path)) == ["a.rumi", "link.tif", "real.tif"]
