@@ -28,13 +28,13 @@ from collections import deque
 
 import numpy as np
 
+from . import encode_pool
 from .atomic import AtomicFile
 from .blob import build_header
 from .errors import RumiError, RumiWarning, where
 from .frame_job import FrameJob, JobArgs, encode_specs, frame_specs
 from .grid import FrameUnit, Grid, frame_unit
 from .tiff import build_prefix
-from .encode_pool import ROWS_IN_FLIGHT as _ROWS_IN_FLIGHT
 from .write_args import (check_frame_size, resolve_encoding, resolve_format_version, resolve_georef, resolve_path,
                          resolve_shape, resolve_threads, resolve_tile)
 
@@ -214,15 +214,13 @@ class Writer:
 
     # -- choosing how to compress ---------------------------------------------------
     def _make_backend(self, raw_bytes: int):
-        from . import encode_pool
-
         self.backend_name = "serial"
         # openzl.ext compresses with the GIL held: threads add nothing, processes do,
         # once the image is large enough to pay for them (started once, then reused)
         workers = self.threads - 1
         limit = PROCESS_MIN_BYTES if encode_pool.pool_running(workers) else PROCESS_START_MIN_BYTES
         frames_per_row = self.grid.tiles_across * self.grid.frames_per_position
-        if (workers < 1 or frames_per_row < 2 or raw_bytes < max(limit, PROCESS_MIN_BYTES) or _WORKERS_FAILED
+        if (workers < 1 or frames_per_row < 2 or raw_bytes < limit or _WORKERS_FAILED
                 or not _codec_reaches_workers(self.codec)):
             return _SerialBackend(self._job, self.grid)
         try:
@@ -289,7 +287,7 @@ class Writer:
             self._pending.append(self._backend.submit(r, block))
             del block
             self._next_row += 1
-            while len(self._pending) >= _ROWS_IN_FLIGHT:
+            while len(self._pending) >= encode_pool.ROWS_IN_FLIGHT:
                 self._flush_one()
         except BaseException:
             self.abort()
