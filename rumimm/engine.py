@@ -47,7 +47,7 @@ from .errors import RumiError, where
 from .grid import FrameUnit
 from .window import segments
 
-__all__ = ["FrameSource", "load", "loaded", "execute", "read_window", "read_windows", "decode_frames",
+__all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
            "PARALLEL_MIN_BYTES"]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
@@ -61,12 +61,16 @@ _ALIGN = 64
 _load_lock = threading.RLock()
 _local = threading.local()
 K = None  # rumimm.kernels once loaded
-_native = None  # rumimm.codec.native once loaded
 _geozl = None  # rumimm.codec.geozl_lib once loaded (the C decoder through ctypes)
 _checks = None  # rumimm.frame_checks once loaded (frame headers, errors, the openzl.ext fallback decoder)
 _threads = None  # rumimm.threads once loaded (the decode thread pool)
 _NATIVE = False  # geozl's GIL-free C decoder is bound
 _NO_SCRATCH = np.zeros(1, np.uint8)
+
+
+def _align(n: int) -> int:
+    """``n`` rounded up to a multiple of ``_ALIGN`` (scratch slots start on cache lines)."""
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 def _load_decoder() -> bool:
@@ -102,7 +106,7 @@ def load():
     scratch memory instead of returning it to the kernel after every frame: half a
     frame's decode time; ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
     """
-    global K, _native
+    global K
     if K is not None:
         return K
     with _load_lock:
@@ -111,7 +115,6 @@ def load():
             from . import kernels
             from .codec import native
 
-            _native = native
             native.available()  # the same library, its entry points registered for the kernels
             _warm(kernels)
             K = kernels
@@ -134,11 +137,6 @@ def _warm(kern) -> None:
     frames = kern.Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64)
     place = kern.Placement(plan, bands, np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True)
     kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 0, 1, 0)
-
-
-def loaded() -> bool:
-    """Whether :func:`load` has run in this process."""
-    return K is not None
 
 
 def _compiler_lock():
@@ -337,9 +335,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
         keep.extend(fresh)
     elif missing:
         for g in missing:
-            fs = sources[owners[g]]
-            if not fs.typed[klist[g]]:
-                _checks.check_header(fs, klist[g])
+            _checks.check_header(sources[owners[g]], klist[g])
         if new_bytes >= PARALLEL_MIN_BYTES:  # threads pay off only with enough work
             chunks = _threads.parallel_slot(len(missing))
         if store:
@@ -349,7 +345,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
                 fresh.append(frame)
             keep.extend(fresh)
         else:
-            stride = (max(sizes) + _ALIGN - 1) // _ALIGN * _ALIGN
+            stride = _align(max(sizes))
             scratch = _scratch(stride * chunks)
             keep.append(scratch)
     status = np.zeros(ngroups, np.int64)
@@ -400,6 +396,20 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
     return out
 
 
+def _decode_into(fs: FrameSource, src, size, k: int, frame: np.ndarray):
+    """Decode frame k (``src``/``size``: ``fs.frame_table()``) into ``frame`` with geozl's C decoder.
+
+    The GIL is released while it decodes.  Checks the decoded byte count and masks
+    sub-byte samples; returns None, or the failing status for ``frame_error``.
+    """
+    got = _geozl.decompress(int(src[k]), int(size[k]), frame.ctypes.data, frame.shape[0], fs.verify)
+    if got != frame.shape[0]:
+        return got if got < 0 else _geozl.STATUS_SIZE_MISMATCH
+    if fs.mask != 0xFF:
+        np.bitwise_and(frame, fs.mask, out=frame)
+    return None
+
+
 def _read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int, out) -> None:
     """Read a window of few frames with geozl's C decoder through ctypes, no numba.
 
@@ -415,17 +425,15 @@ def _read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int
     dst = out.view(np.uint8).reshape(out.shape + (fs.isz,))
     jobs = []  # (frame, decoded bytes, frame shape, (out slot, out rows, out cols), (planes, rows, cols))
     for r, fy, cy, dy in rows:
-        fh = min(g.tile_length, g.image_length - r * g.tile_length)
         for c, fx, cx, dx in cols:
-            fw = min(g.tile_width, g.image_width - c * g.tile_width)
+            fh, fw = g.edge_size(r, c)
             shape = (planes, fh, fw, fs.isz)
             into = (slice(dy, dy + cy), slice(dx, dx + cx))
             take = (slice(fy, fy + (cy - 1) * ys + 1, ys), slice(fx, fx + (cx - 1) * xs + 1, xs))
-            pos = r * g.tiles_across + c
             if cell:
-                jobs.append((pos, shape, (slice(None),) + into, (bands,) + take))
+                jobs.append((g.frame_index(r, c), shape, (slice(None),) + into, (bands,) + take))
             else:
-                jobs.extend((pos * g.samples_per_pixel + b, shape, (slot,) + into, (0,) + take)
+                jobs.extend((g.frame_index(r, c, b), shape, (slot,) + into, (0,) + take)
                             for slot, b in enumerate(bands.tolist()))
     klist = [job[0] for job in jobs]
     sizes = [planes * shape[1] * shape[2] * shape[3] for _, shape, _, _ in jobs]
@@ -435,22 +443,15 @@ def _read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int
     new_bytes = sum(sizes[i] for i in missing)
     store = found is not None and bool(missing) and fs.cache.admits(new_bytes)
     if missing and not store:
-        stride = (max(sizes[i] for i in missing) + _ALIGN - 1) // _ALIGN * _ALIGN
+        stride = _align(max(sizes[i] for i in missing))
         scratch = _scratch(stride * len(missing))
-    src, size, typed = fs.frame_table()
+    src, size, _ = fs.frame_table()
     for n, i in enumerate(missing):
-        if not typed[klist[i]]:
-            _checks.check_header(fs, klist[i])
+        _checks.check_header(fs, klist[i])
         frames[i] = np.empty(sizes[i], np.uint8) if store else scratch[n * stride:n * stride + sizes[i]]
 
     def decode(i):
-        k, frame = klist[i], frames[i]
-        got = _geozl.decompress(int(src[k]), int(size[k]), frame.ctypes.data, sizes[i], fs.verify)
-        if got != sizes[i]:
-            return got if got < 0 else _geozl.STATUS_SIZE_MISMATCH
-        if fs.mask != 0xFF:
-            np.bitwise_and(frame, fs.mask, out=frame)
-        return None
+        return _decode_into(fs, src, size, klist[i], frames[i])
 
     keep = fs.mapping()  # alive while the decoder reads it
     chunks = _threads.parallel_slot(len(missing)) if new_bytes >= PARALLEL_MIN_BYTES else 1
@@ -489,32 +490,22 @@ def read_windows(sources, index: np.ndarray, bands: np.ndarray, y0: np.ndarray, 
         execute(sources, plan, bands, ys, xs, out4)
 
 
-def decode_frames(fs: FrameSource, frames) -> list[np.ndarray]:
+def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
     """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype."""
-    kern = K if K is not None else load()
+    native = _load_decoder()
     out = []
-    for k in frames:
+    for k in ks:
         k = int(k)
-        nbytes = fs.grid.frame_samples(k) * fs.isz
-        if not _NATIVE:
+        if not native:
             raw = _checks.fallback_frames((fs,), [k], [0])[0]
         else:
-            src, size, typed = fs.frame_table()
-            keep = fs.mapping()
-            if not typed[k]:
-                _checks.check_header(fs, k)
-            raw = np.empty(nbytes, np.uint8)
-            plan = np.zeros((1, kern.PLAN_COLS), np.int64)
-            plan[0, kern.P_NBYTES] = nbytes  # one group with no copy entries: decode only
-            status = np.zeros(1, np.int64)
-            frames = kern.Frames(src, size, np.array([k], np.int64), np.array([raw.ctypes.data], np.uint64),
-                                 np.ones(1, np.uint8), np.zeros(2, np.int64), status)
-            place = kern.Placement(plan, np.zeros(1, np.int64), np.zeros((1, 1, 1, 1), np.uint8), 1, 1, fs.isz,
-                                   fs.mask, fs.verify)
-            bad = kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 1, 1, 0)
+            src, size, _ = fs.frame_table()
+            keep = fs.mapping()  # alive while the decoder reads it
+            _checks.check_header(fs, k)
+            raw = np.empty(fs.grid.frame_samples(k) * fs.isz, np.uint8)
+            status = _decode_into(fs, src, size, k, raw)
             del keep
-            if bad >= 0:
-                raise _checks.frame_error(fs, k, int(status[0]))
+            if status is not None:
+                raise _checks.frame_error(fs, k, int(status))
         out.append(raw.view(fs.dtype).reshape(fs.grid.frame_shape(k)))
     return out
-
