@@ -28,9 +28,12 @@ import numpy as np
 from . import cache as _cache
 from . import engine
 from .blob import Header
-from .errors import BlobError, FormatError, WindowError, where
+from .errors import BlobError, FormatError, RumiError, WindowError, where
+from .georef import parse_geokeys
 from .mapped import map_file
 from .rasterio_surface import RasterioSurface
+from .tiff import check_blob_prefix
+from .validate import index_mapping  # the full IFD walk, used only when no blob is given
 from .window import Run, Selection, select, select_read
 
 __all__ = ["Image", "open", "read_frames"]
@@ -101,13 +104,11 @@ class Image(RasterioSurface):
         if cache_bytes is None:
             cache, private = _cache.shared(), False
         else:
+            _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
-            _cache.check_size(cache_bytes)
         mm, buf = map_file(self.path)
         try:
             if hdr is None:
-                from .validate import index_mapping  # the full IFD walk, only when no blob is given
-
                 hdr = Header.parse(index_mapping(buf, self.path), path=self.path)
             else:
                 _check_blob(buf, hdr, self.path)
@@ -235,8 +236,6 @@ class Image(RasterioSurface):
         They sit at fixed places right before the first frame (the matrix 160 bytes
         before it, the key directory 32 bytes before it), so no IFD is parsed.
         """
-        from .georef import parse_geokeys
-
         buf = self._open_buf()
         base = self._grid.base_frame_offset
         matrix = np.frombuffer(buf, "<f8", 16, base - 160)
@@ -345,8 +344,6 @@ class Image(RasterioSurface):
     def _open_source(self) -> engine.FrameSource:
         src = self._source
         if src is None:
-            from .errors import RumiError
-
             raise RumiError(f"{where(self.path)}image is closed")
         return src
 
@@ -364,8 +361,6 @@ def _check_blob(buf: np.ndarray, hdr: Header, path) -> None:
     size = buf.shape[0]
     if size < hdr.base_frame_offset:
         _size_error(size, hdr, path)
-    from .tiff import check_blob_prefix
-
     check_blob_prefix(buf, hdr, path)
     if size != hdr.file_size:
         _size_error(size, hdr, path)
