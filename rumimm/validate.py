@@ -345,10 +345,10 @@ def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
             return
         rep.checked.append(CHECKED_MAGIC)
     if frames == "headers":
-        _check_frame_headers(buf, rep, f)
+        _check_frame_headers(buf, hdr, f)
         rep.checked.append(CHECKED_HEADERS)
     if frames == "decode":
-        _check_frame_decode(buf, rep, f)
+        _check_frame_decode(buf, hdr, f)
         rep.checked.append(CHECKED_DECODE)
 
 
@@ -381,7 +381,7 @@ def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) ->
     return True
 
 
-def _check_frame_headers(buf, rep: Report, f: _Findings) -> None:
+def _check_frame_headers(buf, hdr: Header, f: _Findings) -> None:
     """Each frame's OpenZL header declares one output of the right type and byte size.
 
     Reads only the header (~5 us a frame): no payload is decoded, so checksums and
@@ -389,7 +389,6 @@ def _check_frame_headers(buf, rep: Report, f: _Findings) -> None:
     """
     from .codec import check_frame_header
 
-    hdr = Header.parse(rep.blob, path=rep.path)
     offs, grid = hdr.offsets, hdr.grid
     for k in range(hdr.n_frames):
         row, col, band = grid.frame_position(k)
@@ -400,10 +399,9 @@ def _check_frame_headers(buf, rep: Report, f: _Findings) -> None:
             f.add(str(exc))
 
 
-def _check_frame_decode(buf, rep: Report, f: _Findings) -> None:
+def _check_frame_decode(buf, hdr: Header, f: _Findings) -> None:
     from .codec import FrameDecoder
 
-    hdr = Header.parse(rep.blob, path=rep.path)
     dec = FrameDecoder()
     offs = hdr.offsets
     for k in range(hdr.n_frames):
