@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .atomic import replacing
 from .errors import RumiError
 
 __all__ = ["catalog", "write_catalog", "read_catalog", "select_bbox", "catalog_images", "CATALOG_COLUMNS"]
@@ -200,15 +201,8 @@ def write_catalog(table, path, *, row_group_size: int | None = None) -> None:
 
     if b"geo" not in (table.schema.metadata or {}):
         raise ValueError("the table has no GeoParquet metadata; build it with rumimm.catalog")
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
+    with replacing(path) as tmp:  # named like every rumimm temp file: rumimm clean finds a killed write's
         pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def read_catalog(path, *, columns=None, bbox=None):
