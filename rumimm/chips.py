@@ -290,9 +290,6 @@ class ChipDataset:
         state["_images"] = OrderedDict()  # files are reopened, with their blobs, where the dataset lands
         return state
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-
     def __repr__(self) -> str:
         h, w = self.size
         return f"<rumimm.ChipDataset {len(self)} chips of {h} x {w} from {len(self.paths)} files>"
