@@ -49,15 +49,13 @@ import time
 import numpy as np
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-try:
-    import rumimm
-except ImportError:  # a plain checkout: use the working tree
+if _ROOT not in sys.path:  # a plain checkout: use the working tree and its compare.py
     sys.path.insert(0, _ROOT)
-    import rumimm
+
+import rumimm  # noqa: E402
+from asv_benchmarks.compare import EPSG, TRANSFORM, _floor_timer, write_geotiff  # noqa: E402
 
 BANDS, SIZE, CHIP, BATCH = 4, 2048, 256, 16
-TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
-EPSG = 32633
 MAIN = ("rumimm dataset (__getitems__)", "rumimm kept open (read_batch)", "rumimm opened per chip (blob)",
         "rumi-eo (rumi.read per chip)", "GDAL kept open", "GDAL opened per chip", "zarr default codec",
         "zarr blosc-zstd-bitshuffle", "zarr blosc-zstd-bitshuffle chunks 128")
@@ -74,9 +72,6 @@ def tile_engine(tile: int, unit: str) -> str:
 
 def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dict:
     """Every engine's copy of ``n`` scenes; returns the spec the workers read."""
-    import rasterio
-    from rasterio.transform import Affine
-
     from rumimm.synthetic import eo_scene
 
     files = {"scenes": [], "tiles": {}, "gdal": [], "zarr": [], "zarr_blosc": [], "zarr_blosc_128": []}
@@ -90,11 +85,7 @@ def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dic
             blob = rumimm.write(p, arr, tile=tile, unit=unit, transform=TRANSFORM, crs=EPSG)
             files["tiles"].setdefault(f"{tile} {unit}", []).append((p, blob.hex()))
         g = os.path.join(work, f"s{i}.tif")
-        profile = dict(driver="GTiff", width=size, height=size, count=BANDS, dtype="uint16", crs=f"EPSG:{EPSG}",
-                       transform=Affine(*TRANSFORM), tiled=True, blockxsize=512, blockysize=512, compress="zstd",
-                       zstd_level=9, predictor=2, num_threads="ALL_CPUS")
-        with rasterio.open(g, "w", **profile) as ds:
-            ds.write(arr)
+        write_geotiff(g, arr, 512)  # the single-file comparison's GeoTIFF: ZSTD 9, predictor 2, 512 blocks
         files["gdal"].append(g)
         if not skip_zarr:
             import zarr
@@ -216,7 +207,6 @@ def _floor(spec: dict, threads: int):
     The same decode-only timer as the single-file comparison (``compare.py``): each chip's
     frames, already in memory, decoded by the GIL-free batch decoder and nothing else.
     """
-    from asv_benchmarks.compare import _floor_timer
     from rumimm.blob import Header
 
     timers = [_floor_timer(Header.parse(bytes.fromhex(b)), np.fromfile(p, np.uint8), threads)
