@@ -212,19 +212,22 @@ def _ifd_template(g: Grid, bits_per_sample: int, sample_format: int, counts) -> 
 
 @functools.lru_cache(maxsize=4096)
 def _expected_ifd(grid: Grid, bits_per_sample: int, sample_format: int, counts) -> tuple[int, int]:
-    """(expected bytes 0..252, mask) of a file's header and IFD, as little-endian ints."""
-    want = bytearray(IFD_END)
+    """(expected bytes 0..252, mask) of a file's header and IFD, as little-endian ints.
+
+    The expected bytes are the writer's own layout (:func:`_layout`); the mask keeps the
+    header, every entry's tag, type and count, the used bytes of its value or pointer,
+    and the next-IFD offset, and hides the unused bytes of inline values.
+    """
+    prefix, _ = _layout(grid, _inline_values(grid, bits_per_sample, sample_format, counts).get, external=False)
+    b, n = grid.samples_per_pixel, grid.n_frames
     mask = bytearray(IFD_END)
-    want[:16] = BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE)
-    want[16:24] = struct.pack("<Q", N_TAGS)
     mask[:24] = b"\xff" * 24
-    for i, (tag, typ, cnt, value) in enumerate(_ifd_template(grid, bits_per_sample, sample_format, counts)):
-        at = 24 + 20 * i
-        struct.pack_into("<HHQ", want, at, int(tag), int(typ), cnt)
-        want[at + 12:at + 12 + len(value)] = value
-        mask[at:at + 12 + len(value)] = b"\xff" * (12 + len(value))
+    for i, (typ, count) in enumerate(FIXED_TAGS.values()):
+        used = 12 + min(count(b, n) * typ.size, 8)
+        mask[24 + 20 * i:24 + 20 * i + used] = b"\xff" * used
     mask[IFD_END - 8:IFD_END] = b"\xff" * 8  # next-IFD offset 0
-    return int.from_bytes(want, "little"), int.from_bytes(mask, "little")
+    m = int.from_bytes(mask, "little")
+    return int.from_bytes(bytes(prefix[:IFD_END]), "little") & m, m
 
 
 def _inline_counts(hdr) -> tuple[int, ...] | None:
