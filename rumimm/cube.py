@@ -81,12 +81,11 @@ def _read_stack(images, bands, y0, ys, ny, x0, xs, nx, out4):
 
 def _georef_block(img: Image) -> bytes | None:
     """The 160 bytes of the two georeferencing tags, or None when no CRS is set."""
-    buf = img._open_buf()
-    base = img._grid.base_frame_offset
-    keys = np.frombuffer(buf, "<u2", 16, base - 32)
+    block = img.georef_block()
+    keys = np.frombuffer(block, "<u2", 16, 128)
     if int(keys[7]) == 0:  # GTModelTypeGeoKey 0: undefined georeferencing
         return None
-    return bytes(buf[base - 160:base])
+    return block
 
 
 def _check_aligned(images) -> None:

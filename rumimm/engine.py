@@ -39,7 +39,6 @@ import logging  # noqa: F401  (numba imports it; both register fork hooks of the
 import os
 import sys
 import threading
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -164,54 +163,69 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
 
 
-@dataclass(eq=False)
 class FrameSource:
-    """What the engine needs of one open file: its mapping, frame table and caching.
+    """What the engine needs of one open file: the file, its frame table and caching.
 
-    ``Image`` makes one at open; the frame table (absolute frame addresses and
-    sizes) and the per-frame "header checked" flags are built on the first read.
+    ``Image`` makes one at open (``file`` is a ``mapped.OpenFile``, None once closed);
+    the per-frame "header checked" flags and, for the kernels, the frames' addresses in
+    the mapping are built on first use.
     """
 
-    path: str
-    header: object  # rumimm.blob.Header
-    buf: np.ndarray | None  # the file mapping, uint8; None once closed
-    cache: object  # rumimm.cache.FrameCache or None
-    token: int  # this source's key in the cache
-    verify: bool
-    magic0: int  # frame 0's first 4 bytes: every frame must start with them
-    grid_rows: np.ndarray = field(init=False)  # int64 (1, GRID_COLS) for the planner
-    src: np.ndarray | None = field(default=None, init=False)  # uint64 frame addresses
-    size: np.ndarray | None = field(default=None, init=False)  # uint64 frame byte counts
-    typed: np.ndarray | None = field(default=None, init=False)  # uint8: frame header checked
+    __slots__ = ("path", "header", "file", "cache", "token", "verify", "magic0", "grid", "enc", "dtype", "isz",
+                 "mask", "n_frames", "cell", "_grid_rows", "src", "typed")
 
-    def __post_init__(self):
-        g = self.header.grid
-        enc = self.header.encoding
-        self.grid = g
-        self.enc = enc
+    def __init__(self, path: str, header, file, cache, token: int, verify: bool, magic0: int):
+        self.path = path
+        self.header = header  # rumimm.blob.Header
+        self.file = file
+        self.cache = cache  # rumimm.cache.FrameCache or None
+        self.token = token  # this source's key in the cache
+        self.verify = verify
+        self.magic0 = magic0  # frame 0's first 4 bytes: every frame must start with them
+        self.grid = g = header.grid
+        self.enc = enc = header.encoding
         self.dtype = enc.dtype
         self.isz = enc.itemsize
         self.mask = (1 << enc.bits_per_sample) - 1 if enc.subbyte else 0xFF
         self.n_frames = g.n_frames
-        self.grid_rows = np.array([[g.tile_length, g.tile_width, g.tiles_across, g.tiles_down,
-                                    g.samples_per_pixel, int(g.unit == FrameUnit.CELL),
-                                    g.image_length, g.image_width]], np.int64)
+        self.cell = g.unit == FrameUnit.CELL
+        self._grid_rows = None
+        self.src = None  # uint64 frame addresses in the mapping
+        self.typed = None  # uint8 per frame: its OpenZL header was checked
+
+    @property
+    def grid_rows(self) -> np.ndarray:
+        """The grid as one int64 (1, GRID_COLS) row, for the planning kernels."""
+        if self._grid_rows is None:
+            g = self.grid
+            self._grid_rows = np.array([[g.tile_length, g.tile_width, g.tiles_across, g.tiles_down,
+                                         g.samples_per_pixel, int(g.unit == FrameUnit.CELL),
+                                         g.image_length, g.image_width]], np.int64)
+        return self._grid_rows
+
+    def opened(self):
+        """The open file (``mapped.OpenFile``); RumiError once closed."""
+        f = self.file
+        if f is None:
+            raise RumiError(f"{where(self.path)}image is closed")
+        return f
 
     def mapping(self) -> np.ndarray:
-        """The file mapping; RumiError once closed."""
-        buf = self.buf
-        if buf is None:
-            raise RumiError(f"{where(self.path)}image is closed")
-        return buf
+        """The file mapping (made on first use); RumiError once closed."""
+        return self.opened().mapping()
+
+    def checked(self) -> np.ndarray:
+        """The per-frame "header checked" flags, allocated on first use."""
+        if self.typed is None:
+            self.typed = np.zeros(self.n_frames, np.uint8)
+        return self.typed
 
     def frame_table(self):
-        """(src, size, typed), built on first use (one allocation of 17 bytes per frame)."""
-        if self.typed is None:
+        """(src, size, typed) for the kernels: frame addresses in the mapping, byte counts, flags."""
+        if self.src is None:
             buf = self.mapping()
             self.src = self.header.offsets[:-1] + np.uint64(buf.ctypes.data)
-            self.size = self.header._frame_bytes
-            self.typed = np.zeros(self.n_frames, np.uint8)
-        return self.src, self.size, self.typed
+        return self.src, self.header._frame_bytes, self.checked()
 
     def position(self, k: int) -> str:
         row, col, band = self.grid.frame_position(k)
@@ -227,15 +241,16 @@ class FrameSource:
         return self.mapping()[start:start + int(self.header.byte_count(k))]
 
 
-def _scratch(nbytes: int) -> np.ndarray:
-    """This thread's decode scratch buffer (reused up to SCRATCH_KEEP_BYTES)."""
-    buf = getattr(_local, "scratch", None)
-    if buf is not None and buf.shape[0] >= nbytes:
-        return buf
+def _scratch(nbytes: int) -> tuple[np.ndarray, int]:
+    """This thread's decode scratch buffer and its address (reused up to SCRATCH_KEEP_BYTES)."""
+    held = getattr(_local, "scratch", None)
+    if held is not None and held[0].shape[0] >= nbytes:
+        return held
     buf = np.empty(nbytes, np.uint8)
+    held = (buf, buf.ctypes.data)
     if nbytes <= SCRATCH_KEEP_BYTES:
-        _local.scratch = buf
-    return buf
+        _local.scratch = held
+    return held
 
 
 # --------------------------------------------------------------------------- the engine
@@ -346,7 +361,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
             keep.extend(fresh)
         else:
             stride = _align(max(sizes))
-            scratch = _scratch(stride * chunks)
+            scratch = _scratch(stride * chunks)[0]
             keep.append(scratch)
     status = np.zeros(ngroups, np.int64)
     fs0 = sources[0]
@@ -383,12 +398,17 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
         out = np.empty((nb, y.count, x.count), fs.dtype)
     if not (nb and y.count and x.count):
         return out
-    fs.mapping()
-    rows = segments(y.start, y.step, y.count, fs.grid.tile_length, fs.grid.image_length)
-    cols = segments(x.start, x.step, x.count, fs.grid.tile_width, fs.grid.image_width)
-    per = 1 if fs.grid.unit == FrameUnit.CELL else nb
-    if rows.shape[0] * cols.shape[0] * per <= SMALL_READ_FRAMES and _load_decoder():
-        _read_small(fs, bands, rows.tolist(), cols.tolist(), y.step, x.step, out)
+    fs.opened()
+    g = fs.grid
+    r, fy = divmod(y.start, g.tile_length)
+    c, fx = divmod(x.start, g.tile_width)
+    if fy + (y.count - 1) * y.step < g.tile_length and fx + (x.count - 1) * x.step < g.tile_width:
+        rows, cols = [(r, fy, y.count, 0)], [(c, fx, x.count, 0)]  # one grid position: what segments gives
+    else:
+        rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
+        cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
+    if len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES and _load_decoder():
+        _read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
     kern = K if K is not None else load()
     plan = kern.plan_window(fs.grid_rows[0], bands, y.start, y.step, y.count, x.start, x.step, x.count, fs.isz)
@@ -396,13 +416,13 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
     return out
 
 
-def _decode_into(fs: FrameSource, src, size, k: int, frame: np.ndarray):
-    """Decode frame k (``src``/``size``: ``fs.frame_table()``) into ``frame`` with geozl's C decoder.
+def _decode_into(fs: FrameSource, src: int, nbytes: int, frame: np.ndarray, dst: int):
+    """Decode the ``nbytes``-byte frame at address ``src`` into ``frame`` (at address ``dst``).
 
-    The GIL is released while it decodes.  Checks the decoded byte count and masks
-    sub-byte samples; returns None, or the failing status for ``frame_error``.
+    geozl's C decoder, GIL released.  Checks the decoded byte count and masks sub-byte
+    samples; returns None, or the failing status for ``frame_error``.
     """
-    got = _geozl.decompress(int(src[k]), int(size[k]), frame.ctypes.data, frame.shape[0], fs.verify)
+    got = _geozl.decompress(src, nbytes, dst, frame.shape[0], fs.verify)
     if got != frame.shape[0]:
         return got if got < 0 else _geozl.STATUS_SIZE_MISMATCH
     if fs.mask != 0xFF:
@@ -410,60 +430,128 @@ def _decode_into(fs: FrameSource, src, size, k: int, frame: np.ndarray):
     return None
 
 
+def _raw_buffer(nbytes: int) -> tuple[np.ndarray, int]:
+    """This thread's buffer for a frame's compressed bytes, and its address (kept up to SCRATCH_KEEP_BYTES)."""
+    held = getattr(_local, "raw", None)
+    if held is not None and held[0].shape[0] >= nbytes:
+        return held
+    buf = np.empty(max(nbytes, 1 << 16), np.uint8)
+    held = (buf, buf.ctypes.data)
+    if nbytes <= SCRATCH_KEEP_BYTES:
+        _local.raw = held
+    return held
+
+
+def _decode_copied(fs: FrameSource, f, k: int, frame: np.ndarray, dst: int):
+    """Copy frame k's bytes out of the file with one pread, check its header once, decode it into ``frame``.
+
+    A chip's frames are read this way rather than through the mapping: as fast
+    (the copy costs what faulting a fresh mapping's pages in costs), and a file
+    truncated while open gives an error, not SIGBUS.  ``f`` is ``fs.file``.
+    """
+    off = fs.header.offsets
+    start = int(off[k])
+    nbytes = int(off[k + 1]) - start
+    buf, addr = _raw_buffer(nbytes)
+    raw = buf[:nbytes]
+    f.read_into(raw, start)
+    _checks.check_header(fs, k, raw)
+    return _decode_into(fs, addr, nbytes, frame, dst)
+
+
 def _read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int, out) -> None:
     """Read a window of few frames with geozl's C decoder through ctypes, no numba.
 
     ``rows`` and ``cols`` are ``window.segments`` lists.  The same steps as
-    :func:`execute`: cached frames, each new frame's header checked once, decoded (GIL
-    released) into a buffer the cache keeps or into this thread's scratch, its decoded
-    byte count checked, sub-byte samples masked, one :func:`_frame_error` for the first
-    failed frame; the rectangles are then placed by numpy slicing.
+    :func:`execute`, frame by frame: a cached frame is used as is; a new one is copied
+    out of the file, its header checked once, decoded (GIL released) into a buffer the
+    cache keeps or into this thread's scratch, its decoded byte count checked and
+    sub-byte samples masked (:func:`_decode_copied`); the first failure raises one
+    ``frame_error``.  Rectangles are placed by numpy slicing.  Frames holding 1 MiB or
+    more in all are decoded on the decode threads, from the mapping (:func:`_decode_parallel`).
     """
     g = fs.grid
-    cell = g.unit == FrameUnit.CELL
+    cell = fs.cell
     planes = g.samples_per_pixel if cell else 1
     dst = out.view(np.uint8).reshape(out.shape + (fs.isz,))
-    jobs = []  # (frame, decoded bytes, frame shape, (out slot, out rows, out cols), (planes, rows, cols))
+    slots = [(slice(None), None)] if cell else list(enumerate(bands.tolist()))
+    jobs = []  # (frame, frame shape, out index, frame index)
     for r, fy, cy, dy in rows:
         for c, fx, cx, dx in cols:
             fh, fw = g.edge_size(r, c)
             shape = (planes, fh, fw, fs.isz)
             into = (slice(dy, dy + cy), slice(dx, dx + cx))
             take = (slice(fy, fy + (cy - 1) * ys + 1, ys), slice(fx, fx + (cx - 1) * xs + 1, xs))
-            if cell:
-                jobs.append((g.frame_index(r, c), shape, (slice(None),) + into, (bands,) + take))
+            for slot, b in slots:
+                k = g.frame_index(r, c) if cell else g.frame_index(r, c, b)
+                jobs.append((k, shape, (slot,) + into, ((bands,) if cell else (0,)) + take))
+    nbytes = planes * g.tile_length * g.tile_width * fs.isz  # a bound: edge frames are smaller
+    if len(jobs) > 1 and len(jobs) * nbytes >= PARALLEL_MIN_BYTES and _decode_parallel(fs, jobs, dst):
+        return
+    cache = fs.cache
+    f = fs.opened()  # held until the read returns: the descriptor stays open
+    fs.checked()
+    for n, (k, shape, into, take) in enumerate(jobs):
+        hit = None if cache is None else cache.get((fs.token, k))
+        if hit is not None:
+            frame = hit[0]
+        else:
+            size = shape[0] * shape[1] * shape[2] * shape[3]
+            store = cache is not None and cache.admits(size)
+            if store:
+                frame = np.empty(size, np.uint8)
+                addr = frame.ctypes.data
             else:
-                jobs.extend((g.frame_index(r, c, b), shape, (slot,) + into, (0,) + take)
-                            for slot, b in enumerate(bands.tolist()))
-    klist = [job[0] for job in jobs]
-    sizes = [planes * shape[1] * shape[2] * shape[3] for _, shape, _, _ in jobs]
-    found = _lookup((fs,), [0] * len(jobs), klist)
-    frames = [None if found is None or found[i] is None else found[i][0] for i in range(len(jobs))]
-    missing = [i for i, f in enumerate(frames) if f is None]
-    new_bytes = sum(sizes[i] for i in missing)
-    store = found is not None and bool(missing) and fs.cache.admits(new_bytes)
-    if missing and not store:
-        stride = _align(max(sizes[i] for i in missing))
-        scratch = _scratch(stride * len(missing))
-    src, size, _ = fs.frame_table()
-    for n, i in enumerate(missing):
-        _checks.check_header(fs, klist[i])
-        frames[i] = np.empty(sizes[i], np.uint8) if store else scratch[n * stride:n * stride + sizes[i]]
+                scratch, addr = _scratch(size)
+                frame = scratch[:size]
+            status = _decode_copied(fs, f, k, frame, addr)
+            if status is not None:
+                raise _checks.frame_error(fs, k, int(status))
+            if store:
+                cache.put_many([(fs.token, k)], [frame], [addr])
+        dst[into] = frame.reshape(shape)[take]
 
-    def decode(i):
-        return _decode_into(fs, src, size, klist[i], frames[i])
 
-    keep = fs.mapping()  # alive while the decoder reads it
-    chunks = _threads.parallel_slot(len(missing)) if new_bytes >= PARALLEL_MIN_BYTES else 1
-    if chunks > 1:
-        try:
-            done = _threads.run_workers(lambda w: [(i, decode(i)) for i in missing[w::chunks]], chunks)
-        finally:
-            _threads.release_parallel()
-        status = dict(itertools.chain.from_iterable(done))
-    else:
-        status = {i: decode(i) for i in missing}
-    del keep
+def _decode_parallel(fs: FrameSource, jobs, dst) -> bool:
+    """Decode a few large new frames on the decode threads, from the mapping, and place them.
+
+    Returns False (nothing done) when the parallel slot is taken or only one thread is set.
+    """
+    chunks = _threads.parallel_slot(len(jobs))
+    if chunks < 2:
+        return False
+    try:
+        klist = [job[0] for job in jobs]
+        found = _lookup((fs,), [0] * len(jobs), klist)
+        frames = [None if found is None or found[i] is None else found[i][0] for i in range(len(jobs))]
+        missing = [i for i, f in enumerate(frames) if f is None]
+        chunks = min(chunks, len(missing))
+        sizes = [int(np.prod(jobs[i][1])) for i in missing]
+        store = found is not None and fs.cache.admits(sum(sizes))
+        stride = _align(max(sizes, default=0))
+        scratch, base = (None, 0) if store or not missing else _scratch(stride * len(missing))
+        addrs = {}
+        for n, (i, size) in enumerate(zip(missing, sizes)):
+            if store:
+                frames[i] = np.empty(size, np.uint8)
+                addrs[i] = frames[i].ctypes.data
+            else:
+                frames[i] = scratch[n * stride:n * stride + size]
+                addrs[i] = base + n * stride
+        src, nbytes, _ = fs.frame_table()
+        keep = fs.mapping()  # alive while the decoders read it
+        for i in missing:
+            _checks.check_header(fs, klist[i])
+
+        def work(w):
+            return [(i, _decode_into(fs, int(src[klist[i]]), int(nbytes[klist[i]]), frames[i], addrs[i]))
+                    for i in missing[w::chunks]]
+
+        done = _threads.run_workers(work, chunks) if chunks > 1 else [work(0)]
+        del keep
+    finally:
+        _threads.release_parallel()
+    status = dict(itertools.chain.from_iterable(done))
     bad = [i for i in missing if status[i] is not None]
     if bad:
         raise _checks.frame_error(fs, klist[bad[0]], int(status[bad[0]]))
@@ -471,7 +559,8 @@ def _read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int
         dst[into] = frame.reshape(shape)[take]
     if store:
         fs.cache.put_many([(fs.token, klist[i]) for i in missing], [frames[i] for i in missing],
-                          [frames[i].ctypes.data for i in missing])
+                          [addrs[i] for i in missing])
+    return True
 
 
 def read_windows(sources, index: np.ndarray, bands: np.ndarray, y0: np.ndarray, ys: int, ny: int,
@@ -499,12 +588,10 @@ def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
         if not native:
             raw = _checks.fallback_frames((fs,), [k], [0])[0]
         else:
-            src, size, _ = fs.frame_table()
-            keep = fs.mapping()  # alive while the decoder reads it
-            _checks.check_header(fs, k)
+            f = fs.opened()
+            fs.checked()
             raw = np.empty(fs.grid.frame_samples(k) * fs.isz, np.uint8)
-            status = _decode_into(fs, src, size, k, raw)
-            del keep
+            status = _decode_copied(fs, f, k, raw, raw.ctypes.data)
             if status is not None:
                 raise _checks.frame_error(fs, k, int(status))
         out.append(raw.view(fs.dtype).reshape(fs.grid.frame_shape(k)))

@@ -1,34 +1,123 @@
-"""Map a file read-only through one descriptor.
+"""A rumi file opened read-only: one descriptor, positional reads, and the mapping on demand.
 
-Opening, ``fstat`` and ``mmap`` all use the same descriptor, so a reader sees one
-file whole even while another process replaces it by rename (the old inode stays
-mapped; its size is the one measured).  Arrays are made with ``np.frombuffer``,
-which holds a buffer export of the map: ``mmap.close()`` then raises BufferError and
-leaves the map in place while any array of it lives, instead of unmapping memory a
-read in flight still uses.
+Opening, ``fstat``, positional reads (``pread``) and ``mmap`` all use one descriptor,
+so a reader sees one file whole even while another process replaces it by rename
+(the old inode stays open; its size is the one measured at open).
+
+Two ways in, chosen by cost (``docs/dev/engine.md``):
+
+* :meth:`OpenFile.read` / :meth:`OpenFile.read_into` copy a byte range with one
+  ``pread``: what opening (the 252 bytes of header and IFD, the georeferencing) and a
+  chip's frames need.  Copying a 300 KB frame out of the page cache costs ~20 us;
+  faulting the same pages into a fresh mapping ~50 us, plus ~20 us to map and unmap.
+* :meth:`OpenFile.mapping` maps the whole file (``np.frombuffer`` over an ``mmap``)
+  on first use, for the numba kernels of larger reads, which decode straight from it.
+
+An open file holds its descriptor until the last holder lets go: a read in flight
+holds the ``OpenFile`` (and any array of the mapping holds the map), so closing an
+image never pulls a descriptor or a map from under a read.  Python's ``mmap`` keeps a
+duplicate descriptor of its own before Python 3.13 (``trackfd=False`` avoids it
+since), so a mapped file holds two descriptors there.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import sys
+import threading
 
 import numpy as np
 
 from .errors import FormatError, RumiError, where
 
-__all__ = ["map_file"]
+__all__ = ["OpenFile", "map_file"]
+
+_PREAD = hasattr(os, "preadv")
+_map_lock = threading.Lock()
+_TRACKFD = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
-def map_file(path) -> tuple[mmap.mmap, np.ndarray]:
-    """(mmap, uint8 array over it) of the whole file at ``path``.
+class OpenFile:
+    """The file at ``path`` opened read-only; ``size`` is its size at open.
 
     Raises
     ------
     FileNotFoundError, PermissionError
         As ``open`` does.
     FormatError
-        The file is empty (nothing to map).
+        The file is empty.
+    """
+
+    __slots__ = ("path", "fd", "size", "_buf")
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = -1
+        self._buf = None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            self.size = os.fstat(fd).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        if self.size == 0:
+            self.close()
+            raise FormatError(f"{where(path)}file is empty; expected a BigTIFF header")
+
+    def close(self) -> None:
+        """Close the descriptor and drop the mapping now (only when no read can be using them)."""
+        self._buf = None
+        self.__del__()
+
+    def __del__(self):
+        fd, self.fd = getattr(self, "fd", -1), -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except (OSError, TypeError):  # TypeError: os is gone at interpreter exit
+                pass
+
+    def mapping(self) -> np.ndarray:
+        """The whole file as a read-only uint8 array, mapped on first use."""
+        buf = self._buf
+        if buf is None:
+            with _map_lock:
+                buf = self._buf
+                if buf is None:
+                    now = os.fstat(self.fd).st_size
+                    if now < self.size:
+                        raise FormatError(f"{where(self.path)}file has {now} bytes, {self.size} when it was opened; "
+                                          "it was truncated after it was opened")
+                    mm = _mmap(self.fd, self.size, self.path, **_TRACKFD)
+                    buf = self._buf = np.frombuffer(mm, np.uint8)
+        return buf
+
+    def read(self, offset: int, n: int) -> bytes:
+        """``n`` bytes at ``offset``; fewer at the end of the file."""
+        if _PREAD:
+            return os.pread(self.fd, n, offset)
+        return bytes(self.mapping()[offset:offset + n])
+
+    def read_into(self, dst: np.ndarray, offset: int) -> None:
+        """Fill ``dst`` (uint8, contiguous) with the bytes at ``offset``; FormatError if the file ends first."""
+        n = dst.shape[0]
+        if _PREAD:
+            got = os.preadv(self.fd, [dst], offset)
+        else:  # no positional reads (Windows): copy from the mapping
+            got = min(n, max(0, self.size - offset))
+            dst[:got] = self.mapping()[offset:offset + got]
+        if got != n:
+            raise FormatError(f"{where(self.path)}file ends at byte {offset + got}, inside a frame that should "
+                              f"end at byte {offset + n}; it was truncated after it was opened")
+
+
+def map_file(path) -> tuple[mmap.mmap, np.ndarray]:
+    """(mmap, uint8 array over it) of the whole file, for a one-pass walk that unmaps when done.
+
+    Raises FileNotFoundError or PermissionError as ``open`` does, FormatError for an
+    empty file.
     """
     path = os.fspath(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
@@ -36,10 +125,14 @@ def map_file(path) -> tuple[mmap.mmap, np.ndarray]:
         size = os.fstat(fd).st_size
         if size == 0:
             raise FormatError(f"{where(path)}file is empty; expected a BigTIFF header")
-        try:
-            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as exc:
-            raise RumiError(f"{where(path)}cannot map file: {getattr(exc, 'strerror', None) or exc}") from exc
+        mm = _mmap(fd, size, path)
     finally:
         os.close(fd)
     return mm, np.frombuffer(mm, np.uint8)
+
+
+def _mmap(fd: int, size: int, path, **kw) -> mmap.mmap:
+    try:
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ, **kw)
+    except (OSError, ValueError) as exc:
+        raise RumiError(f"{where(path)}cannot map file: {getattr(exc, 'strerror', None) or exc}") from exc

@@ -19,7 +19,6 @@ from __future__ import annotations
 import builtins
 import itertools
 import os
-import struct
 import weakref
 from functools import cached_property
 
@@ -30,7 +29,7 @@ from . import engine
 from .blob import Header
 from .errors import BlobError, FormatError, RumiError, WindowError, where
 from .georef import parse_geokeys
-from .mapped import map_file
+from .mapped import OpenFile
 from .rasterio_surface import RasterioSurface
 from .tiff import check_blob_prefix
 from .validate import index_mapping  # the full IFD walk, used only when no blob is given
@@ -60,17 +59,12 @@ def _header_arg(header, path):
 
 
 
-def _release(mm, cache, token, private) -> None:
-    """Finaliser: forget an image's cached frames and unmap its file when unused."""
-    if cache is not None:
-        if private:
-            cache.clear()
-        else:
-            cache.discard_owner(token)
-    try:
-        mm.close()
-    except (BufferError, ValueError):
-        pass  # an in-flight read still holds the mapping; it is unmapped when that read ends
+def _release(cache, token, private) -> None:
+    """Finaliser: forget an image's cached frames (the file closes with its last holder)."""
+    if private:
+        cache.clear()
+    else:
+        cache.discard_owner(token)
 
 
 class Image(RasterioSurface):
@@ -106,25 +100,21 @@ class Image(RasterioSurface):
         else:
             _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
-        mm, buf = map_file(self.path)
+        file = OpenFile(self.path)
         try:
             if hdr is None:
-                hdr = Header.parse(index_mapping(buf, self.path), path=self.path)
+                hdr = Header.parse(index_mapping(file.mapping(), self.path), path=self.path)
+                magic0 = int.from_bytes(file.read(hdr.base_frame_offset, 4), "little")
             else:
-                _check_blob(buf, hdr, self.path)
-            (magic0,) = struct.unpack_from("<I", buf, hdr.base_frame_offset)
+                magic0 = _check_blob(file, hdr, self.path)
         except BaseException:
-            del buf
-            try:
-                mm.close()
-            except BufferError:
-                pass  # the exception's traceback still holds a view; the map goes with it
+            file.close()  # not left to the traceback, which may outlive this call
             raise
         self._init(hdr, cache_bytes, verify)
         self._cache = cache
-        self._token = next(_tokens)
-        self._source = engine.FrameSource(self.path, hdr, buf, cache, self._token, bool(verify), magic0)
-        self._finalizer = weakref.finalize(self, _release, mm, cache, self._token, private)
+        self._token = token = next(_tokens)
+        self._source = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify), magic0)
+        self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
         self._header = hdr
@@ -143,8 +133,9 @@ class Image(RasterioSurface):
         if src is None:
             return
         self._source = None
-        src.buf = None  # a read already holding the buffer keeps the map valid until it returns
-        self._finalizer()
+        src.file = None  # closed now, or when a read in flight that holds it returns
+        if self._finalizer is not None:
+            self._finalizer()
 
     @property
     def closed(self) -> bool:
@@ -236,10 +227,9 @@ class Image(RasterioSurface):
         They sit at fixed places right before the first frame (the matrix 160 bytes
         before it, the key directory 32 bytes before it), so no IFD is parsed.
         """
-        buf = self._open_buf()
-        base = self._grid.base_frame_offset
-        matrix = np.frombuffer(buf, "<f8", 16, base - 160)
-        keys = np.frombuffer(buf, "<u2", 16, base - 32)
+        block = self.georef_block()
+        matrix = np.frombuffer(block, "<f8", 16, 0)
+        keys = np.frombuffer(block, "<u2", 16, 128)
         geo, bad = parse_geokeys(keys, matrix)
         if bad or geo is None:
             raise FormatError(f"{where(self.path)}{bad[0] if bad else 'unreadable georeferencing'}")
@@ -338,8 +328,10 @@ class Image(RasterioSurface):
         return _read_into(self, sel, out)
 
 
-    def _open_buf(self):
-        return self._open_source().mapping()
+    def georef_block(self) -> bytes:
+        """The 160 bytes of the two georeferencing tag values (matrix, key directory) before frame 0."""
+        base = self._grid.base_frame_offset
+        return bytes(self._open_source().opened().read(base - 160, 160))
 
     def _open_source(self) -> engine.FrameSource:
         src = self._source
@@ -352,18 +344,20 @@ class Image(RasterioSurface):
         return engine.read_window(self._open_source(), bands, y, x, out)
 
 
-def _check_blob(buf: np.ndarray, hdr: Header, path) -> None:
+def _check_blob(file: OpenFile, hdr: Header, path) -> int:
     """A given blob must describe this file: its first bytes first, then the file size.
 
     The IFD check needs only the 252 bytes of header and IFD, so a blob of another
     file is refused before anything proportional to its frame count is computed.
+    Returns frame 0's magic.
     """
-    size = buf.shape[0]
+    size = file.size
     if size < hdr.base_frame_offset:
         _size_error(size, hdr, path)
-    check_blob_prefix(buf, hdr, path)
+    magic0 = check_blob_prefix(file.read, hdr, path)
     if size != hdr.file_size:
         _size_error(size, hdr, path)
+    return magic0
 
 
 def _size_error(size: int, hdr: Header, path):
@@ -400,7 +394,7 @@ def _reopen(path, blob, cache_bytes, verify, closed=False):
     img = Image.__new__(Image)  # a closed image stays closed: no file is opened
     img.path = path
     img._init(Header.parse(blob, path=path), cache_bytes, verify)
-    img._source = img._cache = None
+    img._source = img._cache = img._finalizer = None
     img._token = 0
     return img
 

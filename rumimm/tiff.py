@@ -234,47 +234,52 @@ def _inline_counts(hdr) -> tuple[int, ...] | None:
     return tuple(int(hdr.byte_count(k)) for k in range(hdr.n_frames)) if hdr.n_frames <= 2 else None
 
 
-def _sample_pair_at(b: int, n: int) -> tuple[int, int]:
-    """Where band 0's BitsPerSample and SampleFormat are stored when B >= 5 (after the IFD)."""
-    return IFD_END, IFD_END + 2 * b + (8 * n if n >= 2 else 0) + (4 * n if n >= 3 else 0)
+def _sample_pair(read, b: int, n: int) -> tuple[int, int]:
+    """Band 0's (BitsPerSample, SampleFormat) when B >= 5: stored after the IFD, not inline."""
+    sf_at = IFD_END + 2 * b + (8 * n if n >= 2 else 0) + (4 * n if n >= 3 else 0)
+    return struct.unpack("<H", read(IFD_END, 2))[0], struct.unpack("<H", read(sf_at, 2))[0]
 
 
-def check_blob_prefix(buf, hdr, path) -> None:
+def check_blob_prefix(read, hdr, path) -> int | None:
     """Check that a blob describes this file from its first bytes: the IFD and frame 0's magic.
 
-    Reads the 252 bytes of header and IFD (plus, for B >= 5, the sample pair after
-    it and frame 0's magic), nothing proportional to the frame count.  The IFD is a
-    function of the blob, so its expected bytes (and a mask hiding the unused bytes
-    of inline fields, which the spec leaves open) are built once per layout and
+    ``read(offset, n)`` returns ``n`` bytes of the file at ``offset`` (fewer at its
+    end); the file must hold ``hdr.base_frame_offset`` bytes (the caller checks its
+    size first).  Reads the 252 bytes of header and IFD (plus, for B >= 5, the sample pair
+    after it) and frame 0's magic, nothing proportional to the frame count.  The IFD
+    is a function of the blob, so its expected bytes (and a mask hiding the unused
+    bytes of inline fields, which the spec leaves open) are built once per layout and
     compared as one masked integer (~2 us); only a mismatch pays for
-    :func:`explain_blob_mismatch`, which names the field.  ``buf`` must hold at least
-    ``hdr.base_frame_offset`` bytes.
+    :func:`explain_blob_mismatch`, which names the field.  Returns frame 0's magic (None if the file ends before it: the
+    caller's size check says so).
     """
     want, mask = _expected_ifd(hdr.grid, hdr.bits_per_sample, hdr.sample_format, _inline_counts(hdr))
     b, n = hdr.samples_per_pixel, hdr.n_frames
-    same = int.from_bytes(buf[:IFD_END], "little") & mask == want
+    head = read(0, IFD_END)
+    same = int.from_bytes(head, "little") & mask == want
     if same and b >= 5:  # the sample pair is stored after the IFD: check band 0's
-        bps_at, sf_at = _sample_pair_at(b, n)
-        same = (struct.unpack_from("<H", buf, bps_at)[0], struct.unpack_from("<H", buf, sf_at)[0]) == \
-            (hdr.bits_per_sample, hdr.sample_format)
+        same = _sample_pair(read, b, n) == (hdr.bits_per_sample, hdr.sample_format)
     if not same:
-        explain_blob_mismatch(buf, hdr, path)
+        explain_blob_mismatch(read, hdr, path)
         raise BlobError(f"{where(path)}the header blob does not describe this file: its IFD differs")  # unreachable
     if hdr.byte_count(0) < 4:  # the magic alone is 4 bytes (and a 1-frame file ends right after frame 0)
         raise FormatError(f"{where(path)}frame 0 is {hdr.byte_count(0)} bytes, too short to be an OpenZL frame")
-    if len(buf) < hdr.base_frame_offset + 4:
-        return  # the file is shorter than its frames: the caller's size check says so
-    (magic,) = struct.unpack_from("<I", buf, hdr.base_frame_offset)
+    head = read(hdr.base_frame_offset, 4)
+    if len(head) < 4:
+        return None
+    (magic,) = struct.unpack("<I", head)
     if not 0 < magic - OPENZL_MAGIC < 256:
         raise FormatError(f"{where(path)}frame 0 does not start with an OpenZL frame magic (found {magic:#010x}); "
                           "the header blob belongs to another file or the file is corrupt")
+    return magic
 
 
-def explain_blob_mismatch(buf, hdr, path) -> None:
-    """Raise the BlobError that says which part of the IFD does not match the blob."""
+def explain_blob_mismatch(read, hdr, path) -> None:
+    """Raise the BlobError that says which part of the IFD does not match the blob (``read`` as above)."""
     g = hdr.grid
+    buf = bytes(read(0, IFD_END))
     mismatch = []
-    if bytes(buf[:16]) != BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE):
+    if buf[:16] != BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE):
         raise BlobError(f"{where(path)}file does not start with a little-endian BigTIFF header whose IFD is at "
                         "byte 16; it is not a rumi file")
     (count,) = struct.unpack_from("<Q", buf, 16)
@@ -294,11 +299,7 @@ def explain_blob_mismatch(buf, hdr, path) -> None:
         if got != want:
             mismatch.append(f"{name} is {got} in the file but {want} in the blob")
     b, n = g.samples_per_pixel, g.n_frames
-    if b <= 4:
-        bps, sf = field(2, "<H"), field(8, "<H")
-    else:
-        bps_at, sf_at = _sample_pair_at(b, n)
-        bps, sf = struct.unpack_from("<H", buf, bps_at)[0], struct.unpack_from("<H", buf, sf_at)[0]
+    bps, sf = (field(2, "<H"), field(8, "<H")) if b <= 4 else _sample_pair(read, b, n)
     if (sf, bps) != (hdr.sample_format, hdr.bits_per_sample):
         mismatch.append(f"(sample_format, bits_per_sample) is ({sf}, {bps}) in the file but "
                         f"({hdr.sample_format}, {hdr.bits_per_sample}) in the blob")
@@ -316,7 +317,7 @@ def explain_blob_mismatch(buf, hdr, path) -> None:
             raise BlobError(f"{where(path)}the header blob does not describe this file: IFD entry {i} is tag "
                             f"{got[0]}, type {got[1]}, count {got[2]}; expected tag {name}, type {typ.name} "
                             f"({int(typ)}), count {cnt}")
-        value_field = bytes(buf[at + 12:at + 12 + len(value)])
+        value_field = buf[at + 12:at + 12 + len(value)]
         if value_field != value:
             if cnt * typ.size > 8:
                 what = (f"value is at byte {int.from_bytes(value_field, 'little')}, expected "

@@ -17,7 +17,7 @@ become runs, and the planner in ``kernels/plan.py`` skips frames with no selecte
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,8 +30,7 @@ _ALL = slice(None)
 _REVERSE = slice(None, None, -1)
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(NamedTuple):
     """Indices ``start + i * step`` for ``i < count``, step >= 1."""
 
     start: int
@@ -39,8 +38,7 @@ class Run:
     count: int
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):
     """What to read on each axis and how to index the block read.
 
     ``lists`` hold the indices of the leading axes (images of a cube, bands), in

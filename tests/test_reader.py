@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import gc
 import multiprocessing as mp
 import os
 import pickle
@@ -807,6 +808,7 @@ else:
             try:
                 for _ in range(4):
                     img[:]
+                    img[0, :100, :100]  # a chip: copied out of the file through its descriptor
             except RumiError:
                 pass
         t = threading.Thread(target=read)
@@ -834,13 +836,59 @@ def test_the_file_mapping_outlives_every_array_of_it(tmp_path, mode):
     assert out.stdout.startswith("ok")
 
 
-def test_close_unmaps_the_file_at_once_when_no_read_holds_it(written):
+DUP_FD = sys.version_info < (3, 13)  # Python's mmap keeps a duplicate descriptor before 3.13
+
+
+def _held_by_process(path, since=(0, 0)) -> tuple[int, int]:
+    """(open descriptors, mapped regions) of this process on ``path`` (Linux /proc), minus ``since``."""
+    gc.collect()  # images an earlier test left unclosed
+    real = os.path.realpath(path)
+    fds = sum(1 for fd in os.listdir("/proc/self/fd") if _readlink(f"/proc/self/fd/{fd}") == real)
+    with open("/proc/self/maps") as fh:
+        maps = sum(1 for line in fh if line.rstrip("\n").endswith(" " + real))
+    return fds - since[0], maps - since[1]
+
+
+def _readlink(p):
+    try:
+        return os.readlink(p)
+    except OSError:
+        return None
+
+
+def test_close_releases_the_descriptor_and_the_mapping_at_once(written):
     path, blob, _ = written
     for header in (blob, None):
-        image = rumimm.open(path, header, cache_bytes=0)
-        image[:, :3, :3]
-        _ = image.crs
-        mm = image._finalizer.peek()[2][0]
-        assert not mm.closed
-        image.close()
-        assert mm.closed
+        for cache_bytes in (0, None):
+            before = _held_by_process(path)
+            image = rumimm.open(path, header, cache_bytes=cache_bytes)
+            image[:, :3, :3]
+            image[:]  # the kernels' read maps the file
+            _ = image.crs
+            assert _held_by_process(path, before) == (1 + DUP_FD, 1)
+            image.close()
+            assert _held_by_process(path, before) == (0, 0)
+
+
+def test_a_chip_read_copies_frames_out_and_never_maps_the_file(written, scene):
+    path, blob, _ = written
+    before = _held_by_process(path)
+    with rumimm.open(path, blob, cache_bytes=0) as image:
+        assert same(image[:, 5:15, 20:30], scene[:, 5:15, 20:30])  # 3 frames (1 for cells)
+        assert same(image[0, 30:, 40:], scene[0, 30:, 40:])  # an edge frame
+        assert image.crs == image.crs
+        assert _held_by_process(path, before) == (1, 0)
+        assert same(image[:], scene)
+        assert _held_by_process(path, before) == (1 + DUP_FD, 1)
+    assert _held_by_process(path, before) == (0, 0)
+
+
+def test_a_file_truncated_after_open_fails_a_chip_read_with_a_clear_error(copy_of):
+    path, blob, _ = copy_of
+    with rumimm.open(path, blob, cache_bytes=0) as image:
+        with open(path, "r+b") as fh:
+            fh.truncate(os.path.getsize(path) // 2)
+        with pytest.raises(FormatError, match="truncated after it was opened"):
+            image[0, -3:, -3:]  # a chip: read with pread
+        with pytest.raises(FormatError, match="truncated after it was opened"):
+            image[:]  # the kernels: the file is mapped first
