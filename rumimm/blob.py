@@ -139,6 +139,10 @@ class Header:
     @classmethod
     def parse(cls, blob, *, path=None) -> "Header":
         """Check ``blob`` against every rule of the spec and return its Header."""
+        if type(blob) is bytes:  # the common case first: a blob parsed recently is reused as is
+            hdr = _recent.get(blob)
+            if hdr is not None:
+                return hdr
         if isinstance(blob, Header):
             return blob
         if isinstance(blob, (numbers.Integral, str)):
@@ -182,7 +186,7 @@ class Header:
         return Grid(self.image_width, self.image_length, self.tile_width, self.tile_length,
                     self.samples_per_pixel, self.frame_unit)
 
-    @property
+    @cached_property
     def encoding(self) -> Encoding:
         return encoding(self.sample_format, self.bits_per_sample)
 
@@ -194,11 +198,11 @@ class Header:
     def shape(self) -> tuple[int, int, int]:
         return self.grid.shape
 
-    @property
+    @cached_property
     def n_frames(self) -> int:
         return self.grid.n_frames
 
-    @property
+    @cached_property
     def base_frame_offset(self) -> int:
         return self.grid.base_frame_offset
 

@@ -435,7 +435,7 @@ def _raw_buffer(nbytes: int) -> tuple[np.ndarray, int]:
     held = getattr(_local, "raw", None)
     if held is not None and held[0].shape[0] >= nbytes:
         return held
-    buf = np.empty(max(nbytes, 1 << 16), np.uint8)
+    buf = np.empty(max(nbytes + (nbytes >> 2), 1 << 16), np.uint8)  # room for the next, larger frames
     held = (buf, buf.ctypes.data)
     if nbytes <= SCRATCH_KEEP_BYTES:
         _local.raw = held
@@ -455,7 +455,7 @@ def _decode_copied(fs: FrameSource, f, k: int, frame: np.ndarray, dst: int):
     buf, addr = _raw_buffer(nbytes)
     raw = buf[:nbytes]
     f.read_into(raw, start)
-    _checks.check_header(fs, k, raw)
+    _checks.check_header(fs, k, raw, frame.shape[0])
     return _decode_into(fs, addr, nbytes, frame, dst)
 
 

@@ -46,7 +46,7 @@ def check_pinned(fs: FrameSource, k: int, frame) -> None:
                          "format version")
 
 
-def check_header(fs: FrameSource, k: int, frame=None) -> None:
+def check_header(fs: FrameSource, k: int, frame=None, nbytes: int | None = None) -> None:
     """Check frame k's OpenZL header (one output, its type and byte size) once per image.
 
     geozl's C decoder reports only the decoded byte count, so a frame of the right size
@@ -54,7 +54,8 @@ def check_header(fs: FrameSource, k: int, frame=None) -> None:
     declares what it should costs one ``codec.frame_declaration`` (~3 us); any other goes
     through ``codec.check_frame_header``, which says what is wrong.  A frame already
     checked on this image returns at once.  ``frame``: its bytes when the caller has
-    them, else they are read from the mapping.
+    them, else they are read from the mapping; ``nbytes``: its decoded byte count, when
+    the caller knows it.
     """
     if fs.typed[k]:
         return
@@ -62,7 +63,8 @@ def check_header(fs: FrameSource, k: int, frame=None) -> None:
         frame = fs.frame_bytes(k)
     check_pinned(fs, k, frame)
     want = codec.zl.Type.Struct if fs.isz == 16 else codec.zl.Type.Numeric
-    nbytes = fs.grid.frame_samples(k) * fs.isz
+    if nbytes is None:
+        nbytes = fs.grid.frame_samples(k) * fs.isz
     try:
         ok = _declaration(frame) == (1, want, nbytes)
     except CodecError:

@@ -230,6 +230,12 @@ def _expected_ifd(grid: Grid, bits_per_sample: int, sample_format: int, counts) 
     return int.from_bytes(bytes(prefix[:IFD_END]), "little") & m, m
 
 
+@functools.lru_cache(maxsize=256)
+def _expected_for(hdr) -> tuple[int, int]:
+    """:func:`_expected_ifd` of a Header, remembered by the Header object (blobs parsed again are reused)."""
+    return _expected_ifd(hdr.grid, hdr.bits_per_sample, hdr.sample_format, _inline_counts(hdr))
+
+
 def _inline_counts(hdr) -> tuple[int, ...] | None:
     return tuple(int(hdr.byte_count(k)) for k in range(hdr.n_frames)) if hdr.n_frames <= 2 else None
 
@@ -253,7 +259,7 @@ def check_blob_prefix(read, hdr, path) -> int | None:
     :func:`explain_blob_mismatch`, which names the field.  Returns frame 0's magic (None if the file ends before it: the
     caller's size check says so).
     """
-    want, mask = _expected_ifd(hdr.grid, hdr.bits_per_sample, hdr.sample_format, _inline_counts(hdr))
+    want, mask = _expected_for(hdr)
     b, n = hdr.samples_per_pixel, hdr.n_frames
     head = read(0, IFD_END)
     same = int.from_bytes(head, "little") & mask == want
