@@ -121,7 +121,7 @@ def resolve_georef(transform, crs, pixel_is_point) -> tuple[tuple[float, ...], t
 
 
 def resolve_threads(threads) -> int:
-    """Compression processes to use: ``threads``, or the package-wide setting."""
+    """Workers to compress with (the writer's processes, GDAL's threads): ``threads``, or the package-wide setting."""
     if threads is None:
         from .threads import get_num_threads
 
