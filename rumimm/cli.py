@@ -319,12 +319,9 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import MAX_RAW_BYTES, run
+    from .demo import check_args, run
 
-    raw = args.bands * args.size * args.size * 2
-    if raw > MAX_RAW_BYTES:
-        return _fail(f"a {args.bands} x {args.size} x {args.size} uint16 demo scene is {raw / 2**30:.1f} GiB; "
-                     f"the demo makes at most {MAX_RAW_BYTES / 2**30:g} GiB (lower --size or --bands)")
+    check_args(args.bands, args.size, args.tile)  # its ValueError is reported by main, before any warning
     _warn_small_tile(args.tile)
     run(args.out, bands=args.bands, size=args.size, tile=args.tile)
     return 0

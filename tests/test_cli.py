@@ -14,7 +14,7 @@ import pytest
 from conftest import craft
 
 import rumimm
-from rumimm import cli, georef
+from rumimm import cli, demo, georef
 from rumimm.blob import Header
 from rumimm.validate import index, validate
 
@@ -223,6 +223,11 @@ def test_a_small_demo_tile_is_warned_about_in_one_line(tmp_path, capsys):
 def test_a_demo_larger_than_its_cap_is_refused_before_allocating(capsys):
     code, out, err = run(capsys, "demo", "--size", "100000")
     assert code == 2 and out == "" and err.startswith("rumimm: a 4 x 100000 x 100000 uint16 demo scene is 74.5 GiB")
+    with pytest.raises(ValueError) as by_run:
+        demo.run(size=100000)
+    assert err == f"rumimm: {by_run.value}\n"  # one check, the demo's, reported by the command line
+    code, out, err = run(capsys, "demo", "--size", "100000", "--tile", "7")
+    assert code == 2 and err == f"rumimm: {by_run.value}\n"  # refused before the small tile is warned about
 
 
 def test_index_writes_the_blob_to_stdout_or_as_hex(capsysbinary, files):
