@@ -232,6 +232,16 @@ def _pool_read(engine, rows, keep=False):
     return got if keep else None
 
 
+def chips_per_s(res: dict) -> float | None:
+    """A run's chips per second; None when it timed nothing (no batch after the warm-up)."""
+    return res["chips"] / res["seconds"] if res["chips"] and res["seconds"] > 0 else None
+
+
+def _text(value: float | None, spec: str = ".0f", unit: str = "") -> str:
+    """A table cell: ``value`` formatted, or n/a for a rate or ratio of nothing timed."""
+    return "n/a" if value is None else format(value, spec) + unit
+
+
 def _rotated(engines, k: int) -> list:
     k %= len(engines)
     return engines[k:] + engines[:k]
@@ -260,12 +270,13 @@ def run_mode(mode: str, engines: list, spec: dict) -> dict:
             for e in engines:
                 check(e, batches[0], pool.apply(_pool_read, (e, batches[0], True)))
                 pool.starmap(_pool_read, [(e, batches[0]), (e, batches[0])], chunksize=1)  # both workers warm
-            for k in range(1, len(batches) - 1, 2):
+            for k in range(1, len(batches), 2):
+                step = batches[k:k + 2]  # one batch a worker; after an odd count the last one has none
                 for e in _rotated(engines, k // 2):
                     t0 = time.perf_counter()
-                    pool.starmap(_pool_read, [(e, batches[k]), (e, batches[k + 1])], chunksize=1)
+                    pool.starmap(_pool_read, [(e, rows) for rows in step], chunksize=1)
                     out[e]["seconds"] += time.perf_counter() - t0
-                    out[e]["chips"] += 2 * BATCH
+                    out[e]["chips"] += len(step) * BATCH
         return out
     threads = 1 if mode == "1 thread" else 2
     readers = {e: _reader(e, spec, threads) for e in engines}
@@ -328,7 +339,7 @@ def measure(args) -> dict:
             got = _spawn(mode, engines + (study if mode != "2 workers" else [tile_engine(128, "tile")]), spec_path)
             for engine, res in got.items():
                 samples.setdefault(f"{engine}|{mode}", []).append(res)
-                print(f"round {r + 1}: {engine:34s} {mode:10s} {res['chips'] / res['seconds']:8.1f} chips/s"
+                print(f"round {r + 1}: {engine:34s} {mode:10s} {_text(chips_per_s(res), '.1f'):>8} chips/s"
                       f"{'' if res['exact'] else '  NOT EXACT'}", file=sys.stderr)
     for mode in MODES[:2]:  # the dataset's floor, paired with it run by run
         for res, fl in zip(samples[f"{MAIN[0]}|{mode}"], samples.pop(f"{FLOOR}|{mode}")):
@@ -353,15 +364,17 @@ def _versions() -> dict:
 
 
 def summarize(results: dict) -> dict:
-    """Per engine and mode: median chips/s over rounds, exactness, floor ratio."""
+    """Per engine and mode: median chips/s over rounds, exactness, floor ratio (None where nothing was timed)."""
     table: dict = {}
     for key, runs in results["samples"].items():
         engine, mode = key.split("|")
-        rate = statistics.median(r["chips"] / r["seconds"] for r in runs)
+        rates = [rate for rate in map(chips_per_s, runs) if rate is not None]
         row = table.setdefault(engine, {})
-        row[mode] = {"chips_per_s": rate, "exact": all(r["exact"] for r in runs)}
+        row[mode] = {"chips_per_s": statistics.median(rates) if rates else None,
+                     "exact": all(r["exact"] for r in runs)}
         if "floor_seconds" in runs[0]:
-            row[mode]["read_over_floor"] = statistics.median(r["seconds"] / r["floor_seconds"] for r in runs)
+            ratios = [r["seconds"] / r["floor_seconds"] for r in runs if r["floor_seconds"] > 0]
+            row[mode]["read_over_floor"] = statistics.median(ratios) if ratios else None
     return table
 
 
@@ -383,19 +396,20 @@ def build_table(results: dict) -> str:
             size = sizes[engine]["ratio"]
         else:
             size = sizes[size_of[key]]["ratio"]
-        cells = [f"{table[engine][m]['chips_per_s']:.0f}" if m in table[engine] else "-" for m in MODES]
+        cells = [_text(table[engine][m]["chips_per_s"]) if m in table[engine] else "-" for m in MODES]
         lines.append(f"| {engine} | " + " | ".join(cells) + f" | {size:.3f} |")
     floor = table[MAIN[0]]
     lines.append("")
     lines.append("Dataset read time over the decode-only time of the frames its batches touch: "
-                 + ", ".join(f"{m} {floor[m]['read_over_floor']:.2f}x" for m in MODES[:2]) + ".")
+                 + ", ".join(f"{m} {_text(floor[m]['read_over_floor'], '.2f', 'x')}" for m in MODES[:2]) + ".")
     lines.append("")
     lines.append("| tile, unit | bytes decoded per byte returned | chips/s, 1 thread | chips/s, 2 threads |")
     lines.append("|---|---:|---:|---:|")
     for tile, unit in TILES:
         eng = MAIN[0] if (tile, unit) == (512, "tile") else tile_engine(tile, unit)
         lines.append(f"| {tile} {unit} | {results['decoded'][f'{tile} {unit}']:.2f} | "
-                     f"{table[eng]['1 thread']['chips_per_s']:.0f} | {table[eng]['2 threads']['chips_per_s']:.0f} |")
+                     f"{_text(table[eng]['1 thread']['chips_per_s'])} | "
+                     f"{_text(table[eng]['2 threads']['chips_per_s'])} |")
     return "\n".join(lines)
 
 
@@ -411,7 +425,7 @@ def save_chart(results: dict, path: str) -> None:
     width = 0.27
     ys = np.arange(len(engines))
     for j, mode in enumerate(MODES):
-        ax.barh(ys + (j - 1) * width, [table[e].get(mode, {}).get("chips_per_s", 0) for e in engines], width,
+        ax.barh(ys + (j - 1) * width, [table[e].get(mode, {}).get("chips_per_s") or 0 for e in engines], width,
                 label=mode)
     ax.set_yticks(ys, engines)
     ax.invert_yaxis()

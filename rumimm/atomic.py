@@ -28,6 +28,16 @@ TEMP_PATTERN = re.compile(r"^\.(?P<name>.*)\.rumimm-(?P<pid>\d+)-[0-9a-f]{8}\.tm
 _NAME_ROOM = 200  # a target name near NAME_MAX (255) still leaves room for the temp name
 
 
+def path_str(path) -> str:
+    """``path`` as a non-empty ``str`` (bytes decoded as the file system does), as every write and clean takes it."""
+    p = os.fspath(path)
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    if not p:
+        raise FileNotFoundError(errno.ENOENT, "an empty path names no file or directory", p)
+    return p
+
+
 def _temp_name(target_name: str) -> str:
     return f".{target_name[:_NAME_ROOM]}.rumimm-{os.getpid()}-{secrets.token_hex(4)}.tmp"
 
@@ -169,11 +179,7 @@ def clean(path) -> list[str]:
     >>> rumimm.clean(tempfile.gettempdir())  # doctest: +SKIP
     []
     """
-    p = os.fspath(path)
-    if isinstance(p, bytes):
-        p = os.fsdecode(p)
-    if not p:
-        raise FileNotFoundError(errno.ENOENT, "an empty path names no file or directory", p)
+    p = path_str(path)
     if os.path.isdir(p):
         return _remove(stale_temp_files(p))
     target = os.path.realpath(p)

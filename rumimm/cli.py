@@ -31,7 +31,7 @@ import warnings
 from typing import Callable
 
 from . import __version__
-from .errors import RumiWarning
+from .errors import BlobError, RumiWarning, where
 
 __all__ = ["main", "register", "build_parser", "describe"]
 
@@ -154,58 +154,64 @@ def _add_header(p: argparse.ArgumentParser) -> None:
 
 # -- info ----------------------------------------------------------------------------------
 def describe(path, header: bytes | None = None) -> dict:
-    """JSON-safe summary of a compliant file (raises FormatError/BlobError otherwise)."""
-    from .validate import inspect_file
+    """JSON-safe summary of a compliant file (raises FormatError/BlobError otherwise).
 
-    rep = inspect_file(path, strict=True, frames="magic", header=header)
-    h = rep.header
-    g = rep.georef
-    out = {"path": os.fspath(path), **h.to_dict()}
-    file_size = os.path.getsize(path)
-    raw = h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
-    crs_name = bounds = res = None
-    if g is not None and g.epsg is not None:
-        import pyproj
+    The file is opened once, as one Image: opening it checks the whole file profile
+    (the IFD walk of ``rumimm.index``), ``header`` is then compared with the blob that
+    walk rebuilt, and the codec is recognised from the Image's first frame.
+    """
+    from .codec import frame_format_version
+    from .reader import open as open_image
+    from .validate import compare_header
 
-        from .reader import open as open_image
-
-        crs_name = pyproj.CRS.from_epsg(g.epsg).name
-        with open_image(path, header=rep.blob) as img:
-            bounds, res = list(img.bounds), list(img.res)
-    out.update(
-        crs=None if g is None else g.crs,
-        crs_name=crs_name,
-        bounds=bounds,
-        res=res,
-        geographic=None if g is None else g.geographic,
-        transform=None if g is None or g.transform is None else list(g.transform),
-        pixel_is_point=None if g is None else g.pixel_is_point,
-        codec=recognise_preset(path, rep.blob),
-        file_size=file_size,
-        raw_size=raw,
-        ratio=raw / file_size,
-        blob_size=len(rep.blob),
-        format_version=rep.format_version,
-    )
+    with open_image(path, cache_bytes=0) as img:
+        h = img.header
+        if header is not None:
+            mismatch = compare_header(header, h.blob, img.path)
+            if mismatch:
+                raise BlobError(f"{where(img.path)}{mismatch[0]}")
+        g = img.georef
+        # frame 0 as stored, through the Image's own mapping: a preset must re-make these bytes
+        frame0 = bytes(img._open_source().frame_bytes(0))
+        geo = g.epsg is not None
+        out = {"path": os.fspath(path), **h.to_dict()}
+        raw = h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
+        out.update(
+            crs=g.crs,
+            crs_name=_crs_name(g.epsg) if geo else None,
+            bounds=list(img.bounds) if geo else None,
+            res=list(img.res) if geo else None,
+            geographic=g.geographic,
+            transform=None if g.transform is None else list(g.transform),
+            pixel_is_point=g.pixel_is_point,
+            codec=recognise_preset(frame0, h),
+            file_size=h.file_size,  # the IFD walk checked that the frames end the file
+            raw_size=raw,
+            ratio=raw / h.file_size,
+            blob_size=len(h.blob),
+            format_version=frame_format_version(frame0),  # every frame's: the walk checked that they agree
+        )
     return out
 
 
-def recognise_preset(path, blob: bytes) -> str | None:
-    """The codec preset whose encoding of frame 0's samples is frame 0, byte for byte; else None.
+def _crs_name(epsg: int) -> str:
+    import pyproj  # only a georeferenced file pays the import
 
-    Frames do not name their codec; re-encoding one frame with each preset (at the
-    frame's own format version) is how a preset is recognised.
+    return pyproj.CRS.from_epsg(epsg).name
+
+
+def recognise_preset(frame: bytes, hdr) -> str | None:
+    """The codec preset whose encoding of ``frame``'s samples is ``frame``, byte for byte; else None.
+
+    ``frame`` is frame 0 of the file ``hdr`` describes.  Frames do not name their codec;
+    re-encoding one frame with each preset (at the frame's own format version) is how a
+    preset is recognised.
     """
     import math
 
-    from .blob import Header
     from .codec import PRESETS, FrameDecoder, FrameEncoder, frame_format_version
 
-    hdr = Header.parse(blob)
     enc = hdr.encoding
-    with open(path, "rb") as fh:
-        fh.seek(hdr.offset(0))
-        frame = fh.read(hdr.byte_count(0))
     shape = hdr.grid.frame_shape(0)
     samples = FrameDecoder().decode(frame, enc, math.prod(shape)).view(enc.dtype).reshape(shape)
     version = frame_format_version(frame)
@@ -319,12 +325,9 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import MAX_RAW_BYTES, run
+    from .demo import check_args, run
 
-    raw = args.bands * args.size * args.size * 2
-    if raw > MAX_RAW_BYTES:
-        return _fail(f"a {args.bands} x {args.size} x {args.size} uint16 demo scene is {raw / 2**30:.1f} GiB; "
-                     f"the demo makes at most {MAX_RAW_BYTES / 2**30:g} GiB (lower --size or --bands)")
+    check_args(args.bands, args.size, args.tile)  # its ValueError is reported by main, before any warning
     _warn_small_tile(args.tile)
     run(args.out, bands=args.bands, size=args.size, tile=args.tile)
     return 0

@@ -17,19 +17,7 @@ import os
 
 import numpy as np
 
-__all__ = ["to_dask", "frame_chunks", "read_header"]
-
-
-def read_header(header):
-    """The blob bytes from ``header``: bytes, a ``Header``, a path to a blob file, or None."""
-    if header is None or isinstance(header, (bytes, bytearray, memoryview)):
-        return header
-    if isinstance(header, (str, os.PathLike)):
-        with open(header, "rb") as fh:
-            return fh.read()
-    if hasattr(header, "blob"):
-        return bytes(header.blob)
-    raise TypeError(f"header must be blob bytes, a Header or a path to a blob file, got {type(header).__name__}")
+__all__ = ["to_dask", "frame_chunks"]
 
 
 def frame_chunks(img) -> tuple[int, int, int]:
@@ -92,7 +80,7 @@ def to_dask(source, header=None, chunks=None, *, name=None):
     if isinstance(source, Image):
         img, owned = source, False
     elif isinstance(source, (str, os.PathLike)):
-        img, owned = open_image(source, read_header(header)), True
+        img, owned = open_image(source, header), True  # header= read as rumimm.open reads it
     else:
         raise TypeError(f"source must be a path or a rumimm.Image, got {type(source).__name__}")
     try:

@@ -17,6 +17,17 @@ import numpy as np
 MAX_RAW_BYTES = 1 << 30
 
 
+def check_args(bands: int, size: int, tile: int) -> None:
+    """Refuse a scene the demo cannot make (ValueError), before anything is allocated."""
+    for name, value in (("bands", bands), ("size", size), ("tile", tile)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    raw = bands * size * size * 2
+    if raw > MAX_RAW_BYTES:
+        raise ValueError(f"a {bands} x {size} x {size} uint16 demo scene is {raw / 2**30:.1f} GiB; the demo makes "
+                         f"at most {MAX_RAW_BYTES / 2**30:g} GiB (lower the size or the band count)")
+
+
 def run(out_dir: str | None = None, *, bands: int = 4, size: int = 2048, tile: int = 512, echo=print) -> dict:
     """Write a (bands, size, size) uint16 scene, read windows, verify, report.
 
@@ -26,11 +37,7 @@ def run(out_dir: str | None = None, *, bands: int = 4, size: int = 2048, tile: i
     import rumimm
     from rumimm.synthetic import eo_scene
 
-    for name, value in (("bands", bands), ("size", size), ("tile", tile)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if bands * size * size * 2 > MAX_RAW_BYTES:
-        raise ValueError(f"a {bands} x {size} x {size} uint16 scene exceeds the demo's {MAX_RAW_BYTES:,} bytes")
+    check_args(bands, size, tile)
     owned = out_dir is None
     if not owned and not os.path.isdir(out_dir):
         raise FileNotFoundError(2, "No such directory", os.fspath(out_dir))

@@ -166,7 +166,8 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
         Write a Cloud Optimized GeoTIFF (with overviews) through GDAL's COG driver;
         needs GDAL >= 3.1.  The image is first streamed into a temporary GeoTIFF.
     threads : int, optional
-        Threads GDAL compresses blocks on (default ``rumimm.get_num_threads()``).
+        Threads GDAL compresses blocks on (default ``rumimm.get_num_threads()``),
+        checked as ``rumimm.write`` checks its own.
     progress : None, bool or callable
         ``True`` for a bar, or ``progress(done, total)`` per row of blocks.
 
@@ -174,23 +175,21 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
     ------
     RumiError
         GeoTIFF has no sample type for the image's dtype.
+    TypeError, ValueError
+        ``threads`` is not an int >= 1 (or None).
     ImportError
         rasterio is missing, or ``cog=True`` and GDAL has no COG driver.
     """
     from .reader import Image
     from .reader import open as open_image
+    from .write_args import resolve_threads
 
     rasterio = require("rasterio")
     if cog and not cog_available():
         raise ImportError("cog=True needs GDAL >= 3.1 (the COG driver); this rasterio's GDAL has none")
     if isinstance(src, Image):  # a private handle: streaming every frame once must not fill the shared cache
         src, header = src.path, bytes(src.header)
-    if threads is None:
-        from .threads import get_num_threads
-
-        threads = get_num_threads()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    threads = resolve_threads(threads)
     with open_image(src, header=header, cache_bytes=0) as img, replacing(dst) as tmp:
         profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                 bigtiff=bigtiff)

@@ -118,7 +118,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> R
             except BufferError:
                 pass  # a traceback still holds a view; the map goes with it
     if header is not None:
-        rep.header_violations = _compare_header(header, rep.blob, path)
+        rep.header_violations = compare_header(header, rep.blob, path)
         rep.checked.append(CHECKED_BLOB)
         if strict and rep.header_violations:
             raise BlobError(f"{where(path)}{rep.header_violations[0]}")
@@ -412,7 +412,8 @@ def _check_frame_decode(buf, hdr: Header, f: _Findings) -> None:
             f.add(str(exc))
 
 
-def _compare_header(header, blob: bytes | None, path) -> list[str]:
+def compare_header(header, blob: bytes | None, path) -> list[str]:
+    """How ``header`` (blob bytes or a Header) differs from a file's canonical ``blob``: [] or the first difference."""
     try:
         given = Header.parse(header, path=path)
     except BlobError as exc:

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from .atomic import path_str
 from .dtypes import Encoding, encoding_for_dtype
 from .errors import RumiError
 from .georef import UNDEFINED_MATRIX, geokeys, matrix_from_transform, resolve_crs, resolve_transform
@@ -34,11 +35,7 @@ def _is_int(v) -> bool:
 
 def resolve_path(path) -> str:
     """The path as a non-empty ``str``; a directory is refused."""
-    p = os.fspath(path)
-    if isinstance(p, bytes):
-        p = os.fsdecode(p)
-    if not p:
-        raise FileNotFoundError(2, "an empty path names no file", p)
+    p = path_str(path)
     if os.path.isdir(p):
         raise IsADirectoryError(21, "path is a directory, expected a file name", p)
     return p
@@ -121,7 +118,7 @@ def resolve_georef(transform, crs, pixel_is_point) -> tuple[tuple[float, ...], t
 
 
 def resolve_threads(threads) -> int:
-    """Compression processes to use: ``threads``, or the package-wide setting."""
+    """Workers to compress with (the writer's processes, GDAL's threads): ``threads``, or the package-wide setting."""
     if threads is None:
         from .threads import get_num_threads
 

@@ -21,7 +21,7 @@ import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
-from .dask_array import frame_chunks, read_header
+from .dask_array import frame_chunks
 from .errors import RumiError
 
 __all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "spatial_coords", "gdal_transform"]
@@ -129,12 +129,12 @@ def _frame_chunks(images, leading) -> dict:
 def _open_source(obj, header, cache_bytes, verify):
     """(source, images, owned) from a path, an Image, a Cube, an ImageCollection or a list of paths."""
     from .cube import Cube, ImageCollection
-    from .reader import Image
+    from .reader import Image, _header_arg
     from .reader import open as open_image
 
     if isinstance(obj, (str, os.PathLike)):
         # absolute: a Dask worker unpickling the image may run in another directory
-        img = open_image(os.path.abspath(obj), read_header(header), cache_bytes=cache_bytes, verify=verify)
+        img = open_image(os.path.abspath(obj), header, cache_bytes=cache_bytes, verify=verify)
         return img, [img], True
     if isinstance(obj, Image):
         return obj, [obj], False
@@ -147,9 +147,12 @@ def _open_source(obj, header, cache_bytes, verify):
     if isinstance(obj, Cube):
         return obj, obj.images, False
     if isinstance(obj, (list, tuple)):
-        headers = None if header is None else [read_header(h) for h in header]
-        cube = Cube([item if isinstance(item, Image) else os.path.abspath(item) for item in obj], headers,
-                    cache_bytes=cache_bytes, verify=verify)
+        items = [item if isinstance(item, Image) else os.path.abspath(item) for item in obj]
+        headers = None if header is None else list(header)
+        if headers is not None and len(headers) == len(items):  # the Cube refuses a count that differs
+            # a Cube takes blob bytes only: blob files and bad blobs are read and refused as rumimm.open does
+            headers = [h if isinstance(item, Image) else _header_arg(h, item) for h, item in zip(headers, items)]
+        cube = Cube(items, headers, cache_bytes=cache_bytes, verify=verify)
         return cube, cube.images, True
     raise TypeError(f"cannot open a {type(obj).__name__} with engine='rumimm'; pass a path, a list of paths, "
                     "an Image, a Cube or an ImageCollection")

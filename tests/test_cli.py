@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import pytest
 from conftest import craft
 
 import rumimm
-from rumimm import cli, georef
+from rumimm import cli, demo, georef
 from rumimm.blob import Header
 from rumimm.validate import index, validate
 
@@ -78,6 +79,29 @@ def test_info_json_is_one_object_with_every_field(capsys, files):
     assert info["raw_size"] == 3 * 20 * 30 * 4
     assert info["ratio"] == pytest.approx(info["raw_size"] / info["file_size"])
     assert info["blob_size"] == len(c.blob) and info["format_version"] == 24
+
+
+def test_info_opens_the_file_once(capsys, files, monkeypatch):
+    d, paths, _ = files
+    opened = []
+    real_os_open, real_open = os.open, builtins.open
+
+    def os_open(path, *args, **kwargs):
+        opened.append(os.fspath(path))
+        return real_os_open(path, *args, **kwargs)
+
+    def py_open(file, *args, **kwargs):
+        if not isinstance(file, int):
+            opened.append(os.fspath(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", py_open)
+    for argv in (["info", paths["geo"]], ["info", paths["geo"], "--json", "--header", d / "geo.blob"]):
+        opened.clear()
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and "32633" in out
+        assert opened.count(str(paths["geo"])) == 1, opened
 
 
 def test_info_with_a_header_for_another_file_fails_with_status_2(capsys, files):
@@ -223,6 +247,11 @@ def test_a_small_demo_tile_is_warned_about_in_one_line(tmp_path, capsys):
 def test_a_demo_larger_than_its_cap_is_refused_before_allocating(capsys):
     code, out, err = run(capsys, "demo", "--size", "100000")
     assert code == 2 and out == "" and err.startswith("rumimm: a 4 x 100000 x 100000 uint16 demo scene is 74.5 GiB")
+    with pytest.raises(ValueError) as by_run:
+        demo.run(size=100000)
+    assert err == f"rumimm: {by_run.value}\n"  # one check, the demo's, reported by the command line
+    code, out, err = run(capsys, "demo", "--size", "100000", "--tile", "7")
+    assert code == 2 and err == f"rumimm: {by_run.value}\n"  # refused before the small tile is warned about
 
 
 def test_index_writes_the_blob_to_stdout_or_as_hex(capsysbinary, files):

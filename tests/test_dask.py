@@ -77,6 +77,18 @@ def test_sources_an_image_a_blob_file_or_no_blob(scene, tmp_path):
         rumimm.to_dask(a)
 
 
+@pytest.mark.parametrize("blob_file", ["missing.blob", "."], ids=["missing", "a-directory"])
+def test_an_unreadable_blob_file_is_refused_as_rumimm_open_refuses_it(scene, tmp_path, blob_file):
+    path = scene[0]["tile"][0]
+    with pytest.raises(rumimm.BlobError) as by_open:
+        rumimm.open(path, header=tmp_path / blob_file)
+    with pytest.raises(rumimm.BlobError) as by_dask:
+        rumimm.to_dask(path, header=tmp_path / blob_file)
+    assert str(by_dask.value) == str(by_open.value) and str(tmp_path / blob_file) in str(by_dask.value)
+    with pytest.raises(TypeError, match="^header must be the blob bytes, a Header or the path of a blob file, got int$"):
+        rumimm.to_dask(path, header=12)
+
+
 def test_to_dask_needs_no_xarray(scene, tmp_path):
     import subprocess
     import sys

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tracemalloc
 import warnings
 
@@ -130,6 +131,24 @@ def test_types_geotiff_cannot_hold_are_refused_with_what_to_do(tmp_path):
     with pytest.raises(RumiError, match="no sample type for int4; cast"):
         to_geotiff(tmp_path / "i4.rumi", tmp_path / "i4.tif")
     assert os.listdir(tmp_path) == ["i4.rumi"]
+
+
+@pytest.mark.parametrize("threads", [0, -1, "2", 2.0, True, [2]])
+def test_threads_are_refused_as_write_refuses_them(tmp_path, threads):
+    data = sample("uint8", (1, 16, 16))
+    rumimm.write(tmp_path / "a.rumi", data, tile=16)
+    with pytest.raises((TypeError, ValueError)) as by_write:
+        rumimm.write(tmp_path / "b.rumi", data, tile=16, threads=threads)
+    with pytest.raises(type(by_write.value), match=f"^{re.escape(str(by_write.value))}$"):
+        to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", threads=threads)
+    assert sorted(os.listdir(tmp_path)) == ["a.rumi"]
+
+
+def test_numpy_int_threads_are_accepted_as_write_accepts_them(tmp_path):
+    data = sample("uint8", (1, 16, 16))
+    rumimm.write(tmp_path / "a.rumi", data, tile=16, threads=np.int64(2))
+    to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", threads=np.int64(2))
+    assert np.array_equal(read_tif(tmp_path / "a.tif")[0], data)
 
 
 def test_exported_files_get_the_usual_permissions(tmp_path):

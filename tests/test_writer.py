@@ -749,6 +749,24 @@ def test_an_empty_path_fails_before_anything_is_compressed(tmp_path, scene, monk
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("empty", ["", b""], ids=["str", "bytes"])
+def test_write_and_clean_refuse_an_empty_path_alike(tmp_path, scene, monkeypatch, empty):
+    _never_compress(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as by_write:
+        rumimm.write(empty, scene)
+    with pytest.raises(FileNotFoundError) as by_clean:
+        rumimm.clean(empty)
+    assert str(by_write.value) == str(by_clean.value) and by_write.value.filename == by_clean.value.filename == ""
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_and_clean_take_a_bytes_path_alike(tmp_path, scene):
+    path = os.fsencode(tmp_path / "b.rumi")
+    blob = rumimm.write(path, scene, tile=16)
+    assert rumimm.index(tmp_path / "b.rumi") == blob and rumimm.clean(path) == []
+
+
 def test_a_missing_directory_is_reported_with_the_users_path(tmp_path, scene, monkeypatch):
     _never_compress(monkeypatch)
     path = tmp_path / "no" / "such" / "dir" / "x.rumi"

@@ -101,6 +101,28 @@ def test_a_blob_of_another_file_is_refused(scene, tmp_path, rng):
         xr.open_dataset(path, engine="rumimm", header=12)
 
 
+def test_an_unreadable_blob_file_is_refused_as_rumimm_open_refuses_it(scene, tmp_path):
+    path, blob, _ = scene
+    missing = tmp_path / "missing.blob"
+    with pytest.raises(rumimm.BlobError) as by_open:
+        rumimm.open(path, header=missing)
+    with pytest.raises(rumimm.BlobError) as one:
+        xr.open_dataset(path, engine="rumimm", header=missing)
+    with pytest.raises(rumimm.BlobError) as listed:
+        xr.open_dataset([path, path], engine="rumimm", header=[blob, missing])
+    assert str(one.value) == str(listed.value) == str(by_open.value)
+
+
+def test_a_list_of_paths_takes_a_header_object_or_a_blob_file_for_each(scene, tmp_path):
+    path, blob, a = scene
+    (tmp_path / "scene.blob").write_bytes(blob)
+    with xr.open_dataset([path, path], engine="rumimm", header=[rumimm.Header.parse(blob), tmp_path / "scene.blob"],
+                         stack_dim="t") as ds:
+        assert same_bits(ds["band_data"].values, np.stack([a, a]))
+    with pytest.raises(ValueError, match="got 2 images but 1 headers"):
+        xr.open_dataset([path, path], engine="rumimm", header=[blob])
+
+
 def test_closing_the_dataset_releases_the_file(scene):
     path, blob, _ = scene
     ds = xr.open_dataset(path, engine="rumimm", header=blob)

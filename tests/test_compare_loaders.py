@@ -1,0 +1,49 @@
+"""The training-loader comparison script's arithmetic: what it times and how it reports it."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import rumimm
+from rumimm.synthetic import eo_scene
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script does
+from asv_benchmarks import compare_loaders as loaders  # noqa: E402
+
+ENGINE = "rumimm kept open (read_batch)"
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    """One scene the size of a chip, in the files the rumimm engines read."""
+    d = tmp_path_factory.mktemp("loaders")
+    scene = eo_scene(loaders.BANDS, loaders.CHIP, loaders.CHIP, "uint16", seed=1)
+    np.save(d / "scene.npy", scene)
+    blob = rumimm.write(d / "s.rumi", scene, tile=loaders.CHIP)
+    return {"files": {"scenes": [str(d / "scene.npy")], "tiles": {"512 tile": [(str(d / "s.rumi"), blob.hex())]}}}
+
+
+@pytest.mark.parametrize("timed", [0, 1, 3, 4])
+def test_two_workers_time_every_batch_after_the_warm_up(spec, timed):
+    # one batch is the untimed warm-up; a step gives each worker a batch, and after an odd
+    # count the last step's second worker has none and adds no time
+    spec = dict(spec, chips=[[0, 0, 0]] * (loaders.BATCH * (timed + 1)))
+    got = loaders.run_mode("2 workers", [ENGINE], spec)[ENGINE]
+    assert got["exact"] and got["chips"] == timed * loaders.BATCH
+    assert (got["seconds"] > 0) == (timed > 0)
+    rate = loaders.chips_per_s(got)
+    assert rate is None if timed == 0 else rate == got["chips"] / got["seconds"]
+
+
+def test_a_mode_that_timed_nothing_is_reported_as_n_a():
+    nothing = {"seconds": 0.0, "chips": 0, "exact": True, "floor_seconds": 0.0}
+    timed = {"seconds": 2.0, "chips": 32, "exact": True, "floor_seconds": 1.0}
+    table = loaders.summarize({"samples": {f"{ENGINE}|2 workers": [nothing],
+                                           f"{ENGINE}|1 thread": [nothing, timed]}})
+    assert table[ENGINE]["2 workers"] == {"chips_per_s": None, "exact": True, "read_over_floor": None}
+    assert table[ENGINE]["1 thread"] == {"chips_per_s": 16.0, "exact": True, "read_over_floor": 2.0}
+    assert loaders._text(None) == "n/a" and loaders._text(16.4) == "16" and loaders._text(2.0, ".2f", "x") == "2.00x"
