@@ -73,10 +73,14 @@ def _unique(images):
     return uniq, index
 
 
-def _read_stack(images, bands, y0, ys, ny, x0, xs, nx, out4):
-    """Read window (y0[n], x0[n]) of images[n] for every n into out4 (uint8 4-D)."""
+def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
+    """Read runs ``y``, ``x`` shifted by (y0[n], x0[n]) of images[n] for every n into out4 (uint8 4-D)."""
     uniq, index = _unique(images)
-    engine.read_windows([im._open_source() for im in uniq], index, bands, y0, ys, ny, x0, xs, nx, out4)
+    windows = np.empty((len(images), 3), np.int64)
+    windows[:, 0] = index
+    windows[:, 1] = y0
+    windows[:, 2] = x0
+    engine.read_windows([im._open_source() for im in uniq], windows, bands, y, x, out4)
 
 
 def _georef_block(img: Image) -> bytes | None:
@@ -257,8 +261,7 @@ class Cube(RasterioSurface):
             out = np.empty((len(images), bands.shape[0], y.count, x.count), self.dtype)
         if out.size:
             n = len(images)
-            _read_stack(images, bands, np.full(n, y.start, np.int64), y.step, y.count,
-                        np.full(n, x.start, np.int64), x.step, x.count, out.view(np.uint8))
+            _read_stack(images, bands, 0, 0, y, x, out.view(np.uint8))
         return out
 
 
@@ -473,7 +476,7 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
         direct = out is not None and remap is None and out.flags.c_contiguous
         block = out if direct else np.empty(shape, dtype)
         if block.size:
-            _read_stack(images, blist, y0, 1, h, x0, 1, w, block.view(np.uint8))
+            _read_stack(images, blist, y0, x0, Run(0, 1, h), Run(0, 1, w), block.view(np.uint8))
         result = block if remap is None else block[remap]
         if out is not None and not direct:
             out[...] = result

@@ -44,7 +44,7 @@ import numpy as np
 
 from .errors import RumiError, where
 from .grid import FrameUnit
-from .window import segments
+from .window import Run, segments
 
 __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
            "PARALLEL_MIN_BYTES"]
@@ -131,7 +131,8 @@ def _warm(kern) -> None:
 
     grid = np.ones(kern.GRID_COLS, np.int64)
     bands = np.zeros(1, np.int64)
-    plan = kern.plan_window(grid, bands, 0, 1, 1, 0, 1, 1, 1)
+    one = Run(0, 1, 1)
+    plan = kern.plan_window(grid, bands, one, one, 1)
     u64, i64 = np.zeros(1, np.uint64), np.zeros(1, np.int64)
     frames = kern.Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64)
     place = kern.Placement(plan, bands, np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True)
@@ -411,7 +412,7 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
         _read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
     kern = K if K is not None else load()
-    plan = kern.plan_window(fs.grid_rows[0], bands, y.start, y.step, y.count, x.start, x.step, x.count, fs.isz)
+    plan = kern.plan_window(fs.grid_rows[0], bands, _run(y), _run(x), fs.isz)
     execute((fs,), plan, bands, y.step, x.step, out.reshape((1,) + out.shape).view(np.uint8), group=False)
     return out
 
@@ -563,20 +564,25 @@ def _decode_parallel(fs: FrameSource, jobs, dst) -> bool:
     return True
 
 
-def read_windows(sources, index: np.ndarray, bands: np.ndarray, y0: np.ndarray, ys: int, ny: int,
-                 x0: np.ndarray, xs: int, nx: int, out4) -> None:
-    """Read window (y0[n], x0[n]) of ``sources[index[n]]`` for every n into ``out4[n]``.
+def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) -> None:
+    """Read N windows into ``out4[n]``: window n is the runs ``y``, ``x`` shifted by its origin.
 
-    ``out4`` is uint8 (N, len(bands), ny, nx * itemsize); all windows are planned
-    together, so a frame several windows need is decoded once.
+    ``windows`` is int64 (N, ``kernels.WINDOW_COLS``): source index, origin row, origin
+    column; ``out4`` is uint8 (N, len(bands), y.count, x.count * itemsize).  All windows
+    are planned together, so a frame several windows need is decoded once.
     """
     kern = K if K is not None else load()
     for s in sources:
         s.mapping()
     grids = np.concatenate([s.grid_rows for s in sources])
-    plan = kern.plan_batch(grids, index, bands, y0, ys, ny, x0, xs, nx, sources[0].isz)
+    plan = kern.plan_batch(grids, windows, bands, _run(y), _run(x), sources[0].isz)
     if plan.shape[0]:
-        execute(sources, plan, bands, ys, xs, out4)
+        execute(sources, plan, bands, y.step, x.step, out4)
+
+
+def _run(r) -> Run:
+    """A ``window.Run`` of Python ints: the kernels are compiled for that one record type."""
+    return Run(int(r.start), int(r.step), int(r.count))
 
 
 def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:

@@ -259,7 +259,7 @@ def test_a_plan_copies_exactly_the_selected_pixels_from_the_frames_it_lists(b, y
     x0 = data.draw(st.integers(0, x - 1))
     xs = data.draw(st.integers(1, 5))
     nx = data.draw(st.integers(1, (x - 1 - x0) // xs + 1))
-    plan = K.plan_window(grid_row((b, y, x), (tl, tw), cell), bands, y0, ys, ny, x0, xs, nx, 8)
+    plan = K.plan_window(grid_row((b, y, x), (tl, tw), cell), bands, Run(y0, ys, ny), Run(x0, xs, nx), 8)
     got = apply_plan(plan, frames_of(array, (tl, tw), cell), bands.size, ny, nx, ys, xs, bands)
     want = array[bands][:, y0:y0 + (ny - 1) * ys + 1:ys, x0:x0 + (nx - 1) * xs + 1:xs]
     assert np.array_equal(got, want)
@@ -279,19 +279,19 @@ def test_a_plan_copies_exactly_the_selected_pixels_from_the_frames_it_lists(b, y
 
 
 def test_a_window_crossing_four_tiles_of_one_band_plans_four_frames():
-    plan = K.plan_window(grid_row((2, 40, 40), (16, 16), False), np.array([1]), 10, 1, 10, 12, 1, 10, 2)
+    plan = K.plan_window(grid_row((2, 40, 40), (16, 16), False), np.array([1]), Run(10, 1, 10), Run(12, 1, 10), 2)
     assert plan[:, K.P_FRAME].tolist() == [1, 3, 7, 9]
 
 
 def test_a_step_larger_than_a_tile_skips_the_tiles_between():
-    plan = K.plan_window(grid_row((1, 64, 64), (8, 8), True), np.array([0]), 0, 32, 2, 0, 1, 1, 1)
+    plan = K.plan_window(grid_row((1, 64, 64), (8, 8), True), np.array([0]), Run(0, 32, 2), Run(0, 1, 1), 1)
     assert plan[:, K.P_FRAME].tolist() == [0, 32]
 
 
 def test_a_batch_plan_tags_each_entry_with_its_item_and_image():
     grids = np.stack([grid_row((1, 20, 20), (8, 8), False), grid_row((2, 30, 30), (10, 10), True)])
-    plan = K.plan_batch(grids, np.array([1, 0, 1]), np.array([0]), np.array([0, 5, 15]), 1, 4,
-                        np.array([0, 6, 9]), 1, 4, 1)
+    windows = np.array([[1, 0, 0], [0, 5, 6], [1, 15, 9]])  # (image, origin row, origin column)
+    plan = K.plan_batch(grids, windows, np.array([0]), Run(0, 1, 4), Run(0, 1, 4), 1)
     # item 1 crosses four 8 x 8 tiles of image 0; item 2 two 10 x 10 cells of image 1
     assert plan[:, K.P_ITEM].tolist() == [0, 1, 1, 1, 1, 2, 2]
     assert plan[:, K.P_IMAGE].tolist() == [1, 0, 0, 0, 0, 1, 1]

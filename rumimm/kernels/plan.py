@@ -30,6 +30,12 @@ P_ITEM = 12  # destination item (first axis of the 4-D output)
 P_IMAGE = 13  # which image (file) of the call the frame belongs to
 PLAN_COLS = 14
 
+#: Columns of a batch's window table (int64, one row per window).
+W_IMAGE = 0  # which image (file) of the call
+W_Y = 1  # the window's origin row (added to the y run's start)
+W_X = 2  # the window's origin column
+WINDOW_COLS = 3
+
 #: Columns of a grid row handed to the planner (int64).
 G_TILE_LENGTH = 0
 G_TILE_WIDTH = 1
@@ -47,15 +53,15 @@ _segments = njit(cache=True, nogil=True)(segments)
 
 
 @njit(cache=True, nogil=True)
-def _plan_item(grid, bands, y0, ys, ny, x0, xs, nx, itemsize, item, image, out, m):
-    """Append the copy entries of one window of one image to ``out`` from row ``m``."""
+def _plan_item(grid, bands, y0, y, x0, x, itemsize, item, image, out, m):
+    """Append the copy entries of the window at (y0, x0) + runs ``y``, ``x`` of one image to ``out`` from row ``m``."""
     tl = grid[G_TILE_LENGTH]
     tw = grid[G_TILE_WIDTH]
     ta = grid[G_TILES_ACROSS]
     nbands = grid[G_BANDS]
     cell = grid[G_CELL]
-    rows = _segments(y0, ys, ny, tl, grid[G_LENGTH])
-    cols = _segments(x0, xs, nx, tw, grid[G_WIDTH])
+    rows = _segments(y0 + y.start, y.step, y.count, tl, grid[G_LENGTH])
+    cols = _segments(x0 + x.start, x.step, x.count, tw, grid[G_WIDTH])
     nb = bands.shape[0]
     for i in range(rows.shape[0]):
         r = rows[i, 0]
@@ -99,34 +105,41 @@ def _touched(start, step, count, tile):
 
 
 @njit(cache=True, nogil=True)
-def plan_window(grid, bands, y0, ys, ny, x0, xs, nx, itemsize):
+def plan_window(grid, bands, y, x, itemsize):
     """Copy entries (int64 (C, PLAN_COLS)) of one window of one image.
 
     ``grid`` is one int64 row of ``GRID_COLS``; ``bands`` (int64) the band of each
-    output slot, in output order (unique); rows ``y0 + i * ys`` (i < ny) and columns
-    ``x0 + i * xs`` (i < nx) with positive steps, all inside the image.  Entries come in
-    frame-index order for ascending bands (file order), one per frame for tile frames
-    and one per grid position for cell frames.
+    output slot, in output order (unique); ``y`` and ``x`` are ``window.Run`` records
+    (start, step >= 1, count) inside the image.  Entries come in frame-index order for
+    ascending bands (file order), one per frame for tile frames and one per grid
+    position for cell frames.
     """
     per = 1 if grid[G_CELL] else bands.shape[0]
-    cap = _touched(y0, ys, ny, grid[G_TILE_LENGTH]) * _touched(x0, xs, nx, grid[G_TILE_WIDTH]) * per
+    cap = _touched(y.start, y.step, y.count, grid[G_TILE_LENGTH]) * \
+        _touched(x.start, x.step, x.count, grid[G_TILE_WIDTH]) * per
     out = np.empty((cap, PLAN_COLS), np.int64)
-    m = _plan_item(grid, bands, y0, ys, ny, x0, xs, nx, itemsize, 0, 0, out, 0)
+    m = _plan_item(grid, bands, 0, y, 0, x, itemsize, 0, 0, out, 0)
     return out[:m]
 
 
 @njit(cache=True, nogil=True)
-def plan_batch(grids, images, bands, y0, ys, ny, x0, xs, nx, itemsize):
-    """Copy entries of N equal-size windows: item n reads window (y0[n], x0[n]) of image
-    ``images[n]`` whose grid row is ``grids[images[n]]``."""
-    n = y0.shape[0]
+def plan_batch(grids, windows, bands, y, x, itemsize):
+    """Copy entries of N equal-size windows, one output item each.
+
+    Item n reads the runs ``y`` and ``x`` shifted by window n's origin
+    (``windows[n, W_Y]``, ``windows[n, W_X]``) from image ``windows[n, W_IMAGE]``,
+    whose grid row is ``grids[windows[n, W_IMAGE]]``.
+    """
+    n = windows.shape[0]
     cap = 0
     for i in range(n):
-        g = grids[images[i]]
+        g = grids[windows[i, W_IMAGE]]
         per = 1 if g[G_CELL] else bands.shape[0]
-        cap += _touched(y0[i], ys, ny, g[G_TILE_LENGTH]) * _touched(x0[i], xs, nx, g[G_TILE_WIDTH]) * per
+        cap += _touched(windows[i, W_Y] + y.start, y.step, y.count, g[G_TILE_LENGTH]) * \
+            _touched(windows[i, W_X] + x.start, x.step, x.count, g[G_TILE_WIDTH]) * per
     out = np.empty((cap, PLAN_COLS), np.int64)
     m = 0
     for i in range(n):
-        m = _plan_item(grids[images[i]], bands, y0[i], ys, ny, x0[i], xs, nx, itemsize, i, images[i], out, m)
+        image = windows[i, W_IMAGE]
+        m = _plan_item(grids[image], bands, windows[i, W_Y], y, windows[i, W_X], x, itemsize, i, image, out, m)
     return out[:m]
