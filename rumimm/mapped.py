@@ -25,7 +25,6 @@ from __future__ import annotations
 import mmap
 import os
 import sys
-import threading
 
 import numpy as np
 
@@ -34,7 +33,6 @@ from .errors import FormatError, RumiError, where
 __all__ = ["OpenFile", "map_file"]
 
 _PREAD = hasattr(os, "preadv")
-_map_lock = threading.Lock()
 _TRACKFD = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
@@ -49,12 +47,13 @@ class OpenFile:
         The file is empty.
     """
 
-    __slots__ = ("path", "fd", "size", "_buf")
+    __slots__ = ("path", "fd", "size", "_buf", "_made")
 
     def __init__(self, path: str):
         self.path = path
         self.fd = -1
         self._buf = None
+        self._made = []  # mappings made by racing threads: the first one made is the one used
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         try:
             self.size = os.fstat(fd).st_size
@@ -69,6 +68,7 @@ class OpenFile:
     def close(self) -> None:
         """Close the descriptor and drop the mapping now (only when no read can be using them)."""
         self._buf = None
+        self._made = []
         self.__del__()
 
     def __del__(self):
@@ -80,18 +80,22 @@ class OpenFile:
                 pass
 
     def mapping(self) -> np.ndarray:
-        """The whole file as a read-only uint8 array, mapped on first use."""
+        """The whole file as a read-only uint8 array, mapped on first use.
+
+        No lock (a lock held by another thread at ``fork`` would stay held in the child):
+        threads that race here each map the file, and all use the first mapping made
+        (``list.append`` and indexing are atomic), so frame addresses never change.
+        """
         buf = self._buf
         if buf is None:
-            with _map_lock:
-                buf = self._buf
-                if buf is None:
-                    now = os.fstat(self.fd).st_size
-                    if now < self.size:
-                        raise FormatError(f"{where(self.path)}file has {now} bytes, {self.size} when it was opened; "
-                                          "it was truncated after it was opened")
-                    mm = _mmap(self.fd, self.size, self.path, **_TRACKFD)
-                    buf = self._buf = np.frombuffer(mm, np.uint8)
+            now = os.fstat(self.fd).st_size
+            if now < self.size:
+                raise FormatError(f"{where(self.path)}file has {now} bytes, {self.size} when it was opened; "
+                                  "it was truncated after it was opened")
+            made = self._made
+            made.append(np.frombuffer(_mmap(self.fd, self.size, self.path, **_TRACKFD), np.uint8))
+            buf = self._buf = made[0]
+            del made[1:]
         return buf
 
     def read(self, offset: int, n: int) -> bytes:

@@ -892,3 +892,40 @@ def test_a_file_truncated_after_open_fails_a_chip_read_with_a_clear_error(copy_o
             image[0, -3:, -3:]  # a chip: read with pread
         with pytest.raises(FormatError, match="truncated after it was opened"):
             image[:]  # the kernels: the file is mapped first
+
+
+_FORK_WHILE_MAPPING = r"""
+import os, signal, sys, threading, time
+import numpy as np
+import rumimm
+from rumimm import mapped
+path, blob = sys.argv[1], bytes.fromhex(sys.argv[2])
+slow = mapped._mmap
+def _slow_mmap(*args, **kw):
+    time.sleep(0.3)  # a thread is inside OpenFile.mapping() when the process forks
+    return slow(*args, **kw)
+mapped._mmap = _slow_mmap
+img = rumimm.open(path, blob, cache_bytes=0)
+t = threading.Thread(target=lambda: img[:])
+t.start()
+time.sleep(0.1)
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)  # a deadlocked child dies of SIGALRM instead of hanging
+    os._exit(0 if np.array_equal(img[:], np.load(sys.argv[3])) else 3)
+t.join()
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_maps_the_file_reads_it(written, scene, tmp_path):
+    path, blob, _ = written
+    np.save(tmp_path / "want.npy", scene)
+    script = tmp_path / "probe.py"
+    script.write_text(_FORK_WHILE_MAPPING)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, str(script), str(path), blob.hex(), str(tmp_path / "want.npy")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["0"]
