@@ -44,6 +44,8 @@ def _header_arg(header, path):
     """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file."""
     if header is None or isinstance(header, Header):
         return header
+    if type(header) is bytes:
+        return Header.parse(header, path=path)
     if isinstance(header, (str, os.PathLike)):
         try:
             with builtins.open(header, "rb") as fh:
