@@ -66,7 +66,7 @@ class _SerialBackend:
         pass
 
     def close(self, cancel: bool = False):
-        pass
+        self._job.encoder.close()  # its OpenZL contexts go now, not with a cycle (FrameEncoder.close)
 
 
 def _workers_broke() -> None:

@@ -62,6 +62,23 @@ class FrameEncoder:
         self._struct = self.encoding.storage_dtype.itemsize == _STRUCT_WIDTH
         self._mask = (1 << self.encoding.bits_per_sample) - 1 if self.encoding.subbyte else None
 
+    def close(self) -> None:
+        """Free the OpenZL contexts now, each ``CCtx`` before the ``Compressor`` it references.
+
+        Also run when the encoder is garbage: an encoder caught in a reference cycle
+        (a traceback holding a writer, say) would otherwise leave the pair to the cycle
+        collector, which may clear them in either order, and OpenZL's extension aborts
+        the process when a ``Compressor`` goes before its ``CCtx``.  Idempotent; the
+        encoder stays usable (contexts are made again on the next frame).
+        """
+        contexts, self._contexts = getattr(self, "_contexts", {}), {}
+        while contexts:
+            _, (compressor, cctx) = contexts.popitem()
+            del cctx
+            del compressor
+
+    __del__ = close
+
     @property
     def portable(self) -> bool:
         """True when the reference reader decodes this encoder's frames."""
