@@ -15,7 +15,7 @@ output (``kernels.plan_window`` / ``plan_batch``).  :func:`execute` then
 
 Whole frames (:func:`decode_frames`) go through the same kernel with an empty copy
 list.  A window of at most :data:`SMALL_READ_FRAMES` frames (a chip) skips the kernels:
-:func:`_read_small` runs the same steps in Python, decoding each frame with the same C
+``small_reads`` runs the same steps in Python, decoding each frame with the same C
 function (``codec.geozl_lib``, through ctypes, GIL released) and placing it with numpy
 slicing, so a process that only reads chips never loads numba (0.3 s or more at
 the first read).  Both share the cache, the header checks and the error mapping
@@ -34,7 +34,6 @@ exist in it, and no import or compilation happens later inside the read path.
 from __future__ import annotations
 
 import concurrent.futures.thread  # noqa: F401  (imported before any fork can wait on load(): see _before_fork)
-import itertools
 import logging  # noqa: F401  (numba imports it; both register fork hooks of their own)
 import os
 import sys
@@ -42,48 +41,38 @@ import threading
 
 import numpy as np
 
-from .errors import RumiError, where
-from .grid import FrameUnit
+from .frame_source import PARALLEL_MIN_BYTES, FrameSource, align, lookup, thread_scratch
 from .window import Run, segments
 
 __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
            "PARALLEL_MIN_BYTES"]
 
-#: A read decodes on several threads only when its new frames hold at least this many bytes.
-PARALLEL_MIN_BYTES = 1 << 20
 #: A window of at most this many frames is read without numba (geozl's decoder through ctypes).
 SMALL_READ_FRAMES = 4
-#: A thread keeps its decode scratch buffer between reads up to this size.
-SCRATCH_KEEP_BYTES = 4 << 20
-_ALIGN = 64
 
 _load_lock = threading.RLock()
-_local = threading.local()
+_local = threading.local()  # the compiler lock a fork hook took, released after the fork
 K = None  # rumimm.kernels once loaded
 _geozl = None  # rumimm.codec.geozl_lib once loaded (the C decoder through ctypes)
 _checks = None  # rumimm.frame_checks once loaded (frame headers, errors, the openzl.ext fallback decoder)
 _threads = None  # rumimm.threads once loaded (the decode thread pool)
+_small = None  # rumimm.small_reads once loaded (chips without numba)
 _NATIVE = False  # geozl's GIL-free C decoder is bound
 _NO_SCRATCH = np.zeros(1, np.uint8)
-
-
-def _align(n: int) -> int:
-    """``n`` rounded up to a multiple of ``_ALIGN`` (scratch slots start on cache lines)."""
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 def _load_decoder() -> bool:
     """Import OpenZL (frame headers), the thread pool and open geozl's C decoder, once.
 
-    Enough for a small read (:func:`_read_small`), which then needs no numba.  Runs
+    Enough for a small read (``small_reads``), which then needs no numba.  Runs
     under the load lock, like :func:`load`, so a fork never inherits it half done.
     Returns whether the C decoder is there.
     """
-    global _checks, _threads, _geozl, _NATIVE
+    global _checks, _threads, _small, _geozl, _NATIVE
     if _geozl is None:
         with _load_lock:
             if _geozl is None:
-                from . import frame_checks, threads
+                from . import frame_checks, small_reads, threads
                 from ._env import env_int
                 from .codec import geozl_lib
 
@@ -91,7 +80,7 @@ def _load_decoder() -> bool:
                     from .cache import tune_malloc
 
                     tune_malloc()
-                _checks, _threads = frame_checks, threads
+                _checks, _threads, _small = frame_checks, threads, small_reads
                 _NATIVE = geozl_lib.available()
                 _geozl = geozl_lib
     return _NATIVE
@@ -164,96 +153,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
 
 
-class FrameSource:
-    """What the engine needs of one open file: the file, its frame table and caching.
-
-    ``Image`` makes one at open (``file`` is a ``mapped.OpenFile``, None once closed);
-    the per-frame "header checked" flags and, for the kernels, the frames' addresses in
-    the mapping are built on first use.
-    """
-
-    __slots__ = ("path", "header", "file", "cache", "token", "verify", "magic0", "grid", "enc", "dtype", "isz",
-                 "mask", "n_frames", "cell", "_grid_rows", "src", "typed")
-
-    def __init__(self, path: str, header, file, cache, token: int, verify: bool, magic0: int):
-        self.path = path
-        self.header = header  # rumimm.blob.Header
-        self.file = file
-        self.cache = cache  # rumimm.cache.FrameCache or None
-        self.token = token  # this source's key in the cache
-        self.verify = verify
-        self.magic0 = magic0  # frame 0's first 4 bytes: every frame must start with them
-        self.grid = g = header.grid
-        self.enc = enc = header.encoding
-        self.dtype = enc.dtype
-        self.isz = enc.itemsize
-        self.mask = (1 << enc.bits_per_sample) - 1 if enc.subbyte else 0xFF
-        self.n_frames = g.n_frames
-        self.cell = g.unit == FrameUnit.CELL
-        self._grid_rows = None
-        self.src = None  # uint64 frame addresses in the mapping
-        self.typed = None  # uint8 per frame: its OpenZL header was checked
-
-    @property
-    def grid_rows(self) -> np.ndarray:
-        """The grid as one int64 (1, GRID_COLS) row, for the planning kernels."""
-        if self._grid_rows is None:
-            g = self.grid
-            self._grid_rows = np.array([[g.tile_length, g.tile_width, g.tiles_across, g.tiles_down,
-                                         g.samples_per_pixel, int(g.unit == FrameUnit.CELL),
-                                         g.image_length, g.image_width]], np.int64)
-        return self._grid_rows
-
-    def opened(self):
-        """The open file (``mapped.OpenFile``); RumiError once closed."""
-        f = self.file
-        if f is None:
-            raise RumiError(f"{where(self.path)}image is closed")
-        return f
-
-    def mapping(self) -> np.ndarray:
-        """The file mapping (made on first use); RumiError once closed."""
-        return self.opened().mapping()
-
-    def checked(self) -> np.ndarray:
-        """The per-frame "header checked" flags, allocated on first use."""
-        if self.typed is None:
-            self.typed = np.zeros(self.n_frames, np.uint8)
-        return self.typed
-
-    def frame_table(self):
-        """(src, size, typed) for the kernels: frame addresses in the mapping, byte counts, flags."""
-        if self.src is None:
-            buf = self.mapping()
-            self.src = self.header.offsets[:-1] + np.uint64(buf.ctypes.data)
-        return self.src, self.header._frame_bytes, self.checked()
-
-    def position(self, k: int) -> str:
-        row, col, band = self.grid.frame_position(k)
-        if self.grid.unit == FrameUnit.CELL:
-            return f"row {row}, col {col}"
-        return f"row {row}, col {col}, band {band}"
-
-    def label(self, k: int) -> str:
-        return f"{where(self.path)}frame {k} of {self.n_frames} ({self.position(k)})"
-
-    def frame_bytes(self, k: int) -> np.ndarray:
-        start = int(self.header.offsets[k])
-        return self.mapping()[start:start + int(self.header.byte_count(k))]
-
-
-def _scratch(nbytes: int) -> tuple[np.ndarray, int]:
-    """This thread's decode scratch buffer and its address (reused up to SCRATCH_KEEP_BYTES)."""
-    held = getattr(_local, "scratch", None)
-    if held is not None and held[0].shape[0] >= nbytes:
-        return held
-    buf = np.empty(nbytes, np.uint8)
-    held = (buf, buf.ctypes.data)
-    if nbytes <= SCRATCH_KEEP_BYTES:
-        _local.scratch = held
-    return held
-
-
 # --------------------------------------------------------------------------- the engine
 
 
@@ -265,22 +164,6 @@ def _group(plan, sources):
     key = key[idx]
     starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
     return plan, np.append(starts, plan.shape[0]).astype(np.int64), plan[starts]
-
-
-def _lookup(sources, owners, klist):
-    """Cached frames of each group, or None when no source caches."""
-    first = sources[0].cache
-    if len(sources) == 1:
-        if first is None:
-            return None
-        token = sources[0].token
-        return first.get_many([(token, k) for k in klist])
-    if all(s.cache is first for s in sources):
-        if first is None:
-            return None
-        return first.get_many([(sources[o].token, k) for o, k in zip(owners, klist)])
-    return [None if sources[o].cache is None else sources[o].cache.get((sources[o].token, k))
-            for o, k in zip(owners, klist)]
 
 
 def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True) -> None:
@@ -321,7 +204,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
     need = np.ones(ngroups, np.uint8)
 
     # -- frames already decoded
-    found = _lookup(sources, owners, klist)
+    found = lookup(sources, owners, klist)
     if found is None:
         missing = list(range(ngroups))
     else:
@@ -361,8 +244,8 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
                 fresh.append(frame)
             keep.extend(fresh)
         else:
-            stride = _align(max(sizes))
-            scratch = _scratch(stride * chunks)[0]
+            stride = align(max(sizes))
+            scratch = thread_scratch(stride * chunks)[0]
             keep.append(scratch)
     status = np.zeros(ngroups, np.int64)
     fs0 = sources[0]
@@ -391,7 +274,7 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
     """The (len(bands), y.count, x.count) block of rows ``y`` and columns ``x`` (``window.Run``).
 
     Written into ``out`` (C-contiguous, the source's dtype) when given, else a new array.
-    A window of at most :data:`SMALL_READ_FRAMES` frames is read by :func:`_read_small`
+    A window of at most :data:`SMALL_READ_FRAMES` frames is read by ``small_reads.read_small``
     (no numba); larger ones by the kernels.
     """
     nb = bands.shape[0]
@@ -409,159 +292,12 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
         rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
         cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
     if len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES and _load_decoder():
-        _read_small(fs, bands, rows, cols, y.step, x.step, out)
+        _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
     kern = K if K is not None else load()
     plan = kern.plan_window(fs.grid_rows[0], bands, _run(y), _run(x), fs.isz)
     execute((fs,), plan, bands, y.step, x.step, out.reshape((1,) + out.shape).view(np.uint8), group=False)
     return out
-
-
-def _decode_into(fs: FrameSource, src: int, nbytes: int, frame: np.ndarray, dst: int):
-    """Decode the ``nbytes``-byte frame at address ``src`` into ``frame`` (at address ``dst``).
-
-    geozl's C decoder, GIL released.  Checks the decoded byte count and masks sub-byte
-    samples; returns None, or the failing status for ``frame_error``.
-    """
-    got = _geozl.decompress(src, nbytes, dst, frame.shape[0], fs.verify)
-    if got != frame.shape[0]:
-        return got if got < 0 else _geozl.STATUS_SIZE_MISMATCH
-    if fs.mask != 0xFF:
-        np.bitwise_and(frame, fs.mask, out=frame)
-    return None
-
-
-def _raw_buffer(nbytes: int) -> tuple[np.ndarray, int]:
-    """This thread's buffer for a frame's compressed bytes, and its address (kept up to SCRATCH_KEEP_BYTES)."""
-    held = getattr(_local, "raw", None)
-    if held is not None and held[0].shape[0] >= nbytes:
-        return held
-    buf = np.empty(max(nbytes + (nbytes >> 2), 1 << 16), np.uint8)  # room for the next, larger frames
-    held = (buf, buf.ctypes.data)
-    if nbytes <= SCRATCH_KEEP_BYTES:
-        _local.raw = held
-    return held
-
-
-def _decode_copied(fs: FrameSource, f, k: int, frame: np.ndarray, dst: int):
-    """Copy frame k's bytes out of the file with one pread, check its header once, decode it into ``frame``.
-
-    A chip's frames are read this way rather than through the mapping: as fast
-    (the copy costs what faulting a fresh mapping's pages in costs), and a file
-    truncated while open gives an error, not SIGBUS.  ``f`` is ``fs.file``.
-    """
-    off = fs.header.offsets
-    start = int(off[k])
-    nbytes = int(off[k + 1]) - start
-    buf, addr = _raw_buffer(nbytes)
-    raw = buf[:nbytes]
-    f.read_into(raw, start)
-    _checks.check_header(fs, k, raw, frame.shape[0])
-    return _decode_into(fs, addr, nbytes, frame, dst)
-
-
-def _read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int, out) -> None:
-    """Read a window of few frames with geozl's C decoder through ctypes, no numba.
-
-    ``rows`` and ``cols`` are ``window.segments`` lists.  The same steps as
-    :func:`execute`, frame by frame: a cached frame is used as is; a new one is copied
-    out of the file, its header checked once, decoded (GIL released) into a buffer the
-    cache keeps or into this thread's scratch, its decoded byte count checked and
-    sub-byte samples masked (:func:`_decode_copied`); the first failure raises one
-    ``frame_error``.  Rectangles are placed by numpy slicing.  Frames holding 1 MiB or
-    more in all are decoded on the decode threads, from the mapping (:func:`_decode_parallel`).
-    """
-    g = fs.grid
-    cell = fs.cell
-    planes = g.samples_per_pixel if cell else 1
-    dst = out.view(np.uint8).reshape(out.shape + (fs.isz,))
-    slots = [(slice(None), None)] if cell else list(enumerate(bands.tolist()))
-    jobs = []  # (frame, frame shape, out index, frame index)
-    for r, fy, cy, dy in rows:
-        for c, fx, cx, dx in cols:
-            fh, fw = g.edge_size(r, c)
-            shape = (planes, fh, fw, fs.isz)
-            into = (slice(dy, dy + cy), slice(dx, dx + cx))
-            take = (slice(fy, fy + (cy - 1) * ys + 1, ys), slice(fx, fx + (cx - 1) * xs + 1, xs))
-            for slot, b in slots:
-                k = g.frame_index(r, c) if cell else g.frame_index(r, c, b)
-                jobs.append((k, shape, (slot,) + into, ((bands,) if cell else (0,)) + take))
-    nbytes = planes * g.tile_length * g.tile_width * fs.isz  # a bound: edge frames are smaller
-    if len(jobs) > 1 and len(jobs) * nbytes >= PARALLEL_MIN_BYTES and _decode_parallel(fs, jobs, dst):
-        return
-    cache = fs.cache
-    f = fs.opened()  # held until the read returns: the descriptor stays open
-    fs.checked()
-    for n, (k, shape, into, take) in enumerate(jobs):
-        hit = None if cache is None else cache.get((fs.token, k))
-        if hit is not None:
-            frame = hit[0]
-        else:
-            size = shape[0] * shape[1] * shape[2] * shape[3]
-            store = cache is not None and cache.admits(size)
-            if store:
-                frame = np.empty(size, np.uint8)
-                addr = frame.ctypes.data
-            else:
-                scratch, addr = _scratch(size)
-                frame = scratch[:size]
-            status = _decode_copied(fs, f, k, frame, addr)
-            if status is not None:
-                raise _checks.frame_error(fs, k, int(status))
-            if store:
-                cache.put_many([(fs.token, k)], [frame], [addr])
-        dst[into] = frame.reshape(shape)[take]
-
-
-def _decode_parallel(fs: FrameSource, jobs, dst) -> bool:
-    """Decode a few large new frames on the decode threads, from the mapping, and place them.
-
-    Returns False (nothing done) when the parallel slot is taken or only one thread is set.
-    """
-    chunks = _threads.parallel_slot(len(jobs))
-    if chunks < 2:
-        return False
-    try:
-        klist = [job[0] for job in jobs]
-        found = _lookup((fs,), [0] * len(jobs), klist)
-        frames = [None if found is None or found[i] is None else found[i][0] for i in range(len(jobs))]
-        missing = [i for i, f in enumerate(frames) if f is None]
-        chunks = min(chunks, len(missing))
-        sizes = [int(np.prod(jobs[i][1])) for i in missing]
-        store = found is not None and fs.cache.admits(sum(sizes))
-        stride = _align(max(sizes, default=0))
-        scratch, base = (None, 0) if store or not missing else _scratch(stride * len(missing))
-        addrs = {}
-        for n, (i, size) in enumerate(zip(missing, sizes)):
-            if store:
-                frames[i] = np.empty(size, np.uint8)
-                addrs[i] = frames[i].ctypes.data
-            else:
-                frames[i] = scratch[n * stride:n * stride + size]
-                addrs[i] = base + n * stride
-        src, nbytes, _ = fs.frame_table()
-        keep = fs.mapping()  # alive while the decoders read it
-        for i in missing:
-            _checks.check_header(fs, klist[i])
-
-        def work(w):
-            return [(i, _decode_into(fs, int(src[klist[i]]), int(nbytes[klist[i]]), frames[i], addrs[i]))
-                    for i in missing[w::chunks]]
-
-        done = _threads.run_workers(work, chunks) if chunks > 1 else [work(0)]
-        del keep
-    finally:
-        _threads.release_parallel()
-    status = dict(itertools.chain.from_iterable(done))
-    bad = [i for i in missing if status[i] is not None]
-    if bad:
-        raise _checks.frame_error(fs, klist[bad[0]], int(status[bad[0]]))
-    for (_, shape, into, take), frame in zip(jobs, frames):
-        dst[into] = frame.reshape(shape)[take]
-    if store:
-        fs.cache.put_many([(fs.token, klist[i]) for i in missing], [frames[i] for i in missing],
-                          [addrs[i] for i in missing])
-    return True
 
 
 def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) -> None:
@@ -597,7 +333,7 @@ def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
             f = fs.opened()
             fs.checked()
             raw = np.empty(fs.grid.frame_samples(k) * fs.isz, np.uint8)
-            status = _decode_copied(fs, f, k, raw, raw.ctypes.data)
+            status = _small.decode_copied(fs, f, k, raw, raw.ctypes.data)
             if status is not None:
                 raise _checks.frame_error(fs, k, int(status))
         out.append(raw.view(fs.dtype).reshape(fs.grid.frame_shape(k)))

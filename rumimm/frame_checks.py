@@ -21,7 +21,7 @@ from .errors import CodecError
 from .tiff import OPENZL_MAGIC
 
 if TYPE_CHECKING:
-    from .engine import FrameSource
+    from .frame_source import FrameSource
 
 __all__ = ["frame_error", "check_pinned", "check_header", "fallback_frames"]
 
