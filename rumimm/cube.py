@@ -85,7 +85,7 @@ def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
 
 def _georef_block(img: Image) -> bytes | None:
     """The 160 bytes of the two georeferencing tags, or None when no CRS is set."""
-    block = img.georef_block()
+    block = img._georef_bytes()
     keys = np.frombuffer(block, "<u2", 16, 128)
     if int(keys[7]) == 0:  # GTModelTypeGeoKey 0: undefined georeferencing
         return None

@@ -229,7 +229,7 @@ class Image(RasterioSurface):
         They sit at fixed places right before the first frame (the matrix 160 bytes
         before it, the key directory 32 bytes before it), so no IFD is parsed.
         """
-        block = self.georef_block()
+        block = self._georef_bytes()
         matrix = np.frombuffer(block, "<f8", 16, 0)
         keys = np.frombuffer(block, "<u2", 16, 128)
         geo, bad = parse_geokeys(keys, matrix)
@@ -330,7 +330,7 @@ class Image(RasterioSurface):
         return _read_into(self, sel, out)
 
 
-    def georef_block(self) -> bytes:
+    def _georef_bytes(self) -> bytes:
         """The 160 bytes of the two georeferencing tag values (matrix, key directory) before frame 0."""
         base = self._grid.base_frame_offset
         return bytes(self._open_source().opened().read(base - 160, 160))

@@ -74,7 +74,7 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
     """Read a window of few frames with geozl's C decoder through ctypes, no numba.
 
     ``rows`` and ``cols`` are ``window.segments`` lists.  The same steps as
-    :func:`execute`, frame by frame: a cached frame is used as is; a new one is copied
+    ``engine.execute``, frame by frame: a cached frame is used as is; a new one is copied
     out of the file, its header checked once, decoded (GIL released) into a buffer the
     cache keeps or into this thread's scratch, its decoded byte count checked and
     sub-byte samples masked (:func:`decode_copied`); the first failure raises one
@@ -100,15 +100,16 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
     if len(jobs) > 1 and len(jobs) * nbytes >= PARALLEL_MIN_BYTES and decode_parallel(fs, jobs, dst):
         return
     cache = fs.cache
+    # the cache's admission rule applies to the read as a whole, as in engine.execute
+    store = cache is not None and cache.admits(sum(planes * j[1][1] * j[1][2] * fs.isz for j in jobs))
     f = fs.opened()  # held until the read returns: the descriptor stays open
     fs.checked()
-    for n, (k, shape, into, take) in enumerate(jobs):
+    for k, shape, into, take in jobs:
         hit = None if cache is None else cache.get((fs.token, k))
         if hit is not None:
             frame = hit[0]
         else:
             size = shape[0] * shape[1] * shape[2] * shape[3]
-            store = cache is not None and cache.admits(size)
             if store:
                 frame = np.empty(size, np.uint8)
                 addr = frame.ctypes.data
@@ -136,7 +137,7 @@ def decode_parallel(fs: FrameSource, jobs, dst) -> bool:
         found = lookup((fs,), [0] * len(jobs), klist)
         frames = [None if found is None or found[i] is None else found[i][0] for i in range(len(jobs))]
         missing = [i for i, f in enumerate(frames) if f is None]
-        chunks = min(chunks, len(missing))
+        chunks = max(1, min(chunks, len(missing)))  # every frame cached: nothing to decode
         sizes = [int(np.prod(jobs[i][1])) for i in missing]
         store = found is not None and fs.cache.admits(sum(sizes))
         stride = align(max(sizes, default=0))

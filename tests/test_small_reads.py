@@ -86,3 +86,25 @@ def test_a_corrupt_frame_raises_the_same_error_on_both_paths(tmp_path, monkeypat
     msg = messages["as shipped", 0, 9]
     assert f"a.rumi: frame {k} of {hdr.n_frames} (row 1, col 2" in msg
     assert ("unreadable header" if part == "header" else "failed to decode (OpenZL:") in msg
+
+
+@pytest.mark.parametrize("unit", ["tile", "cell"])
+def test_small_reads_on_two_threads_give_the_same_pixels_decoded_or_cached(tmp_path, monkeypatch, unit):
+    # chips of 1 MiB or more of new frames decode on the decode threads (small_reads.decode_parallel);
+    # the threshold is lowered so that these small frames take that path, read twice: decoded, then cached
+    from rumimm import small_reads, threads
+
+    a = _array("uint16", np.random.default_rng(5))
+    blob = rumimm.write(tmp_path / "a.rumi", a, tile=(8, 16), unit=unit, threads=1)
+    monkeypatch.setattr(engine, "SMALL_READ_FRAMES", 1 << 30)
+    engine._load_decoder()
+    monkeypatch.setattr(small_reads, "PARALLEL_MIN_BYTES", 0)
+    before = threads.get_num_threads()
+    threads.set_num_threads(2)
+    try:
+        for cache_bytes in (0, None, 1 << 20):
+            with rumimm.open(tmp_path / "a.rumi", blob, cache_bytes=cache_bytes) as img:
+                for key in KEYS + KEYS:
+                    assert img[key].tobytes() == a[key].tobytes(), (cache_bytes, key)
+    finally:
+        threads.set_num_threads(before)
