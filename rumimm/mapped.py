@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import FormatError, RumiError, where
 
-__all__ = ["OpenFile", "map_file"]
+__all__ = ["OpenFile"]
 
 _PREAD = hasattr(os, "preadv")
 _TRACKFD = {"trackfd": False} if sys.version_info >= (3, 13) else {}
@@ -93,7 +93,7 @@ class OpenFile:
                 raise FormatError(f"{where(self.path)}file has {now} bytes, {self.size} when it was opened; "
                                   "it was truncated after it was opened")
             made = self._made
-            made.append(np.frombuffer(_mmap(self.fd, self.size, self.path, **_TRACKFD), np.uint8))
+            made.append(np.frombuffer(_mmap(self.fd, self.size, self.path), np.uint8))
             buf = self._buf = made[0]
             del made[1:]
         return buf
@@ -117,26 +117,8 @@ class OpenFile:
                               f"end at byte {offset + n}; it was truncated after it was opened")
 
 
-def map_file(path) -> tuple[mmap.mmap, np.ndarray]:
-    """(mmap, uint8 array over it) of the whole file, for a one-pass walk that unmaps when done.
-
-    Raises FileNotFoundError or PermissionError as ``open`` does, FormatError for an
-    empty file.
-    """
-    path = os.fspath(path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+def _mmap(fd: int, size: int, path) -> mmap.mmap:
     try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            raise FormatError(f"{where(path)}file is empty; expected a BigTIFF header")
-        mm = _mmap(fd, size, path)
-    finally:
-        os.close(fd)
-    return mm, np.frombuffer(mm, np.uint8)
-
-
-def _mmap(fd: int, size: int, path, **kw) -> mmap.mmap:
-    try:
-        return mmap.mmap(fd, size, access=mmap.ACCESS_READ, **kw)
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ, **_TRACKFD)
     except (OSError, ValueError) as exc:
         raise RumiError(f"{where(path)}cannot map file: {getattr(exc, 'strerror', None) or exc}") from exc

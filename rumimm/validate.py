@@ -18,7 +18,7 @@ from . import dtypes
 from .blob import Header, build_header
 from .errors import BlobError, FormatError, RumiError, where
 from .georef import Georef, parse_geokeys
-from .mapped import map_file
+from .mapped import OpenFile
 from .grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
 from .tiff import FIXED_TAGS, N_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, Tag, TiffType, read_entries
 
@@ -101,7 +101,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> R
     """
     path = os.fspath(path)
     try:
-        mm, buf = map_file(path)
+        file = OpenFile(path)
     except FormatError as exc:  # an empty file
         if strict:
             raise
@@ -110,13 +110,9 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> R
         raise RumiError(f"{where(path)}cannot read file: {exc.strerror or exc}") from exc
     else:
         try:
-            rep = inspect_mapping(buf, path, strict=strict, frames=frames)
+            rep = inspect_mapping(file.mapping(), path, strict=strict, frames=frames)
         finally:
-            del buf
-            try:
-                mm.close()
-            except BufferError:
-                pass  # a traceback still holds a view; the map goes with it
+            file.close()  # the map goes now, or with the last view a traceback still holds
     if header is not None:
         rep.header_violations = compare_header(header, rep.blob, path)
         rep.checked.append(CHECKED_BLOB)
