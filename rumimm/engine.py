@@ -309,7 +309,7 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     """
     kern = K if K is not None else load()
     for s in sources:
-        s.mapping()
+        s.opened()  # a closed image fails here, even with nothing to read; execute maps the files
     grids = np.concatenate([s.grid_rows for s in sources])
     plan = kern.plan_batch(grids, windows, bands, _run(y), _run(x), sources[0].isz)
     if plan.shape[0]:

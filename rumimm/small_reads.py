@@ -86,30 +86,29 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
     planes = g.samples_per_pixel if cell else 1
     dst = out.view(np.uint8).reshape(out.shape + (fs.isz,))
     slots = [(slice(None), None)] if cell else list(enumerate(bands.tolist()))
-    jobs = []  # (frame, frame shape, out index, frame index)
+    jobs = []  # (frame, frame shape, decoded bytes, out index, frame index)
     for r, fy, cy, dy in rows:
         for c, fx, cx, dx in cols:
             fh, fw = g.edge_size(r, c)
             shape = (planes, fh, fw, fs.isz)
+            size = planes * fh * fw * fs.isz
             into = (slice(dy, dy + cy), slice(dx, dx + cx))
             take = (slice(fy, fy + (cy - 1) * ys + 1, ys), slice(fx, fx + (cx - 1) * xs + 1, xs))
             for slot, b in slots:
                 k = g.frame_index(r, c) if cell else g.frame_index(r, c, b)
-                jobs.append((k, shape, (slot,) + into, ((bands,) if cell else (0,)) + take))
-    nbytes = planes * g.tile_length * g.tile_width * fs.isz  # a bound: edge frames are smaller
-    if len(jobs) > 1 and len(jobs) * nbytes >= PARALLEL_MIN_BYTES and decode_parallel(fs, jobs, dst):
+                jobs.append((k, shape, size, (slot,) + into, ((bands,) if cell else (0,)) + take))
+    total = sum(job[2] for job in jobs)
+    if len(jobs) > 1 and total >= PARALLEL_MIN_BYTES and decode_parallel(fs, jobs, dst):
         return
     cache = fs.cache
-    # the cache's admission rule applies to the read as a whole, as in engine.execute
-    store = cache is not None and cache.admits(sum(planes * j[1][1] * j[1][2] * fs.isz for j in jobs))
+    store = cache is not None and cache.admits(total)  # the admission rule applies to the read as a whole
     f = fs.opened()  # held until the read returns: the descriptor stays open
     fs.checked()
-    for k, shape, into, take in jobs:
+    for k, shape, size, into, take in jobs:
         hit = None if cache is None else cache.get((fs.token, k))
         if hit is not None:
             frame = hit[0]
         else:
-            size = shape[0] * shape[1] * shape[2] * shape[3]
             if store:
                 frame = np.empty(size, np.uint8)
                 addr = frame.ctypes.data
@@ -138,7 +137,7 @@ def decode_parallel(fs: FrameSource, jobs, dst) -> bool:
         frames = [None if found is None or found[i] is None else found[i][0] for i in range(len(jobs))]
         missing = [i for i, f in enumerate(frames) if f is None]
         chunks = max(1, min(chunks, len(missing)))  # every frame cached: nothing to decode
-        sizes = [int(np.prod(jobs[i][1])) for i in missing]
+        sizes = [jobs[i][2] for i in missing]
         store = found is not None and fs.cache.admits(sum(sizes))
         stride = align(max(sizes, default=0))
         scratch, base = (None, 0) if store or not missing else thread_scratch(stride * len(missing))
@@ -167,7 +166,7 @@ def decode_parallel(fs: FrameSource, jobs, dst) -> bool:
     bad = [i for i in missing if status[i] is not None]
     if bad:
         raise _checks.frame_error(fs, klist[bad[0]], int(status[bad[0]]))
-    for (_, shape, into, take), frame in zip(jobs, frames):
+    for (_, shape, _, into, take), frame in zip(jobs, frames):
         dst[into] = frame.reshape(shape)[take]
     if store:
         fs.cache.put_many([(fs.token, klist[i]) for i in missing], [frames[i] for i in missing],
