@@ -133,7 +133,7 @@ def _table(rows):
     transformers = {}
     geoms, boxes = [], []
     for r in rows:
-        epsg, transform, (bands, height, width) = r[6], r[7], r[2]
+        epsg, transform, (_, height, width) = r[6], r[7], r[2]
         if epsg is None:
             geoms.append(None)
             boxes.append(None)

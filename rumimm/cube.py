@@ -260,7 +260,6 @@ class Cube(RasterioSurface):
         if out is None:
             out = np.empty((len(images), bands.shape[0], y.count, x.count), self.dtype)
         if out.size:
-            n = len(images)
             _read_stack(images, bands, 0, 0, y, x, out.view(np.uint8))
         return out
 
