@@ -225,7 +225,7 @@ def run_engine(engine: str, spec: dict, threads: int) -> dict:
     open_, read, close = _reader(engine, spec, threads)
     floor = None
     if engine.startswith("rumimm"):  # paired: decode a window's frames, then read it, alternately
-        from rumimm.blob import Header
+        from rumimm.format.blob import Header
 
         f = spec["files"]["rumimm" if engine == "rumimm" else "reference"]
         floor = _floor_timer(Header.parse(bytes.fromhex(f["blob"])), np.fromfile(f["path"], np.uint8), threads)
@@ -280,7 +280,7 @@ def _floor_timer(header, data: np.ndarray, threads: int):
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from rumimm.codec import native as _native
+    from rumimm.kernels import native as _native
 
     try:
         from asv_benchmarks.decode_floor import decode_frames
@@ -309,8 +309,8 @@ def _floor_timer(header, data: np.ndarray, threads: int):
 
 def run_floor(spec: dict, threads: int) -> dict:
     """Decode-only time of the frames each window touches, both rumi files, frames in memory."""
-    from rumimm.blob import Header
-    from rumimm.cache import tune_malloc
+    from rumimm.format.blob import Header
+    from rumimm.reader.cache import tune_malloc
 
     tune_malloc()  # the allocator setting the reader applies at its first read, so the floor is like for like
     out = {}

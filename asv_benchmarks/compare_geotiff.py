@@ -39,7 +39,7 @@ import tempfile
 CHILD = r"""
 import json, os, sys, tempfile, time
 import numpy as np, rasterio, rumimm
-import rumimm.geotiff, rumimm.reader, rumimm.writer
+import rumimm.integrations.geotiff, rumimm.reader.image, rumimm.writer.writer
 op, tif, rumi, out = sys.argv[1:5]
 with tempfile.TemporaryDirectory() as d:  # load the numba kernels and codecs outside the measurement
     rumimm.write(os.path.join(d, "w.rumi"), np.zeros((1, 16, 16), np.uint16), tile=16)

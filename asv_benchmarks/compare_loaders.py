@@ -207,7 +207,7 @@ def _floor(spec: dict, threads: int):
     The same decode-only timer as the single-file comparison (``compare.py``): each chip's
     frames, already in memory, decoded by the GIL-free batch decoder and nothing else.
     """
-    from rumimm.blob import Header
+    from rumimm.format.blob import Header
 
     timers = [_floor_timer(Header.parse(bytes.fromhex(b)), np.fromfile(p, np.uint8), threads)
               for p, b in spec["files"]["tiles"]["512 tile"]]

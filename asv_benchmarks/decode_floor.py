@@ -1,6 +1,6 @@
 """The decode floor of compare.py: a window's frames, already in memory, decoded and nothing else.
 
-Each frame goes through rumimm's GIL-free single-frame decoder (``rumimm.codec.native.decode_one``,
+Each frame goes through rumimm's GIL-free single-frame decoder (``rumimm.kernels.native.decode_one``,
 geozl's C entry point), serially or on a plain thread pool, into one preallocated buffer.
 What a read costs above this is planning, cache lookups, copying and Python overhead.
 """
@@ -17,7 +17,7 @@ def decode_frames(data: np.ndarray, offsets, counts, dst: np.ndarray, dst_offset
     Returns the int64 statuses (the decoded byte count, or a negative code).  With a
     ``concurrent.futures`` pool the frames are decoded on its threads.
     """
-    from rumimm.codec import native as _native
+    from rumimm.kernels import native as _native
 
     srcs = [data[int(o):int(o) + int(c)] for o, c in zip(offsets, counts)]
     dsts = [dst[int(o):int(o) + int(n)] for o, n in zip(dst_offsets, dst_sizes)]

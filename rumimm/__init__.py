@@ -8,46 +8,46 @@
 Most public names are imported on first use (the writer, reader, cube and codec
 modules); ``index``/``validate`` are bound at import.  Importing rumimm, opening a
 file and reading its metadata load neither numba nor OpenZL: the read engine loads
-them at the first pixel read (``rumimm.engine.load``).
+them at the first pixel read (``rumimm.reader.engine.load``).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from .errors import BlobError, CodecError, CRSError, FormatError, RumiError, RumiWarning, WindowError
+from rumimm.errors import BlobError, CodecError, CRSError, FormatError, RumiError, RumiWarning, WindowError
 
 # Bound eagerly: ``validate`` is also a submodule name, and a lazy binding would be
 # replaced by the module object the first time anything imports ``rumimm.validate``.
-from .validate import Report, index, validate  # noqa: E402
+from rumimm.reader.validate import Report, index, validate  # noqa: E402
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "open": "rumimm.reader",
-    "Image": "rumimm.reader",
-    "write": "rumimm.writer",
-    "Writer": "rumimm.writer",
-    "Header": "rumimm.blob",
-    "parse_blobs": "rumimm.blob",
-    "Cube": "rumimm.cube",
-    "ImageCollection": "rumimm.cube",
-    "read_batch": "rumimm.cube",
-    "set_num_threads": "rumimm.threads",
-    "get_num_threads": "rumimm.threads",
-    "DTYPES": "rumimm.dtypes",
+    "open": "rumimm.reader.image",
+    "Image": "rumimm.reader.image",
+    "write": "rumimm.writer.writer",
+    "Writer": "rumimm.writer.writer",
+    "Header": "rumimm.format.blob",
+    "parse_blobs": "rumimm.format.blob",
+    "Cube": "rumimm.reader.cube",
+    "ImageCollection": "rumimm.reader.cube",
+    "read_batch": "rumimm.reader.cube",
+    "set_num_threads": "rumimm.reader.threads",
+    "get_num_threads": "rumimm.reader.threads",
+    "DTYPES": "rumimm.format.dtypes",
     "PRESETS": "rumimm.codec",
-    "to_dask": "rumimm.dask_array",
-    "to_rumi": "rumimm.xarray_write",
-    "from_geotiff": "rumimm.geotiff",
-    "to_geotiff": "rumimm.geotiff",
-    "quicklook": "rumimm.preview",
-    "catalog": "rumimm.catalogs",
-    "write_catalog": "rumimm.catalogs",
-    "read_catalog": "rumimm.catalogs",
-    "select_bbox": "rumimm.catalogs",
-    "ChipDataset": "rumimm.chips",
-    "clean": "rumimm.atomic",
+    "to_dask": "rumimm.integrations.dask_array",
+    "to_rumi": "rumimm.integrations.xarray_write",
+    "from_geotiff": "rumimm.integrations.geotiff",
+    "to_geotiff": "rumimm.integrations.geotiff",
+    "quicklook": "rumimm.integrations.preview",
+    "catalog": "rumimm.integrations.catalogs",
+    "write_catalog": "rumimm.integrations.catalogs",
+    "read_catalog": "rumimm.integrations.catalogs",
+    "select_bbox": "rumimm.integrations.catalogs",
+    "ChipDataset": "rumimm.integrations.chips",
+    "clean": "rumimm.writer.atomic",
 }
 
 __all__ = sorted(

@@ -30,8 +30,8 @@ import sys
 import warnings
 from typing import Callable
 
-from . import __version__
-from .errors import BlobError, RumiWarning, where
+from rumimm import __version__
+from rumimm.errors import BlobError, RumiWarning, where
 
 __all__ = ["main", "register", "build_parser", "describe"]
 
@@ -132,7 +132,7 @@ def _warn_small_tile(tile: int) -> None:
 
 
 def _progress() -> bool:
-    from .progress import on_terminal
+    from rumimm.progress import on_terminal
 
     return on_terminal()
 
@@ -160,9 +160,9 @@ def describe(path, header: bytes | None = None) -> dict:
     (the IFD walk of ``rumimm.index``), ``header`` is then compared with the blob that
     walk rebuilt, and the codec is recognised from the Image's first frame.
     """
-    from .codec import frame_format_version
-    from .reader import open as open_image
-    from .validate import compare_header
+    from rumimm.codec import frame_format_version
+    from rumimm.reader.image import open as open_image
+    from rumimm.reader.validate import compare_header
 
     with open_image(path, cache_bytes=0) as img:
         h = img.header
@@ -209,7 +209,7 @@ def recognise_preset(frame: bytes, hdr) -> str | None:
     """
     import math
 
-    from .codec import PRESETS, FrameDecoder, FrameEncoder, frame_format_version
+    from rumimm.codec import PRESETS, FrameDecoder, FrameEncoder, frame_format_version
 
     enc = hdr.encoding
     shape = hdr.grid.frame_shape(0)
@@ -274,7 +274,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .validate import validate
+    from rumimm.reader.validate import validate
 
     rep = validate(args.path, header=_read_blob(args.header), decode=args.decode)
     print(rep)  # "PATH: compliant", or one "PATH: violation" line each
@@ -292,8 +292,8 @@ def _index_args(p: argparse.ArgumentParser) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from .blob import Header
-    from .validate import index
+    from rumimm.format.blob import Header
+    from rumimm.reader.validate import index
 
     if args.output is None and not args.hex and sys.stdout.isatty():
         return _fail("the header blob is binary; write it to a file with -o BLOB, pipe it, or print it with --hex")
@@ -305,7 +305,7 @@ def _index(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(blob)
         sys.stdout.buffer.flush()
     else:
-        from .atomic import replacing
+        from rumimm.writer.atomic import replacing
 
         with replacing(args.output) as tmp, open(tmp, "wb") as fh:
             fh.write(blob)
@@ -325,7 +325,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import check_args, run
+    from rumimm.demo import check_args, run
 
     check_args(args.bands, args.size, args.tile)  # its ValueError is reported by main, before any warning
     _warn_small_tile(args.tile)
@@ -350,7 +350,7 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 def _convert(args: argparse.Namespace) -> int:
     import time
 
-    from .geotiff import from_geotiff
+    from rumimm.integrations.geotiff import from_geotiff
 
     _warn_small_tile(args.tile)
     t0 = time.perf_counter()
@@ -377,7 +377,7 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 def _export(args: argparse.Namespace) -> int:
     import time
 
-    from .geotiff import to_geotiff
+    from rumimm.integrations.geotiff import to_geotiff
 
     t0 = time.perf_counter()
     to_geotiff(args.source, args.dest, header=_read_blob(args.header), compress=args.compress, tile=args.tile,
@@ -408,8 +408,8 @@ def _quicklook_args(p: argparse.ArgumentParser) -> None:
 
 
 def _quicklook(args: argparse.Namespace) -> int:
-    from .preview import quicklook
-    from .reader import open as open_image
+    from rumimm.integrations.preview import quicklook
+    from rumimm.reader.image import open as open_image
 
     with open_image(args.path, header=_read_blob(args.header)) as img:
         if args.bands is not None and max(args.bands) > img.count:
@@ -434,7 +434,7 @@ def _clean_args(p: argparse.ArgumentParser) -> None:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from .atomic import clean
+    from rumimm.writer.atomic import clean
 
     for path in args.paths:
         for removed in clean(path):

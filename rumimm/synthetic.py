@@ -17,7 +17,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .dtypes import DTYPES, encoding_for_dtype
+from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 
 __all__ = ["eo_scene"]
 
@@ -221,7 +221,7 @@ def eo_scene(bands: int = 4, height: int = 512, width: int = 512, dtype="uint16"
         Output shape ``(bands, height, width)``, axes (band, y, x).  Each must be
         at least 1.
     dtype : dtype-like or str
-        Any rumi sample dtype, or its rumi name (``rumimm.dtypes.DTYPES``).  ``uint16``/``uint32``/
+        Any rumi sample dtype, or its rumi name (``rumimm.format.dtypes.DTYPES``).  ``uint16``/``uint32``/
         ``uint64`` hold reflectance digital numbers 0..10000; signed integers the
         same with a -1000 offset; ``uint8``/``int8`` a stretched visual product;
         ``float16``/``float32``/``float64`` continuous reflectance about 0..1;

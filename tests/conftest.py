@@ -3,9 +3,9 @@
 ``craft(...)`` returns a :class:`Crafted` file: the eleven IFD entries of a compliant
 rumi file plus its frames, each an OpenZL frame at format version 24 made directly
 with ``openzl.ext``.  ``render()`` lays the file out with its own BigTIFF writer (not
-``rumimm.tiff``), so a test can change entries, add or drop tags, move values, pad,
+``rumimm.format.tiff``), so a test can change entries, add or drop tags, move values, pad,
 reorder frames or append bytes, and get a file that is broken in exactly one way.
-For a good file, ``render()`` equals ``rumimm.tiff.build_prefix`` + the frames
+For a good file, ``render()`` equals ``rumimm.format.tiff.build_prefix`` + the frames
 (``test_tiff.py`` checks that).
 """
 
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from rumimm import dtypes, georef
-from rumimm.grid import FrameUnit, Grid, frame_unit
+from rumimm.format import dtypes, georef
+from rumimm.format.grid import FrameUnit, Grid, frame_unit
 
 FORMAT_VERSION = 24
 TIFF_TYPE_SIZE = {3: 2, 4: 4, 12: 8, 16: 8}
@@ -193,7 +193,7 @@ class Crafted:
 
     @property
     def blob(self) -> bytes:
-        from rumimm.blob import build_header
+        from rumimm.format.blob import build_header
 
         return build_header(self.grid, self.enc, self.counts)
 

@@ -29,7 +29,7 @@ __all__ = [
     "peer_header",
 ]
 
-#: Dtype names (as in ``rumimm.dtypes.DTYPES``) the peer writes: ``rumi.frames``
+#: Dtype names (as in ``rumimm.format.dtypes.DTYPES``) the peer writes: ``rumi.frames``
 #: accepts them and ``rumi.write`` produces a file.  Not: ``bool`` (rejected by
 #: ``rumi.frames``) and the structured complex types ``complex_int16``,
 #: ``complex_int32``, ``complex_float16`` (numpy has no such dtype; rejected).

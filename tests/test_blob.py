@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rumimm import kernels as K
-from rumimm.blob import BLOB_FIELDS, HEADER_SIZE, MAGIC, VERSION, Header, build_header, pack_residuals, parse_blobs
-from rumimm.dtypes import ENCODINGS, encoding
+from rumimm.format.blob import BLOB_FIELDS, HEADER_SIZE, MAGIC, VERSION, Header, build_header, pack_residuals, parse_blobs
+from rumimm.format.dtypes import ENCODINGS, encoding
 from rumimm.errors import BlobError, FormatError, RumiError
-from rumimm.grid import FrameUnit, Grid
+from rumimm.format.grid import FrameUnit, Grid
 
 HEAD = struct.Struct("<IHIIHHHBBBIB")
 

@@ -36,7 +36,7 @@ def scenes(tmp_path):
 def test_catalog_rows_hold_what_the_files_say(scenes, tmp_path):
     _write(tmp_path, "plain.rumi", seed=9, shape=(1, 64, 80), tile=32)
     table = rumimm.catalog(tmp_path)                      # a folder: every .rumi under it
-    assert table.column_names == list(rumimm.catalogs.CATALOG_COLUMNS)
+    assert table.column_names == list(rumimm.integrations.catalogs.CATALOG_COLUMNS)
     assert table.num_rows == 4
     rows = {r["path"]: r for r in table.to_pylist()}
     for path, blob, array in scenes:
@@ -54,7 +54,7 @@ def test_catalog_rows_hold_what_the_files_say(scenes, tmp_path):
 
 def test_catalog_takes_writer_blobs_and_globs_and_reports_progress(scenes, tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(sys.modules["rumimm.validate"], "index", lambda p: pytest.fail(f"indexed {p} although its blob was given"))
+    monkeypatch.setattr(sys.modules["rumimm.reader.validate"], "index", lambda p: pytest.fail(f"indexed {p} although its blob was given"))
     table = rumimm.catalog([p for p, _, _ in scenes], blobs=[b for _, b, _ in scenes],
                            progress=lambda done, total: calls.append((done, total)))
     assert table.column("blob").to_pylist() == [b for _, b, _ in scenes]
@@ -107,7 +107,7 @@ def test_select_bbox_and_read_catalog_filter(scenes, tmp_path):
 
 
 def test_from_catalog_never_parses_an_ifd(scenes, tmp_path, monkeypatch):
-    import rumimm.tiff
+    import rumimm.format.tiff
 
     table = rumimm.catalog([p for p, _, _ in scenes])
     rumimm.write_catalog(table, tmp_path / "cat.parquet")
@@ -115,8 +115,8 @@ def test_from_catalog_never_parses_an_ifd(scenes, tmp_path, monkeypatch):
     def no_ifd(*args, **kwargs):
         raise AssertionError("an IFD was parsed")
 
-    validate = sys.modules["rumimm.validate"]  # rumimm.validate is the function of that name
-    for module, name in ((validate, "index"), (validate, "inspect_file"), (rumimm.tiff, "read_entries")):
+    validate = sys.modules["rumimm.reader.validate"]  # rumimm.validate is the function of that name
+    for module, name in ((validate, "index"), (validate, "inspect_file"), (rumimm.format.tiff, "read_entries")):
         monkeypatch.setattr(module, name, no_ifd)
     with rumimm.ImageCollection.from_catalog(tmp_path / "cat.parquet") as coll:
         assert len(coll) == 3
@@ -183,7 +183,7 @@ def test_parse_blobs_arrow_errors(blobs):
 
 def test_parse_blobs_many_rows_split_over_threads(blobs):
     """Above the parallel threshold the rows are checked in ranges; the result is identical."""
-    rows = 3 * rumimm.blob_column._PARALLEL_ROWS + 7
+    rows = 3 * rumimm.reader.blob_column._PARALLEL_ROWS + 7
     many = [blobs[i % len(blobs)] for i in range(rows)]
     many[-2] = many[-2][:-1]
     column = pa.array(many, pa.binary())

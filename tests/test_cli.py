@@ -15,9 +15,10 @@ import pytest
 from conftest import craft
 
 import rumimm
-from rumimm import cli, demo, georef
-from rumimm.blob import Header
-from rumimm.validate import index, validate
+from rumimm import cli, demo
+from rumimm.format import georef
+from rumimm.format.blob import Header
+from rumimm.reader.validate import index, validate
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,7 @@ def test_info_on_a_broken_file_names_the_first_violation_and_exits_2(capsys, fil
 
 
 def test_validate_says_compliant_and_what_it_checked_and_exits_0(capsys, files):
-    from rumimm.validate import CHECKED_BLOB, CHECKED_DECODE, CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE
+    from rumimm.reader.validate import CHECKED_BLOB, CHECKED_DECODE, CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE
 
     d, paths, _ = files
     code, out, err = run(capsys, "validate", paths["geo"])
@@ -359,7 +360,7 @@ def test_the_command_line_shows_a_progress_bar_only_on_a_terminal(capsys, tif, t
 def test_quicklook_writes_a_stretched_png(capsys, tif, tmp_path):
     from PIL import Image as PILImage
 
-    from rumimm.preview import stretch
+    from rumimm.integrations.preview import stretch
 
     src, data = tif
     run(capsys, "convert", src, tmp_path / "x.rumi", "--tile", "64")
@@ -377,7 +378,7 @@ def test_quicklook_writes_a_stretched_png(capsys, tif, tmp_path):
 
 
 def test_stretch_maps_percentiles_to_0_and_255_and_non_finite_to_0():
-    from rumimm.preview import stretch
+    from rumimm.integrations.preview import stretch
 
     band = np.arange(101, dtype=np.float32).reshape(1, 1, 101)
     band[0, 0, 50] = np.nan
@@ -421,7 +422,7 @@ def test_info_says_when_frames_come_from_another_writers_graph(capsys, tmp_path)
 
 def test_the_command_line_imports_its_optional_packages_only_for_the_commands_that_need_them():
     code = ("import sys; from rumimm.cli import main; main(['--help']); "
-            "heavy = ('rumimm.writer', 'rumimm.geotiff', 'rumimm.preview', 'rasterio', 'affine', 'PIL', 'tqdm'); "
+            "heavy = ('rumimm.writer.writer', 'rumimm.integrations.geotiff', 'rumimm.integrations.preview', 'rasterio', 'affine', 'PIL', 'tqdm'); "
             "print([m for m in heavy if m in sys.modules])")
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}

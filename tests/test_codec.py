@@ -24,7 +24,7 @@ from rumimm.codec import (
     frame_format_version,
     resolve_codec,
 )
-from rumimm.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
+from rumimm.format.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
 from rumimm.errors import CodecError
 from rumimm.synthetic import eo_scene
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rumimm
-from rumimm import engine
+from rumimm.reader import engine
 from rumimm.errors import CodecError, RumiError, WindowError
 from rumimm.synthetic import eo_scene
 

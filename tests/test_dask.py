@@ -13,7 +13,7 @@ import xarray as xr
 from conftest import random_samples, same_bits
 
 import rumimm
-from rumimm import dtypes
+from rumimm.format import dtypes
 from rumimm.synthetic import eo_scene
 
 UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)

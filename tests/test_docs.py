@@ -242,7 +242,7 @@ def render_api() -> str:
                              + "\n".join(rows) + "\n")
                 continue
             if name == "DTYPES":
-                from rumimm.dtypes import ENCODINGS
+                from rumimm.format.dtypes import ENCODINGS
 
                 rows = ["| name | numpy dtype | sample_format | bits_per_sample |", "|---|---|---:|---:|"]
                 for (sf, bits), enc in ENCODINGS.items():

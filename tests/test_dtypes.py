@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import spec_reader
 
-from rumimm import dtypes
+from rumimm.format import dtypes
 from rumimm.errors import FormatError, RumiError
 
 # The spec's table of valid pairs, as the independent struct-based reader holds it.

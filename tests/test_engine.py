@@ -69,7 +69,7 @@ def test_reading_chips_loads_no_numba_and_a_larger_read_loads_it(scene_file):
         import sys
         import numpy as np
         import rumimm
-        from rumimm.reader import read_frames
+        from rumimm.reader.image import read_frames
         a = (np.arange(3 * 600 * 700) % 5003).astype(np.uint16).reshape(3, 600, 700)
         with rumimm.open({str(path)!r}, header=bytes.fromhex("{blob.hex()}")) as img:
             ok = [np.array_equal(img[k], a[k]) for k in (np.s_[1, 100:164, 200:264], np.s_[0:2, 250:262, 0:64],
@@ -83,7 +83,8 @@ def test_reading_chips_loads_no_numba_and_a_larger_read_loads_it(scene_file):
 
 
 def test_the_format_versions_checked_without_openzl_are_openzls_own():
-    from rumimm import codec, tiff
+    from rumimm import codec
+    from rumimm.format import tiff
 
     assert tiff.OPENZL_FORMAT_VERSIONS == (codec.MIN_FORMAT_VERSION, codec.MAX_FORMAT_VERSION)
     assert codec.FRAME_MAGIC == tiff.OPENZL_MAGIC
@@ -93,7 +94,7 @@ _CACHE_PROBE = """
     import json, sys
     import numpy as np
     import rumimm
-    from rumimm import engine
+    from rumimm.reader import engine
     path, blob = {path!r}, bytes.fromhex("{blob}")
     with rumimm.open(path, blob, cache_bytes=0) as img:
         a = img[1, 10:74, 20:84]          # plan_window, decode_copy

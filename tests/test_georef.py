@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rumimm import georef
+from rumimm.format import georef
 from rumimm.errors import CRSError, RumiError
-from rumimm.georef import (
+from rumimm.format.georef import (
     UNDEFINED_MATRIX,
     Georef,
     crs_kind,

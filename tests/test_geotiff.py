@@ -1,4 +1,4 @@
-"""GeoTIFF in and out (rumimm.geotiff) and the rasterio-shaped surface of Image and Cube."""
+"""GeoTIFF in and out (rumimm.integrations.geotiff) and the rasterio-shaped surface of Image and Cube."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rasterio.windows import Window
 
 import rumimm
 from rumimm.errors import CRSError, RumiError, RumiWarning
-from rumimm.geotiff import from_geotiff, gtiff_profile, to_geotiff
+from rumimm.integrations.geotiff import from_geotiff, gtiff_profile, to_geotiff
 
 NORTH_UP = Affine(10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
 ROTATED = Affine(9.5, 1.25, 399960.0, 0.75, -9.75, 5000040.0)
@@ -382,7 +382,7 @@ def test_from_geotiff_needs_rasterio_only_when_called():
     import subprocess
     import sys
 
-    code = ("import sys, rumimm, rumimm.cli, rumimm.geotiff, rumimm.preview, rumimm.rasterio_surface; "
+    code = ("import sys, rumimm, rumimm.cli, rumimm.integrations.geotiff, rumimm.integrations.preview, rumimm.reader.rasterio_surface; "
             "bad = [m for m in ('rasterio', 'affine', 'PIL') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
@@ -410,7 +410,7 @@ def test_an_interrupted_conversion_leaves_no_file(tmp_path):
 
 
 def test_an_export_in_progress_uses_a_temp_name_that_clean_recognises(tmp_path):
-    from rumimm.atomic import TEMP_PATTERN
+    from rumimm.writer.atomic import TEMP_PATTERN
 
     rumimm.write(tmp_path / "a.rumi", sample("uint16", (1, 64, 64)), tile=16)
     seen = []

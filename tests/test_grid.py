@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rumimm import grid as G
-from rumimm.grid import FrameUnit, Grid, base_frame_offset, ceildiv, frame_unit
+from rumimm.format import grid as G
+from rumimm.format.grid import FrameUnit, Grid, base_frame_offset, ceildiv, frame_unit
 
 
 @st.composite

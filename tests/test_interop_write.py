@@ -16,8 +16,8 @@ from conftest import UTM33N, WGS84, same_bits, samples
 from peer import PEER_READABLE, PEER_WRITABLE, peer_header, peer_read, peer_write
 
 import rumimm
-from rumimm.blob import Header
-from rumimm.dtypes import DTYPES
+from rumimm.format.blob import Header
+from rumimm.format.dtypes import DTYPES
 
 WINDOWS = [
     {},
@@ -103,7 +103,7 @@ def test_the_reference_reads_a_file_from_its_bytes(tmp_path, rng):
 
 
 def test_a_scene_written_on_the_process_pool_is_read_exactly_by_the_reference(tmp_path, monkeypatch):
-    import rumimm.writer as W
+    import rumimm.writer.writer as W
     from rumimm.synthetic import eo_scene
 
     a = eo_scene(4, 300, 260, "uint16", seed=3)

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rumimm import blob as B
+from rumimm.format import blob as B
 from rumimm import kernels as K
-from rumimm.dtypes import encoding
-from rumimm.grid import FrameUnit, Grid
+from rumimm.format.dtypes import encoding
+from rumimm.format.grid import FrameUnit, Grid
 
 
 # -- slow references, straight from the spec's Packing and Decoding sections -------------

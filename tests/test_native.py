@@ -1,4 +1,4 @@
-"""Tests for rumimm.codec.native: GIL-free OpenZL decoding through libgeozl.
+"""Tests for rumimm.kernels.native: GIL-free OpenZL decoding through libgeozl.
 
 Frames are made with openzl.ext (built-in codecs) and with geozl (geozl codecs);
 every decode is checked against the source array and against openzl.ext's decoder.
@@ -18,7 +18,7 @@ import numpy as np
 import openzl.ext as zl
 import pytest
 
-from rumimm.codec import native as nat
+from rumimm.kernels import native as nat
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMAT_VERSION = 24
@@ -130,7 +130,7 @@ def test_binding_the_library_imports_neither_geozl_nor_cffi():
     code = """
         import sys, rumimm
         before = set(sys.modules)
-        import rumimm.codec.native as nat
+        import rumimm.kernels.native as nat
         new = {m.split('.')[0] for m in set(sys.modules) - before}
         print(sorted(new & {'geozl', 'cffi'}), nat.available())
     """
@@ -352,7 +352,7 @@ def _run(code, env=None):
 def test_without_the_library_the_decoder_reports_unavailable_instead_of_crashing():
     code = """
         import numpy as np
-        import rumimm.codec.native as nat
+        import rumimm.kernels.native as nat
         frame = np.ones(64, np.uint8)
         print(nat.available(), nat.library_path(), nat.decode_one(frame, np.empty(8, np.uint8)))
     """

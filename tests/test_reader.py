@@ -18,14 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rumimm
-from rumimm import cache, engine, georef, threads
-from rumimm.blob import Header, build_header
-from rumimm.dtypes import DTYPES, encoding_for_dtype
+from rumimm.reader import cache, engine, threads
+from rumimm.format import georef
+from rumimm.format.blob import Header, build_header
+from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 from rumimm.errors import BlobError, CodecError, FormatError, RumiError, WindowError
-from rumimm.grid import Grid, frame_unit
-from rumimm.reader import read_frames
+from rumimm.format.grid import Grid, frame_unit
+from rumimm.reader.image import read_frames
 from rumimm.synthetic import eo_scene
-from rumimm.tiff import build_prefix
+from rumimm.format.tiff import build_prefix
 
 SHAPE = (3, 37, 53)  # ragged: 16 x 16 tiles leave 5-row and 5-column edge frames
 TILE = 16
@@ -898,7 +899,7 @@ _FORK_WHILE_MAPPING = r"""
 import os, signal, sys, threading, time
 import numpy as np
 import rumimm
-from rumimm import mapped
+from rumimm.reader import mapped
 path, blob = sys.argv[1], bytes.fromhex(sys.argv[2])
 slow = mapped._mmap
 def _slow_mmap(*args, **kw):

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import rumimm
-from rumimm import engine
-from rumimm.blob import Header
+from rumimm.reader import engine
+from rumimm.format.blob import Header
 from rumimm.errors import CodecError
 
 PATHS = {"as shipped": engine.SMALL_READ_FRAMES, "kernels only": 0, "small path only": 1 << 30}
@@ -92,7 +92,7 @@ def test_a_corrupt_frame_raises_the_same_error_on_both_paths(tmp_path, monkeypat
 def test_small_reads_on_two_threads_give_the_same_pixels_decoded_or_cached(tmp_path, monkeypatch, unit):
     # chips of 1 MiB or more of new frames decode on the decode threads (small_reads.decode_parallel);
     # the threshold is lowered so that these small frames take that path, read twice: decoded, then cached
-    from rumimm import small_reads, threads
+    from rumimm.reader import small_reads, threads
 
     a = _array("uint16", np.random.default_rng(5))
     blob = rumimm.write(tmp_path / "a.rumi", a, tile=(8, 16), unit=unit, threads=1)

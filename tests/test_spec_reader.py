@@ -19,7 +19,7 @@ import pytest
 
 import peer
 import spec_reader as sr
-from rumimm.dtypes import DTYPES  # only to make sample arrays; pairs are checked against SPEC_PAIRS
+from rumimm.format.dtypes import DTYPES  # only to make sample arrays; pairs are checked against SPEC_PAIRS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 sys.path.insert(0, DATA)
@@ -28,7 +28,7 @@ import make_fixtures  # noqa: E402
 with open(os.path.join(DATA, "manifest.json")) as _f:
     MANIFEST = json.load(_f)
 
-# The spec's Sample encodings table, keyed by the dtype names of rumimm.dtypes.DTYPES.
+# The spec's Sample encodings table, keyed by the dtype names of rumimm.format.dtypes.DTYPES.
 SPEC_PAIRS = {
     "uint2": (1, 2), "uint4": (1, 4), "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32), "uint64": (1, 64),
     "int2": (2, 2), "int4": (2, 4), "int8": (2, 8), "int16": (2, 16), "int32": (2, 32), "int64": (2, 64),

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from rumimm.dtypes import DTYPES, encoding_for_dtype
+from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 from rumimm.errors import RumiError
 from rumimm.synthetic import eo_scene
 

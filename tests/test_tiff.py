@@ -10,10 +10,10 @@ from conftest import craft, grid_and_encoding
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rumimm import georef
-from rumimm.dtypes import encoding
-from rumimm.grid import Grid
-from rumimm.tiff import BIGTIFF_MAGIC, FIXED_TAGS, N_TAGS, IfdEntry, Tag, TiffType, build_prefix, read_entries
+from rumimm.format import georef
+from rumimm.format.dtypes import encoding
+from rumimm.format.grid import Grid
+from rumimm.format.tiff import BIGTIFF_MAGIC, FIXED_TAGS, N_TAGS, IfdEntry, Tag, TiffType, build_prefix, read_entries
 
 SPEC_TAGS = [  # tag, type, count as (B, N) -> count; copied from the spec's Fixed IFD table
     (256, 4, lambda b, n: 1),

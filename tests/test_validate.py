@@ -15,12 +15,12 @@ import pytest
 import spec_reader
 from conftest import Crafted, Entry, craft, openzl_frame, patch, set_entry
 
-from rumimm import georef
-from rumimm.blob import Header, build_header
-from rumimm.dtypes import DTYPES
+from rumimm.format import georef
+from rumimm.format.blob import Header, build_header
+from rumimm.format.dtypes import DTYPES
 from rumimm.errors import BlobError, FormatError, RumiError
-from rumimm.grid import FrameUnit, Grid
-from rumimm.validate import Report, index, inspect_file, validate
+from rumimm.format.grid import FrameUnit, Grid
+from rumimm.reader.validate import Report, index, inspect_file, validate
 
 DATA = Path(__file__).parent / "data"
 UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
@@ -462,7 +462,7 @@ def test_validate_decode_reports_a_frame_that_decodes_to_the_wrong_size(tmp_path
 def test_validate_reads_every_frames_header_by_default_and_says_what_it_checked(tmp_path, case):
     import openzl.ext as zl
 
-    from rumimm.validate import CHECKED_DECODE, CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE
+    from rumimm.reader.validate import CHECKED_DECODE, CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE
 
     c = craft(unit="cell") if case == "missing cell band" else craft()
     k = 3

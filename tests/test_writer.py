@@ -19,15 +19,16 @@ import spec_reader
 from conftest import UTM33N, WGS84, samples
 
 import rumimm
-import rumimm.writer as W
-from rumimm import atomic, frame_job
-from rumimm import write_args as W_ARGS
+import rumimm.writer.writer as W
+from rumimm.writer import atomic, frame_job
+from rumimm.writer import args as W_ARGS
 from rumimm import codec
-from rumimm.blob import Header
-from rumimm.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
+from rumimm.format.blob import Header
+from rumimm.format.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
 from rumimm.errors import CodecError, CRSError, RumiError, RumiWarning
-from rumimm.grid import FrameUnit
-from rumimm import index, validate  # the public names: rumimm.index, rumimm.validate
+from rumimm.format.grid import FrameUnit
+from rumimm import index
+from rumimm import validate  # the public names: rumimm.index, rumimm.validate
 
 # -- helpers ---------------------------------------------------------------------------
 def storage_bytes(a: np.ndarray) -> np.ndarray:
@@ -882,7 +883,7 @@ def test_the_encoding_workers_write_the_same_bytes_as_serial_and_verify(tmp_path
 
 
 def test_a_killed_worker_falls_back_to_this_process_with_a_warning(tmp_path, scene, workers_for_any_size):
-    from rumimm import encode_pool
+    from rumimm.writer import encode_pool
 
     serial = rumimm.write(tmp_path / "s.rumi", scene, tile=16, threads=1)
     w = rumimm.Writer(tmp_path / "b.rumi", scene.shape, scene.dtype, tile=16, threads=2)
@@ -901,7 +902,7 @@ def test_a_killed_worker_falls_back_to_this_process_with_a_warning(tmp_path, sce
 
 def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_path, scene, workers_for_any_size,
                                                                           monkeypatch):
-    from rumimm import encode_pool
+    from rumimm.writer import encode_pool
 
     real = encode_pool.send_message
 
@@ -925,7 +926,7 @@ def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_pat
 
 
 def test_small_images_and_one_thread_compress_serially(tmp_path, scene, monkeypatch):
-    from rumimm import encode_pool
+    from rumimm.writer import encode_pool
 
     big = (4, 4096, 4096)  # 128 MiB of uint16: enough once the workers run, not enough to start them
     for shape, threads in ((scene.shape, 4), (big, 1)):
@@ -957,7 +958,7 @@ def test_a_codec_defined_in_main_or_a_closure_compresses_here(tmp_path, scene, w
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_starts_its_own_workers_and_leaves_the_parents_alone(tmp_path, rng, workers_for_any_size):
-    from rumimm import encode_pool
+    from rumimm.writer import encode_pool
 
     a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16)
     serial = rumimm.write(tmp_path / "s.rumi", a, tile=16, threads=1)
@@ -984,7 +985,7 @@ def test_long_rows_of_incompressible_frames_do_not_deadlock_the_workers(tmp_path
     import socket
     import threading
 
-    from rumimm import encode_pool
+    from rumimm.writer import encode_pool
 
     encode_pool.stop_pool()
     real = socket.socketpair
@@ -1037,7 +1038,7 @@ def test_an_interrupt_during_a_write_with_workers_leaves_no_file_and_the_next_wr
 
 
 def test_an_application_embedding_python_compresses_here(tmp_path, scene, workers_for_any_size, monkeypatch):
-    from rumimm import encode_pool
+    from rumimm.writer import encode_pool
 
     encode_pool.stop_pool()
     monkeypatch.setattr(encode_pool.sys, "executable", "/opt/app/bin/render-farm")  # would not run python -c
@@ -1050,7 +1051,7 @@ _CYCLES_SCRIPT = r"""
 import gc, os, sys
 import numpy as np
 import rumimm
-from rumimm import atomic
+from rumimm.writer import atomic
 from rumimm.synthetic import eo_scene
 scene = eo_scene(3, 64, 64, dtype="uint16", seed=1)
 folder = sys.argv[1]

@@ -8,7 +8,6 @@ within a few seconds.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 
 import rumimm
-from rumimm import atomic
+from rumimm.writer import atomic
 from rumimm.cli import main as cli_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Top-level code only, no __main__ guard: a multiprocessing spawn or forkserver child would
 # import this script again and append a second line to the marker file.
 UNGUARDED = """
-import numpy as np, rumimm, rumimm.writer as W
+import numpy as np, rumimm, rumimm.writer.writer as W
 with open({marker!r}, "a") as fh:
     fh.write("ran\\n")
 W.PROCESS_MIN_BYTES = W.PROCESS_START_MIN_BYTES = 0  # the thresholds are about speed only
@@ -37,14 +36,14 @@ for r in range(w.rows):
     w.write_row(r, a[:, slice(*w.row_span(r))])
 assert w.close() == rumimm.write({path!r} + ".serial", a, tile=32, threads=1)
 assert open({path!r}, "rb").read() == open({path!r} + ".serial", "rb").read()
-from rumimm import encode_pool
+from rumimm.writer import encode_pool
 print("wrote", *[wk.proc.pid for wk in encode_pool._POOL.workers])
 """
 
 # Writes some rows, reports its workers and temporary file, then waits to be killed.
 KILLED = """
-import os, sys, threading, time, numpy as np, rumimm, rumimm.writer as W
-from rumimm import encode_pool
+import os, sys, threading, time, numpy as np, rumimm, rumimm.writer.writer as W
+from rumimm.writer import encode_pool
 W.PROCESS_MIN_BYTES = W.PROCESS_START_MIN_BYTES = 0
 a = (np.arange(2 * 256 * 256, dtype=np.uint16) % 1013).reshape(2, 256, 256)
 

@@ -13,7 +13,7 @@ from affine import Affine
 from conftest import random_samples, same_bits
 
 import rumimm
-from rumimm import dtypes
+from rumimm.format import dtypes
 from rumimm.errors import CodecError, CRSError, RumiError
 from rumimm.synthetic import eo_scene
 
@@ -43,7 +43,7 @@ def mapped(path) -> bool:
 
 # -- registration and opening ---------------------------------------------------------
 def test_the_engine_is_registered_and_claims_rumi_files_only(scene):
-    from rumimm.xarray_backend import RumiBackendEntrypoint
+    from rumimm.integrations.xarray_backend import RumiBackendEntrypoint
 
     path, _, a = scene
     assert "rumimm" in xr.backends.list_engines()

@@ -81,7 +81,7 @@ class ChipBatch:
 def _random_blobs(blob: bytes, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` distinct canonical blobs shaped like ``blob`` (same grid and count_bits, random
     residuals, LSB-first as the spec packs them): (data, int32 offsets) of a binary column."""
-    from rumimm.blob import HEADER_SIZE, Header
+    from rumimm.format.blob import HEADER_SIZE, Header
 
     h = Header.parse(blob)
     m, bits = h.n_frames, h.count_bits

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import openzl.ext as zl
 
-from ..dtypes import Encoding, encoding_for_dtype
-from ..errors import CodecError
-from ..tiff import OPENZL_MAGIC
+from rumimm.format.dtypes import Encoding, encoding_for_dtype
+from rumimm.errors import CodecError
+from rumimm.format.tiff import OPENZL_MAGIC
 
 #: The OpenZL frame format version rumimm writes: the newest rumi-eo 0.16.0 decodes.
 DEFAULT_FORMAT_VERSION = 24

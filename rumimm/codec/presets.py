@@ -12,8 +12,8 @@ import openzl.ext as zl
 from openzl.ext import graphs as _g
 from openzl.ext import nodes as _n
 
-from ..dtypes import ENCODINGS, Encoding
-from .frames import _STRUCT_WIDTH, _as_encoding
+from rumimm.format.dtypes import ENCODINGS, Encoding
+from rumimm.codec.frames import _STRUCT_WIDTH, _as_encoding
 
 # -------------------------------------------------------------------------- graphs
 

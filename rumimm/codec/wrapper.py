@@ -7,11 +7,11 @@ from collections.abc import Hashable
 import numpy as np
 import openzl.ext as zl
 
-from ..dtypes import Encoding
-from ..errors import CodecError
-from .frames import (DEFAULT_FORMAT_VERSION, MAX_FORMAT_VERSION, _MIN_NUMERIC_FORMAT_VERSION, _STRUCT_WIDTH,
+from rumimm.format.dtypes import Encoding
+from rumimm.errors import CodecError
+from rumimm.codec.frames import (DEFAULT_FORMAT_VERSION, MAX_FORMAT_VERSION, _MIN_NUMERIC_FORMAT_VERSION, _STRUCT_WIDTH,
                      _as_bytes, _as_encoding, _reason, check_frame_header)
-from .presets import Codec, _geozl_lossless, resolve_codec
+from rumimm.codec.presets import Codec, _geozl_lossless, resolve_codec
 
 # ------------------------------------------------------------------------ encoding
 

@@ -7,8 +7,8 @@ turn codes into errors.  Only ``engine.load`` imports this package (numba loads 
 it).  All are compiled with ``cache=True``.
 """
 
-from .blob import *  # noqa: F401,F403
-from .blob import check_blobs  # noqa: F401
-from .copy import STATUS_SIZE_MISMATCH, Frames, Placement, decode_copy, decode_copy_shared  # noqa: F401
-from .plan import *  # noqa: F401,F403
-from .plan import plan_batch, plan_window  # noqa: F401
+from rumimm.kernels.blob import *  # noqa: F401,F403
+from rumimm.kernels.blob import check_blobs  # noqa: F401
+from rumimm.kernels.copy import STATUS_SIZE_MISMATCH, Frames, Placement, decode_copy, decode_copy_shared  # noqa: F401
+from rumimm.kernels.plan import *  # noqa: F401,F403
+from rumimm.kernels.plan import plan_batch, plan_window  # noqa: F401

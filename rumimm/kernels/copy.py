@@ -15,8 +15,8 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..codec import native as _native  # registers geozl's decoder symbols before any kernel loads
-from .plan import P_CX, P_CY, P_DX, P_DY, P_FH, P_FW, P_FX, P_FY, P_ITEM, P_NBYTES, P_SLOT
+from rumimm.kernels import native as _native  # registers geozl's decoder symbols before any kernel loads
+from rumimm.kernels.plan import P_CX, P_CY, P_DX, P_DY, P_FH, P_FW, P_FX, P_FY, P_ITEM, P_NBYTES, P_SLOT
 
 #: A frame decoded without error but to another byte count (same code as ``_native``).
 STATUS_SIZE_MISMATCH = _native.STATUS_SIZE_MISMATCH

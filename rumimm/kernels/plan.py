@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..window import segments
+from rumimm.format.window import segments
 
 #: Columns of a plan (int64, one row per copy entry).
 P_FRAME = 0  # frame index k inside its file

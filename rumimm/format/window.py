@@ -1,0 +1,345 @@
+"""Turn a numpy-style key or a (bands, window) pair into per-axis selections.
+
+A key such as ``img[:, 100:612, ::2]`` or ``cube[[0, 3], 2, y0:y1, x0:x1]`` becomes
+one :class:`Selection`: for every axis what to read (a list of indices on the
+leading axes, an ascending arithmetic run ``start + i * step`` on y and x) and a
+*remap*, the key that numpy then applies to the block that was read.  Reading the
+block and applying the remap gives exactly what numpy's own indexing of the full
+array gives (shape, order, dropped axes, advanced-index broadcasting), because the
+remap keeps every integer, slice and array of the key in place, only shifted into
+the block's coordinates.  For the common keys (integers and slices) the remap is a
+view or nothing at all.
+
+Reads touch only the rows and columns a slice selects: steps and arrays on y and x
+become runs, and the planner in ``kernels/plan.py`` skips frames with no selected pixel.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import NamedTuple
+
+import numpy as np
+
+from rumimm.errors import WindowError
+
+__all__ = ["Selection", "Run", "select", "select_read", "AXES"]
+
+AXES = ("band", "y", "x")
+_ALL = slice(None)
+_REVERSE = slice(None, None, -1)
+
+
+class Run(NamedTuple):
+    """Indices ``start + i * step`` for ``i < count``, step >= 1."""
+
+    start: int
+    step: int
+    count: int
+
+
+class Selection(NamedTuple):
+    """What to read on each axis and how to index the block read.
+
+    ``lists`` hold the indices of the leading axes (images of a cube, bands), in
+    block order (int64 arrays); ``y`` and ``x`` are runs; ``remap`` is None when the
+    block is already the answer, else the key to apply to it.
+    """
+
+    lists: tuple[np.ndarray, ...]
+    y: Run
+    x: Run
+    remap: tuple | None
+
+
+def _is_int(item) -> bool:
+    return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+
+
+def _bad_type(item) -> WindowError:
+    return WindowError(
+        "only integers, slices (`:`), ellipsis (`...`), None and integer or boolean arrays are valid "
+        f"indices, got {type(item).__name__}"
+    )
+
+
+def _index(i: int, n: int, axis: int, names) -> int:
+    if i < -n or i >= n:
+        raise WindowError(f"index {i} is out of bounds for axis {axis} ({names[axis]}) with size {n}")
+    return i + n if i < 0 else i
+
+
+def _as_index_array(item, n: int, axis: int, names) -> np.ndarray:
+    arr = np.asarray(item)
+    if arr.dtype == np.bool_:
+        if arr.ndim != 1 or arr.shape[0] != n:
+            raise WindowError(
+                f"boolean index did not match axis {axis} ({names[axis]}) of size {n}; its shape is {arr.shape}"
+            )
+        return np.flatnonzero(arr)
+    if arr.size == 0 and arr.dtype.kind not in "iu":
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise WindowError(f"arrays used as indices must be of integer or boolean type, got {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < -n or hi >= n:
+            bad = lo if lo < -n else hi
+            raise WindowError(f"index {bad} is out of bounds for axis {axis} ({names[axis]}) with size {n}")
+        if lo < 0:
+            arr = np.where(arr < 0, arr + n, arr)
+    return arr
+
+
+def _expand(key, ndim: int) -> list:
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_ell = sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise WindowError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > ndim:
+        raise WindowError(f"too many indices: the array is {ndim}-dimensional, but {used} were indexed")
+    out = []
+    for k in key:
+        if k is Ellipsis:
+            out.extend([_ALL] * (ndim - used))
+        else:
+            out.append(k)
+    if not n_ell:
+        out.extend([_ALL] * (ndim - used))
+    return out
+
+
+def _run_of(sorted_unique: np.ndarray) -> Run:
+    """The shortest ascending run covering sorted unique indices (exact if they are one)."""
+    first = int(sorted_unique[0])
+    if sorted_unique.size == 1:
+        return Run(first, 1, 1)
+    d = np.diff(sorted_unique)
+    step = int(d[0])
+    if np.all(d == step):
+        return Run(first, step, int(sorted_unique.size))
+    return Run(first, 1, int(sorted_unique[-1]) - first + 1)
+
+
+def _select_basic(key, shape):
+    """The hot path: up to ndim Python ints and forward slices, nothing else (else None)."""
+    if type(key) is not tuple:
+        key = (key,)
+    ndim = len(shape)
+    if len(key) > ndim:
+        return None
+    lead = ndim - 2
+    lists = []
+    starts = []
+    remap = []
+    trivial = True
+    for axis in range(ndim):
+        n = shape[axis]
+        item = key[axis] if axis < len(key) else _ALL
+        tp = type(item)
+        if tp is slice:
+            if item.step is not None and item.step != 1:
+                return None
+            start, stop, _ = item.indices(n)
+            count = stop - start if stop > start else 0
+            remap.append(_ALL)
+        elif tp is int:
+            if item < -n or item >= n:
+                return None  # the slow path words the error
+            start = item + n if item < 0 else item
+            count = 1
+            remap.append(0)
+            trivial = False
+        else:
+            return None
+        if axis < lead:
+            lists.append(np.arange(start, start + count, dtype=np.int64))
+        else:
+            starts.append(Run(start, 1, count))
+    return Selection(tuple(lists), starts[0], starts[1], None if trivial else tuple(remap))
+
+
+def select(key, shape: tuple[int, ...], names=None) -> Selection:
+    """Normalise ``key`` for an array of ``shape`` whose last two axes are y and x.
+
+    Raises
+    ------
+    WindowError
+        An index out of range, a wrong type, too many indices, a boolean mask of
+        the wrong size (all are ``IndexError`` too, as numpy raises).
+    """
+    fast = _select_basic(key, shape)
+    if fast is not None:
+        return fast
+    ndim = len(shape)
+    names = names or (("image",) * (ndim - 3) + AXES)
+    items = _expand(key, ndim)
+    # classify: which items are advanced (arrays); ints then count as advanced too
+    arrays = {}
+    axis = 0
+    kinds = []  # per item: ("new",) | ("int", axis, i) | ("slice", axis, s) | ("array", axis)
+    for item in items:
+        if item is None:
+            kinds.append(("new",))
+            continue
+        n = shape[axis]
+        if _is_int(item):
+            kinds.append(("int", axis, _index(operator.index(item), n, axis, names)))
+        elif isinstance(item, slice):
+            kinds.append(("slice", axis, item))
+        elif isinstance(item, (bool, np.bool_)):
+            raise WindowError("boolean scalar indices are not supported; use a boolean array along one axis")
+        elif isinstance(item, (list, tuple, np.ndarray)) or hasattr(item, "__array__"):
+            arr = np.asarray(item)
+            if arr.ndim == 0 and arr.dtype.kind in "iu":
+                kinds.append(("int", axis, _index(int(arr), n, axis, names)))
+            else:
+                arrays[axis] = _as_index_array(arr, n, axis, names)
+                kinds.append(("array", axis))
+        else:
+            raise _bad_type(item)
+        axis += 1
+    lists: list[np.ndarray] = []
+    runs: list[Run] = []
+    remap: list = []
+    for kind in kinds:
+        tag = kind[0]
+        if tag == "new":
+            remap.append(None)
+            continue
+        ax = kind[1]
+        n = shape[ax]
+        lead = ax < ndim - 2
+        if tag == "int":
+            i = kind[2]
+            sel = np.array([i], np.int64) if lead else Run(i, 1, 1)
+            remap.append(0)
+        elif tag == "slice":
+            start, stop, step = kind[2].indices(n)
+            count = len(range(start, stop, step))
+            if step > 0 or count == 0:
+                first, step_up, r = start if count else 0, max(step, 1), _ALL
+            else:
+                first, step_up, r = start + (count - 1) * step, -step, _REVERSE
+            sel = (np.arange(first, first + count * step_up, step_up, dtype=np.int64) if lead
+                   else Run(first, step_up, count))
+            remap.append(r)
+        else:
+            idx = arrays[ax]
+            if lead and idx.ndim == 1 and len(arrays) == 1 and not any(k[0] == "int" for k in kinds) \
+                    and np.unique(idx).size == idx.size:
+                sel, r = idx, _ALL  # read in the order asked: the block is the answer
+            else:
+                uniq = np.unique(idx)
+                if lead:
+                    sel = uniq
+                    r = np.searchsorted(uniq, idx) if uniq.size else idx
+                else:
+                    sel = _run_of(uniq) if uniq.size else Run(0, 1, 0)
+                    r = (idx - sel.start) // sel.step if uniq.size else idx
+            remap.append(r)
+        (lists if lead else runs).append(sel)
+    # the block is the answer only when every remap entry is a plain ``:``; otherwise
+    # numpy applies the remap, ints and arrays in their places (advanced semantics kept)
+    trivial = all(r is _ALL for r in remap)
+    return Selection(tuple(lists), runs[0], runs[1], None if trivial else tuple(remap))
+
+
+def _window_range(w, n: int, axis: str) -> tuple[int, int]:
+    if isinstance(w, slice):
+        if w.step not in (None, 1):
+            raise WindowError(f"window {axis} slice must have step 1, got {w.step}")
+        lo = 0 if w.start is None else operator.index(w.start)
+        hi = n if w.stop is None else operator.index(w.stop)
+    else:
+        try:
+            lo, hi = (operator.index(v) for v in w)
+        except (TypeError, ValueError):
+            raise WindowError(f"window {axis} range must be (start, stop) or a slice, got {w!r}") from None
+    if not 0 <= lo <= hi <= n:
+        raise WindowError(f"window {axis} range [{lo}, {hi}) is outside the image (0 to {n})")
+    return lo, hi
+
+
+def window_bounds(window, ny: int, nx: int, name: str = "window") -> tuple[int, int, int, int]:
+    """(y0, y1, x0, x1) of ``((y0, y1), (x0, x1))``, ``(slice, slice)`` or a rasterio ``Window``.
+
+    The window must lie inside ``[0, ny) x [0, nx)`` and, for a ``Window``, on whole pixels.
+    """
+    if hasattr(window, "row_off") and hasattr(window, "col_off"):
+        y0, x0 = int(window.row_off), int(window.col_off)
+        y1, x1 = y0 + int(window.height), x0 + int(window.width)
+        if y0 != window.row_off or x0 != window.col_off or y1 - y0 != window.height or x1 - x0 != window.width:
+            raise WindowError(f"{name} {window!r} is not on whole pixels")
+        _window_range((y0, y1), ny, "y")
+        _window_range((x0, x1), nx, "x")
+        return y0, y1, x0, x1
+    try:
+        wy, wx = window
+    except (TypeError, ValueError):
+        raise WindowError(f"{name} must be ((y0, y1), (x0, x1)), got {window!r}") from None
+    y0, y1 = _window_range(wy, ny, "y")
+    x0, x1 = _window_range(wx, nx, "x")
+    return y0, y1, x0, x1
+
+
+def select_read(bands, window, shape: tuple[int, int, int]) -> Selection:
+    """The selection of ``Image.read(bands, window)``: bands None, an int or a list;
+    window None, ``((y0, y1), (x0, x1))``, ``(slice, slice)`` or a rasterio ``Window``.
+
+    Unlike slicing, a window that leaves the image raises (no clipping).
+    """
+    b, ny, nx = shape
+    if window is None:
+        (y0, y1), (x0, x1) = (0, ny), (0, nx)
+    else:
+        y0, y1, x0, x1 = window_bounds(window, ny, nx)
+    remap = None
+    if bands is None:
+        blist = np.arange(b, dtype=np.int64)
+    elif _is_int(bands):
+        blist = np.array([_index(int(bands), b, 0, AXES)], np.int64)
+        remap = (0,)
+    else:
+        blist = _as_index_array(bands, b, 0, AXES)
+        if blist.ndim != 1:
+            raise WindowError(f"bands must be an int or a 1-d list of ints, got shape {blist.shape}")
+        if np.unique(blist).size != blist.size:
+            uniq = np.unique(blist)
+            remap = (np.searchsorted(uniq, blist),)
+            blist = uniq
+    return Selection((blist,), Run(y0, 1, y1 - y0), Run(x0, 1, x1 - x0), remap)
+
+
+def segments(start, step, count, tile, size):
+    """Split the selection ``start + i * step`` (i < count) at tile edges.
+
+    Returns int64 (m, 4): tile index, first index inside the tile, number of selected
+    indices inside it, destination index of the first one.  Tiles without a selected
+    index are skipped, so a large step decodes only the frames it touches.  Plain
+    numpy: small reads run it as is, ``kernels.plan`` compiles it for the planner.
+    """
+    if count == 0:
+        return np.empty((0, 4), np.int64)
+    last = start + (count - 1) * step
+    t0 = start // tile
+    t1 = last // tile
+    out = np.empty((t1 - t0 + 1, 4), np.int64)
+    m = 0
+    for t in range(t0, t1 + 1):
+        lo = t * tile
+        hi = min(lo + tile, size) - 1
+        # first i with start + i * step >= lo, last i with start + i * step <= hi
+        i0 = 0 if lo <= start else (lo - start + step - 1) // step
+        i1 = min((hi - start) // step, count - 1)
+        if i0 > i1:
+            continue
+        out[m, 0] = t
+        out[m, 1] = start + i0 * step - lo
+        out[m, 2] = i1 - i0 + 1
+        out[m, 3] = i0
+        m += 1
+    return out[:m]

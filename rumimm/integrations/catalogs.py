@@ -1,0 +1,206 @@
+"""Catalogs: one row per rumi file (path, header blob, grid, georeferencing, footprint).
+
+A catalog is a ``pyarrow.Table`` written as GeoParquet, so ``geopandas.read_parquet``
+reads it with its CRS, and a data loader opens any row's file with its blob, without
+reading the file's header.  The footprint geometry is in the files' own CRS when all
+georeferenced files share one, else in OGC:CRS84 (longitude, latitude) with each file's
+own EPSG code in the ``epsg`` column.
+
+Needs pyarrow (``pip install rumimm[catalog]``); pyarrow is imported only here.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from rumimm.writer.atomic import replacing
+
+from rumimm.reader.catalog_table import catalog_images, read_catalog, select_bbox
+
+__all__ = ["catalog", "write_catalog", "read_catalog", "select_bbox", "catalog_images", "CATALOG_COLUMNS"]
+
+#: Columns of a catalog table, in order.
+CATALOG_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "tile_height", "tile_width", "unit",
+                   "epsg", "transform", "left", "bottom", "right", "top", "bbox", "geometry")
+
+_CRS84 = "OGC:CRS84"
+_EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a UTM tile bend in degrees)
+
+
+def _paths(paths_or_glob) -> list[str]:
+    """A list of paths from a list, a glob pattern or a folder (its ``*.rumi`` files, recursively)."""
+    if isinstance(paths_or_glob, (str, os.PathLike)):
+        text = os.fspath(paths_or_glob)
+        if os.path.isdir(text):
+            return sorted(glob.glob(os.path.join(glob.escape(text), "**", "*.rumi"), recursive=True))
+        if glob.has_magic(text):
+            return sorted(glob.glob(text, recursive=True))
+        return [text]
+    return [os.fspath(p) for p in paths_or_glob]
+
+
+def _row(path: str, blob):
+    """Everything a catalog row holds for one file; the file is opened with its blob (no IFD walk)."""
+    from rumimm.reader.image import Image
+    from rumimm.reader.validate import index
+
+    if blob is None:
+        blob = index(path)
+    with Image(path, blob, cache_bytes=0) as img:
+        geo = img.georef
+        return (path, bytes(img.header), img.shape, str(img.dtype), img.tile, img.frame_unit, geo.epsg,
+                geo.transform, img.bounds)
+
+
+def _corners(transform, height: int, width: int, n: int = 1) -> np.ndarray:
+    """(4n + 1, 2) ring of the image outline in CRS units, closed, ``n`` points per edge."""
+    a, b, c, d, e, f = transform
+    t = np.arange(n) / n
+    px = np.concatenate([t * width, np.full(n, width), (1 - t) * width, np.zeros(n), [0.0]])
+    py = np.concatenate([np.zeros(n), t * height, np.full(n, height), (1 - t) * height, [0.0]])
+    return np.column_stack([c + a * px + b * py, f + d * px + e * py])
+
+
+def _wkb_polygon(ring: np.ndarray) -> bytes:
+    """ISO WKB of a one-ring polygon (little endian), exterior counter-clockwise as GeoParquet advises."""
+    x, y = ring[:, 0], ring[:, 1]
+    if np.sum(x[:-1] * y[1:] - x[1:] * y[:-1]) < 0:
+        ring = ring[::-1]
+    return struct.pack("<BIII", 1, 3, 1, ring.shape[0]) + np.ascontiguousarray(ring, "<f8").tobytes()
+
+
+def _projjson(crs: str) -> dict:
+    import pyproj
+
+    return json.loads(pyproj.CRS.from_user_input(crs).to_json())
+
+
+def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = None):
+    """Build a catalog table of rumi files.
+
+    Parameters
+    ----------
+    paths_or_glob : str, os.PathLike or sequence of them
+        Files; a glob pattern (``"scenes/**/*.rumi"``); or a folder, for every
+        ``*.rumi`` file under it.  Paths are stored as given.
+    blobs : sequence of bytes, optional
+        The header blobs ``rumimm.write`` returned, one per path: the files are then
+        not indexed again (only the 252-byte prefix and the georeferencing are read).
+        Without them each file's blob is rebuilt by :func:`rumimm.index`, in parallel.
+    progress : None, bool or callable
+        Report files done (see :mod:`rumimm.progress`).
+    workers : int, optional
+        Threads indexing files (default: ``min(8, os.cpu_count())``).
+
+    Returns
+    -------
+    pyarrow.Table
+        Columns ``CATALOG_COLUMNS``: path, blob, bands, height, width, dtype (numpy
+        name), tile_height, tile_width, unit ("tile"/"cell"), epsg (null when the file
+        has no CRS), transform (6 floats, GDAL/affine order), left/bottom/right/top (in
+        the file's CRS), bbox (GeoParquet covering of the geometry) and geometry (WKB
+        footprint).  The schema carries GeoParquet 1.1 metadata.
+    """
+    from rumimm.progress import Progress
+
+    paths = _paths(paths_or_glob)
+    if blobs is None:
+        blobs = [None] * len(paths)
+    else:
+        blobs = list(blobs)
+        if len(blobs) != len(paths):
+            raise ValueError(f"got {len(paths)} paths but {len(blobs)} blobs")
+    workers = workers or min(8, os.cpu_count() or 1)
+    rows = []
+    with Progress(progress, len(paths), desc="catalog", unit="file") as bar, ThreadPoolExecutor(workers) as pool:
+        for row in pool.map(_row, paths, blobs):
+            rows.append(row)
+            bar.advance()
+    return _table(rows)
+
+
+def _table(rows):
+    import pyarrow as pa
+
+    n = len(rows)
+    epsgs = {r[6] for r in rows if r[6] is not None}
+    crs = f"EPSG:{next(iter(epsgs))}" if len(epsgs) == 1 else _CRS84
+    transformers = {}
+    geoms, boxes = [], []
+    for r in rows:
+        epsg, transform, (_, height, width) = r[6], r[7], r[2]
+        if epsg is None:
+            geoms.append(None)
+            boxes.append(None)
+            continue
+        if crs == _CRS84:
+            import pyproj
+
+            tr = transformers.get(epsg)
+            if tr is None:
+                tr = transformers[epsg] = pyproj.Transformer.from_crs(epsg, 4326, always_xy=True)
+            ring = _corners(transform, height, width, _EDGE_POINTS)
+            ring = np.column_stack(tr.transform(ring[:, 0], ring[:, 1]))
+        else:
+            ring = _corners(transform, height, width)
+        geoms.append(_wkb_polygon(ring))
+        lo, hi = ring.min(axis=0), ring.max(axis=0)
+        boxes.append({"xmin": float(lo[0]), "ymin": float(lo[1]), "xmax": float(hi[0]), "ymax": float(hi[1])})
+
+    def col(i, j=None):
+        return [r[i] if j is None else (None if r[i] is None else r[i][j]) for r in rows]
+
+    box_type = pa.struct([(k, pa.float64()) for k in ("xmin", "ymin", "xmax", "ymax")])
+    table = pa.table({
+        "path": pa.array(col(0), pa.string()),
+        "blob": pa.array(col(1), pa.binary()),
+        "bands": pa.array(col(2, 0), pa.int32()),
+        "height": pa.array(col(2, 1), pa.int64()),
+        "width": pa.array(col(2, 2), pa.int64()),
+        "dtype": pa.array(col(3), pa.string()),
+        "tile_height": pa.array(col(4, 0), pa.int32()),
+        "tile_width": pa.array(col(4, 1), pa.int32()),
+        "unit": pa.array(col(5), pa.string()),
+        "epsg": pa.array(col(6), pa.int32()),
+        "transform": pa.array([None if t is None else list(t) for t in col(7)], pa.list_(pa.float64(), 6)),
+        "left": pa.array(col(8, 0), pa.float64()),
+        "bottom": pa.array(col(8, 1), pa.float64()),
+        "right": pa.array(col(8, 2), pa.float64()),
+        "top": pa.array(col(8, 3), pa.float64()),
+        "bbox": pa.array(boxes, box_type),
+        "geometry": pa.array(geoms, pa.binary()),
+    })
+    assert table.num_rows == n
+    return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(table, crs)).encode()})
+
+
+def _geo_metadata(table, crs: str) -> dict:
+    import pyarrow.compute as pc
+
+    box = table.column("bbox")
+    extent = [pc.min(pc.struct_field(box, [0])).as_py(), pc.min(pc.struct_field(box, [1])).as_py(),
+              pc.max(pc.struct_field(box, [2])).as_py(), pc.max(pc.struct_field(box, [3])).as_py()]
+    column = {"encoding": "WKB", "geometry_types": ["Polygon"], "crs": _projjson(crs),
+              "covering": {"bbox": {k: ["bbox", k] for k in ("xmin", "ymin", "xmax", "ymax")}}}
+    if None not in extent:
+        column["bbox"] = extent
+    return {"version": "1.1.0", "primary_column": "geometry", "columns": {"geometry": column}}
+
+
+def write_catalog(table, path, *, row_group_size: int | None = None) -> None:
+    """Write a catalog table as GeoParquet, atomically (a temporary file renamed into place).
+
+    ``geopandas.read_parquet(path)`` reads it as a GeoDataFrame with the catalog's CRS.
+    """
+    import pyarrow.parquet as pq
+
+    if b"geo" not in (table.schema.metadata or {}):
+        raise ValueError("the table has no GeoParquet metadata; build it with rumimm.catalog")
+    with replacing(path) as tmp:  # named like every rumimm temp file: rumimm clean finds a killed write's
+        pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd")

@@ -1,0 +1,101 @@
+"""Dask arrays over rumi files, read by path and blob on any worker.
+
+:func:`to_dask` builds the graph rather than wrapping an open image in
+``da.from_array``: one task per chunk, each reading its window from a ``(path, blob)``
+pair the whole layer shares, so the graph carries the path, one blob per file and
+integers, never an open image or decoded data.  A task opens the file from its blob (no IFD walk), reads its window
+with the GIL released while frames decode, and closes the file before returning,
+so no handle or mapping outlives the task.  Chunks default to the frame grid.
+
+Writing goes through :func:`rumimm.write`, which computes one row of tiles at a
+time; :func:`rumimm.to_rumi` adds xarray metadata.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+__all__ = ["to_dask", "frame_chunks"]
+
+
+def frame_chunks(img) -> tuple[int, int, int]:
+    """The frame grid as Dask chunk sizes: (1 or B, tile_length, tile_width)."""
+    b = img.shape[0]
+    tl, tw = img.tile
+    return (b if img.frame_unit == "cell" else 1, tl, tw)
+
+
+def read_chunk(source, bands, ys, xs) -> np.ndarray:
+    """One task: open ``source = (path, blob)``, read ``[b0:b1, y0:y1, x0:x1]``, close."""
+    from rumimm.reader.image import open as open_image
+
+    path, blob = source
+    with open_image(path, blob, cache_bytes=0) as img:
+        return img[bands[0]:bands[1], ys[0]:ys[1], xs[0]:xs[1]]
+
+
+def _read_block(source=None, edges=None, block_id=None) -> np.ndarray:
+    """The task of chunk ``block_id``: its window from the chunk ``edges`` of each axis."""
+    b, y, x = ((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id))
+    return read_chunk(source, b, y, x)
+
+
+def to_dask(source, header=None, chunks=None, *, name=None):
+    """A Dask array of a rumi file, one task per chunk.
+
+    Parameters
+    ----------
+    source : str, os.PathLike or Image
+        The ``.rumi`` file, or an open :class:`rumimm.Image` (only its path and
+        blob go into the graph).
+    header : bytes, Header or path, optional
+        The header blob, or a path to a blob file; with it the IFD is never parsed,
+        neither here nor on the workers.  Without it the file is indexed once here.
+    chunks : optional
+        Anything ``dask.array`` accepts (``"auto"``, ``(1, 1024, 1024)``, a dict,
+        ...).  Default: the frame grid, ``(1, tile_length, tile_width)`` for tile
+        frames, ``(B, tile_length, tile_width)`` for cell frames.
+    name : str, optional
+        The graph's key prefix (default: derived from the path and blob, so two
+        calls on the same file share keys).
+
+    Returns
+    -------
+    dask.array.Array
+        Shape ``(B, Y, X)``, the file's dtype.
+
+    Examples
+    --------
+    >>> arr = rumimm.to_dask("scene.rumi", header=blob)          # doctest: +SKIP
+    >>> arr.mean(axis=(1, 2)).compute()                          # per-band means
+    """
+    import dask.array as da
+    from dask.base import tokenize
+
+    from rumimm.reader.image import Image
+    from rumimm.reader.image import open as open_image
+
+    if isinstance(source, Image):
+        img, owned = source, False
+    elif isinstance(source, (str, os.PathLike)):
+        img, owned = open_image(source, header), True  # header= read as rumimm.open reads it
+    else:
+        raise TypeError(f"source must be a path or a rumimm.Image, got {type(source).__name__}")
+    try:
+        path, blob = os.path.abspath(img.path), bytes(img.header.blob)
+        shape, dtype = img.shape, img.dtype
+        default = frame_chunks(img)
+    finally:
+        if owned:
+            img.close()
+    chunks = da.core.normalize_chunks(default if chunks is None else chunks, shape, dtype=dtype,
+                                      previous_chunks=default)
+    # a blockwise layer with no inputs: Dask fuses each read with the first step of what
+    # consumes it (a sum's per-chunk sum), one task per chunk instead of two.  The source
+    # and the edges are layer-wide keywords, pickled once with the graph, not per task.
+    name = name or f"rumimm-{tokenize(path, blob, chunks)}"
+    edges = tuple(tuple(int(v) for v in np.cumsum((0,) + c)) for c in chunks)
+    return da.map_blocks(_read_block, dtype=dtype, chunks=chunks, name=name, meta=np.empty((0, 0, 0), dtype),
+                         source=(path, blob), edges=edges)

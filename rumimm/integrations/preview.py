@@ -1,0 +1,104 @@
+"""Quick looks: an 8-bit PNG of one band (grey) or three (RGB), percentile-stretched.
+
+The image is read at a step chosen so the longer side fits ``max_size``
+(``img[bands, ::step, ::step]``): only the selected bands are decoded, and once the
+step exceeds the tile size, only the frames that hold a sampled row and column.
+Pillow writes the PNG (``pip install 'rumimm[preview]'``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["PERCENTILES", "quicklook", "stretch"]
+
+#: Low and high percentiles mapped to 0 and 255 by default.
+PERCENTILES = (2.0, 98.0)
+
+
+def stretch(block: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
+    """Each band of a (n, h, w) block scaled to uint8 between its low and high percentiles.
+
+    NaN and infinite samples become 0 and are left out of the percentiles; a band
+    whose percentiles are equal becomes 0 where at or below them, 255 above.
+    """
+    if block.dtype.fields is not None or block.dtype.kind == "c":
+        raise ValueError(f"a quick look needs real samples, not {block.dtype}")
+    lo_pct, hi_pct = percentiles
+    if not 0 <= lo_pct < hi_pct <= 100:
+        raise ValueError(f"percentiles must satisfy 0 <= low < high <= 100, got {percentiles!r}")
+    out = np.zeros(block.shape, np.uint8)
+    for i, band in enumerate(block.astype(np.float64)):
+        finite = np.isfinite(band)
+        if not finite.any():
+            continue
+        lo, hi = np.percentile(band[finite], [lo_pct, hi_pct])
+        scaled = (band - lo) / (hi - lo) * 255.0 if hi > lo else np.where(band > lo, 255.0, 0.0)
+        out[i] = np.clip(np.where(finite, scaled, 0.0), 0, 255).round().astype(np.uint8)
+    return out
+
+
+def _bands(bands, count: int) -> list[int]:
+    if bands is None:
+        return [0, 1, 2] if count >= 3 else [0]
+    if isinstance(bands, (int, np.integer)):
+        bands = [bands]
+    chosen = [int(b) for b in bands]
+    if len(chosen) not in (1, 3):
+        raise ValueError(f"a quick look shows 1 band (grey) or 3 (red, green, blue), got {len(chosen)}: {chosen}")
+    bad = [b for b in chosen if not 0 <= b < count]
+    if bad:
+        raise ValueError(f"band {bad[0]} is out of range for an image of {count} bands (0-based)")
+    return chosen
+
+
+def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percentiles=PERCENTILES) -> tuple[int, int]:
+    """Write a PNG preview of a rumi image; return its (height, width).
+
+    Parameters
+    ----------
+    src : str, os.PathLike or Image
+        The rumi file (opened with ``header`` if given) or an open Image.
+    dst : str or os.PathLike
+        The PNG to create or replace (atomically).
+    bands : int or sequence of 3 ints, optional
+        0-based band(s): one for grey, three for red, green, blue.  Default: the first
+        three bands, or the first if there are fewer than three.
+    max_size : int
+        Longest side of the preview in pixels; the image is read every
+        ``ceil(longest side / max_size)`` pixels.
+    percentiles : (float, float)
+        Percentiles of each band mapped to 0 and 255.
+
+    Raises
+    ------
+    ValueError
+        Bad ``bands``, ``max_size`` or ``percentiles``, or complex samples.
+    ImportError
+        Pillow is not installed.
+    """
+    from rumimm.writer.atomic import replacing
+    from rumimm.reader.image import Image
+    from rumimm.reader.image import open as open_image
+
+    if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) or max_size < 1:
+        raise ValueError(f"max_size must be a positive int, got {max_size!r}")
+    try:
+        from PIL import Image as PILImage
+    except ImportError:
+        raise ImportError("quick looks need Pillow; pip install 'rumimm[preview]'") from None
+    img = src if isinstance(src, Image) else open_image(src, header=header)
+    try:
+        count, height, width = img.shape
+        chosen = _bands(bands, count)
+        step = max(1, math.ceil(max(height, width) / max_size))
+        rgb = stretch(img[chosen, ::step, ::step], percentiles)
+    finally:
+        if img is not src:
+            img.close()
+    picture = PILImage.fromarray(rgb[0] if len(chosen) == 1 else np.ascontiguousarray(np.moveaxis(rgb, 0, -1)))
+    with replacing(dst) as tmp:
+        picture.save(tmp, format="PNG")
+    return rgb.shape[1:]

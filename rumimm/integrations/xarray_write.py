@@ -1,0 +1,126 @@
+"""Write an xarray DataArray (numpy- or Dask-backed) as a rumi file.
+
+The georeferencing comes from the metadata rioxarray keeps: the ``spatial_ref``
+grid-mapping coordinate (``crs_wkt`` and ``GeoTransform``), else regular 1-D
+``x``/``y`` coordinates for the transform.  The values stream through
+:func:`rumimm.write`, which takes one row of tiles at a time, so a Dask-backed
+array is computed one row of tiles at a time and never held whole.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["to_rumi", "georef_of"]
+
+_X_NAMES = ("x", "lon", "longitude")
+_Y_NAMES = ("y", "lat", "latitude")
+
+
+def _spatial_dims(da) -> tuple[str, str]:
+    dims = list(da.dims)
+    y = next((d for d in dims if str(d).lower() in _Y_NAMES), None)
+    x = next((d for d in dims if str(d).lower() in _X_NAMES), None)
+    if x is None or y is None:
+        if da.ndim < 2:
+            raise ValueError(f"a rumi image needs 2 or 3 dims (band, y, x), got dims {tuple(dims)}")
+        y, x = dims[-2], dims[-1]
+    return y, x
+
+
+def _grid_mapping(da):
+    name = da.encoding.get("grid_mapping", da.attrs.get("grid_mapping", "spatial_ref"))
+    return da.coords[name] if name in da.coords else None
+
+
+def _transform_from_coords(da, y: str, x: str):
+    """A north-up transform (pixel corners) from regular 1-D coordinates, or None."""
+    if x not in da.coords or y not in da.coords:
+        return None
+    xs, ys = np.asarray(da[x].values, float), np.asarray(da[y].values, float)
+    if xs.ndim != 1 or ys.ndim != 1 or xs.size < 2 or ys.size < 2:
+        return None
+    dx, dy = np.diff(xs), np.diff(ys)
+    if not (np.allclose(dx, dx[0], rtol=1e-9, atol=0) and np.allclose(dy, dy[0], rtol=1e-9, atol=0)):
+        raise ValueError(f"coordinates {x!r}/{y!r} are not evenly spaced; rumi stores an affine transform only")
+    a, e = float(dx.mean()), float(dy.mean())
+    return (a, 0.0, xs[0] - a / 2, 0.0, e, ys[0] - e / 2)
+
+
+def georef_of(da) -> dict:
+    """``transform``, ``crs`` and ``pixel_is_point`` for :func:`rumimm.write`, from rioxarray's metadata.
+
+    Returns an empty dict for an array without a CRS.  The transform is rumimm's
+    order ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``; for an array whose
+    ``AREA_OR_POINT`` attribute is ``"Point"`` it is shifted back by half a pixel from
+    GDAL's pixel-corner ``GeoTransform`` to the points, as rumi stores it.
+    """
+    from pyproj import CRS
+
+    gm = _grid_mapping(da)
+    wkt = None if gm is None else gm.attrs.get("crs_wkt", gm.attrs.get("spatial_ref"))
+    point = str(da.attrs.get("AREA_OR_POINT", "Area")).lower() == "point"
+    if wkt is None:
+        if gm is not None and "GeoTransform" in gm.attrs:
+            raise ValueError("the array has a GeoTransform but no CRS; rumi keeps a transform only with an EPSG "
+                             "CRS: pass crs=")
+        return {"pixel_is_point": point} if point else {}
+    crs = CRS.from_wkt(wkt)
+    y, x = _spatial_dims(da)
+    if "GeoTransform" in gm.attrs:
+        c, a, b, f, d, e = (float(v) for v in str(gm.attrs["GeoTransform"]).split())
+    else:
+        t = _transform_from_coords(da, y, x)
+        if t is None:
+            raise ValueError("the array has a CRS but neither a GeoTransform nor 1-D x/y coordinates; pass transform=")
+        a, b, c, d, e, f = t
+    if point:
+        c, f = c + 0.5 * (a + b), f + 0.5 * (d + e)
+    return {"transform": (a, b, c, d, e, f), "crs": crs, "pixel_is_point": point}
+
+
+def to_rumi(obj, path, **write_kwargs) -> bytes:
+    """Write a DataArray (or a numpy or Dask array) as a rumi file; return the blob.
+
+    Parameters
+    ----------
+    obj : xarray.DataArray, numpy.ndarray or dask.array.Array
+        2-D ``(y, x)`` or 3-D with one non-spatial dim (``band``); the spatial dims
+        are found by name (``x``/``y``, ``lon``/``lat``) or are the last two, and the
+        array is transposed to ``(band, y, x)``.  A Dask-backed array is computed
+        one row of tiles at a time.
+    path : str or os.PathLike
+        The ``.rumi`` file to create or replace atomically.
+    **write_kwargs
+        As for :func:`rumimm.write` (``tile``, ``unit``, ``codec``, ...).  An explicit
+        ``transform``, ``crs`` or ``pixel_is_point`` overrides what the array carries.
+
+    Returns
+    -------
+    bytes
+        The header blob.
+
+    Raises
+    ------
+    ValueError
+        More than 3 dims, irregular coordinates, or a transform without a CRS.
+    CRSError
+        The array's CRS is not exactly an EPSG projected or geographic CRS.
+
+    Examples
+    --------
+    >>> blob = rumimm.to_rumi(ds.band_data, "copy.rumi", tile=256)   # doctest: +SKIP
+    """
+    from rumimm.writer.writer import write
+
+    if hasattr(obj, "dims") and hasattr(obj, "coords"):
+        if obj.ndim not in (2, 3):
+            raise ValueError(f"a rumi image needs 2 or 3 dims (band, y, x), got dims {tuple(obj.dims)}")
+        y, x = _spatial_dims(obj)
+        georef = georef_of(obj)
+        georef.update(write_kwargs)
+        other = [d for d in obj.dims if d not in (y, x)]
+        # the DataArray itself is the source: write() slices it a row of tiles at a time,
+        # which loads (or computes, if Dask-backed) only that row
+        return write(path, obj.transpose(*other, y, x), **georef)
+    return write(path, obj, **write_kwargs)

@@ -1,0 +1,132 @@
+"""Many header blobs at once: a catalog column checked and parsed in one numba pass.
+
+``parse_blobs`` takes a list of blobs, one flat buffer with Arrow-style offsets, or a
+pyarrow binary column straight from Parquet (zero-copy for one chunk), and applies the
+rules of :class:`rumimm.format.blob.Header` with the same status codes in
+``kernels.check_blobs``; more than ``2 * _PARALLEL_ROWS`` blobs are split over the
+decode threads (the kernel is nogil).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rumimm.format.blob import VALID_PAIRS, BLOB_FIELDS, rule_broken
+from rumimm.errors import BlobError
+
+__all__ = ["parse_blobs"]
+
+
+def _as_uint8(blob) -> np.ndarray:
+    if isinstance(blob, np.ndarray):
+        return np.ascontiguousarray(blob).view(np.uint8).reshape(-1)
+    return np.frombuffer(blob, dtype=np.uint8)
+
+
+def parse_blobs(blobs, offsets=None, *, errors: str = "raise"):
+    """Check and parse many blobs at once, e.g. a catalog column.
+
+    Parameters
+    ----------
+    blobs : sequence of bytes, a 1-D uint8 array of concatenated blobs, or a pyarrow column
+        With a flat array, ``offsets`` (length M + 1, Arrow-style) marks each blob.
+        A pyarrow ``BinaryArray``, ``LargeBinaryArray`` or ``ChunkedArray`` of them
+        (a Parquet column) is read from its buffers without a copy per blob.
+    offsets : array of int, optional
+        Start of blob i at ``offsets[i]``, end at ``offsets[i + 1]``.
+    errors : {"raise", "status"}
+        ``"raise"``: BlobError for the first bad blob.  ``"status"``: return
+        a ``status`` column (0 = valid) instead.
+
+    Returns
+    -------
+    dict of str to ndarray
+        One int64 column of length M per name in ``BLOB_FIELDS``, plus
+        ``status`` (int64, with ``errors="status"``).
+    """
+    if offsets is None and type(blobs).__module__.startswith("pyarrow"):
+        blobs, offsets = _arrow_buffers(blobs)
+    if offsets is None:
+        if isinstance(blobs, np.ndarray):
+            raise TypeError("a flat uint8 array needs offsets")
+        blobs = list(blobs)
+        lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+        data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+        starts = np.zeros(len(blobs) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=starts[1:])
+    else:
+        data = _as_uint8(blobs)
+        starts = np.ascontiguousarray(offsets, dtype=np.int64)
+        if starts.ndim != 1 or starts.size < 1 or starts[0] < 0 or starts[-1] > data.size or np.any(np.diff(starts) < 0):
+            raise ValueError("offsets must be non-decreasing, start >= 0 and end inside the data")
+    m = starts.size - 1
+    fields = np.zeros((m, len(BLOB_FIELDS)), dtype=np.int64)
+    status = np.zeros(m, dtype=np.int64)
+    if data.size == 0:
+        data = np.zeros(1, dtype=np.uint8)  # numba needs a non-empty buffer to slice
+    _check_in_parallel(data, starts, fields, status)
+    out = {name: fields[:, j] for j, name in enumerate(BLOB_FIELDS)}
+    if errors == "status":
+        out["status"] = status
+        return out
+    bad = np.flatnonzero(status)
+    if bad.size:
+        i = int(bad[0])
+        f = {name: int(fields[i, j]) for j, name in enumerate(BLOB_FIELDS)}
+        raise BlobError(f"blob {i} of {m}: {rule_broken(int(status[i]), f)}")
+    return out
+
+
+def _arrow_buffers(column) -> tuple[np.ndarray, np.ndarray]:
+    """(data, offsets) of a pyarrow binary column, zero-copy for a single chunk.
+
+    Chunks are joined into one buffer (one copy of the bytes) so the whole column is
+    checked in one pass; a null blob is refused, since no file can be opened with it.
+    """
+    chunks = list(column.chunks) if hasattr(column, "chunks") else [column]
+    datas, starts, base = [], [np.zeros(1, np.int64)], 0
+    for chunk in chunks:
+        kind = str(chunk.type)
+        if kind not in ("binary", "large_binary"):
+            raise TypeError(f"a pyarrow blob column must be binary or large_binary, got {kind}")
+        if chunk.null_count:
+            first = next(i for i, v in enumerate(chunk.is_valid().to_pylist()) if not v)
+            raise BlobError(f"blob {base + first} is null; every row of a blob column needs a blob")
+        _, off_buf, data_buf = chunk.buffers()
+        n = len(chunk)
+        off = np.frombuffer(off_buf, np.int32 if kind == "binary" else np.int64)[chunk.offset:chunk.offset + n + 1] \
+            if off_buf is not None else np.zeros(n + 1, np.int64)
+        data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+        if n:
+            data = data[int(off[0]):int(off[-1])]
+            starts.append(off[1:].astype(np.int64) - int(off[0]) + base)
+            datas.append(data)
+            base += data.size
+    data = datas[0] if len(datas) == 1 else (np.concatenate(datas) if datas else np.zeros(0, np.uint8))
+    return data, np.concatenate(starts)
+
+
+_PARALLEL_ROWS = 1 << 16  # below this a second thread costs more than it saves
+
+
+def _check_in_parallel(data, starts, fields, status) -> None:
+    """``check_blobs`` over row ranges on the reader's decode threads (the kernel is nogil)."""
+    from rumimm.reader.engine import load
+    from rumimm.reader.threads import parallel_slot, release_parallel, run_workers
+
+    K = load()
+    m = starts.size - 1
+    workers = parallel_slot(m // _PARALLEL_ROWS) if m >= 2 * _PARALLEL_ROWS else 1
+    if workers < 2:
+        K.check_blobs(data, starts, VALID_PAIRS, fields, status)
+        return
+    try:
+        bounds = np.linspace(0, m, workers + 1).astype(np.int64)
+
+        def part(w):
+            a, b = bounds[w], bounds[w + 1]
+            K.check_blobs(data, starts[a:b + 1], VALID_PAIRS, fields[a:b], status[a:b])
+
+        run_workers(part, workers)
+    finally:
+        release_parallel()

@@ -1,0 +1,485 @@
+"""Stacks of images: Cube (grid-aligned, a lazy (N, B, Y, X) array), ImageCollection
+(images on different grids) and read_batch (equal-size windows from many files).
+
+All three read through the read engine (``engine.read_windows``) in one kernel call per read: the frames
+of every image and window are planned together, decoded in parallel, a frame that
+several windows need is decoded once, and every window is copied into its slot of
+one (N, B, h, w) output.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from rumimm.reader import engine
+from rumimm.errors import RumiError, WindowError
+from rumimm.reader.rasterio_surface import RasterioSurface
+from rumimm.reader.image import Image
+from rumimm.format.window import Run, select, window_bounds
+
+__all__ = ["Cube", "ImageCollection", "read_batch"]
+
+
+def _open_all(sources, headers, cache_bytes, verify):
+    """Images for a list of Images or paths; returns (images, opened-here flags)."""
+    items = list(sources)
+    if headers is not None:
+        headers = list(headers)
+        if len(headers) != len(items):
+            raise ValueError(f"got {len(items)} images but {len(headers)} headers")
+    images, owned, by_path = [], [], {}
+    try:
+        for i, item in enumerate(items):
+            if isinstance(item, Image):
+                images.append(item)
+                owned.append(False)
+                continue
+            hdr = headers[i] if headers is not None else None
+            key = (str(item), None if hdr is None else bytes(hdr))
+            img = by_path.get(key)
+            if img is None:
+                img = by_path[key] = Image(item, hdr, cache_bytes=cache_bytes, verify=verify)
+                owned.append(True)
+            else:
+                owned.append(False)
+            images.append(img)
+    except BaseException:
+        for img in by_path.values():
+            img.close()
+        raise
+    return images, owned
+
+
+def _close_owned(images, owned) -> None:
+    """Close the images :func:`_open_all` opened (flag True); leave the caller's open."""
+    for img, own in zip(images, owned):
+        if own:
+            img.close()
+
+
+def _unique(images):
+    """Distinct images (by identity) and, for each input, its index among them."""
+    ids: dict[int, int] = {}
+    uniq = []
+    index = np.empty(len(images), np.int64)
+    for i, img in enumerate(images):
+        j = ids.get(id(img))
+        if j is None:
+            j = ids[id(img)] = len(uniq)
+            uniq.append(img)
+        index[i] = j
+    return uniq, index
+
+
+def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
+    """Read runs ``y``, ``x`` shifted by (y0[n], x0[n]) of images[n] for every n into out4 (uint8 4-D)."""
+    uniq, index = _unique(images)
+    windows = np.empty((len(images), 3), np.int64)
+    windows[:, 0] = index
+    windows[:, 1] = y0
+    windows[:, 2] = x0
+    engine.read_windows([im._open_source() for im in uniq], windows, bands, y, x, out4)
+
+
+def _georef_block(img: Image) -> bytes | None:
+    """The 160 bytes of the two georeferencing tags, or None when no CRS is set."""
+    block = img._georef_bytes()
+    keys = np.frombuffer(block, "<u2", 16, 128)
+    if int(keys[7]) == 0:  # GTModelTypeGeoKey 0: undefined georeferencing
+        return None
+    return block
+
+
+def _check_aligned(images) -> None:
+    first = images[0]
+    ref_geo = None
+    for i, img in enumerate(images):
+        for name in ("shape", "tile", "dtype"):
+            a, b = getattr(first, name), getattr(img, name)
+            if a != b:
+                raise RumiError(f"images 0 and {i} are not grid-aligned: {name} {a} != {b} "
+                                f"({first.path}, {img.path}); use an ImageCollection")
+        geo = _georef_block(img)
+        if geo is None:
+            continue
+        if ref_geo is None:
+            ref_geo = (i, geo)
+        elif geo != ref_geo[1]:
+            j = ref_geo[0]
+            a, b = images[j], img
+            raise RumiError(f"images {j} and {i} are not grid-aligned: transform/crs {a.transform} {a.crs} != "
+                            f"{b.transform} {b.crs}; use an ImageCollection")
+
+
+class Cube(RasterioSurface):
+    """N grid-aligned images stacked into a lazy (N, B, Y, X) array.
+
+    Parameters
+    ----------
+    images : sequence of Image or path
+        Same shape, tile size and dtype; the same transform and CRS where set.
+        Frame units may differ.  Paths are opened here (and closed by
+        :meth:`close`); Images passed in stay open.
+    headers : sequence of bytes, optional
+        Header blobs of the paths, in order (see :func:`rumimm.open`).
+    cache_bytes, verify
+        Passed to :func:`rumimm.open` for the paths.
+
+    Indexing follows numpy on (image, band, y, x); each read decodes the frames of
+    all selected images in one parallel pass.
+
+    Examples
+    --------
+    >>> cube = rumimm.Cube(["t0.rumi", "t1.rumi", "t2.rumi"])   # doctest: +SKIP
+    >>> chips = cube[:, :, 512:768, 512:768]                     # (3, B, 256, 256)
+    """
+
+    def __init__(self, images, headers=None, *, cache_bytes=None, verify: bool = True):
+        imgs, owned = _open_all(images, headers, cache_bytes, verify)
+        try:
+            if not imgs:
+                raise ValueError("a Cube needs at least one image")
+            _check_aligned(imgs)
+        except BaseException:
+            _close_owned(imgs, owned)
+            raise
+        self._images = imgs
+        self._owned = owned
+
+    # -- container --------------------------------------------------------------------
+    @property
+    def images(self) -> list[Image]:
+        return list(self._images)
+
+    def __len__(self) -> int:
+        return len(self._images)
+
+    def close(self) -> None:
+        """Close the images this Cube opened (idempotent)."""
+        _close_owned(self._images, self._owned)
+
+    @property
+    def closed(self) -> bool:
+        return any(img.closed for img in self._images)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        return (Cube, (self._images,))
+
+    def __repr__(self) -> str:
+        n, b, y, x = self.shape
+        return f"<rumimm.Cube ({n}, {b}, {y}, {x}) {self.dtype}>"
+
+    # -- metadata ---------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(N, B, Y, X)."""
+        return (len(self._images),) + self._images[0].shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._images[0].dtype
+
+    @property
+    def ndim(self) -> int:
+        return 4
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._images) * self._images[0].nbytes
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        return self._images[0].tile
+
+    def _georeferenced(self):
+        for img in self._images:
+            if img.crs is not None:
+                return img
+        return self._images[0]
+
+    @property
+    def transform(self):
+        return self._georeferenced().transform
+
+    @property
+    def crs(self):
+        return self._georeferenced().crs
+
+    @property
+    def bounds(self):
+        return self._georeferenced().bounds
+
+    @property
+    def res(self):
+        return self._georeferenced().res
+
+    # -- reading ----------------------------------------------------------------------
+    def __getitem__(self, key):
+        sel = select(key, self.shape)
+        items, bands = sel.lists
+        block = self._read(items, bands, sel.y, sel.x, None)
+        return block if sel.remap is None else block[sel.remap]
+
+    def __array__(self, dtype=None, copy=None):
+        a = self[...]
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def read(self, bands=None, window=None, out=None):
+        """Every image's bands in a window: (N, n, h, w), or (N, h, w) for an int band.
+
+        Arguments as :meth:`rumimm.Image.read`.
+        """
+        img0 = self._images[0]
+        from rumimm.format.window import select_read
+
+        sel = select_read(bands, window, img0.shape)
+        items = np.arange(len(self._images), dtype=np.int64)
+        shape = (len(items), sel.lists[0].shape[0], sel.y.count, sel.x.count)
+        remap = None if sel.remap is None else (slice(None),) + sel.remap
+        if out is not None:
+            want = shape if remap is None else np.empty(shape, np.uint8)[remap].shape
+            _check_out(out, want, self.dtype)
+            if remap is None and out.flags.c_contiguous:
+                return self._read(items, sel.lists[0], sel.y, sel.x, out)
+            block = self._read(items, sel.lists[0], sel.y, sel.x, None)
+            out[...] = block if remap is None else block[remap]
+            return out
+        block = self._read(items, sel.lists[0], sel.y, sel.x, None)
+        return block if remap is None else block[remap]
+
+    def _read(self, items, bands, y: Run, x: Run, out):
+        images = [self._images[int(i)] for i in items]
+        if out is None:
+            out = np.empty((len(images), bands.shape[0], y.count, x.count), self.dtype)
+        if out.size:
+            _read_stack(images, bands, 0, 0, y, x, out.view(np.uint8))
+        return out
+
+
+def _check_out(out, shape, dtype) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.shape != tuple(shape) or out.dtype != dtype:
+        raise ValueError(f"out must have shape {tuple(shape)} and dtype {dtype}, got {out.shape} and {out.dtype}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writable")
+
+
+class ImageCollection:
+    """Images that need not share a grid (different sizes, tiles, CRSs or dtypes).
+
+    A sequence of :class:`~rumimm.Image`; :meth:`cubes` groups the grid-aligned
+    ones into Cubes, :meth:`read_batch` reads equal-size windows from them.
+    """
+
+    def __init__(self, images, headers=None, *, cache_bytes=None, verify: bool = True):
+        self._images, self._owned = _open_all(images, headers, cache_bytes, verify)
+
+    def __len__(self) -> int:
+        return len(self._images)
+
+    def __iter__(self):
+        return iter(self._images)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            sub = ImageCollection(self._images[i])
+            return sub
+        return self._images[operator.index(i)]
+
+    @property
+    def images(self) -> list[Image]:
+        return list(self._images)
+
+    @property
+    def shapes(self) -> list[tuple[int, int, int]]:
+        return [img.shape for img in self._images]
+
+    def close(self) -> None:
+        """Close the images this collection opened (idempotent)."""
+        _close_owned(self._images, self._owned)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        return (ImageCollection, (self._images,))
+
+    def __repr__(self) -> str:
+        return f"<rumimm.ImageCollection of {len(self._images)} images>"
+
+    def cubes(self) -> list[Cube]:
+        """The grid-aligned groups, in first-appearance order, each as a Cube."""
+        groups: dict = {}
+        for img in self._images:
+            key = (img.shape, img.tile, img.dtype.str, str(img.dtype), _georef_block(img))
+            groups.setdefault(key, []).append(img)
+        return [Cube(g) for g in groups.values()]
+
+    def read_batch(self, windows, *, bands=None, out=None, size=None):
+        """:func:`read_batch` over this collection's images (one window each)."""
+        return read_batch(self._images, windows, bands=bands, out=out, size=size)
+
+    @classmethod
+    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True) -> "ImageCollection":
+        """The images of a catalog's rows, opened with their blobs (no IFD is read).
+
+        ``table_or_path`` is a :func:`rumimm.catalog` table or its Parquet file;
+        ``where`` selects rows: a bbox ``(xmin, ymin, xmax, ymax)`` in the catalog's
+        CRS, a pyarrow compute expression or a boolean mask.
+        """
+        from rumimm.reader.catalog_table import catalog_images
+
+        _, _, images = catalog_images(table_or_path, where, cache_bytes=cache_bytes, verify=verify)
+        coll = cls(images)
+        coll._owned = [True] * len(images)
+        return coll
+
+
+def _parse_windows(windows, n: int, size):
+    """(y0 array, x0 array, h, w) from N windows (or one window for all)."""
+    if isinstance(windows, np.ndarray) and windows.ndim == 2 and windows.shape[1] == 2:
+        if size is None:
+            raise ValueError("an (N, 2) array of window origins needs size=(h, w)")
+        starts = windows.astype(np.int64)
+        if starts.shape[0] != n:
+            raise ValueError(f"got {n} images but {starts.shape[0]} windows")
+        h, w = (operator.index(v) for v in size)
+        if h < 0 or w < 0:
+            raise WindowError(f"window size must be >= 0, got {size}")
+        return np.ascontiguousarray(starts[:, 0]), np.ascontiguousarray(starts[:, 1]), h, w
+    wins = [windows] if hasattr(windows, "row_off") else list(windows)
+    if wins and not _looks_like_many(wins):
+        wins = [windows] * n
+    if len(wins) != n:
+        raise ValueError(f"got {n} images but {len(wins)} windows")
+    y0 = np.empty(n, np.int64)
+    x0 = np.empty(n, np.int64)
+    hw = None
+    big = 1 << 62
+    for i, w in enumerate(wins):
+        ya, yb, xa, xb = window_bounds(w, big, big, name=f"window {i}")  # image bounds are checked later
+        cur = (ya, xa, yb - ya, xb - xa)
+        if hw is None:
+            hw = cur[2:]
+        elif cur[2:] != hw:
+            raise WindowError(f"window {i} is {cur[2]} x {cur[3]}, but window 0 is {hw[0]} x {hw[1]}; "
+                              "read_batch needs equal-size windows")
+        y0[i], x0[i] = cur[0], cur[1]
+    if size is not None and hw is not None and tuple(size) != hw:
+        raise WindowError(f"windows are {hw[0]} x {hw[1]}, but size is {tuple(size)}")
+    if hw is None:
+        hw = (0, 0) if size is None else tuple(size)
+    return y0, x0, hw[0], hw[1]
+
+
+def _looks_like_many(wins) -> bool:
+    """True for [w0, w1, ...]; False for one window ((y0, y1), (x0, x1)) or (slice, slice)."""
+    first = wins[0]
+    if hasattr(first, "row_off") or isinstance(first, slice):
+        return hasattr(first, "row_off")
+    try:
+        inner = first[0]
+    except (TypeError, IndexError):
+        return False
+    return not isinstance(inner, (int, np.integer))
+
+
+def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=None, cache_bytes=None,
+               verify: bool = True):
+    """Read N equal-size windows, window n from image n, into one (N, B, h, w) array.
+
+    Parameters
+    ----------
+    sources : sequence of Image or path
+        One per window; repeat an Image to read many windows of one file.  Paths
+        are opened for this call only (give ``headers`` to skip the IFD).
+    windows : sequence of windows, one window, or an (N, 2) int array
+        Each ``((y0, y1), (x0, x1))``, ``(slice, slice)`` or a rasterio
+        ``Window``, all of the same size; one window applies to every image; an
+        (N, 2) array holds window origins (y0, x0) and needs ``size``.
+    headers : sequence of bytes, optional
+        Header blobs for the paths in ``sources``.
+    bands : int or sequence of int, optional
+        Bands to read from every image (default all; an int drops the band axis).
+    out : numpy.ndarray, optional
+        Filled in place and returned.
+    size : (h, w), optional
+        Window size, for an (N, 2) array of origins.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, n_bands, h, w), or (N, h, w) for an int band.  Frames shared by
+        several windows are decoded once; all are decoded in one parallel pass.
+
+    Raises
+    ------
+    WindowError
+        A window leaves its image, a band is missing in an image, or the windows
+        differ in size.
+    RumiError
+        The images do not share a dtype.
+    """
+    images, owned = _open_all(sources, headers, cache_bytes, verify)
+    try:
+        n = len(images)
+        y0, x0, h, w = _parse_windows(windows, n, size)
+        if n == 0:
+            nb = 0 if bands is None else (1 if isinstance(bands, (int, np.integer)) else len(bands))
+            return np.empty((0, nb, h, w) if not isinstance(bands, (int, np.integer)) else (0, h, w), np.uint8)
+        dtype = images[0].dtype
+        for i, img in enumerate(images):
+            if img.dtype != dtype:
+                raise RumiError(f"image {i} ({img.path}) is {img.dtype} but image 0 is {dtype}; "
+                                "read_batch returns one array")
+            _, ny, nx = img.shape
+            if not (0 <= y0[i] and y0[i] + h <= ny and 0 <= x0[i] and x0[i] + w <= nx):
+                raise WindowError(f"window {i} [{y0[i]}:{y0[i] + h}, {x0[i]}:{x0[i] + w}] leaves image {i} "
+                                  f"({img.path}) of {ny} x {nx} pixels")
+        drop = isinstance(bands, (int, np.integer)) and not isinstance(bands, bool)
+        nbands = min(img.shape[0] for img in images)
+        if bands is None:
+            if any(img.shape[0] != images[0].shape[0] for img in images):
+                raise WindowError("images have different band counts; pass bands=")
+            blist = np.arange(nbands, dtype=np.int64)
+        else:
+            blist = np.atleast_1d(np.asarray(bands)).astype(np.int64, copy=False)
+            if blist.ndim != 1:
+                raise WindowError(f"bands must be an int or a 1-d list, got shape {blist.shape}")
+            if blist.size and (blist.min() < -nbands or blist.max() >= nbands):
+                raise WindowError(f"bands {blist.tolist()} out of range for images with {nbands} bands")
+            blist = np.where(blist < 0, blist + nbands, blist)
+        uniq = np.unique(blist)
+        remap = None
+        if uniq.size != blist.size:
+            remap = (slice(None), np.searchsorted(uniq, blist))
+            blist = uniq
+        if drop:
+            remap = (slice(None), 0)
+        shape = (n, blist.size, h, w)
+        final = shape if remap is None else np.empty(shape, np.uint8)[remap].shape
+        if out is not None:
+            _check_out(out, final, dtype)
+        direct = out is not None and remap is None and out.flags.c_contiguous
+        block = out if direct else np.empty(shape, dtype)
+        if block.size:
+            _read_stack(images, blist, y0, x0, Run(0, 1, h), Run(0, 1, w), block.view(np.uint8))
+        result = block if remap is None else block[remap]
+        if out is not None and not direct:
+            out[...] = result
+            return out
+        return result
+    finally:
+        _close_owned(images, owned)

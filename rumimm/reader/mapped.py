@@ -1,0 +1,124 @@
+"""A rumi file opened read-only: one descriptor, positional reads, and the mapping on demand.
+
+Opening, ``fstat``, positional reads (``pread``) and ``mmap`` all use one descriptor,
+so a reader sees one file whole even while another process replaces it by rename
+(the old inode stays open; its size is the one measured at open).
+
+Two ways in, chosen by cost (``docs/dev/engine.md``):
+
+* :meth:`OpenFile.read` / :meth:`OpenFile.read_into` copy a byte range with one
+  ``pread``: what opening (the 252 bytes of header and IFD, the georeferencing) and a
+  chip's frames need.  Copying a 300 KB frame out of the page cache costs ~20 us;
+  faulting the same pages into a fresh mapping ~50 us, plus ~20 us to map and unmap.
+* :meth:`OpenFile.mapping` maps the whole file (``np.frombuffer`` over an ``mmap``)
+  on first use, for the numba kernels of larger reads, which decode straight from it.
+
+An open file holds its descriptor until the last holder lets go: a read in flight
+holds the ``OpenFile`` (and any array of the mapping holds the map), so closing an
+image never pulls a descriptor or a map from under a read.  Python's ``mmap`` keeps a
+duplicate descriptor of its own before Python 3.13 (``trackfd=False`` avoids it
+since), so a mapped file holds two descriptors there.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+
+import numpy as np
+
+from rumimm.errors import FormatError, RumiError, where
+
+__all__ = ["OpenFile"]
+
+_PREAD = hasattr(os, "preadv")
+_TRACKFD = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+
+
+class OpenFile:
+    """The file at ``path`` opened read-only; ``size`` is its size at open.
+
+    Raises
+    ------
+    FileNotFoundError, PermissionError
+        As ``open`` does.
+    FormatError
+        The file is empty.
+    """
+
+    __slots__ = ("path", "fd", "size", "_buf", "_made")
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = -1
+        self._buf = None
+        self._made = []  # mappings made by racing threads: the first one made is the one used
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            self.size = os.fstat(fd).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        if self.size == 0:
+            self.close()
+            raise FormatError(f"{where(path)}file is empty; expected a BigTIFF header")
+
+    def close(self) -> None:
+        """Close the descriptor and drop the mapping now (only when no read can be using them)."""
+        self._buf = None
+        self._made = []
+        self.__del__()
+
+    def __del__(self):
+        fd, self.fd = getattr(self, "fd", -1), -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except (OSError, TypeError):  # TypeError: os is gone at interpreter exit
+                pass
+
+    def mapping(self) -> np.ndarray:
+        """The whole file as a read-only uint8 array, mapped on first use.
+
+        No lock (a lock held by another thread at ``fork`` would stay held in the child):
+        threads that race here each map the file, and all use the first mapping made
+        (``list.append`` and indexing are atomic), so frame addresses never change.
+        """
+        buf = self._buf
+        if buf is None:
+            now = os.fstat(self.fd).st_size
+            if now < self.size:
+                raise FormatError(f"{where(self.path)}file has {now} bytes, {self.size} when it was opened; "
+                                  "it was truncated after it was opened")
+            made = self._made
+            made.append(np.frombuffer(_mmap(self.fd, self.size, self.path), np.uint8))
+            buf = self._buf = made[0]
+            del made[1:]
+        return buf
+
+    def read(self, offset: int, n: int) -> bytes:
+        """``n`` bytes at ``offset``; fewer at the end of the file."""
+        if _PREAD:
+            return os.pread(self.fd, n, offset)
+        return bytes(self.mapping()[offset:offset + n])
+
+    def read_into(self, dst: np.ndarray, offset: int) -> None:
+        """Fill ``dst`` (uint8, contiguous) with the bytes at ``offset``; FormatError if the file ends first."""
+        n = dst.shape[0]
+        if _PREAD:
+            got = os.preadv(self.fd, [dst], offset)
+        else:  # no positional reads (Windows): copy from the mapping
+            got = min(n, max(0, self.size - offset))
+            dst[:got] = self.mapping()[offset:offset + got]
+        if got != n:
+            raise FormatError(f"{where(self.path)}file ends at byte {offset + got}, inside a frame that should "
+                              f"end at byte {offset + n}; it was truncated after it was opened")
+
+
+def _mmap(fd: int, size: int, path) -> mmap.mmap:
+    try:
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ, **_TRACKFD)
+    except (OSError, ValueError) as exc:
+        raise RumiError(f"{where(path)}cannot map file: {getattr(exc, 'strerror', None) or exc}") from exc

@@ -1,0 +1,262 @@
+"""The rasterio-shaped surface of an Image (and a Cube): profile, Affine, index/xy, windows.
+
+A rasterio user looks for ``profile``, an ``Affine`` transform, ``index``/``xy`` and
+``block_windows``; :class:`RasterioSurface` adds them on top of the public properties
+its host already has (``shape``, ``dtype``, ``tile``, ``transform``, ``crs``), so the
+host keeps its own tuple-and-string properties unchanged.  ``index`` and ``xy`` are
+plain arithmetic; the members that return rasterio or affine objects import them on
+first use (``pip install 'rumimm[geotiff]'``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rumimm.errors import RumiError
+
+__all__ = ["OFFSETS", "RasterioSurface", "require", "gtiff_profile", "gdal_type", "COMPRESSIONS_WITH_PREDICTOR",
+           "NBITS_OUT", "NBITS_IN", "GDAL_NATIVE"]
+
+#: Where in a pixel ``xy`` puts the point: (column, row) offsets from the pixel's corner.
+OFFSETS = {"center": (0.5, 0.5), "ul": (0.0, 0.0), "ur": (1.0, 0.0), "ll": (0.0, 1.0), "lr": (1.0, 1.0)}
+#: Distance (in pixels) within which a window edge snaps to the whole pixel it is on.
+SNAP = 1e-6
+
+
+def require(module: str):
+    """Import an optional package of the ``geotiff`` extra, or say how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        top = module.split(".")[0]
+        raise ImportError(f"this needs {top}; pip install 'rumimm[geotiff]' (rasterio and affine)") from None
+
+
+def _coefficients(host) -> tuple[float, ...]:
+    """The host's six affine coefficients; the identity when it has no georeferencing (as rasterio)."""
+    t = host.transform
+    return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0) if t is None else tuple(float(v) for v in t)
+
+
+def _inverse(a, b, c, d, e, f) -> tuple[float, ...]:
+    """Coefficients of the inverse transform, computed as ``~affine.Affine`` does."""
+    idet = 1.0 / (a * e - b * d)
+    ra, rb, rd, re = e * idet, -b * idet, -d * idet, a * idet
+    return (ra, rb, -c * ra - f * rb, rd, re, -c * rd - f * re)
+
+
+def _apply(t, u, v):
+    a, b, c, d, e, f = t
+    return a * u + b * v + c, d * u + e * v + f
+
+
+def _snap_down(v: float) -> int:
+    r = round(v)
+    return int(r) if abs(v - r) < SNAP else math.floor(v)
+
+
+def _snap_up(v: float) -> int:
+    r = round(v)
+    return int(r) if abs(v - r) < SNAP else math.ceil(v)
+
+
+class RasterioSurface:
+    """Mixin: rasterio's dataset members computed from ``shape``, ``dtype``, ``tile``, ``transform``, ``crs``."""
+
+    @property
+    def profile(self) -> dict:
+        """Creation options for a tiled, compressed GeoTIFF of this image (no ``driver`` key).
+
+        Usable as ``rasterio.open(out, "w", driver="GTiff", **img.profile)``: dtype,
+        count, height, width, crs, transform, nodata and the block layout, compression
+        and predictor that ``rumimm.to_geotiff`` uses.  Sub-byte samples are ``uint8``
+        with ``nbits``; float16 is ``float32`` with ``nbits=16``.
+
+        Raises
+        ------
+        RumiError
+            GeoTIFF has no sample type for this dtype (int2/int4, complex integers,
+            the ML float types).
+        """
+        return gtiff_profile(self)
+
+    @property
+    def affine(self):
+        """The transform as an ``affine.Affine`` (the identity without georeferencing, as rasterio)."""
+        return require("affine").Affine(*_coefficients(self))
+
+    @property
+    def pyproj_crs(self):
+        """The CRS as a ``pyproj.CRS``, or None without georeferencing."""
+        if self.crs is None:
+            return None
+        import pyproj
+
+        return pyproj.CRS.from_user_input(self.crs)
+
+    def index(self, x, y, op=math.floor):
+        """(row, col) of the pixel holding the point (x, y) in CRS units, as rasterio's ``index``.
+
+        ``x`` and ``y`` may be numbers or arrays; ``op`` rounds the fractional pixel
+        position (``math.floor`` by default; arrays use numpy's ``floor``).  Points
+        outside the image give rows and columns outside it (no clipping).
+        """
+        col, row = _apply(_inverse(*_coefficients(self)), x, y)
+        if np.ndim(col) == 0 and np.ndim(row) == 0:
+            return int(op(row)), int(op(col))
+        fn = np.floor if op is math.floor else (np.ceil if op is math.ceil else np.vectorize(op))
+        return fn(np.asarray(row)).astype(np.int64), fn(np.asarray(col)).astype(np.int64)
+
+    def xy(self, row, col, offset: str = "center"):
+        """(x, y) in CRS units of a pixel's centre (or corner: ``offset`` "ul", "ur", "ll", "lr")."""
+        try:
+            dc, dr = OFFSETS[offset]
+        except (KeyError, TypeError):
+            raise ValueError(f"offset must be one of {', '.join(OFFSETS)}, got {offset!r}") from None
+        if np.ndim(row) == 0 and np.ndim(col) == 0:
+            x, y = _apply(_coefficients(self), col + dc, row + dr)
+            return float(x), float(y)
+        return _apply(_coefficients(self), np.asarray(col) + dc, np.asarray(row) + dr)
+
+    def window_from_bounds(self, left, bottom, right, top):
+        """The smallest whole-pixel rasterio ``Window`` covering a box in CRS units.
+
+        Unlike ``rasterio.windows.from_bounds`` the window is on whole pixels (edges
+        within a millionth of a pixel of a pixel edge snap to it), so ``img.read(window=w)``
+        takes it as is; like it, the window is not clipped to the image.
+        """
+        if not (left < right and bottom < top):
+            raise ValueError(f"bounds must have left < right and bottom < top, got {(left, bottom, right, top)}")
+        inv = _inverse(*_coefficients(self))
+        cols, rows = zip(*(_apply(inv, x, y) for x, y in ((left, top), (right, top), (left, bottom), (right, bottom))))
+        c0, r0 = _snap_down(min(cols)), _snap_down(min(rows))
+        c1, r1 = _snap_up(max(cols)), _snap_up(max(rows))
+        return require("rasterio.windows").Window(c0, r0, c1 - c0, r1 - r0)
+
+    def window_transform(self, window):
+        """The ``Affine`` of a window's pixel grid: the image's, moved to the window's corner.
+
+        ``window`` is a rasterio ``Window``, ``((y0, y1), (x0, x1))`` or ``(slice, slice)``.
+        """
+        if hasattr(window, "col_off") and hasattr(window, "row_off"):
+            col, row = float(window.col_off), float(window.row_off)
+        else:
+            try:
+                (ys, xs) = window
+                row = ys.start if isinstance(ys, slice) else ys[0]
+                col = xs.start if isinstance(xs, slice) else xs[0]
+                row, col = float(row or 0), float(col or 0)
+            except (TypeError, ValueError, IndexError):
+                raise ValueError(f"window must be a rasterio Window, ((y0, y1), (x0, x1)) or (slice, slice), "
+                                 f"got {window!r}") from None
+        a, b, c, d, e, f = _coefficients(self)
+        x, y = _apply((a, b, c, d, e, f), col, row)
+        return require("affine").Affine(a, b, x, d, e, y)
+
+    def block_windows(self, bidx: int = 0):
+        """Yield ``((i, j), Window)`` for every position of the frame grid, row by row.
+
+        As rasterio's ``block_windows``: ``i`` is the grid row, ``j`` the grid column and
+        the window the pixels of that tile (edge tiles are clipped to the image).  ``bidx``
+        is accepted for rasterio compatibility; every band has the same grid.
+        """
+        Window = require("rasterio.windows").Window
+        height, width = self.shape[-2:]
+        tl, tw = self.tile
+        for i, y0 in enumerate(range(0, height, tl)):
+            for j, x0 in enumerate(range(0, width, tw)):
+                yield (i, j), Window(x0, y0, min(tw, width - x0), min(tl, height - y0))
+
+
+# --------------------------------------------------------------------------- the GeoTIFF profile
+
+#: GDAL compressions for which a horizontal / floating-point predictor helps.
+COMPRESSIONS_WITH_PREDICTOR = frozenset({"deflate", "zstd", "lzw", "lzma"})
+#: rumi dtype name -> (GDAL dtype, NBITS) for samples GDAL holds only with NBITS.
+NBITS_OUT = {"bool": ("uint8", 1), "uint2": ("uint8", 2), "uint4": ("uint8", 4), "float16": ("float32", 16)}
+#: (GDAL dtype, NBITS) -> rumi dtype name, the inverse.
+NBITS_IN = {v: k for k, v in NBITS_OUT.items()}
+#: rumi dtypes that are GDAL dtypes as they are.
+GDAL_NATIVE = frozenset({"uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32", "float64",
+                     "complex64", "complex128"})
+#: GDAL's block cache while converting.  Rows are read and written once, in order, so a
+
+
+def gdal_type(dtype) -> tuple[str, int | None]:
+    """(GDAL dtype name, NBITS or None) of a rumi sample dtype, or RumiError."""
+    from rumimm.format.dtypes import encoding_for_dtype
+
+    name = encoding_for_dtype(dtype).name
+    if name in GDAL_NATIVE:
+        return name, None
+    if name in NBITS_OUT:
+        return NBITS_OUT[name]
+    raise RumiError(f"GeoTIFF (GDAL) has no sample type for {name}; cast the image to a GDAL type "
+                    "(uint8..uint64, int8..int64, float32, float64, complex64, complex128) and write it with rasterio")
+
+
+def gdal_block(n: int) -> int:
+    """A GeoTIFF block size near ``n``: a multiple of 16 (GDAL's rule for tiles), 16 to 4096."""
+    return min(4096, max(16, -(-int(n) // 16) * 16))
+
+
+def gdal_compression(name) -> str:
+    """A GDAL compression name, checked (GDAL itself only logs an unknown one and writes uncompressed)."""
+    from rasterio.enums import Compression
+
+    known = sorted(c.value.lower() for c in Compression)
+    value = str(name).lower()
+    if value not in known:
+        raise ValueError(f"compress must be one of {', '.join(known)} or None, got {name!r}")
+    return value
+
+
+def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=None, interleave=None,
+                  bigtiff: str = "IF_SAFER") -> dict:
+    """rasterio creation keywords (all but ``driver``) for a tiled GeoTIFF of ``img``.
+
+    Parameters
+    ----------
+    img : Image or Cube
+        What the GeoTIFF will hold (its shape, dtype, tile, transform and CRS).
+    compress : str or None
+        A GDAL compression (``"zstd"``, ``"deflate"``, ``"lzw"``, ...); None for none.
+    predictor : int, optional
+        1 (none), 2 (horizontal) or 3 (floating point); default: 2 for integers and 3
+        for float32/64 when ``compress`` is one that benefits, else none.
+    tile : int or (int, int), optional
+        Block (height, width); default the image's tile, rounded up to a multiple of 16.
+    interleave : {"band", "pixel"}, optional
+        Default "band" for tile frames, "pixel" for cell frames (the same layout).
+    bigtiff : str
+        GDAL's BIGTIFF option.
+    """
+    gdal_dtype, nbits = gdal_type(img.dtype)
+    tl, tw = (tile, tile) if isinstance(tile, int) else (tile or img.tile)
+    unit = getattr(img, "frame_unit", "tile")
+    if interleave is None:
+        interleave = "pixel" if unit == "cell" else "band"
+    if interleave not in ("band", "pixel"):
+        raise ValueError(f"interleave must be 'band' or 'pixel', got {interleave!r}")
+    height, width = img.shape[-2:]
+    profile = {"dtype": gdal_dtype, "count": img.shape[-3], "height": height, "width": width, "nodata": None,
+               "tiled": True, "blockysize": gdal_block(tl), "blockxsize": gdal_block(tw), "interleave": interleave,
+               "photometric": "minisblack",  # bands are bands: no RGB(A) reading of 3 or 4 bytes a pixel
+               "bigtiff": bigtiff}
+    if img.crs is not None:
+        profile["crs"] = require("rasterio.crs").CRS.from_user_input(img.crs)
+        profile["transform"] = require("affine").Affine(*img.transform)
+    if nbits is not None:
+        profile["nbits"] = nbits
+    if compress is not None:
+        profile["compress"] = gdal_compression(compress)
+        if predictor is None and nbits is None and profile["compress"] in COMPRESSIONS_WITH_PREDICTOR:
+            kind = np.dtype(gdal_dtype).kind
+            predictor = 2 if kind in "iu" else (3 if kind == "f" else None)
+        if predictor is not None:
+            profile["predictor"] = int(predictor)
+    return profile

@@ -1,0 +1,470 @@
+"""Check a rumi file (and optionally its blob) against the spec; rebuild its blob.
+
+One walk over the file serves two callers: :func:`index` stops at the first rule
+broken and raises :class:`FormatError`; :func:`validate` keeps going and returns
+every violation it can find.  Nothing larger than the file itself is allocated,
+whatever sizes the IFD claims.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rumimm.format import dtypes
+from rumimm.format.blob import Header, build_header
+from rumimm.errors import BlobError, FormatError, RumiError, where
+from rumimm.format.georef import Georef, parse_geokeys
+from rumimm.reader.mapped import OpenFile
+from rumimm.format.grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
+from rumimm.format.tiff import FIXED_TAGS, N_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, Tag, TiffType, read_entries
+
+__all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "index_mapping"]
+
+_FORBIDDEN_GEOTIFF = {
+    33550: "ModelPixelScaleTag",
+    33922: "ModelTiepointTag",
+    34736: "GeoDoubleParamsTag",
+    34737: "GeoAsciiParamsTag",
+}
+
+
+#: What a Report's ``checked`` may list.
+CHECKED_PROFILE = "file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout"
+CHECKED_MAGIC = "frame magics: every frame starts with OpenZL's magic, one format version"
+CHECKED_HEADERS = "frame headers: one output of the sample type and the byte size of the frame's position"
+CHECKED_DECODE = "frame payloads: every frame decoded, checksums verified, type, element width and size checked"
+CHECKED_BLOB = "header blob: valid and equal to the file's canonical blob"
+
+
+class _Stop(Exception):
+    """Internal: the file is too broken to check further."""
+
+
+@dataclass
+class Report:
+    """What a check found: violations (empty when compliant) and what was parsed."""
+
+    path: str
+    violations: list[str] = field(default_factory=list)
+    blob: bytes | None = None
+    georef: Georef | None = None
+    format_version: int | None = None
+    header_violations: list[str] = field(default_factory=list)
+    #: What was checked, in order (``CHECKED_*``); a check is listed once it ran over the whole file.
+    checked: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.header_violations
+
+    @property
+    def header(self) -> Header | None:
+        return None if self.blob is None else Header.parse(self.blob, path=self.path)
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.path}: compliant"
+        return "\n".join(f"{self.path}: {v}" for v in self.violations + self.header_violations)
+
+
+class _Findings:
+    def __init__(self, path, strict: bool):
+        self.path, self.strict, self.items = path, strict, []
+
+    def add(self, msg: str, *, stop: bool = False):
+        if self.strict:
+            raise FormatError(f"{where(self.path)}{msg}")
+        self.items.append(msg)
+        if stop:
+            raise _Stop
+
+
+def _tag_name(tag: int) -> str:
+    try:
+        return f"{tag} ({Tag(tag).name})"
+    except ValueError:
+        return f"{tag} ({_FORBIDDEN_GEOTIFF[tag]})" if tag in _FORBIDDEN_GEOTIFF else str(tag)
+
+
+def _read(buf, off: int, n: int, typ: TiffType) -> np.ndarray:
+    return np.frombuffer(buf, dtype=np.dtype(typ.code).newbyteorder("<"), count=n, offset=off)
+
+
+def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> Report:
+    """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`.
+
+    The file is opened once and measured and mapped through that one descriptor.
+    """
+    path = os.fspath(path)
+    try:
+        file = OpenFile(path)
+    except FormatError as exc:  # an empty file
+        if strict:
+            raise
+        rep = Report(path, violations=[str(exc).removeprefix(where(path))])
+    except OSError as exc:
+        raise RumiError(f"{where(path)}cannot read file: {exc.strerror or exc}") from exc
+    else:
+        try:
+            rep = inspect_mapping(file.mapping(), path, strict=strict, frames=frames)
+        finally:
+            file.close()  # the map goes now, or with the last view a traceback still holds
+    if header is not None:
+        rep.header_violations = compare_header(header, rep.blob, path)
+        rep.checked.append(CHECKED_BLOB)
+        if strict and rep.header_violations:
+            raise BlobError(f"{where(path)}{rep.header_violations[0]}")
+    return rep
+
+
+def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic") -> Report:
+    """:func:`inspect_file` on a file already mapped (``buf``, uint8, the whole file)."""
+    rep = Report(os.fspath(path))
+    f = _Findings(rep.path, strict)
+    try:
+        _check(buf, buf.shape[0], f, rep, frames)
+    except _Stop:
+        pass
+    rep.violations = f.items
+    return rep
+
+
+def index_mapping(buf: np.ndarray, path) -> bytes:
+    """:func:`index` of a file already mapped: its canonical blob, or FormatError."""
+    return inspect_mapping(buf, path, strict=True).blob
+
+
+def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
+    """Every rule of the spec, one function per section, in file order."""
+    _check_bigtiff_header(buf, size, f)
+    by_tag = _check_ifd(buf, size, f)
+    grid = _check_image(by_tag, f)
+    values = _check_placement(buf, size, by_tag, grid, f)
+    enc = _check_sample_encoding(values, f)
+    rep.georef = _check_georeferencing(values, f)
+    rep.blob = build_header(grid, enc, _check_frame_layout(size, values, grid, f))
+    _check_frames(buf, f, rep, frames)
+
+
+def _check_bigtiff_header(buf, size: int, f: _Findings) -> None:
+    """File profile: a little-endian BigTIFF header whose first IFD is at byte 16."""
+    if size < 16:
+        f.add(f"file is {size} bytes, shorter than the 16-byte BigTIFF header", stop=True)
+    order = bytes(buf[:2])
+    if order == b"MM":
+        f.add("byte order is big-endian (MM); rumi files are little-endian (II)", stop=True)
+    if order != b"II":
+        f.add(f"not a TIFF file (starts with {order!r}, expected b'II')", stop=True)
+    version, bytesize, reserved, first_ifd = struct.unpack_from("<HHHQ", buf, 2)
+    if version == 42:
+        f.add("file is classic TIFF (version 42); rumi files are BigTIFF (version 43)", stop=True)
+    if version != 43:
+        f.add(f"TIFF version is {version}, expected 43 (BigTIFF)", stop=True)
+    if bytesize != 8 or reserved != 0:
+        f.add(f"BigTIFF header has offset size {bytesize} and reserved {reserved}, expected 8 and 0")
+    if first_ifd != 16:
+        f.add(f"first IFD is at byte {first_ifd}; the rumi IFD starts at byte 16, before the frame data", stop=True)
+    if size < IFD_END:
+        f.add(f"file is {size} bytes, too short for the 236-byte IFD at byte 16 (truncated)", stop=True)
+
+
+
+def _check_ifd(buf, size: int, f: _Findings) -> dict:
+    """Fixed IFD: exactly the 11 tags, in rising order, and one IFD; returns the entries by tag."""
+    (count,) = struct.unpack_from("<Q", buf, 16)
+    readable = min(count, (size - 24) // 20, 64)
+    entries = read_entries(buf, readable)
+    tags = [e.tag for e in entries]
+    expected = list(FIXED_TAGS)
+    if count != N_TAGS:
+        extra = [t for t in tags if t not in expected]
+        missing = [t for t in expected if t not in tags]
+        detail = "".join([f"; extra tags: {', '.join(_tag_name(t) for t in extra)}" if extra else "",
+                          f"; missing tags: {', '.join(_tag_name(t) for t in missing)}" if missing else ""])
+        f.add(f"IFD has {count} tags, expected exactly 11{detail}", stop=True)
+    (next_ifd,) = struct.unpack_from("<Q", buf, 16 + 8 + 20 * N_TAGS)
+    if next_ifd != 0:
+        f.add(f"next-IFD offset is {next_ifd}; a rumi file has exactly one IFD (no overviews, masks or auxiliary IFDs)")
+    if tags != expected:
+        for t in tags:
+            if t not in expected:
+                f.add(f"tag {_tag_name(t)} is not allowed in a rumi IFD")
+        for t in expected:
+            if t not in tags:
+                f.add(f"required tag {_tag_name(t)} is missing")
+        if sorted(tags) == expected:
+            f.add("IFD tags are not in rising tag order")
+        raise _Stop
+    by_tag = {Tag(e.tag): e for e in entries}
+    for tag in (Tag.IMAGE_WIDTH, Tag.IMAGE_LENGTH, Tag.SAMPLES_PER_PIXEL, Tag.TILE_WIDTH, Tag.TILE_LENGTH):
+        typ, _ = FIXED_TAGS[tag]
+        e = by_tag[tag]
+        if e.type != typ or e.count != 1:
+            f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) and 1",
+                  stop=True)
+    return by_tag
+
+
+def _check_image(by_tag: dict, f: _Findings) -> Grid:
+    """Image, tiles and bands; the frame unit from the TileOffsets count; every tag's type and count."""
+    def scalar(tag):
+        typ, _ = FIXED_TAGS[tag]
+        return int(np.frombuffer(by_tag[tag].field, dtype=np.dtype(typ.code).newbyteorder("<"), count=1)[0])
+
+    width, length = scalar(Tag.IMAGE_WIDTH), scalar(Tag.IMAGE_LENGTH)
+    bands, tw, tl = scalar(Tag.SAMPLES_PER_PIXEL), scalar(Tag.TILE_WIDTH), scalar(Tag.TILE_LENGTH)
+    if width == 0 or length == 0:
+        f.add(f"image is {width} x {length} pixels; a rumi image has at least one pixel", stop=True)
+    if tw == 0 or tl == 0:
+        f.add(f"tile is {tw} x {tl}; TileWidth and TileLength must be > 0", stop=True)
+    if bands == 0:
+        f.add("SamplesPerPixel is 0, expected at least 1", stop=True)
+    n_entries = by_tag[Tag.TILE_OFFSETS].count
+    g = ceildiv(width, tw) * ceildiv(length, tl)
+    if n_entries == g * bands:
+        unit = FrameUnit.TILE
+    elif n_entries == g:
+        unit = FrameUnit.CELL
+    else:
+        f.add(f"tag {_tag_name(Tag.TILE_OFFSETS)} has {n_entries} entries; expected {g} (cell frames) or "
+              f"{g * bands} (tile frames) for a {tl} x {tw} grid of {g} positions and {bands} bands", stop=True)
+    grid = Grid(width, length, tw, tl, bands, unit)
+    n = grid.n_frames
+    for tag, (typ, cnt) in FIXED_TAGS.items():
+        e = by_tag[tag]
+        want = cnt(bands, n)
+        if e.type != typ or e.count != want:
+            f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) "
+                  f"and {want}", stop=True)
+    return grid
+
+
+def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings):
+    """Placement: values over 8 bytes follow the IFD in rising tag order with no gaps.
+
+    Returns ``values(tag)``, the tag's values read from where they are.
+    """
+    bands, n = grid.samples_per_pixel, grid.n_frames
+    cursor = IFD_END
+    where_value: dict[Tag, int] = {}
+    for tag, (typ, cnt) in FIXED_TAGS.items():
+        e = by_tag[tag]
+        nbytes = e.count * typ.size
+        if nbytes <= 8:
+            where_value[tag] = 16 + 8 + 20 * list(FIXED_TAGS).index(tag) + 12  # inline field
+            continue
+        if e.pointer != cursor:
+            f.add(f"tag {_tag_name(tag)} value is at byte {e.pointer}, expected {cursor}: external values follow the "
+                  "IFD in rising tag order with no gaps", stop=True)
+        if cursor + nbytes > size:
+            f.add(f"tag {_tag_name(tag)} value ends at byte {cursor + nbytes}, past the end of the "
+                  f"{size}-byte file (truncated)", stop=True)
+        where_value[tag] = cursor
+        cursor += nbytes
+    base = base_frame_offset(bands, n)
+    if cursor != base:  # cannot differ once types and counts are right; kept as a guard
+        f.add(f"external values end at byte {cursor}, but base_frame_offset is {base}", stop=True)
+
+    def values(tag):
+        typ, cnt = FIXED_TAGS[tag]
+        return _read(buf, where_value[tag], cnt(bands, n), typ)
+
+    return values
+
+
+def _check_sample_encoding(values, f: _Findings):
+    """Sample encodings: one valid (SampleFormat, BitsPerSample) pair for every band."""
+    bps, sfs = values(Tag.BITS_PER_SAMPLE), values(Tag.SAMPLE_FORMAT)
+    if np.any(bps != bps[0]) or np.any(sfs != sfs[0]):
+        f.add("bands use different (SampleFormat, BitsPerSample) pairs; all bands must use the same pair", stop=True)
+    try:
+        enc = dtypes.encoding(int(sfs[0]), int(bps[0]))
+    except FormatError as exc:
+        f.add(str(exc), stop=True)
+    return enc
+
+
+def _check_georeferencing(values, f: _Findings):
+    """Georeferencing: the matrix and the key directory, EPSG codes only."""
+    georef, bad = parse_geokeys(values(Tag.GEO_KEY_DIRECTORY), values(Tag.MODEL_TRANSFORMATION))
+    for msg in bad:
+        f.add(msg)
+    return georef
+
+
+def _check_frame_layout(size: int, values, grid: Grid, f: _Findings) -> np.ndarray:
+    """Frames: no sparse frame, one contiguous run in frame-index order from base_frame_offset
+    to the end of the file; returns the byte counts."""
+    n, base = grid.n_frames, grid.base_frame_offset
+    offsets = values(Tag.TILE_OFFSETS).astype(np.uint64)
+    counts = values(Tag.TILE_BYTE_COUNTS).astype(np.uint64)
+    zero = np.flatnonzero(counts == 0)
+    if zero.size:
+        k = int(zero[0])
+        f.add(f"frame {k} has TileByteCounts 0; no frame may be sparse (every count is > 0)", stop=True)
+    if int(offsets[0]) != base:
+        f.add(f"TileOffsets[0] is {int(offsets[0])}, but frame data starts at base_frame_offset {base} "
+              "(no padding before the frames)", stop=True)
+    expect = np.empty(n, dtype=np.uint64)
+    expect[0] = base
+    np.cumsum(counts[:-1], out=expect[1:])
+    expect[1:] += np.uint64(base)
+    off_by = np.flatnonzero(offsets != expect)
+    if off_by.size:
+        k = int(off_by[0])
+        row, col, band = grid.frame_position(k)
+        hint = ""
+        order = np.argsort(offsets, kind="stable")
+        if np.array_equal(offsets[order][1:], (offsets[order] + counts[order])[:-1]):
+            hint = "; the frames are contiguous only when sorted, so they are not in frame-index order (band-interleaved?)"
+        f.add(f"TileOffsets[{k}] (row {row}, col {col}, band {band}) is {int(offsets[k])}, expected {int(expect[k])}: "
+              f"frames must form one contiguous run in frame-index order{hint}", stop=True)
+    end = int(expect[-1]) + int(counts[-1])
+    if end > size:
+        f.add(f"last frame ends at byte {end} but the file has {size} bytes (truncated)", stop=True)
+    if end < size:
+        f.add(f"{size - end} bytes follow the last frame (ends at byte {end}); nothing may follow the frame run")
+    return counts
+
+
+def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
+    """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
+    hdr = Header.parse(rep.blob, path=rep.path)
+    offsets, counts, grid = hdr.offsets[:-1], hdr.counts, hdr.grid
+    rep.checked.append(CHECKED_PROFILE)
+    if frames in ("magic", "headers", "decode"):
+        if not _check_frame_magic(buf, offsets, counts, grid, f, rep):
+            return
+        rep.checked.append(CHECKED_MAGIC)
+    if frames == "headers":
+        _check_frame_headers(buf, hdr, f)
+        rep.checked.append(CHECKED_HEADERS)
+    if frames == "decode":
+        _check_frame_decode(buf, hdr, f)
+        rep.checked.append(CHECKED_DECODE)
+
+
+def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) -> bool:
+    """Every frame starts with the OpenZL magic of one format version; False when not."""
+    MIN_FORMAT_VERSION, MAX_FORMAT_VERSION = OPENZL_FORMAT_VERSIONS
+
+    short = np.flatnonzero(counts < 4)
+    if short.size:
+        f.add(f"frame {int(short[0])} is {int(counts[short[0]])} bytes, too short to be an OpenZL frame")
+        return False
+    idx = offsets.astype(np.int64)[:, None] + np.arange(4)
+    magic = np.asarray(buf[idx]).astype(np.uint32)
+    magic = magic[:, 0] | (magic[:, 1] << 8) | (magic[:, 2] << 16) | (magic[:, 3] << 24)
+    version = magic.astype(np.int64) - OPENZL_MAGIC  # magic = FRAME_MAGIC + format version
+    bad = np.flatnonzero((version < MIN_FORMAT_VERSION) | (version > MAX_FORMAT_VERSION))
+    if bad.size:
+        k = int(bad[0])
+        row, col, band = grid.frame_position(k)
+        f.add(f"frame {k} (row {row}, col {col}, band {band}) does not start with an OpenZL frame magic "
+              f"(found {int(magic[k]):#010x})")
+        return False
+    mixed = np.flatnonzero(version != version[0])
+    if mixed.size:
+        k = int(mixed[0])
+        f.add(f"frame {k} uses OpenZL format version {int(version[k])} but frame 0 uses {int(version[0])}; "
+              "all frames must use one pinned format version")
+        return False
+    rep.format_version = int(version[0])
+    return True
+
+
+def _check_frame_headers(buf, hdr: Header, f: _Findings) -> None:
+    """Each frame's OpenZL header declares one output of the right type and byte size.
+
+    Reads only the header (~5 us a frame): no payload is decoded, so checksums and
+    the element width are left to ``decode=True``.
+    """
+    from rumimm.codec import check_frame_header
+
+    offs, grid = hdr.offsets, hdr.grid
+    for k in range(hdr.n_frames):
+        row, col, band = grid.frame_position(k)
+        label = f"frame {k} (row {row}, col {col}, band {band})"
+        try:
+            check_frame_header(buf[int(offs[k]):int(offs[k + 1])], hdr.encoding, grid.frame_samples(k), label=label)
+        except RumiError as exc:
+            f.add(str(exc))
+
+
+def _check_frame_decode(buf, hdr: Header, f: _Findings) -> None:
+    from rumimm.codec import FrameDecoder
+
+    dec = FrameDecoder()
+    offs = hdr.offsets
+    for k in range(hdr.n_frames):
+        frame = np.asarray(buf[int(offs[k]) : int(offs[k + 1])])
+        try:
+            dec.decode(frame, hdr.encoding, hdr.grid.frame_samples(k), index=k)
+        except RumiError as exc:
+            f.add(str(exc))
+
+
+def compare_header(header, blob: bytes | None, path) -> list[str]:
+    """How ``header`` (blob bytes or a Header) differs from a file's canonical ``blob``: [] or the first difference."""
+    try:
+        given = Header.parse(header, path=path)
+    except BlobError as exc:
+        return [str(exc).removeprefix(where(path))]
+    if blob is None:
+        return []
+    if given.blob == blob:
+        return []
+    canon = Header.parse(blob)
+    diffs = [name for name in ("image_width", "image_length", "tile_width", "tile_length", "samples_per_pixel",
+                               "bits_per_sample", "sample_format", "frame_unit", "count_min", "count_bits")
+             if getattr(given, name) != getattr(canon, name)
+             # with one band the tile and cell layouts are the same bytes: either unit describes the file
+             and not (name == "frame_unit" and canon.samples_per_pixel == 1)]
+    if diffs:
+        name = diffs[0]
+        return [f"header blob field {name} is {int(getattr(given, name))} but the file gives "
+                f"{int(getattr(canon, name))}"]
+    differ = np.flatnonzero(given.counts != canon.counts)
+    if differ.size == 0:
+        return []
+    k = int(differ[0])
+    return [f"header blob byte count of frame {k} is {int(given.counts[k])} but the file has {int(canon.counts[k])}"]
+
+
+def validate(path, header=None, *, decode: bool = False) -> Report:
+    """Check a file against every rule of the spec and report all violations.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The rumi file.
+    header : bytes or Header, optional
+        A blob to check too: it must be valid and equal the file's canonical blob.
+    decode : bool
+        Also decode every frame: checksums, element width, type and size (slow).
+        By default each frame's OpenZL header is read (declared outputs, type
+        and byte size), which is cheap.
+
+    Returns
+    -------
+    Report
+        ``report.ok`` is True when compliant; ``report.violations`` lists each rule
+        broken, ``report.blob`` the canonical blob when the frame layout is sound,
+        ``report.checked`` what was checked.
+    """
+    return inspect_file(path, strict=False, frames="decode" if decode else "headers", header=header)
+
+
+def index(path) -> bytes:
+    """Parse a file's IFD, check the whole file profile and return its canonical blob.
+
+    Raises
+    ------
+    FormatError
+        At the first rule the file breaks, naming the file, the field and the rule.
+    """
+    return inspect_file(path, strict=True).blob

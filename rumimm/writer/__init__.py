@@ -1,0 +1,1 @@
+"""Writing: argument checks, frame jobs, the encode pool, atomic files and ``Writer``/``write``."""

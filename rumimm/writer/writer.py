@@ -1,0 +1,463 @@
+"""Write any (B, Y, X) array as a compliant rumi file: streamed, parallel and atomic.
+
+:class:`Writer` takes the image one grid row at a time (a ``(B, h_r, X)`` block),
+cuts it into frames in frame-index order (tile-interleaved: every band of a grid
+position, then the next position), compresses them and appends them to a temporary
+file right after the space reserved for the BigTIFF prefix, whose size depends only on
+the shape (``grid.base_frame_offset``).  ``close`` seeks back, writes the prefix with
+the real offsets and byte counts, fsyncs and renames the file into place
+(:mod:`rumimm.writer.atomic`), then returns the canonical header blob.  Any failure removes
+the temporary file and leaves an existing file at ``path`` untouched.
+
+:func:`write` is a thin layer over :class:`Writer` that reads its source one row of
+tiles at a time, so a ``np.memmap`` (or any sliceable array-like) larger than RAM
+streams through in bounded memory: about two rows of frames plus the frame index.
+
+Frames are compressed in this process, or, with ``threads >= 2`` and images of at
+least ``PROCESS_START_MIN_BYTES`` (``PROCESS_MIN_BYTES`` once the workers run), by
+this process and ``threads - 1`` encoding worker processes together
+(:mod:`rumimm.writer.encode_pool`).  Every path writes the same bytes.
+docs/dev/writer-notes.md has the design and its measurements.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections import deque
+
+import numpy as np
+
+from rumimm.writer import encode_pool
+from rumimm.writer.atomic import AtomicFile
+from rumimm.format.blob import build_header
+from rumimm.errors import RumiError, RumiWarning, where
+from rumimm.writer.frame_job import FrameJob, JobArgs, encode_specs, frame_specs
+from rumimm.format.grid import FrameUnit, Grid, frame_unit
+from rumimm.format.tiff import build_prefix
+from rumimm.writer.args import (check_frame_size, resolve_encoding, resolve_format_version, resolve_georef, resolve_path,
+                         resolve_shape, resolve_threads, resolve_tile)
+
+__all__ = ["write", "Writer"]
+
+#: Raw bytes from which running encoding workers beat compressing serially.
+PROCESS_MIN_BYTES = 32 << 20
+#: Raw bytes from which it pays to start the workers (once per process).
+PROCESS_START_MIN_BYTES = 512 << 20
+
+_WORKERS_FAILED = False  # set when workers died: compress serially for the rest of the process
+
+
+class _SerialBackend:
+    """Compress in the calling thread."""
+
+    def __init__(self, job: FrameJob, grid: Grid):
+        self._job = job
+        self._grid = grid
+
+    def submit(self, r: int, block: np.ndarray):
+        block = np.asarray(block, dtype=self._job.enc.dtype)  # byte-swaps big-endian input
+        return encode_specs(self._job, block, frame_specs(self._grid, r))
+
+    def result(self, handle):
+        return handle
+
+    def note_busy(self, seconds: float) -> None:
+        pass
+
+    def close(self, cancel: bool = False):
+        self._job.encoder.close()  # its OpenZL contexts go now, not with a cycle (FrameEncoder.close)
+
+
+def _workers_broke() -> None:
+    import warnings
+
+    global _WORKERS_FAILED
+    _WORKERS_FAILED = True  # do not pay for workers that cannot run, again and again
+    warnings.warn("rumimm.write: an encoding worker process died; compressing in this process from now on",
+                  RumiWarning, stacklevel=6)
+
+
+def _codec_reaches_workers(codec) -> bool:
+    """A worker can rebuild ``codec``: it pickles, and not by reference to the user's ``__main__``."""
+    try:
+        data = pickle.dumps(codec, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a graph built from a closure
+        return False
+    return b"__main__" not in data  # workers never import the user's script
+
+
+# --------------------------------------------------------------------------- #
+# Writer
+# --------------------------------------------------------------------------- #
+class Writer:
+    """Stream an image into a rumi file one grid row at a time.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.rumi`` file to create or replace (atomically, on ``close``).  Through a
+        symbolic link the link's target is replaced and the link kept; a replaced
+        file keeps its permission bits, a new one gets ``0666 & ~umask``.
+    shape : tuple of int
+        ``(B, Y, X)`` (bands, height, width) or ``(Y, X)`` for one band.
+    dtype : dtype-like
+        Any of the 28 rumi sample dtypes (see ``rumimm.DTYPES``); big-endian
+        input is accepted and stored little-endian.
+    tile : int or (int, int)
+        Nominal tile size, or ``(tile_length, tile_width)``; each in [1, 65535].
+    unit : {"tile", "cell"}
+        ``"tile"``: one frame per band and grid position; ``"cell"``: one frame
+        of shape (B, h, w) per grid position.  With one band the two are the
+        same file, and the blob records ``"tile"`` (as ``rumimm.index`` derives it).
+    transform : 6 or 9 numbers or ``Affine``, optional
+        ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``; needs ``crs``.
+    crs : int, str or object with ``to_epsg()``, optional
+        An EPSG code (``32633``, ``"EPSG:4326"``, a ``pyproj.CRS`` or rasterio ``CRS`` that
+        *is* an EPSG CRS: an approximate match is refused); needs ``transform``.
+    pixel_is_point : bool
+        GTRasterTypeGeoKey: pixels are points (True) or areas (False).
+    codec : str or codec object, optional
+        A preset of :mod:`rumimm.codec` (default: its lossless default).
+    format_version : int, optional
+        OpenZL frame format version, pinned for every frame (default
+        ``codec.DEFAULT_FORMAT_VERSION`` = 24, the newest rumi-eo 0.16.0 reads).
+    threads : int, optional
+        Processes that compress: this one plus ``threads - 1`` encoding workers
+        for large images (default: ``rumimm.get_num_threads()``).
+    verify : bool
+        Decode every frame after compressing it and compare its bits.
+    progress : None, bool or callable
+        ``True`` draws a tqdm bar, a callable is called as ``progress(done, rows)``
+        after each grid row reaches the file (see :mod:`rumimm.progress`).
+
+    Attributes
+    ----------
+    header : bytes or None
+        The header blob, once ``close`` has succeeded.
+    rows : int
+        Grid rows ``write_row`` expects (``tiles_down``); ``row_span(r)`` gives
+        the image rows of each.
+    grid : rumimm.format.grid.Grid
+        The tile grid and frame unit.
+    backend_name : {"serial", "processes"}
+        How frames are compressed (see the module notes).
+
+    Raises
+    ------
+    ValueError, TypeError, RumiError, CRSError
+        For any bad argument, before a file is created (RumiError for a shape or
+        dtype rumi cannot store, or a tile larger than OpenZL compresses).
+    FileNotFoundError
+        The directory of ``path`` does not exist (the message names ``path``).
+
+    Notes
+    -----
+    Grid row ``r`` covers image rows ``r * tile_length`` to
+    ``min((r + 1) * tile_length, Y)``.  Rows must arrive in order 0, 1, ...
+    Leaving a ``with`` block by an exception, or a failed ``close``, discards
+    the temporary file and leaves any existing file at ``path`` untouched.
+    Memory: at most two rows of frames are in flight (submitted, not written),
+    plus the frame index.  A writer killed outright leaves its temporary file
+    ``.<name>.rumimm-<pid>-<random>.tmp``; the next write of ``path`` or
+    :func:`rumimm.writer.atomic.clean` removes it.
+
+    Examples
+    --------
+    >>> with rumimm.Writer("big.rumi", (4, 100_000, 100_000), "uint16") as w:   # doctest: +SKIP
+    ...     for r in range(w.rows):
+    ...         w.write_row(r, make_rows(*w.row_span(r)))
+    >>> blob = w.header                                                        # doctest: +SKIP
+    """
+
+    def __init__(self, path, shape, dtype, *, tile=512, unit="tile", transform=None, crs=None,
+                 pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None):
+        from rumimm.codec import resolve_codec
+        from rumimm.progress import Progress
+
+        self.path = resolve_path(path)
+        b, y, x = resolve_shape(shape)
+        self.enc = resolve_encoding(dtype)
+        tl, tw = resolve_tile(tile)
+        self.unit = frame_unit(unit)
+        if b == 1:
+            # one band: both units give the same frames and layout; record "tile", the
+            # reading rumimm.index (and the reference writer) derive from the IFD
+            self.unit = FrameUnit.TILE
+        check_frame_size((b, y, x), (tl, tw), self.unit == FrameUnit.CELL, self.enc.itemsize)
+        self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point)
+        self.codec = resolve_codec(codec, self.enc)
+        self.format_version = resolve_format_version(format_version)
+        self.threads = resolve_threads(threads)
+        self.verify = bool(verify)
+        self.grid = Grid(x, y, tw, tl, b, self.unit)
+        # the encoder this process compresses with; building it checks the codec and version
+        self._job = FrameJob(JobArgs(self.codec, self.enc, self.format_version, self.verify, self.grid.n_frames))
+        self._progress = Progress(progress, self.grid.tiles_down, desc="write", unit="row")
+        self.header: bytes | None = None
+        self.counts = np.zeros(self.grid.n_frames, dtype=np.uint64)
+        self._next_row = 0
+        self._next_frame = 0
+        self._pending: deque = deque()
+        self._closed = False
+        try:
+            self._file = AtomicFile(self.path)
+            try:
+                self._file.fh.seek(self.grid.base_frame_offset)
+                self._backend = self._make_backend(b * y * x * self.enc.itemsize)
+            except BaseException:
+                self._file.discard()
+                raise
+        except BaseException:
+            self._progress.close()
+            raise
+
+    # -- choosing how to compress ---------------------------------------------------
+    def _make_backend(self, raw_bytes: int):
+        self.backend_name = "serial"
+        # openzl.ext compresses with the GIL held: threads add nothing, processes do,
+        # once the image is large enough to pay for them (started once, then reused)
+        workers = self.threads - 1
+        limit = PROCESS_MIN_BYTES if encode_pool.pool_running(workers) else PROCESS_START_MIN_BYTES
+        frames_per_row = self.grid.tiles_across * self.grid.frames_per_position
+        if (workers < 1 or frames_per_row < 2 or raw_bytes < limit or _WORKERS_FAILED
+                or not _codec_reaches_workers(self.codec)):
+            return _SerialBackend(self._job, self.grid)
+        try:
+            backend = encode_pool.ProcessBackend(self._job, self.grid, self.threads, on_broken=_workers_broke)
+        except encode_pool.PoolUnavailable:
+            return _SerialBackend(self._job, self.grid)
+        except OSError:  # no way to start a process here
+            _workers_broke()
+            return _SerialBackend(self._job, self.grid)
+        self.backend_name = "processes"
+        return backend
+
+    # -- public API -----------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(B, Y, X) of the image."""
+        return self.grid.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.enc.dtype
+
+    @property
+    def rows(self) -> int:
+        """Number of grid rows (``tiles_down``) ``write_row`` expects."""
+        return self.grid.tiles_down
+
+    @property
+    def rows_written(self) -> int:
+        return self._next_row
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def row_span(self, r: int) -> tuple[int, int]:
+        """Image rows ``(y0, y1)`` covered by grid row ``r``."""
+        if not 0 <= r < self.rows:
+            raise IndexError(f"grid row {r} out of range for {self.rows} rows")
+        tl = self.grid.tile_length
+        return r * tl, min((r + 1) * tl, self.grid.image_length)
+
+    def write_row(self, r: int, block) -> None:
+        """Add grid row ``r`` as a ``(B, h_r, X)`` block (``(h_r, X)`` for one band).
+
+        Raises
+        ------
+        RumiError
+            ``r`` is not the next row, the writer is closed, or ``block`` has the
+            wrong shape or a dtype of another sample encoding.  The writer stays
+            usable after these; an error while compressing or writing discards it.
+        """
+        if self._closed:
+            raise RumiError(f"{where(self.path)}writer is closed; no more rows can be written")
+        if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, np.integer)):
+            raise TypeError(f"row must be an int, got {r!r}")
+        if r != self._next_row:
+            if r >= self.rows or r < 0:
+                raise RumiError(f"grid row {r} out of range for {self.rows} rows")
+            raise RumiError(f"grid row {r} arrived out of order; rows must be written in order 0..{self.rows - 1}, "
+                            f"expected row {self._next_row}")
+        block = self._check_block(r, block)
+        try:
+            self._pending.append(self._backend.submit(r, block))
+            del block
+            self._next_row += 1
+            while len(self._pending) >= encode_pool.ROWS_IN_FLIGHT:
+                self._flush_one()
+        except BaseException:
+            self.abort()
+            raise
+
+    def close(self) -> bytes:
+        """Finish the file: drain frames, write the prefix, fsync, rename; return the blob.
+
+        Closing a writer that has not received every row raises RumiError and
+        discards the temporary file.  Closing again returns the same blob.
+        """
+        if self._closed:
+            if self.header is None:
+                raise RumiError(f"{where(self.path)}writer was aborted; no file was written")
+            return self.header
+        try:
+            if self._next_row != self.rows:
+                raise RumiError(f"{where(self.path)}only {self._next_row} of {self.rows} grid rows were written; "
+                                "a rumi file needs every frame")
+            while self._pending:
+                self._flush_one()
+            self._backend.close()
+            offsets = np.empty(self.grid.n_frames, dtype=np.uint64)
+            offsets[0] = self.grid.base_frame_offset
+            np.cumsum(self.counts[:-1], out=offsets[1:])
+            offsets[1:] += np.uint64(self.grid.base_frame_offset)
+            prefix = build_prefix(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
+            blob = build_header(self.grid, self.enc, self.counts)
+            fh = self._file.fh
+            end = self.grid.base_frame_offset + int(self.counts.sum())
+            if self._next_frame != self.grid.n_frames or fh.tell() != end:
+                raise RumiError(f"{where(self.path)}internal error: {self._next_frame} of {self.grid.n_frames} "
+                                f"frames end at byte {fh.tell()}, expected {end}; nothing was written")
+            fh.seek(0)
+            fh.write(prefix)
+            self._file.commit()
+        except BaseException:
+            self.abort()
+            raise
+        self._progress.close()
+        self.header = blob
+        self._closed = True
+        return blob
+
+    def abort(self) -> None:
+        """Stop without writing: cancel pending frames and delete the temporary file."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pending.clear()
+        try:
+            self._backend.close(cancel=True)
+        except Exception:
+            pass
+        finally:
+            self._file.discard()
+            self._progress.close()
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._closed:
+            self.close()
+
+    def __del__(self):
+        f = getattr(self, "_file", None)
+        if f is not None and not getattr(self, "_closed", True):
+            try:
+                self.abort()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        b, y, x = self.shape
+        state = "closed" if self._closed else f"row {self._next_row}/{self.rows}"
+        return (f"<rumimm.Writer {self.path!r} ({b}, {y}, {x}) {self.enc.name} tile "
+                f"{self.grid.tile_length}x{self.grid.tile_width} {self.unit.name.lower()} {state}>")
+
+    # -- internals ------------------------------------------------------------------
+    def _check_block(self, r: int, block) -> np.ndarray:
+        block = np.asarray(block)
+        b, _, x = self.shape
+        y0, y1 = self.row_span(r)
+        if block.ndim == 2 and b == 1:
+            block = block[np.newaxis]
+        want = (b, y1 - y0, x)
+        if block.shape != want:
+            raise RumiError(f"grid row {r}: block has shape {block.shape}, expected (B, h, X) = {want}")
+        if block.dtype != self.enc.dtype:
+            try:
+                other = resolve_encoding(block.dtype)
+            except RumiError:
+                other = None
+            if other is not self.enc:
+                raise RumiError(f"grid row {r}: block dtype is {block.dtype}, expected {self.enc.dtype} "
+                                f"({self.enc.name}); cast it explicitly if a lossy conversion is intended")
+        return block
+
+    def _flush_one(self) -> None:
+        handle = self._pending.popleft()
+        frames = self._backend.result(handle)
+        t0 = time.perf_counter()
+        fh = self._file.fh
+        k = self._next_frame
+        for data in frames:
+            fh.write(data)
+            self.counts[k] = len(data)
+            k += 1
+            if isinstance(data, memoryview):
+                data.release()  # a view of a shared-memory segment the next rows reuse
+        self._next_frame = k
+        self._backend.note_busy(time.perf_counter() - t0)
+        self._progress.advance()
+
+
+# --------------------------------------------------------------------------- #
+# write()
+# --------------------------------------------------------------------------- #
+def _source(array):
+    """A sliceable source with .shape and .dtype; only plain sequences are read whole."""
+    if all(hasattr(array, a) for a in ("shape", "dtype", "__getitem__")):
+        return array
+    return np.asarray(array)
+
+
+def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel_is_point=False, codec=None,
+          format_version=None, threads=None, verify=False, progress=None) -> bytes:
+    """Write ``array`` as a rumi file and return its header blob.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.rumi`` file to create or replace atomically.
+    array : array-like, shape (B, Y, X) or (Y, X)
+        Any of the 28 rumi sample dtypes.  A ``np.memmap`` or any array-like
+        with ``shape``, ``dtype`` and slicing (zarr, h5py, xarray) is read one
+        row of tiles at a time, so it may be larger than RAM.
+    tile, unit, transform, crs, pixel_is_point, codec, format_version, threads, verify, progress
+        As for :class:`Writer`; ``progress`` advances once per row of tiles.
+
+    Returns
+    -------
+    bytes
+        The canonical header blob (equal to ``rumimm.index(path)``).
+
+    Raises
+    ------
+    RumiError
+        The array, dtype or an argument cannot be stored as rumi.
+    CodecError
+        A frame failed to compress (or, with ``verify=True``, to round-trip).
+    CRSError
+        ``crs`` is not an EPSG projected or geographic CRS.
+
+    Examples
+    --------
+    >>> blob = rumimm.write("scene.rumi", scene, tile=512,                     # doctest: +SKIP
+    ...                     transform=(10, 0, 500000, 0, -10, 4200000), crs=32633)
+    """
+    src = _source(array)
+    two_d = len(src.shape) == 2
+    with Writer(path, src.shape, src.dtype, tile=tile, unit=unit, transform=transform, crs=crs,
+                pixel_is_point=pixel_is_point, codec=codec, format_version=format_version, threads=threads,
+                verify=verify, progress=progress) as w:
+        for r in range(w.rows):
+            y0, y1 = w.row_span(r)
+            block = src[y0:y1, :] if two_d else src[:, y0:y1, :]
+            w.write_row(r, np.asarray(block))
+            del block
+    return w.header
