@@ -19,7 +19,7 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
 
 class Request:
-    __slots__ = ("method", "path", "range", "if_match")
+    __slots__ = ("if_match", "method", "path", "range")
 
     def __init__(self, method, path, range_, if_match):
         self.method, self.path, self.range, self.if_match = method, path, range_, if_match

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import re
 import threading
 import time
@@ -32,8 +33,16 @@ import numpy as np
 from rumimm.errors import FormatError, RumiError, where
 from rumimm.reader.mapped import OpenFile
 
-__all__ = ["Store", "LocalStore", "RemoteStore", "RemoteError", "open_store", "is_remote",
-           "DEFAULT_COALESCE", "DEFAULT_CONCURRENCY"]
+__all__ = [
+    "DEFAULT_COALESCE",
+    "DEFAULT_CONCURRENCY",
+    "LocalStore",
+    "RemoteError",
+    "RemoteStore",
+    "Store",
+    "is_remote",
+    "open_store",
+]
 
 #: Ranges closer than this many bytes are fetched by one request (the reference's 1 MiB).
 DEFAULT_COALESCE = 1 << 20
@@ -95,6 +104,11 @@ class Store:
     def read_ranges(self, ranges) -> list[np.ndarray]:
         """The bytes of each ``(offset, nbytes)`` in ``ranges``, in the same order."""
         raise NotImplementedError
+
+    def iter_ranges(self, ranges):
+        """``(i, bytes of ranges[i])`` for every range, in the order they arrive (remote: as
+        each merged request completes, so a caller can decode while the rest are in flight)."""
+        yield from enumerate(self.read_ranges(ranges))
 
     def mapping(self) -> np.ndarray | None:
         """The whole object as a read-only uint8 array when it is a local file, else None."""
@@ -217,11 +231,52 @@ class RemoteStore(Store):
     def size(self) -> int:
         """The object's size; one HEAD request if no response has reported it yet."""
         if self._size is None:
-            meta = _run(self._head(), 1, self)
+            meta = _wait(_submit(self._head(), self), 1, self)
             self._note(meta)
         return self._size
 
     def read_ranges(self, ranges) -> list[np.ndarray]:
+        checked, groups = self._plan(ranges)
+        out: list = [None] * len(checked)
+        for i, (o, n) in enumerate(checked):
+            if n == 0:
+                out[i] = np.empty(0, np.uint8)
+        if groups:
+            bufs = _wait(_submit(self._fetch_all(groups), self), len(groups), self)
+            for (start, _, members), buf in zip(groups, bufs):
+                arr = np.frombuffer(buf, np.uint8)
+                for i in members:
+                    o, n = checked[i]
+                    out[i] = arr[o - start:o - start + n]
+        return out
+
+    def iter_ranges(self, ranges):
+        checked, groups = self._plan(ranges)
+        for i, (o, n) in enumerate(checked):
+            if n == 0:
+                yield i, np.empty(0, np.uint8)
+        if not groups:
+            return
+        arrived: queue.SimpleQueue = queue.SimpleQueue()
+        fut = _submit(self._fetch_each(groups, arrived), self)
+        deadline = time.monotonic() + _time_bound(self, len(groups))
+        try:
+            for _ in groups:
+                try:
+                    g, buf, exc = arrived.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise _no_answer(self, _time_bound(self, len(groups))) from None
+                if exc is not None:
+                    raise exc
+                start, _, members = groups[g]
+                arr = np.frombuffer(buf, np.uint8)
+                for i in members:
+                    o, n = checked[i]
+                    yield i, arr[o - start:o - start + n]
+        finally:
+            fut.cancel()  # an error, or the caller stopped early: the requests left are dropped
+
+    def _plan(self, ranges):
         checked = [_check_range(o, n, self.name) for o, n in ranges]
         if self.closed:
             raise RumiError(f"{self.name}: store is closed")
@@ -230,19 +285,7 @@ class RemoteStore(Store):
                 if o + n > self._size:
                     raise FormatError(f"{self.name}: bytes {o}..{o + n} are past the end of the object "
                                       f"({self._size} bytes); the header does not match the object")
-        out: list = [None] * len(checked)
-        groups = plan_requests(checked, self.coalesce)
-        for i, (o, n) in enumerate(checked):
-            if n == 0:
-                out[i] = np.empty(0, np.uint8)
-        if groups:
-            bufs = _run(self._fetch_all(groups), len(groups), self)
-            for (start, end, members), buf in zip(groups, bufs):
-                arr = np.frombuffer(buf, np.uint8)
-                for i in members:
-                    o, n = checked[i]
-                    out[i] = arr[o - start:o - start + n]
-        return out
+        return checked, plan_requests(checked, self.coalesce)
 
     def close(self) -> None:
         self.closed = True
@@ -272,6 +315,25 @@ class RemoteStore(Store):
             return await asyncio.gather(*tasks)
         finally:
             for t in tasks:  # one failed: cancel the rest rather than leave them running
+                t.cancel()
+
+    async def _fetch_each(self, groups, arrived):
+        """Fetch the groups, putting ``(group, bytes, None)`` or ``(group, None, error)`` on ``arrived``."""
+        sem = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(g, start, end):
+            async with sem:
+                try:
+                    arrived.put((g, await self._get(start, end), None))
+                except Exception as exc:
+                    arrived.put((g, None, exc))
+                    raise
+
+        tasks = [asyncio.ensure_future(one(g, s, e)) for g, (s, e, _) in enumerate(groups)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
                 t.cancel()
 
     async def _get(self, start: int, end: int):
@@ -455,8 +517,8 @@ def _event_loop():
     return _loop
 
 
-def _run(coro, n_requests: int, store: RemoteStore):
-    """Run ``coro`` on the background loop and wait for it, bounded by the store's timeouts."""
+def _submit(coro, store: RemoteStore):
+    """Start ``coro`` on the background loop: a concurrent future."""
     global _used_pid
     pid = os.getpid()
     if _used_pid is not None and _used_pid != pid:
@@ -466,13 +528,21 @@ def _run(coro, n_requests: int, store: RemoteStore):
             "runtime does not survive fork (its requests would hang); open remote images in the child, "
             "pass header= so the parent sends no request, or use the 'spawn' or 'forkserver' start method")
     _used_pid = pid
-    fut = asyncio.run_coroutine_threadsafe(coro, _event_loop())
+    return asyncio.run_coroutine_threadsafe(coro, _event_loop())
+
+
+def _wait(fut, n_requests: int, store: RemoteStore):
+    """The result of ``fut``, waited for no longer than the store's timeouts allow."""
     bound = _time_bound(store, n_requests)
     try:
         return fut.result(timeout=bound)
     except TimeoutError:
         fut.cancel()
-        raise RemoteError(f"{store.name}: no answer within {bound:.0f} s; the server is not responding") from None
+        raise _no_answer(store, bound) from None
+
+
+def _no_answer(store: RemoteStore, bound: float) -> RemoteError:
+    return RemoteError(f"{store.name}: no answer within {bound:.0f} s; the server is not responding")
 
 
 def _time_bound(store: RemoteStore, n_requests: int) -> float:
