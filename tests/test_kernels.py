@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rumimm.format import blob as B
+from rumimm.reader.blob_column import parse_blobs
 from rumimm import kernels as K
 from rumimm.format.dtypes import encoding
 from rumimm.format.grid import FrameUnit, Grid
@@ -72,7 +73,7 @@ def test_a_headers_counts_offsets_and_sums_agree_with_a_running_sum(case, base):
     bits, residuals, count_min = case
     packed = _packed_array(ref_pack(residuals, bits))
     for k in range(len(residuals) + 1):
-        assert B._residual_sum(packed, k, bits) == sum(residuals[:k])
+        assert B.residual_sum(packed, k, bits) == sum(residuals[:k])
 
 
 @pytest.mark.parametrize("bits", [1, 3, 7, 8, 9, 13, 31, 32])
@@ -88,7 +89,7 @@ def test_the_widest_residuals_survive_every_bit_alignment(bits):
 def test_zero_bits_means_every_residual_is_zero_and_no_bytes_are_read():
     packed = np.zeros(0, dtype=np.uint8)
     assert B.residuals(packed, 0, 5, 0).tolist() == [0] * 5
-    assert B._residual_sum(packed, 5, 0) == 0
+    assert B.residual_sum(packed, 5, 0) == 0
     assert B.pack_residuals(np.full(5, 99, np.uint64), 99, 0).size == 0
 
 
@@ -98,7 +99,7 @@ def test_the_single_blob_check_and_the_batch_kernel_agree_on_every_blob(tail, at
     """blob.check_one (numpy, used by open) and kernels.check_blobs (numba, parse_blobs) apply one rule set."""
     good = bytearray(B.build_header(Grid(30, 20, 8, 8, 2, FrameUnit.TILE), encoding(1, 16), np.arange(100, 124)))
     cases = [bytes(good), bytes(good[:at]) + patch + bytes(good[at + len(patch):]), bytes(good[:28]) + tail, tail]
-    status = B.parse_blobs(cases, errors="status")["status"].tolist()
+    status = parse_blobs(cases, errors="status")["status"].tolist()
     assert status == [B.check_one(c)[0] for c in cases]
     assert status[0] == B.OK
 
