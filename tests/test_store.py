@@ -231,6 +231,13 @@ def test_a_short_body_that_persists_is_a_remote_error(server):
     assert 2 <= server.count("GET") <= FAST["max_retries"] + 1
 
 
+def test_a_prefix_longer_than_the_object_is_the_whole_object_in_one_request(server):
+    st = RemoteStore(_url(server, "tiny.rumi", DATA[:300]), FAST)
+    assert bytes(st.read_prefix(65536)) == DATA[:300] and st.size == 300
+    assert server.count("GET") == 1 and server.count("HEAD") == 0
+    assert bytes(st.read_prefix(100)) == DATA[:100]
+
+
 def test_a_range_past_the_end_of_the_object_is_refused(server):
     st = RemoteStore(_url(server, "small.rumi", DATA[:1000]), FAST)
     with pytest.raises(RemoteError, match=r"small\.rumi: expected 100 bytes at offset 950, the server sent 50"):

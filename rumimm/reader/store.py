@@ -110,6 +110,10 @@ class Store:
         each merged request completes, so a caller can decode while the rest are in flight)."""
         yield from enumerate(self.read_ranges(ranges))
 
+    def read_prefix(self, nbytes: int) -> np.ndarray:
+        """The object's first ``nbytes`` bytes, or all of it when it is shorter (one request)."""
+        return self.read(0, min(int(nbytes), self.size))
+
     def mapping(self) -> np.ndarray | None:
         """The whole object as a read-only uint8 array when it is a local file, else None."""
         return None
@@ -276,6 +280,12 @@ class RemoteStore(Store):
         finally:
             fut.cancel()  # an error, or the caller stopped early: the requests left are dropped
 
+    def read_prefix(self, nbytes: int) -> np.ndarray:
+        if self._size is not None:
+            return self.read(0, min(int(nbytes), self._size))
+        _check_range(0, nbytes, self.name)
+        return np.frombuffer(_wait(_submit(self._get(0, int(nbytes), True), self), 1, self), np.uint8)
+
     def _plan(self, ranges):
         checked = [_check_range(o, n, self.name) for o, n in ranges]
         if self.closed:
@@ -336,7 +346,8 @@ class RemoteStore(Store):
             for t in tasks:
                 t.cancel()
 
-    async def _get(self, start: int, end: int):
+    async def _get(self, start: int, end: int, to_end: bool = False):
+        """Bytes ``start..end``; with ``to_end``, fewer when the object ends first."""
         import obstore
 
         options = {"range": (start, end)}
@@ -352,6 +363,8 @@ class RemoteStore(Store):
         except Exception as exc:  # noqa: BLE001
             raise _error(exc, self.name, f"GET bytes {start}..{end}") from None
         got = len(memoryview(buf))
+        if to_end and self._size is not None and got == min(end, self._size) - start:
+            return buf
         if got != end - start:
             size = self._size
             tail = f"; the object has {size} bytes" if size is not None else ""
