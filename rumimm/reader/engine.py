@@ -41,7 +41,7 @@ import threading
 
 import numpy as np
 
-from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, align, lookup, thread_scratch
+from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, align, fetch_frames, lookup, thread_scratch
 from rumimm.format.window import Run, segments
 
 __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
@@ -184,20 +184,6 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
     ks = np.ascontiguousarray(heads[:, K.P_FRAME])
     ngroups = ks.shape[0]
     owners = [0] * ngroups if single else heads[:, K.P_IMAGE].tolist()
-    keep = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns
-    tables = [s.frame_table() for s in sources]
-    if single:
-        src, size, _ = tables[0]
-        fidx = ks
-    else:
-        own = np.asarray(owners)
-        src = np.empty(ngroups, np.uint64)
-        size = np.empty(ngroups, np.uint64)
-        for i, (s_src, s_size, _) in enumerate(tables):
-            m = own == i
-            src[m] = s_src[ks[m]]
-            size[m] = s_size[ks[m]]
-        fidx = np.arange(ngroups, dtype=np.int64)
     klist = ks.tolist()
     nbytes = heads[:, K.P_NBYTES]
     dec = np.zeros(ngroups, np.uint64)
@@ -205,6 +191,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
 
     # -- frames already decoded
     found = lookup(sources, owners, klist)
+    keep = []  # every buffer the kernel reads, alive until it returns
     if found is None:
         missing = list(range(ngroups))
     else:
@@ -221,20 +208,41 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
     store = found is not None and bool(missing) and all(
         s.cache is not None and s.cache.admits(new_bytes) for s in sources)
 
+    # -- where each new frame's bytes are: the file mappings, or fetched from remote stores
+    fetched = fetch_frames(sources, owners, klist, missing)
+    if any(s.remote for s in sources):
+        src, size, fidx = _fetched_table(sources, owners, klist, missing, fetched, keep)
+    else:
+        keep.extend(s.mapping() for s in sources)
+        tables = [s.frame_table() for s in sources]
+        if single:
+            src, size, _ = tables[0]
+            fidx = ks
+        else:
+            own = np.asarray(owners)
+            src = np.empty(ngroups, np.uint64)
+            size = np.empty(ngroups, np.uint64)
+            for i, (s_src, s_size, _) in enumerate(tables):
+                m = own == i
+                src[m] = s_src[ks[m]]
+                size[m] = s_size[ks[m]]
+            fidx = np.arange(ngroups, dtype=np.int64)
+
     # -- frames to decode: into new buffers the cache keeps, or a scratch slot per thread
     chunks = 1
     fresh = []
     scratch = _NO_SCRATCH
     stride = 0
     if missing and not _NATIVE:
-        fresh = _checks.fallback_frames(sources, [klist[g] for g in missing], [owners[g] for g in missing])
+        fresh = _checks.fallback_frames(sources, [klist[g] for g in missing], [owners[g] for g in missing],
+                                        [fetched.get(g) for g in missing])
         for g, frame in zip(missing, fresh):
             dec[g] = frame.ctypes.data
             need[g] = 0
         keep.extend(fresh)
     elif missing:
         for g in missing:
-            _checks.check_header(sources[owners[g]], klist[g])
+            _checks.check_header(sources[owners[g]], klist[g], fetched.get(g))
         if new_bytes >= PARALLEL_MIN_BYTES:  # threads pay off only with enough work
             chunks = _threads.parallel_slot(len(missing))
         if store:
@@ -268,6 +276,27 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
             fs = sources[owners[g]]
             fs.cache.put_many([(fs.token, klist[g])], [frame], [int(dec[g])])
     del keep
+
+
+def _fetched_table(sources, owners, klist, missing, fetched, keep):
+    """(src, size, fidx) per group when some frames were fetched: their buffers' addresses,
+    the mapping's for frames of local files."""
+    n = len(klist)
+    src = np.zeros(n, np.uint64)
+    size = np.zeros(n, np.uint64)
+    for s in sources:
+        s.checked()
+    for g in missing:
+        fs = sources[owners[g]]
+        raw = fetched.get(g)
+        if raw is None:
+            table = fs.frame_table()
+            keep.append(fs.mapping())
+            src[g], size[g] = table[0][klist[g]], table[1][klist[g]]
+        else:
+            keep.append(raw)
+            src[g], size[g] = raw.ctypes.data, raw.shape[0]
+    return src, size, np.arange(n, dtype=np.int64)
 
 
 def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarray:
@@ -324,16 +353,17 @@ def _run(r) -> Run:
 def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
     """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype."""
     native = _load_decoder()
+    ks = [int(k) for k in ks]
+    fetched = fetch_frames((fs,), [0] * len(ks), ks, range(len(ks)))  # remote: all in one round
     out = []
-    for k in ks:
-        k = int(k)
+    for i, k in enumerate(ks):
         if not native:
-            raw = _checks.fallback_frames((fs,), [k], [0])[0]
+            raw = _checks.fallback_frames((fs,), [k], [0], [fetched.get(i)])[0]
         else:
             f = fs.opened()
             fs.checked()
             raw = np.empty(fs.grid.frame_samples(k) * fs.isz, np.uint8)
-            status = _small.decode_copied(fs, f, k, raw, raw.ctypes.data)
+            status = _small.decode_copied(fs, f, k, raw, raw.ctypes.data, fetched.get(i))
             if status is not None:
                 raise _checks.frame_error(fs, k, int(status))
         out.append(raw.view(fs.dtype).reshape(fs.grid.frame_shape(k)))

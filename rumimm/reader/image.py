@@ -32,7 +32,8 @@ from rumimm.format.georef import parse_geokeys
 from rumimm.reader.mapped import OpenFile
 from rumimm.reader.rasterio_surface import RasterioSurface
 from rumimm.format.tiff import check_blob_prefix
-from rumimm.reader.validate import index_mapping  # the full IFD walk, used only when no blob is given
+from rumimm.reader.store import RemoteStore, is_remote, public_name
+from rumimm.reader.validate import index_mapping, inspect_store  # the IFD walk, used only when no blob is given
 from rumimm.format.window import Run, Selection, select, select_read
 
 __all__ = ["Image", "open", "read_frames", "load_header"]
@@ -94,29 +95,42 @@ class Image(RasterioSurface):
         False is ~5% faster and still checks the decoded size.
     """
 
-    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True):
-        self.path = os.fspath(path)
+    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
+        remote = is_remote(path)
+        if not remote and storage_options:
+            raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
+        self._uri = path if remote else None
+        self._storage_options = dict(storage_options) if storage_options else None
+        self.path = public_name(path) if remote else os.fspath(path)
         hdr = load_header(header, self.path)
         if cache_bytes is None:
             cache, private = _cache.shared(), False
         else:
             _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
-        file = OpenFile(self.path)
-        try:
-            if hdr is None:
-                hdr = Header.parse(index_mapping(file.mapping(), self.path), path=self.path)
-                magic0 = int.from_bytes(file.read(hdr.base_frame_offset, 4), "little")
-            else:
-                magic0 = _check_blob(file, hdr, self.path)
-        except BaseException:
-            file.close()  # not left to the traceback, which may outlive this call
-            raise
+        if remote:
+            file, hdr, magic0 = _open_remote(path, hdr, self._storage_options)
+        else:
+            file = OpenFile(self.path)
+            try:
+                if hdr is None:
+                    hdr = Header.parse(index_mapping(file.mapping(), self.path), path=self.path)
+                    magic0 = int.from_bytes(file.read(hdr.base_frame_offset, 4), "little")
+                else:
+                    magic0 = _check_blob(file, hdr, self.path)
+            except BaseException:
+                file.close()  # not left to the traceback, which may outlive this call
+                raise
         self._init(hdr, cache_bytes, verify)
         self._cache = cache
         self._token = token = next(_tokens)
         self._source = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify), magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
+
+    @property
+    def remote(self) -> bool:
+        """Whether the image is read from a remote URI (``reader.store.RemoteStore``)."""
+        return self._uri is not None
 
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
         self._header = hdr
@@ -150,7 +164,8 @@ class Image(RasterioSurface):
         self.close()
 
     def __reduce__(self):
-        return (_reopen, (self.path, self._header.blob, self._cache_arg, self._verify, self.closed))
+        path = self.path if self._uri is None else self._uri
+        return (_reopen, (path, self._header.blob, self._cache_arg, self._verify, self.closed, self._storage_options))
 
     def __repr__(self) -> str:
         b, y, x = self._shape
@@ -346,6 +361,21 @@ class Image(RasterioSurface):
         return engine.read_window(self._open_source(), bands, y, x, out)
 
 
+def _open_remote(uri: str, hdr: Header | None, storage_options):
+    """(store, header, frame 0's magic or None) for a remote URI.
+
+    With a blob nothing is requested: the store expects the object size the blob implies
+    (the first answer reports the real one and a mismatch fails that read), and frame 0's
+    magic is taken from the first frame read.  Without a blob the header and IFD cost one
+    request (two for files of more than ~5,400 frames).
+    """
+    if hdr is not None:
+        return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None
+    store = RemoteStore(uri, storage_options)
+    rep = inspect_store(store, strict=True)
+    return store, Header.parse(rep.blob, path=store.name), None
+
+
 def _check_blob(file: OpenFile, hdr: Header, path) -> int:
     """A given blob must describe this file: its first bytes first, then the file size.
 
@@ -390,24 +420,30 @@ def _read_into(img: Image, sel: Selection, out):
     return out
 
 
-def _reopen(path, blob, cache_bytes, verify, closed=False):
+def _reopen(path, blob, cache_bytes, verify, closed=False, storage_options=None):
     if not closed:
-        return Image(path, blob, cache_bytes=cache_bytes, verify=verify)
+        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options)
     img = Image.__new__(Image)  # a closed image stays closed: no file is opened
-    img.path = path
+    remote = is_remote(path)
+    img._uri = path if remote else None
+    img._storage_options = storage_options
+    img.path = public_name(path) if remote else path
     img._init(Header.parse(blob, path=path), cache_bytes, verify)
     img._source = img._cache = img._finalizer = None
     img._token = 0
     return img
 
 
-def open(path, header=None, *, cache_bytes=None, verify: bool = True) -> Image:  # noqa: A001
+def open(path, header=None, *, cache_bytes=None, verify: bool = True, storage_options=None) -> Image:  # noqa: A001
     """Open a rumi file for reading.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The ``.rumi`` file.
+        The ``.rumi`` file, or a remote URI: ``s3://bucket/key``, ``gs://``, ``az://``
+        or ``http(s)://`` (the ``remote`` extra, ``docs/remote.md``).  With a blob a
+        remote open sends no request; each read fetches the frames it needs with one
+        ranged GET per run of nearby frames, all in flight together.
     header : bytes or Header, optional
         Its header blob, as returned by ``rumimm.write``.  With it the IFD is not
         walked (fast, e.g. for a data loader opening many files): the file size
@@ -419,6 +455,11 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True) -> Image: 
         a private cache of n bytes.
     verify : bool
         Verify OpenZL checksums while decoding (default True).
+    storage_options : dict, optional
+        Remote URIs only: credentials, endpoint and client settings on top of what the
+        client reads from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+        ...), and rumimm's ``coalesce``, ``max_concurrency``, ``timeout``,
+        ``max_retries`` (``reader.store.RemoteStore``).
 
     Returns
     -------
@@ -441,7 +482,7 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True) -> Image: 
     ...     chip = img[:, 1024:1280, 2048:2304]                   # (B, 256, 256)
     ...     red = img[2]                                          # (Y, X)
     """
-    return Image(path, header, cache_bytes=cache_bytes, verify=verify)
+    return Image(path, header, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options)
 
 
 def read_frames(img: Image, frames) -> list[np.ndarray]:

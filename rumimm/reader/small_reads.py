@@ -20,7 +20,8 @@ import numpy as np
 from rumimm.reader import frame_checks as _checks
 from rumimm.reader import threads as _threads
 from rumimm.codec import geozl_lib as _geozl
-from rumimm.reader.source import PARALLEL_MIN_BYTES, SCRATCH_KEEP_BYTES, FrameSource, align, lookup, thread_scratch
+from rumimm.reader.source import (PARALLEL_MIN_BYTES, SCRATCH_KEEP_BYTES, FrameSource, align, fetch_frames, lookup,
+                                  thread_scratch)
 
 __all__ = ["read_small", "decode_copied"]
 
@@ -53,13 +54,17 @@ def raw_buffer(nbytes: int) -> tuple[np.ndarray, int]:
     return held
 
 
-def decode_copied(fs: FrameSource, f, k: int, frame: np.ndarray, dst: int):
+def decode_copied(fs: FrameSource, f, k: int, frame: np.ndarray, dst: int, raw=None):
     """Copy frame k's bytes out of the file with one pread, check its header once, decode it into ``frame``.
 
     A chip's frames are read this way rather than through the mapping: as fast
     (the copy costs what faulting a fresh mapping's pages in costs), and a file
-    truncated while open gives an error, not SIGBUS.  ``f`` is ``fs.file``.
+    truncated while open gives an error, not SIGBUS.  ``f`` is ``fs.file``; ``raw``: the
+    frame's bytes when the caller fetched them (a remote image).
     """
+    if raw is not None:
+        _checks.check_header(fs, k, raw, frame.shape[0])
+        return decode_into(fs, raw.ctypes.data, raw.shape[0], frame, dst)
     off = fs.header.offsets
     start = int(off[k])
     nbytes = int(off[k + 1]) - start
@@ -98,14 +103,19 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
                 k = g.frame_index(r, c) if cell else g.frame_index(r, c, b)
                 jobs.append((k, shape, size, (slot,) + into, ((bands,) if cell else (0,)) + take))
     total = sum(job[2] for job in jobs)
-    if len(jobs) > 1 and total >= PARALLEL_MIN_BYTES and decode_parallel(fs, jobs, dst):
+    if len(jobs) > 1 and total >= PARALLEL_MIN_BYTES and not fs.remote and decode_parallel(fs, jobs, dst):
         return
     cache = fs.cache
     store = cache is not None and cache.admits(total)  # the admission rule applies to the read as a whole
     f = fs.opened()  # held until the read returns: the descriptor stays open
     fs.checked()
-    for k, shape, size, into, take in jobs:
-        hit = None if cache is None else cache.get((fs.token, k))
+    hits = [None if cache is None else cache.get((fs.token, job[0])) for job in jobs]
+    fetched = {}
+    if fs.remote:  # every new frame of the chip in one round of requests
+        fetched = fetch_frames((fs,), [0] * len(jobs), [job[0] for job in jobs],
+                               [i for i, hit in enumerate(hits) if hit is None])
+    for i, (k, shape, size, into, take) in enumerate(jobs):
+        hit = hits[i]
         if hit is not None:
             frame = hit[0]
         else:
@@ -115,7 +125,7 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
             else:
                 scratch, addr = thread_scratch(size)
                 frame = scratch[:size]
-            status = decode_copied(fs, f, k, frame, addr)
+            status = decode_copied(fs, f, k, frame, addr, fetched.get(i))
             if status is not None:
                 raise _checks.frame_error(fs, k, int(status))
             if store:

@@ -16,8 +16,9 @@ import numpy as np
 
 from rumimm.errors import RumiError, where
 from rumimm.format.grid import FrameUnit
+from rumimm.reader.store import RemoteStore, read_many
 
-__all__ = ["FrameSource", "thread_scratch", "lookup", "align", "PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES"]
+__all__ = ["FrameSource", "thread_scratch", "lookup", "fetch_frames", "align", "PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES"]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
 PARALLEL_MIN_BYTES = 1 << 20
@@ -41,16 +42,17 @@ class FrameSource:
     """
 
     __slots__ = ("path", "header", "file", "cache", "token", "verify", "magic0", "grid", "enc", "dtype", "isz",
-                 "mask", "n_frames", "cell", "_grid_rows", "src", "typed")
+                 "mask", "n_frames", "cell", "_grid_rows", "src", "typed", "remote")
 
     def __init__(self, path: str, header, file, cache, token: int, verify: bool, magic0: int):
         self.path = path
         self.header = header  # rumimm.format.blob.Header
-        self.file = file
+        self.file = file  # mapped.OpenFile, or a store.RemoteStore
+        self.remote = isinstance(file, RemoteStore)  # frames are fetched (fetch_frames), never mapped
         self.cache = cache  # rumimm.reader.cache.FrameCache or None
         self.token = token  # this source's key in the cache
         self.verify = verify
-        self.magic0 = magic0  # frame 0's first 4 bytes: every frame must start with them
+        self.magic0 = magic0  # frame 0's first 4 bytes: every frame must start with them (remote: the first read's)
         self.grid = g = header.grid
         self.enc = enc = header.encoding
         self.dtype = enc.dtype
@@ -107,7 +109,34 @@ class FrameSource:
 
     def frame_bytes(self, k: int) -> np.ndarray:
         start = int(self.header.offsets[k])
+        if self.remote:  # one request; the read paths fetch their frames together instead
+            return self.opened().read(start, int(self.header.byte_count(k)))
         return self.mapping()[start:start + int(self.header.byte_count(k))]
+
+
+def fetch_frames(sources, owners, klist, idx) -> dict:
+    """``{i: compressed bytes of frame klist[i]}`` for each i in ``idx`` whose source is remote.
+
+    The frames of every remote source are fetched together (``store.read_many``): one
+    ranged request per run of nearby frames, all in flight at once.  Local sources are
+    left out (their frames are read from the mapping or with pread).
+    """
+    per: dict = {}
+    for i in idx:
+        o = owners[i]
+        if sources[o].remote:
+            per.setdefault(o, []).append(i)
+    if not per:
+        return {}
+    requests, order = [], []
+    for o, items in per.items():
+        fs = sources[o]
+        off = fs.header.offsets
+        ranges = [(int(off[klist[i]]), int(off[klist[i] + 1]) - int(off[klist[i]])) for i in items]
+        requests.append((fs.opened(), ranges))
+        order.append(items)
+    got = read_many(requests)
+    return {i: raw for items, raws in zip(order, got) for i, raw in zip(items, raws)}
 
 
 def thread_scratch(nbytes: int) -> tuple[np.ndarray, int]:

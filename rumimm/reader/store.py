@@ -42,6 +42,7 @@ __all__ = [
     "Store",
     "is_remote",
     "open_store",
+    "read_many",
 ]
 
 #: Ranges closer than this many bytes are fetched by one request (the reference's 1 MiB).
@@ -241,17 +242,18 @@ class RemoteStore(Store):
 
     def read_ranges(self, ranges) -> list[np.ndarray]:
         checked, groups = self._plan(ranges)
-        out: list = [None] * len(checked)
-        for i, (o, n) in enumerate(checked):
-            if n == 0:
-                out[i] = np.empty(0, np.uint8)
-        if groups:
-            bufs = _wait(_submit(self._fetch_all(groups), self), len(groups), self)
-            for (start, _, members), buf in zip(groups, bufs):
-                arr = np.frombuffer(buf, np.uint8)
-                for i in members:
-                    o, n = checked[i]
-                    out[i] = arr[o - start:o - start + n]
+        bufs = _wait(_submit(self._fetch_all(groups), self), len(groups), self) if groups else []
+        return self._slice(checked, groups, bufs)
+
+    @staticmethod
+    def _slice(checked, groups, bufs) -> list[np.ndarray]:
+        """Each range's bytes cut out of its merged request's answer (empty ranges: empty arrays)."""
+        out: list = [np.empty(0, np.uint8) if n == 0 else None for _, n in checked]
+        for (start, _, members), buf in zip(groups, bufs):
+            arr = np.frombuffer(buf, np.uint8)
+            for i in members:
+                o, n = checked[i]
+                out[i] = arr[o - start:o - start + n]
         return out
 
     def iter_ranges(self, ranges):
@@ -389,6 +391,31 @@ class RemoteStore(Store):
                 elif int(size) != self._size:
                     raise RemoteError(f"{self.name}: the object has {size} bytes, expected {self._size}; "
                                       "it changed or the header does not match it")
+
+
+def read_many(requests) -> list[list[np.ndarray]]:
+    """``store.read_ranges(ranges)`` for each ``(store, ranges)`` in ``requests``, remote ones all in flight together.
+
+    A batch of chips from several remote objects costs one wait, not one per object:
+    every object's merged requests go out at once (each store still caps its own
+    requests in flight).
+    """
+    out: list = [None] * len(requests)
+    waiting = []
+    for i, (store, ranges) in enumerate(requests):
+        if isinstance(store, RemoteStore):
+            checked, groups = store._plan(ranges)
+            if groups:
+                waiting.append((i, store, checked, groups, _submit(store._fetch_all(groups), store)))
+                continue
+        out[i] = store.read_ranges(ranges)
+    try:
+        for i, store, checked, groups, fut in waiting:
+            out[i] = store._slice(checked, groups, _wait(fut, len(groups) * len(waiting), store))
+    finally:
+        for *_, fut in waiting:
+            fut.cancel()  # a failure: drop the requests still in flight
+    return out
 
 
 def plan_requests(ranges, coalesce: int):
