@@ -6,11 +6,17 @@ requests each call costs.
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import rumimm
-from rumimm.errors import FormatError
+from rumimm.errors import FormatError, RumiError
+from rumimm.reader.store import RemoteError
 from rumimm.reader.validate import CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE, PREFIX_BYTES
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
@@ -118,3 +124,177 @@ def test_index_of_an_s3_object_through_the_environment(moto, monkeypatch, small)
     moto.reset()
     assert rumimm.index("s3://rumimm-index/s/small.rumi") == blob
     assert moto.count("GET") == 1 and moto.count("HEAD") == 0
+
+
+# -- images ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory):
+    """8 files of 4 bands, 1024 x 1024, 512-pixel tile frames: [(array, path, blob)]."""
+    from rumimm.synthetic import eo_scene
+
+    d = tmp_path_factory.mktemp("scenes")
+    out = []
+    for i in range(8):
+        a = eo_scene(bands=4, height=1024, width=1024, dtype="uint16", seed=i)
+        blob = rumimm.write(d / f"s{i}.rumi", a, tile=512)
+        out.append((a, d / f"s{i}.rumi", blob))
+    return out
+
+
+def _serve(server, scenes):
+    return [server.put(f"scenes/s{i}.rumi", p.read_bytes()) for i, (_, p, _) in enumerate(scenes)]
+
+
+def test_opening_with_a_blob_sends_nothing_and_a_window_in_one_tile_position_costs_one_request(server, scenes):
+    a, _, blob = scenes[0]
+    url = _serve(server, scenes)[0]
+    img = rumimm.open(url, header=blob, cache_bytes=0)
+    assert server.requests == []
+    assert np.array_equal(img[:, 100:356, 600:856], a[:, 100:356, 600:856])
+    assert len(server.requests) == 1 and server.count("HEAD") == 0
+    server.reset()
+    assert np.array_equal(img[:, 700:956, 20:276], a[:, 700:956, 20:276])
+    assert len(server.requests) == 1 and server.requests[0].if_match is not None  # pinned to the first answer
+
+
+def test_opening_without_a_blob_costs_one_request(server, scenes):
+    a, _, blob = scenes[1]
+    url = _serve(server, scenes)[1]
+    with rumimm.open(url, storage_options=FAST) as img:
+        assert bytes(img.header) == blob
+        assert len(server.requests) == 1
+        assert np.array_equal(img[:, 5:9, 1000:1010], a[:, 5:9, 1000:1010])
+        assert np.array_equal(np.asarray(img), a)
+
+
+def test_a_cached_frame_is_not_fetched_again(server, scenes):
+    a, _, blob = scenes[2]
+    url = _serve(server, scenes)[2]
+    img = rumimm.open(url, header=blob, cache_bytes=64 << 20)
+    img[:, 0:64, 0:64]
+    server.reset()
+    assert np.array_equal(img[:, 64:128, 64:128], a[:, 64:128, 64:128])
+    assert server.requests == []
+
+
+def test_read_batch_fetches_a_batch_from_many_objects_together(server, scenes):
+    urls = _serve(server, scenes)
+    images = [rumimm.open(u, header=b, cache_bytes=0) for u, (_, _, b) in zip(urls, scenes)]
+    rng = np.random.default_rng(3)
+    rows = [(int(i), int(y), int(x)) for i, y, x in zip(rng.integers(0, 8, 16), rng.integers(0, 769, 16),
+                                                        rng.integers(0, 769, 16))]
+    server.latency = 0.05
+    try:
+        got = rumimm.read_batch([images[i] for i, _, _ in rows], np.array([(y, x) for _, y, x in rows]),
+                                size=(256, 256))
+    finally:
+        server.latency = 0.0
+    for n, (i, y, x) in enumerate(rows):
+        assert np.array_equal(got[n], scenes[i][0][:, y:y + 256, x:x + 256])
+    # at most one request per object and run of nearby frames: here every file is < 1 MiB
+    # between its frames, so one per file the batch touches
+    assert server.count("GET") == len({i for i, _, _ in rows})
+    assert server.max_in_flight >= 2
+
+
+def test_an_object_replaced_after_the_first_read_is_refused(server, scenes):
+    a, p, blob = scenes[3]
+    url = server.put("changing.rumi", p.read_bytes())
+    img = rumimm.open(url, header=blob, cache_bytes=0, storage_options=FAST)
+    img[:, 0:10, 0:10]
+    server.put("changing.rumi", scenes[4][1].read_bytes())
+    with pytest.raises(RemoteError, match=r"changing\.rumi: the object changed since it was opened"):
+        img[:, 0:10, 0:10]
+
+
+def test_a_blob_of_another_file_fails_the_first_read(server, scenes, small):
+    _, p_small, _ = small
+    url = server.put("other.rumi", p_small.read_bytes())
+    img = rumimm.open(url, header=scenes[0][2], cache_bytes=0, storage_options=FAST)  # no request: not seen yet
+    with pytest.raises(RumiError, match=r"other\.rumi: "):
+        img[:, 0:10, 0:10]
+
+
+def test_a_missing_object_fails_the_first_read_naming_the_url(server, scenes):
+    img = rumimm.open(f"{server.url}/missing.rumi?token=SECRET", header=scenes[0][2], storage_options=FAST)
+    with pytest.raises(RemoteError, match=r"missing\.rumi: not found \(HTTP 404\)") as info:
+        img[:, 0:10, 0:10]
+    assert "SECRET" not in str(info.value) and "SECRET" not in repr(img)
+
+
+def test_a_remote_image_pickles_as_its_uri_blob_and_options(server, scenes):
+    a, _, blob = scenes[5]
+    url = _serve(server, scenes)[5] + "?v=1"
+    img = rumimm.open(url, header=blob, storage_options=FAST)
+    clone = pickle.loads(pickle.dumps(img))
+    assert clone.uri == url and clone.storage_options == FAST and clone.path == url.split("?")[0]
+    assert np.array_equal(clone[2, 10:20, 10:20], a[2, 10:20, 10:20])
+
+
+def test_an_s3_object_through_the_environment(moto, monkeypatch, scenes):
+    a, p, blob = scenes[6]
+    for k, v in moto.env.items():
+        monkeypatch.setenv(k, v)
+    c = moto.client()
+    c.create_bucket(Bucket="rumimm-images")
+    c.put_object(Bucket="rumimm-images", Key="s6.rumi", Body=p.read_bytes())
+    moto.reset()
+    img = rumimm.open("s3://rumimm-images/s6.rumi", header=blob, cache_bytes=0)
+    assert moto.requests == []
+    assert np.array_equal(img[:, 300:556, 300:556], a[:, 300:556, 300:556])
+    assert moto.count("GET") == 1 and moto.count("HEAD") == 0
+    assert img.transform is None and moto.count("GET") == 2  # georeferencing: one more small request
+
+
+def test_a_chip_dataset_from_a_catalog_of_urls_reads_no_header(server, scenes):
+    pytest.importorskip("pyarrow")
+    urls = _serve(server, scenes)
+    table = rumimm.catalog(urls, blobs=[b for _, _, b in scenes])
+    assert len(server.requests) == 8  # building the catalog reads each file's georeferencing (160 bytes)
+    server.reset()
+    ds = rumimm.ChipDataset(table, 256, n=16, seed=1, cache_bytes=0)
+    assert server.requests == []
+    batch = ds.__getitems__(list(range(16)))
+    for n, (i, y, x) in enumerate(ds.chips.tolist()):
+        assert np.array_equal(batch[n], scenes[i][0][:, y:y + 256, x:x + 256])
+    assert server.count("GET") == len(set(ds.chips[:, 0].tolist()))
+
+
+_FORKED_LOADER = """
+import multiprocessing, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+import rumimm
+from servers import RangeServer
+srv = RangeServer().start()
+urls = [srv.put(f"s{{i}}.rumi", open(p, "rb").read()) for i, p in enumerate({paths!r})]
+ds = rumimm.ChipDataset(urls, 256, n=4, seed=2, headers=[bytes.fromhex(h) for h in {blobs!r}], cache_bytes=0)
+assert srv.requests == [], srv.requests
+with multiprocessing.get_context("fork").Pool(1) as pool:
+    got = pool.apply_async(ds.__getitems__, ([0, 1, 2, 3],)).get(timeout=60)
+for n, (i, y, x) in enumerate(ds.chips.tolist()):
+    with rumimm.open({paths!r}[i]) as img:
+        assert np.array_equal(got[n], img[:, y:y + 256, x:x + 256])
+print("ok", len(srv.requests))
+srv.stop()
+"""
+
+
+def test_a_forked_worker_reads_when_the_parent_sent_no_request(scenes):
+    paths = [str(p) for _, p, _ in scenes]
+    code = _FORKED_LOADER.format(tests=os.path.dirname(__file__), paths=paths, blobs=[b.hex() for _, _, b in scenes])
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok ")
+
+
+def test_to_dask_and_xarray_read_a_url(server, scenes):
+    pytest.importorskip("dask")
+    xr = pytest.importorskip("xarray")
+    a, _, blob = scenes[7]
+    url = _serve(server, scenes)[7]
+    arr = rumimm.to_dask(url, header=blob, storage_options=FAST)
+    assert np.array_equal(arr[:, 500:600, 500:600].compute(scheduler="sync"), a[:, 500:600, 500:600])
+    ds = xr.open_dataset(url, engine="rumimm", header=blob, storage_options=FAST)
+    assert np.array_equal(ds["band_data"].values[:, 0:50, 0:50], a[:, 0:50, 0:50])

@@ -63,12 +63,14 @@ def _where(table, where):
     return table.filter(where)
 
 
-def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool = True):
+def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
     """(paths, blobs, Images) of a catalog's rows, opened with their blobs (no IFD is read).
 
     ``where`` selects rows first: a bbox ``(xmin, ymin, xmax, ymax)``, a pyarrow compute
     expression (``pc.field("epsg") == 32633``) or a boolean mask.  Every blob is checked
-    by one :func:`rumimm.parse_blobs` call before any file is opened.
+    by one :func:`rumimm.parse_blobs` call before any file is opened.  Paths may be remote
+    URIs (``storage_options`` as for :func:`rumimm.open`): opened with their blobs, they
+    cost no request.
     """
     from rumimm.reader.blob_column import parse_blobs
     from rumimm.reader.image import Image
@@ -84,7 +86,7 @@ def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool 
     images = []
     try:
         for path, blob in zip(paths, blobs):
-            images.append(Image(path, blob, cache_bytes=cache_bytes, verify=verify))
+            images.append(Image(path, blob, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options))
     except BaseException:
         for img in images:
             img.close()

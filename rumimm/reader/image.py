@@ -132,6 +132,17 @@ class Image(RasterioSurface):
         """Whether the image is read from a remote URI (``reader.store.RemoteStore``)."""
         return self._uri is not None
 
+    @property
+    def uri(self) -> str:
+        """What the image was opened from: the path, or the whole URI (``path`` drops a
+        URI's query string and credentials, for messages)."""
+        return self.path if self._uri is None else self._uri
+
+    @property
+    def storage_options(self) -> dict | None:
+        """The ``storage_options`` a remote image was opened with (None: the environment's)."""
+        return None if self._storage_options is None else dict(self._storage_options)
+
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
         self._header = hdr
         self._grid = hdr.grid
