@@ -1,26 +1,20 @@
-"""The read engine: plan -> cache -> decode + place, for one image or a stack of them.
+"""The read engine: windows to frames, and the kernel executor of the planner.
 
 Every read (``Image``, ``Cube``, ``ImageCollection``, ``read_batch``) hands the engine
-:class:`FrameSource` records, one per open file, and a *plan*: one int64 row per
-(frame, output slot) saying which rectangle of a decoded frame goes where in the
-output (``kernels.plan_window`` / ``plan_batch``).  :func:`execute` then
-
-1. groups the entries by frame (a frame several windows need is decoded once),
-2. takes the frames the cache holds, decides whether the new ones are kept,
-3. checks each new frame's OpenZL header once per open image,
-4. decodes and places everything in one ``nogil`` kernel call
-   (``kernels.decode_copy``), on the calling thread or on a few threads,
-5. maps a failed frame to one :class:`~rumimm.errors.CodecError` and stores the
-   new frames in the cache.
-
-Whole frames (:func:`decode_frames`) go through the same kernel with an empty copy
-list.  A window of at most :data:`SMALL_READ_FRAMES` frames (a chip) skips the kernels:
-``small_reads`` runs the same steps in Python, decoding each frame with the same C
-function (``codec.geozl_lib``, through ctypes, GIL released) and placing it with numpy
-slicing, so a process that only reads chips never loads numba (0.3 s or more at
-the first read).  Both share the cache, the header checks and the error mapping
-(``frame_checks``).  Output is always copied out of the decoded frame, so a small chip
-never keeps a whole frame alive.
+:class:`FrameSource` records, one per open file.  :func:`read_window` sends a window of
+at most :data:`SMALL_READ_FRAMES` frames (a chip) to the chip executor
+(``small_reads``: geozl's C decoder through ctypes, numpy placement, no numba, so a
+process that only reads chips never loads numba, 0.3 s or more at the first read);
+larger windows and batches get a *plan* from the kernels (``kernels.plan_window`` /
+``plan_batch``: one int64 row per (frame, output slot) saying which rectangle of a
+decoded frame goes where) and run through :func:`execute`: entries are grouped by frame
+(a frame several windows need is decoded once), the planner (``reader.planner``) takes
+the cached frames and hands out buffers, each new frame's header is checked once per open
+image, one ``nogil`` kernel call (``kernels.decode_copy``) decodes and places everything
+on the calling thread or a few threads, and the planner's ``finish`` maps a failure to
+one :class:`~rumimm.errors.CodecError` and fills the cache.  Whole frames
+(:func:`decode_frames`) go to the chip executor.  Output is always copied out of the
+decoded frame, so a chip never keeps a whole frame alive.
 
 Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
 :func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read;
