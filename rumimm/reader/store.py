@@ -56,19 +56,6 @@ class Store(Protocol):
 
     def read(self, offset: int, nbytes: int) -> bytes: ...
 
-    @property
-    def name(self) -> str:
-        return self.path
-
-    def read_ranges(self, ranges) -> list[np.ndarray]:
-        """The bytes of each (offset, nbytes) range, in order; one ``pread`` each."""
-        out = []
-        for offset, nbytes in ranges:
-            buf = np.empty(int(nbytes), np.uint8)
-            self.read_into(buf, int(offset))
-            out.append(buf)
-        return out
-
     def read_into(self, dst: np.ndarray, offset: int) -> None: ...
 
     def read_ranges(self, ranges) -> list[np.ndarray]: ...
