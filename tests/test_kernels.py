@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rumimm
 from rumimm.format import blob as B
 from rumimm.reader.blob_column import parse_blobs
 from rumimm import kernels as K
@@ -114,3 +118,45 @@ def test_the_kernel_constants_match_the_spec():
              K.BAD_COUNT_BITS, K.BAD_SIZE, K.PADDING_BITS, K.ZERO_COUNT, K.EMPTY_IMAGE, K.COUNT_OVERFLOW, K.NOT_MIN,
              K.NOT_MIN_BITS, K.SINGLE_FRAME_BITS, K.TOO_MANY_FRAMES]
     assert len(set(codes)) == len(codes) and K.OK == 0
+
+
+STALE_SETUP = """
+import glob, os, pickle, sys
+sys.path.insert(0, sys.argv[1])
+import gone_module  # a module that exists now and not at the next read, like a record type that moved
+for path in glob.glob(os.path.join(os.environ["NUMBA_CACHE_DIR"], "**", "*.nbi"), recursive=True):
+    with open(path, "rb") as fh:
+        version = pickle.load(fh)
+    with open(path, "wb") as fh:
+        pickle.dump(version, fh)
+        fh.write(pickle.dumps((0, {gone_module.Record(): 1})))
+print(len(glob.glob(os.path.join(os.environ["NUMBA_CACHE_DIR"], "**", "*.nbi"), recursive=True)))
+"""
+
+STALE_READ = """
+import sys, numpy as np, rumimm
+with rumimm.open(sys.argv[1], header=open(sys.argv[2], "rb").read()) as img:
+    out = img[:, :, :]
+print(int(out.astype(np.int64).sum()))
+"""
+
+
+def test_issue_18_a_cache_index_naming_a_module_that_moved_is_dropped_and_the_read_recompiles(tmp_path):
+    """numba unpickles an index before checking its stamp: an upgrade that moves a record type must not fail reads."""
+    import subprocess
+
+    data = np.arange(3 * 100 * 100, dtype=np.uint16).reshape(3, 100, 100)
+    blob = rumimm.write(tmp_path / "a.rumi", data, tile=32)  # 48 frames: the kernels read it
+    (tmp_path / "a.blob").write_bytes(blob)
+    (tmp_path / "gone_module.py").write_text("class Record:\n    pass\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    args = [str(tmp_path / "a.rumi"), str(tmp_path / "a.blob")]
+    first = subprocess.run([sys.executable, "-c", STALE_READ, *args], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    staled = subprocess.run([sys.executable, "-c", STALE_SETUP, str(tmp_path)], env=env, capture_output=True, text=True)
+    assert staled.returncode == 0, staled.stderr
+    assert int(staled.stdout) >= 3  # the plan, copy and native kernels' indexes now name gone_module
+    (tmp_path / "gone_module.py").unlink()
+    again = subprocess.run([sys.executable, "-c", STALE_READ, *args], env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert int(again.stdout) == int(data.astype(np.int64).sum()) == int(first.stdout)

@@ -16,7 +16,7 @@ import pytest
 
 import rumimm
 from rumimm.errors import FormatError, RumiError
-from rumimm.reader.store import RemoteError
+from rumimm.reader.remote import RemoteError
 from rumimm.reader.validate import CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE, PREFIX_BYTES
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
@@ -199,7 +199,7 @@ def test_read_batch_fetches_a_batch_from_many_objects_together(server, scenes):
 
 
 def test_an_object_replaced_after_the_first_read_is_refused(server, scenes):
-    a, p, blob = scenes[3]
+    _, p, blob = scenes[3]
     url = server.put("changing.rumi", p.read_bytes())
     img = rumimm.open(url, header=blob, cache_bytes=0, storage_options=FAST)
     img[:, 0:10, 0:10]

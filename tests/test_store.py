@@ -17,8 +17,9 @@ import threading
 import numpy as np
 import pytest
 
-from rumimm.errors import FormatError, RumiError
-from rumimm.reader.store import LocalStore, RemoteError, RemoteStore, is_remote, open_store, plan_requests, public_name
+from rumimm.errors import FormatError
+from rumimm.reader.remote import RemoteError, RemoteStore, is_remote, plan_requests, public_name
+from rumimm.reader.store import LocalStore, open_store
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
 
@@ -86,24 +87,24 @@ def test_planning_keeps_every_byte_and_no_request_overlaps_another():
 def test_a_local_store_reads_ranges_and_maps_the_file(tmp_path):
     p = tmp_path / "a.bin"
     p.write_bytes(DATA[:5000])
-    with open_store(p) as st:
-        assert isinstance(st, LocalStore) and st.size == 5000 and st.version
-        a, b, c = st.read_ranges([(0, 10), (4990, 10), (7, 0)])
-        assert bytes(a) == DATA[:10] and bytes(b) == DATA[4990:5000] and c.size == 0
-        assert bytes(st.mapping()[100:200]) == DATA[100:200]
-        with pytest.raises(FormatError, match="a.bin"):
-            st.read(4990, 20)
-    with pytest.raises(RumiError, match="closed"):
-        st.read(0, 1)
+    st = open_store(p)
+    assert isinstance(st, LocalStore) and st.size == 5000
+    a, b, c = st.read_ranges([(0, 10), (4990, 10), (7, 0)])
+    assert bytes(a) == DATA[:10] and bytes(b) == DATA[4990:5000] and c.size == 0
+    assert bytes(st.mapping()[100:200]) == DATA[100:200]
+    assert st.read(4990, 20) == DATA[4990:5000]  # read: fewer at the end
+    with pytest.raises(FormatError, match="a.bin"):
+        st.read_ranges([(4990, 20)])  # read_ranges: exactly, or FormatError
+    st.close()
 
 
-def test_a_file_uri_is_a_local_store_and_storage_options_are_remote_only(tmp_path):
+def test_storage_options_are_for_remote_uris_only(tmp_path):
     p = tmp_path / "b.bin"
     p.write_bytes(b"x" * 10)
-    assert isinstance(open_store(p.as_uri()), LocalStore)
     with pytest.raises(ValueError, match="remote URIs only"):
         open_store(p, {"region": "x"})
     assert is_remote("s3://b/k") and is_remote("https://h/k") and not is_remote(str(p))
+    assert isinstance(open_store("s3://b/k.rumi"), RemoteStore)  # no request yet
 
 
 # -- HTTP ------------------------------------------------------------------------------
@@ -151,14 +152,11 @@ def test_iter_ranges_yields_each_range_once_as_its_request_completes(server):
     assert server.count("GET") == 6
 
 
-def test_iter_ranges_raises_the_first_failure_and_a_local_store_iterates_in_order(server, tmp_path):
+def test_iter_ranges_raises_the_first_failure(server):
     st = RemoteStore(_url(server), {**FAST, "coalesce": 0})
     server.faults[:] = ["404"]
     with pytest.raises(RemoteError, match="not found"):
         list(st.iter_ranges([(0, 10), (500_000, 10)]))
-    p = tmp_path / "c.bin"
-    p.write_bytes(DATA[:100])
-    assert [(i, bytes(a)) for i, a in LocalStore(p).iter_ranges([(5, 2), (0, 1)])] == [(0, DATA[5:7]), (1, DATA[:1])]
 
 
 def test_python_threads_run_while_a_remote_read_waits(server):
@@ -231,19 +229,22 @@ def test_a_short_body_that_persists_is_a_remote_error(server):
     assert 2 <= server.count("GET") <= FAST["max_retries"] + 1
 
 
-def test_a_prefix_longer_than_the_object_is_the_whole_object_in_one_request(server):
+def test_read_gives_fewer_bytes_at_the_end_in_one_request(server):
     st = RemoteStore(_url(server, "tiny.rumi", DATA[:300]), FAST)
-    assert bytes(st.read_prefix(65536)) == DATA[:300] and st.size == 300
+    assert st.read(0, 65536) == DATA[:300] and st.size == 300
     assert server.count("GET") == 1 and server.count("HEAD") == 0
-    assert bytes(st.read_prefix(100)) == DATA[:100]
+    assert st.read(100, 100) == DATA[100:200] and st.read(250, 100) == DATA[250:300] and st.read(400, 10) == b""
+    dst = np.empty(20, np.uint8)
+    st.read_into(dst, 10)
+    assert bytes(dst) == DATA[10:30]
 
 
 def test_a_range_past_the_end_of_the_object_is_refused(server):
     st = RemoteStore(_url(server, "small.rumi", DATA[:1000]), FAST)
     with pytest.raises(RemoteError, match=r"small\.rumi: expected 100 bytes at offset 950, the server sent 50"):
-        st.read(950, 100)
+        st.read_ranges([(950, 100)])
     with pytest.raises(FormatError, match=r"small\.rumi: bytes 990\.\.1090 are past the end"):
-        st.read(990, 100)  # the size is known now: refused before any request
+        st.read_ranges([(990, 100)])  # the size is known now: refused before any request
     assert server.count("GET") == 1
 
 
@@ -324,7 +325,7 @@ _FORK = """
 import os, sys
 sys.path.insert(0, {tests!r})
 from servers import RangeServer
-from rumimm.reader.store import RemoteStore, RemoteError
+from rumimm.reader.remote import RemoteStore, RemoteError
 srv = RangeServer().start()
 url = srv.put("f.rumi", b"x" * 1000)
 opts = {{"max_retries": 0, "timeout": 2}}

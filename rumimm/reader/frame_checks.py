@@ -60,13 +60,14 @@ def check_header(fs: FrameSource, k: int, frame=None, nbytes: int | None = None)
     declares what it should costs one ``codec.frame_declaration`` (~3 us); any other goes
     through ``codec.check_frame_header``, which says what is wrong.  A frame already
     checked on this image returns at once.  ``frame``: its bytes when the caller has
-    them, else they are read from the mapping; ``nbytes``: its decoded byte count, when
+    them, else they are read from the store; ``nbytes``: its decoded byte count, when
     the caller knows it.
     """
-    if fs.typed[k]:
+    checked = fs.header_checked
+    if checked[k]:
         return
     if frame is None:
-        frame = fs.frame_bytes(k)
+        frame = fs.read_frame(k)
     check_pinned(fs, k, frame)
     want = codec.zl.Type.Struct if fs.isz == 16 else codec.zl.Type.Numeric
     if nbytes is None:
@@ -82,7 +83,7 @@ def check_header(fs: FrameSource, k: int, frame=None, nbytes: int | None = None)
             msg = str(exc)  # an unreadable header already says the file may be truncated
             raise CodecError(msg if "may be truncated" in msg else f"{msg}; the file may be corrupt or truncated") \
                 from None
-    fs.typed[k] = 1
+    checked[k] = 1
 
 
 _DECLARED: dict = {}  # a frame's first 64 bytes -> what its header declares
@@ -112,16 +113,13 @@ def _declaration(frame) -> tuple:
     return got
 
 
-def fallback_frames(sources, ks, owners, frames=None) -> list[np.ndarray]:
-    """Decode frames with openzl.ext (holds the GIL) when geozl's library is missing.
-
-    ``frames``: each frame's compressed bytes where the caller has them (None: read them).
-    """
+def fallback_frames(sources, ks, owners) -> list[np.ndarray]:
+    """Decode frames with openzl.ext (holds the GIL) when geozl's library is missing."""
     dec = codec.FrameDecoder()  # per call: an OpenZL DCtx kept in a thread-local could outlive openzl at exit
     out = []
-    for n, (k, i) in enumerate(zip(ks, owners)):
+    for k, i in zip(ks, owners):
         fs = sources[i]
-        frame = frames[n] if frames is not None and frames[n] is not None else fs.frame_bytes(k)
+        frame = fs.read_frame(k)
         check_pinned(fs, k, frame)
         try:
             arr = dec.decode(frame, fs.enc, fs.grid.frame_samples(k))

@@ -18,8 +18,8 @@ from rumimm.format import dtypes
 from rumimm.format.blob import Header, build_header
 from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.georef import Georef, parse_geokeys
-from rumimm.reader.mapped import OpenFile
-from rumimm.reader.store import is_remote, open_store
+from rumimm.reader.remote import is_remote
+from rumimm.reader.store import LocalStore, open_store
 from rumimm.format.grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
 from rumimm.format.tiff import FIXED_TAGS, N_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, Tag, TiffType, read_entries
 
@@ -110,7 +110,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None, stor
         raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
     path = os.fspath(path)
     try:
-        file = OpenFile(path)
+        file = LocalStore(path)
     except FormatError as exc:  # an empty file
         if strict:
             raise
@@ -159,7 +159,7 @@ def inspect_store(store, *, strict: bool) -> Report:
     profile is listed in ``checked``.  Nothing is fetched past the object's size,
     whatever the IFD claims.
     """
-    head = store.read_prefix(PREFIX_BYTES)
+    head = np.frombuffer(store.read(0, PREFIX_BYTES), np.uint8)
     size = store.size
     rep = Report(store.name)
     f = _Findings(rep.path, strict)
@@ -172,7 +172,7 @@ def inspect_store(store, *, strict: bool) -> Report:
         except (_Stop, FormatError):
             base = 0
         if head.shape[0] < base <= size:
-            buf = np.concatenate([head, store.read(head.shape[0], base - head.shape[0])])
+            buf = np.concatenate([head, store.read_ranges([(head.shape[0], base - head.shape[0])])[0]])
     try:
         _check(buf, size, f, rep, "none")
     except _Stop:
@@ -199,7 +199,7 @@ class _Spans:
         """Bytes a..b (b - a <= SPAN_BYTES, or a whole frame) from the span held, fetching one if needed."""
         if not (self.start <= a and b <= self.start + self.data.shape[0]):
             end = min(self.size, max(b, a + self.SPAN_BYTES))
-            self.start, self.data = a, self.store.read(a, end - a)
+            self.start, self.data = a, self.store.read_ranges([(a, end - a)])[0]
         return self.data[a - self.start:b - self.start]
 
     def __getitem__(self, key):
