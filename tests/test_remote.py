@@ -298,3 +298,20 @@ def test_to_dask_and_xarray_read_a_url(server, scenes):
     assert np.array_equal(arr[:, 500:600, 500:600].compute(scheduler="sync"), a[:, 500:600, 500:600])
     ds = xr.open_dataset(url, engine="rumimm", header=blob, storage_options=FAST)
     assert np.array_equal(ds["band_data"].values[:, 0:50, 0:50], a[:, 0:50, 0:50])
+
+
+def test_the_command_line_reads_urls(server, small, capsys):
+    from rumimm.cli import main
+
+    _, path, blob = small
+    url = server.put("cli/small.rumi", path.read_bytes()) + "?sig=SECRET"
+    assert main(["info", url, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"frames": 36' in out and "SECRET" not in out
+    assert main(["validate", url]) == 0
+    assert "compliant" in capsys.readouterr().out
+    assert main(["index", url, "--hex"]) == 0
+    assert capsys.readouterr().out.strip() == blob.hex()
+    assert main(["info", f"{server.url}/cli/missing.rumi?sig=SECRET"]) == 2
+    err = capsys.readouterr().err
+    assert "missing.rumi: not found" in err and "SECRET" not in err

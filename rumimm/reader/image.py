@@ -79,13 +79,17 @@ class Image(RasterioSurface):
     Parameters
     ----------
     path : str or os.PathLike
-        The ``.rumi`` file.
+        The ``.rumi`` file, or a remote URI (``s3://``, ``gs://``, ``az://``,
+        ``http(s)://``; ``docs/remote.md``).
     header : bytes, Header, str or os.PathLike, optional
         The file's header blob (what ``rumimm.write`` returned), or the path of a
         file holding it.  With it the IFD is not walked: the 252 bytes of header
         and IFD (compared with those the blob implies), the first frame's magic
         and the file size are checked against the blob.  Without it the blob is
         rebuilt and the whole file profile checked, as :func:`rumimm.index` does.
+        A remote file opened with a blob is not read at open: its size (reported by
+        the first answer) and first frame's magic are checked at the first read;
+        without a blob its profile is checked from its first bytes (one request).
     cache_bytes : int, optional
         None (default): share the process-wide decoded-frame cache
         (``rumimm.reader.cache.SHARED``, 64 MiB or ``RUMIMM_CACHE_BYTES``).  0: no cache.
@@ -93,6 +97,8 @@ class Image(RasterioSurface):
     verify : bool
         Verify each frame's OpenZL checksums while decoding (default True).
         False is ~5% faster and still checks the decoded size.
+    storage_options : dict, optional
+        Remote URIs only: client settings (``reader.remote.RemoteStore``).
     """
 
     def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
@@ -129,7 +135,7 @@ class Image(RasterioSurface):
 
     @property
     def remote(self) -> bool:
-        """Whether the image is read from a remote URI (``reader.store.RemoteStore``)."""
+        """Whether the image is read from a remote URI (``reader.remote.RemoteStore``)."""
         return self._uri is not None
 
     @property
@@ -477,7 +483,7 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, storage_op
         Remote URIs only: credentials, endpoint and client settings on top of what the
         client reads from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
         ...), and rumimm's ``coalesce``, ``max_concurrency``, ``timeout``,
-        ``max_retries`` (``reader.store.RemoteStore``).
+        ``max_retries`` (``reader.remote.RemoteStore``).
 
     Returns
     -------

@@ -100,7 +100,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None, stor
     """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`.
 
     The file is opened once and measured and mapped through that one descriptor.  A
-    remote URI (``reader.store``) is read by ranged requests: the first bytes for the
+    remote URI (``reader.remote``) is read by ranged requests: the first bytes for the
     profile, then the frames in spans when ``frames`` asks for them.
     """
     if is_remote(path):
@@ -550,7 +550,7 @@ def validate(path, header=None, *, decode: bool = False, storage_options=None) -
         By default each frame's OpenZL header is read (declared outputs, type
         and byte size), which is cheap.
     storage_options : dict, optional
-        Remote URIs only: client settings (``reader.store.RemoteStore``).
+        Remote URIs only: client settings (``reader.remote.RemoteStore``).
 
     Returns
     -------
