@@ -18,7 +18,8 @@ What it does:
    chips for every engine) and times each engine batch by batch, engines taking turns
    so a burst of load elsewhere falls on all alike; the first batch of each engine is
    an untimed warm-up, checked pixel for pixel against the source arrays.
-   Engines: rumimm ``read_batch`` over URLs with the blobs (kept open), GDAL
+   Engines: rumimm ``read_batch`` over URLs with the blobs (kept open), rumimm
+   ``ChipDataset.__getitems__`` (the same chips, files opened by the dataset), GDAL
    ``/vsicurl/`` (datasets kept open, chips read one after another), zarr 3 over
    obstore's HTTP store (arrays kept open, chips one after another).
 4. Prints chips/s and requests per chip for each engine and latency.
@@ -120,6 +121,19 @@ class RumimmBatch:
         return rumimm.read_batch([self.images[i] for i, _, _ in batch], np.asarray(batch)[:, 1:], size=(CHIP, CHIP))
 
 
+class RumimmDataset:
+    name = "rumimm ChipDataset (__getitems__)"
+
+    def __init__(self, files):
+        self.files = files
+        self.ds = rumimm.ChipDataset([f["rumi_url"] for f in files], CHIP, n=1, headers=[f["blob"] for f in files],
+                                     cache_bytes=0)
+
+    def read(self, batch):
+        self.ds.chips = np.asarray(batch, np.int64)  # the chips every engine reads
+        return self.ds.__getitems__(list(range(len(batch))))
+
+
 class Gdal:
     name = "GDAL /vsicurl/ kept open"
 
@@ -152,7 +166,7 @@ class Zarr:
         return np.stack([self.arrays[i][:, y:y + CHIP, x:x + CHIP] for i, y, x in batch])
 
 
-ENGINES = (RumimmBatch, Gdal, Zarr)
+ENGINES = (RumimmBatch, RumimmDataset, Gdal, Zarr)
 
 
 def run(files, server: RangeServer, latency_ms: float, batches: int, seed: int) -> dict:

@@ -315,3 +315,12 @@ def test_the_command_line_reads_urls(server, small, capsys):
     assert main(["info", f"{server.url}/cli/missing.rumi?sig=SECRET"]) == 2
     err = capsys.readouterr().err
     assert "missing.rumi: not found" in err and "SECRET" not in err
+
+
+def test_export_to_geotiff_reads_a_url(server, small, tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    a, path, blob = small
+    url = server.put("export/small.rumi", path.read_bytes())
+    rumimm.to_geotiff(url, tmp_path / "out.tif", header=blob)
+    with rasterio.open(tmp_path / "out.tif") as ds:
+        assert np.array_equal(ds.read(), a)
