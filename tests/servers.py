@@ -2,13 +2,17 @@
 fault injection, and moto's S3 server, both on 127.0.0.1 with a free port.
 
 Both record every request (method, path, Range, If-Match) so tests can count them, and
-both stop refusing work after ``MAX_REQUESTS`` so a client loop cannot run forever.
+both stop serving (503) after ``MAX_REQUESTS`` so a client loop cannot run forever.
+``python tests/servers.py DIR`` serves a folder's files from memory in a process of its
+own (the benchmark's peers that hold the GIL while they wait on the network, such as
+GDAL reading a TIFF directory, would otherwise stall a server in their own process).
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.server
+import json
 import re
 import socket
 import threading
@@ -19,10 +23,11 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
 
 class Request:
-    __slots__ = ("if_match", "method", "path", "range")
+    __slots__ = ("at", "if_match", "method", "path", "range")
 
     def __init__(self, method, path, range_, if_match):
         self.method, self.path, self.range, self.if_match = method, path, range_, if_match
+        self.at = time.monotonic()
 
     def __repr__(self):
         return f"Request({self.method} {self.path} {self.range} if-match={self.if_match})"
@@ -30,7 +35,7 @@ class Request:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    timeout = 10  # a client that stops sending frees its thread
+    timeout = 120  # a client that stops sending frees its thread (longer than any client keeps a connection idle)
 
     def log_message(self, *args):
         pass
@@ -52,8 +57,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with srv.lock:
                 srv.in_flight -= 1
 
+
     def _serve(self, srv, head: bool):
         path = self.path.split("?", 1)[0]
+        if srv.control and path.startswith("/__control/"):
+            return self._control(srv, path.removeprefix("/__control/"))
         with srv.lock:
             srv.requests.append(Request(self.command, self.path, self.headers.get("Range"),
                                         self.headers.get("If-Match")))
@@ -93,10 +101,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if fault == "lie":  # a consistent but shorter answer than asked
                 b = a + (b - a) // 2
             body = data[a:b + 1]
+            with srv.lock:
+                srv.bytes_sent += len(body)
             self.send_response(206)
             self.send_header("Content-Range", f"bytes {a}-{b}/{len(data)}")
         else:
             body = data
+            with srv.lock:
+                srv.bytes_sent += len(body)
             self.send_response(200)
         if srv.etags:
             self.send_header("ETag", etag)
@@ -114,6 +126,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _control(self, srv, what: str):
+        """Another process's view of the counters: ``stats``, ``reset``, ``latency/<ms>`` (not counted)."""
+        if what.startswith("latency/"):
+            srv.latency = float(what.split("/", 1)[1]) / 1000
+        elif what == "reset":
+            srv.reset()
+        with srv.lock:
+            body = json.dumps({"requests": len(srv.requests), "bytes": srv.bytes_sent,
+                               "max_in_flight": srv.max_in_flight}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _status(self, code: int):
         self.send_response(code)
@@ -154,8 +180,10 @@ class RangeServer:
         self.latency = latency
         self.stall = 5.0
         self.etags = True
+        self.control = False  # True: answer /__control/... (counters for a client in another process)
         self.in_flight = 0
         self.max_in_flight = 0  # the most requests served at once
+        self.bytes_sent = 0  # body bytes of the answers
         self.lock = threading.Lock()
         self._srv = _Server(("127.0.0.1", 0), _Handler)
         self._srv.owner = self
@@ -179,6 +207,7 @@ class RangeServer:
             self.requests.clear()
             self.faults.clear()
             self.max_in_flight = 0
+            self.bytes_sent = 0
 
     def count(self, method: str = "GET") -> int:
         with self.lock:
@@ -259,3 +288,26 @@ class MotoS3:
         self._srv.shutdown()
         self._srv.server_close()
         self._thread.join(5)
+
+
+def main(argv=None) -> None:
+    """Serve every file under a folder from memory on 127.0.0.1; print the URL; run until stdin closes."""
+    import os
+    import sys
+
+    root = (argv or sys.argv[1:])[0]
+    srv = RangeServer()
+    srv.control = True
+    for base, _, names in os.walk(root):
+        for name in names:
+            p = os.path.join(base, name)
+            with open(p, "rb") as fh:
+                srv.put(os.path.relpath(p, root).replace(os.sep, "/"), fh.read())
+    srv.start()
+    print(srv.url, flush=True)
+    sys.stdin.read()  # the parent closes it (or exits): stop
+    srv.stop()
+
+
+if __name__ == "__main__":
+    main()
