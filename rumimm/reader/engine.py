@@ -209,8 +209,9 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
             check_new(batch, {g: raw[g] if g in raw else _frame_view(mapped[owners[g]], batch.source(g), frames[g])
                               for g in missing})
             need[missing] = 1
-            if not batch.store:
-                batch.addresses[missing] = 0  # the kernels decode into their thread's scratch slot
+        addresses = np.array(batch.addresses, np.uint64)
+        if missing and _NATIVE and not batch.store:
+            addresses[missing] = 0  # the kernels decode into their thread's scratch slot
         if any(s.remote for s in sources):
             src, size, fidx = _fetched_table(sources, owners, frames, missing, raw)
         else:
@@ -218,7 +219,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
         status = np.zeros(n, np.int64)
         fs0 = sources[0]
         scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
-        kframes = K.Frames(src, size, fidx, batch.addresses, need, starts, status)
+        kframes = K.Frames(src, size, fidx, addresses, need, starts, status)
         place = K.Placement(plan, bands, out, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
         if chunks > 1:
             counter = np.zeros(1, np.int64)
@@ -260,6 +261,8 @@ def _fetched_table(sources, owners, frames, missing, raw):
     for g in missing:
         buf = raw.get(g)
         if buf is None:
+            if sources[owners[g]].remote:  # not fetched: decoded another way (the openzl.ext fallback)
+                continue
             s_src, s_size = sources[owners[g]].frame_addresses()
             src[g], size[g] = s_src[frames[g]], s_size[frames[g]]
         else:
