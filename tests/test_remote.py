@@ -324,3 +324,14 @@ def test_export_to_geotiff_reads_a_url(server, small, tmp_path):
     rumimm.to_geotiff(url, tmp_path / "out.tif", header=blob)
     with rasterio.open(tmp_path / "out.tif") as ds:
         assert np.array_equal(ds.read(), a)
+
+
+def test_a_failing_server_fails_a_batch_with_a_remote_error_naming_the_url(server, scenes):
+    urls = _serve(server, scenes)
+    images = [rumimm.open(u, header=b, cache_bytes=0, storage_options=FAST) for u, (_, _, b) in zip(urls, scenes)]
+    server.faults[:] = ["503"] * 50
+    with pytest.raises(RemoteError, match=r"scenes/s\d\.rumi: GET bytes \d+\.\.\d+ failed \(HTTP 503"):
+        rumimm.read_batch(images[:4], np.zeros((4, 2), np.int64), size=(300, 300))
+    server.faults.clear()
+    got = rumimm.read_batch(images[:1], np.zeros((1, 2), np.int64), size=(64, 64))
+    assert np.array_equal(got[0], scenes[0][0][:, :64, :64])

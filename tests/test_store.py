@@ -354,3 +354,15 @@ def test_a_forked_child_reads_unless_the_parent_already_did(parent_reads):
         assert "child error" in out.stdout and "forked from one that had already read remotely" in out.stdout
     else:
         assert "child read 10" in out.stdout
+
+
+def test_a_server_that_is_gone_is_a_remote_error_within_the_retry_bound():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    st = RemoteStore(f"http://127.0.0.1:{port}/gone.rumi", FAST)
+    with pytest.raises(RemoteError, match=r"gone\.rumi: GET bytes 0\.\.10 failed \((connection failed|timed out)"):
+        st.read_ranges([(0, 10)])
