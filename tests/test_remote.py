@@ -335,3 +335,33 @@ def test_a_failing_server_fails_a_batch_with_a_remote_error_naming_the_url(serve
     server.faults.clear()
     got = rumimm.read_batch(images[:1], np.zeros((1, 2), np.int64), size=(64, 64))
     assert np.array_equal(got[0], scenes[0][0][:, :64, :64])
+
+
+def test_a_batch_mixing_local_and_remote_images_and_cached_frames_is_exact(server, scenes):
+    urls = _serve(server, scenes)
+    local = rumimm.open(scenes[0][1], header=scenes[0][2], cache_bytes=0)
+    remote = [rumimm.open(u, header=b, cache_bytes=64 << 20) for u, (_, _, b) in zip(urls[1:4], scenes[1:4])]
+    remote[0][:, 0:300, 0:300]  # caches 4 positions x 4 bands of file 1
+    server.reset()
+    images = [local, remote[0], remote[1], remote[2], remote[0]]
+    origins = np.array([(100, 700), (200, 200), (600, 100), (0, 0), (500, 700)], np.int64)
+    got = rumimm.read_batch(images, origins, size=(300, 300))
+    for n, (img_i, (y, x)) in enumerate(zip([0, 1, 2, 3, 1], origins.tolist())):
+        assert np.array_equal(got[n], scenes[img_i][0][:, y:y + 300, x:x + 300])
+    assert all(r.path != "/scenes/s0.rumi" for r in server.requests)
+
+
+def test_a_corrupt_remote_frame_is_a_codec_error_naming_the_url_and_frame(server, scenes):
+    from rumimm.errors import CodecError
+
+    _, p, blob = scenes[4]
+    data = bytearray(p.read_bytes())
+    hdr = rumimm.Header.parse(blob)
+    start = int(hdr.offsets[9])
+    data[start + 40:start + 200] = bytes(160)
+    url = server.put("corrupt.rumi", bytes(data))
+    img = rumimm.open(url, header=blob, cache_bytes=0)
+    with pytest.raises(CodecError, match=r"corrupt\.rumi: frame 9 of 16"):
+        img[:, :, :]
+    with pytest.raises(CodecError, match=r"corrupt\.rumi: frame 9 of 16"):
+        rumimm.read_batch([img, img], np.array([(0, 0), (600, 100)], np.int64), size=(400, 400))  # (1, 0) has frame 9
