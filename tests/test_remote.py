@@ -365,3 +365,16 @@ def test_a_corrupt_remote_frame_is_a_codec_error_naming_the_url_and_frame(server
         img[:, :, :]
     with pytest.raises(CodecError, match=r"corrupt\.rumi: frame 9 of 16"):
         rumimm.read_batch([img, img], np.array([(0, 0), (600, 100)], np.int64), size=(400, 400))  # (1, 0) has frame 9
+
+
+@pytest.mark.parametrize("width", [2**31, 7])
+def test_an_ifd_claiming_a_huge_image_fetches_nothing_past_the_object(server, small, width):
+    import struct
+
+    _, path, _ = small
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, 16 + 8 + 20 * 0 + 12, width)  # ImageWidth, inline
+    url = server.put(f"hostile{width}.rumi", bytes(data))
+    with pytest.raises(FormatError, match=rf"hostile{width}\.rumi: "):
+        rumimm.index(url, storage_options=FAST)
+    assert server.count("GET") <= 2 and server.bytes_sent <= len(data)
