@@ -185,6 +185,7 @@ def _set(blob: bytes, fmt: str, at: int, value) -> bytes:
     (lambda b: b + b"\0", "expected 32 \\+ ceil"),
     (lambda b: _set(_set(b, "<I", 6, 0xFFFFFFFF), "<I", 10, 0xFFFFFFFF), "more than 2\\*\\*40 frames"),
     (lambda b: _set(b, "<I", 14, 0xFFFFFFFF), "more than 2\\*\\*40 frames|expected 32"),
+    (lambda b: _set(_set(b, "<I", 14, 0xFFFFFFFF), "<B", 26, 4), "more than the 1073741824 bytes rumimm decodes"),
 ])
 def test_a_hostile_blob_raises_blob_error_naming_the_rule(change, rule):
     good = _blob("cube_u0")

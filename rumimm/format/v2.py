@@ -52,6 +52,8 @@ N_TAGS2 = 13
 IFD_SIZE2 = 8 + 20 * N_TAGS2 + 8  # 276
 IFD_END2 = 16 + IFD_SIZE2  # 292
 HEADER_SIZE2 = 32
+#: The largest decoded frame a 0.2 header may imply (the reference reader's default limit is 1 GiB too).
+MAX_FRAME_DECODED = 1 << 30
 _HEADER2 = struct.Struct("<IHIIIHHHBBBIB")
 assert _HEADER2.size == HEADER_SIZE2
 
@@ -176,6 +178,12 @@ def check_blob2(data: bytes) -> tuple[str | None, dict]:
                 "tiles has more than 2**40 frames, beyond what rumimm can address"), f
     n = across * down * per
     f["n_frames"] = n
+    frame = ((1 if units.is_tile(f["frame_unit"]) else f["samples_per_pixel"] * f["time_count"])
+             * min(f["tile_length"], f["image_length"]) * min(f["tile_width"], f["image_width"])
+             * SPEC_ENCODINGS["0.2"][(f["sample_format"], f["bits_per_sample"])].itemsize)
+    if frame > MAX_FRAME_DECODED:
+        return (f"a frame decodes to {frame} bytes, more than the {MAX_FRAME_DECODED} bytes rumimm decodes at "
+                "once"), f
     bits, cmin = f["count_bits"], f["count_min"]
     want = HEADER_SIZE2 + -(-n * bits // 8)
     if len(data) != want:
