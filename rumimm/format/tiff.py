@@ -204,6 +204,10 @@ def _layout(grid: Grid, value_of, *, external: bool, profile: Profile = PROFILE_
     return profile.head + b"".join(ifd), values
 
 
+#: (header + IFD bytes, external values) of a grid under a profile (see ``_layout``).
+layout_ifd = _layout
+
+
 def read_entries(buf, count: int) -> list[IfdEntry]:
     """Decode ``count`` raw entries from the IFD at byte 16 of ``buf``."""
     out = []

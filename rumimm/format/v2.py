@@ -13,6 +13,7 @@ engine locates, plans and places 0.2 frames exactly as 0.1 frames.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import struct
 from dataclasses import dataclass
@@ -20,13 +21,13 @@ from functools import cached_property
 
 import numpy as np
 
-from rumimm.errors import BlobError, where
+from rumimm.errors import BlobError, FormatError, where
 from rumimm.format import units
 from rumimm.format.blob import MAGIC, MAX_FRAMES, UINT32_MAX, VERSION, Header, canonical_count_encoding
 from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
 from rumimm.format.grid import FrameUnit, Grid, ceildiv
 from rumimm.format.packing import CHUNK, pack_residuals, residual_chunks
-from rumimm.format.tiff import PROFILE_V2, TagV2, build_prefix
+from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefix, layout_ifd
 
 __all__ = [
     "FILE_HEADER",
@@ -374,3 +375,72 @@ def parse_header(blob, *, spec: str | None = None, path=None) -> Header:
         return Header2.parse(data, path=path)
     raise BlobError(f"{where(path)}header blob is neither spec 0.1 ({str(err1).removeprefix(where(path))}) "
                     f"nor spec 0.2 ({rule2})")
+
+
+# --------------------------------------------------------------------------- a blob against a file
+
+
+@functools.lru_cache(maxsize=256)
+def expected_head2(hdr: Header2) -> bytes:
+    """The 292 bytes (file header and IFD) of the file ``hdr`` describes; external values are pointers."""
+    g, b, n = hdr.grid, hdr.samples_per_pixel, hdr.n_frames
+    inline = {
+        Tag.IMAGE_WIDTH: struct.pack("<I", g.image_width),
+        Tag.IMAGE_LENGTH: struct.pack("<I", g.image_length),
+        Tag.BITS_PER_SAMPLE: struct.pack(f"<{b}H", *[hdr.bits_per_sample] * b) if b <= 4 else None,
+        Tag.SAMPLES_PER_PIXEL: struct.pack("<H", b),
+        Tag.TILE_WIDTH: struct.pack("<H", g.tile_width),
+        Tag.TILE_LENGTH: struct.pack("<H", g.tile_length),
+        Tag.TILE_OFFSETS: struct.pack("<Q", g.base_frame_offset) if n == 1 else None,
+        Tag.TILE_BYTE_COUNTS: struct.pack(f"<{n}I", *[hdr.byte_count(k) for k in range(n)]) if n <= 2 else None,
+        Tag.SAMPLE_FORMAT: struct.pack(f"<{b}H", *[hdr.sample_format] * b) if b <= 4 else None,
+        TagV2.FRAME_UNIT: struct.pack("<H", hdr.layout),
+        TagV2.TIME_COUNT: struct.pack("<I", hdr.time_count),
+    }
+    head, _ = layout_ifd(g, inline.get, external=False, profile=PROFILE_V2, bands=b)
+    return head
+
+
+def check_blob_prefix2(read, hdr: Header2, path) -> int | None:
+    """A 0.2 blob must describe this file: its 292 bytes of header and IFD, band 0's sample pair, frame 0's magic.
+
+    ``read(offset, n)`` returns file bytes; the caller checked that the file holds the
+    frames.  Reads nothing proportional to the frame count.  Returns frame 0's magic.
+    """
+    want = expected_head2(hdr)
+    head = bytes(read(0, IFD_END2))
+    if head != want:
+        _explain(head, want, hdr, path)
+    b, n = hdr.samples_per_pixel, hdr.n_frames
+    if b >= 5:
+        sf_at = IFD_END2 + 2 * b + (8 * n if n >= 2 else 0) + (4 * n if n >= 3 else 0)
+        pair = (struct.unpack("<H", bytes(read(IFD_END2, 2)))[0], struct.unpack("<H", bytes(read(sf_at, 2)))[0])
+        if pair != (hdr.bits_per_sample, hdr.sample_format):
+            raise BlobError(f"{where(path)}the header blob does not describe this file: (BitsPerSample, "
+                            f"SampleFormat) is {pair} in the file but ({hdr.bits_per_sample}, {hdr.sample_format}) "
+                            "in the blob")
+    if hdr.byte_count(0) < 4:
+        raise FormatError(f"{where(path)}frame 0 is {hdr.byte_count(0)} bytes, too short to be an OpenZL frame")
+    (magic,) = struct.unpack("<I", bytes(read(hdr.base_frame_offset, 4)))
+    if not 0 < magic - OPENZL_MAGIC < 256:
+        raise FormatError(f"{where(path)}frame 0 does not start with an OpenZL frame magic (found {magic:#010x}); "
+                          "the header blob belongs to another file or the file is corrupt")
+    return magic
+
+
+def _explain(head: bytes, want: bytes, hdr: Header2, path) -> None:
+    if head[:16] != want[:16]:
+        raise BlobError(f"{where(path)}file does not start with the 16-byte RUMI header of spec 0.2 (found "
+                        f"{head[:16].hex(' ')}); it is not a rumi 0.2 file")
+    if head[16:24] != want[16:24]:
+        raise BlobError(f"{where(path)}IFD has {struct.unpack_from('<Q', head, 16)[0]} entries, expected 13; "
+                        "the header blob belongs to another file")
+    for i, tag in enumerate(PROFILE_V2.tags):
+        at = 24 + 20 * i
+        if head[at:at + 20] != want[at:at + 20]:
+            got = struct.unpack_from("<HHQ", head, at) + (head[at + 12:at + 20].hex(),)
+            exp = struct.unpack_from("<HHQ", want, at) + (want[at + 12:at + 20].hex(),)
+            raise BlobError(f"{where(path)}the header blob does not describe this file: IFD entry {i} (tag {int(tag)}) "
+                            f"is (tag, type, count, value) {got}, the blob implies {exp}")
+    raise FormatError(f"{where(path)}next-IFD offset is {struct.unpack_from('<Q', head, IFD_END2 - 8)[0]}; a rumi "
+                      "file has exactly one IFD")
