@@ -103,7 +103,7 @@ def require() -> None:
 def run(script: str, args: dict, timeout: float = 300) -> object:
     """Run ``script`` in the peer interpreter with ``args`` (JSON) and return its JSON output."""
     require()
-    proc = subprocess.run([PYTHON, "-c", script, json.dumps(args)], capture_output=True, text=True,
+    proc = subprocess.run([PYTHON, "-c", script, json.dumps(args)], capture_output=True, text=True, check=False,
                           timeout=timeout, cwd=tempfile.gettempdir())
     if proc.returncode:
         raise PeerError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}",

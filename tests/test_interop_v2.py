@@ -158,7 +158,7 @@ def rumimm_files(tmp_path_factory):
 
 @pytest.mark.parametrize("name", [c[0] for c in WRITE_CASES])
 def test_rumi_eo_reads_what_rumimm_wrote(rumimm_files, name):
-    path, arr, blob, bands, kw, info, full, win = rumimm_files[name]
+    _, arr, blob, bands, kw, info, full, win = rumimm_files[name]
     t = arr.shape[0] if arr.ndim == 4 else 1
     arr = arr.reshape(info["shape"])  # a cube of one step reads as (B, Y, X)
     assert bytes.fromhex(info["header"]) == blob
