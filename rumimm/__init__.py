@@ -48,6 +48,7 @@ _LAZY = {
     "select_bbox": "rumimm.integrations.catalogs",
     "ChipDataset": "rumimm.integrations.chips",
     "clean": "rumimm.writer.atomic",
+    "convert": "rumimm.writer.convert",
 }
 
 __all__ = sorted(

@@ -338,8 +338,17 @@ register("index", "rebuild a rumi file's header blob from its IFD", _index_args,
 
 # -- convert / export / quicklook -------------------------------------------------------------
 def _convert_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", metavar="IN", help="the GeoTIFF or COG (anything GDAL reads)")
+    p.add_argument("source", metavar="IN", help="the GeoTIFF or COG (anything GDAL reads), or a rumi file of either "
+                   "spec to convert to the other (frames kept as they are)")
     p.add_argument("dest", metavar="OUT", help="the rumi file to write")
+    p.add_argument("--format", choices=("0.1", "0.2"),
+                   help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as 0.1")
+    p.add_argument("--band", action="append", metavar="TEXT", dest="band_texts",
+                   help="spec 0.2: a band's text, once per band in band order (default: the source's texts, "
+                   "else 'band 1', 'band 2', ...)")
+    p.add_argument("--time", nargs="+", metavar="ISO",
+                   help="spec 0.2: one ISO date or datetime per time step, or START/END for an interval "
+                   "(default: the source's; required from spec 0.1)")
     p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
     p.add_argument("--unit", choices=("tile", "cell"), default="tile", help="frame unit (default tile)")
     p.add_argument("--codec", help="a codec preset (default: the lossless default)")
@@ -347,10 +356,56 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--crs", help="the EPSG code to store when the file's CRS is not exactly one, e.g. EPSG:32633")
 
 
+def _rumi_spec(path: str) -> str | None:
+    """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file, else None (a GeoTIFF, or not a file here)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    if head == b"RUMI":
+        return "0.2"
+    if head != b"II+\x00":
+        return None
+    from rumimm.errors import FormatError
+    from rumimm.reader.validate import index
+
+    try:
+        index(path)
+    except FormatError:
+        return None  # a BigTIFF, but not a rumi file: a GeoTIFF for GDAL
+    return "0.1"
+
+
+def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
+    from rumimm.writer.convert import convert
+
+    target = args.format or ("0.2" if spec == "0.1" else "0.1")
+    time = None
+    if args.time:
+        time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
+    if target == "0.2" and spec == "0.1" and time is None:
+        return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
+                     "datetime, or START/END for an interval), e.g. --time 2026-01-01")
+    try:
+        blob = convert(args.source, args.dest, format=target, bands=args.band_texts, time=time)
+    except TypeError as exc:  # an argument of the wrong kind (the message says which)
+        return _fail(str(exc))
+    print(f"{args.dest}: rumi spec {target} from {args.source} (spec {spec}), {os.path.getsize(args.dest):,} bytes; "
+          f"header blob {len(blob)} bytes (rumimm index {args.dest} -o BLOB)")
+    return 0
+
+
 def _convert(args: argparse.Namespace) -> int:
     import time
 
     from rumimm.integrations.geotiff import from_geotiff
+
+    spec = _rumi_spec(args.source)
+    if spec is not None:
+        return _convert_rumi(args, spec)
+    if args.format == "0.2" or args.band_texts or args.time:
+        return _fail("--format 0.2, --band and --time convert rumi files; a GeoTIFF converts to spec 0.1 "
+                     "(then: rumimm convert OUT OUT2 --format 0.2 --time ...)")
 
     _warn_small_tile(args.tile)
     t0 = time.perf_counter()

@@ -128,7 +128,7 @@ def peer_write(jobs: list[dict], workdir) -> list[bytes]:
             raise ValueError("structured arrays cannot pass to the peer")
         np.save(npy, arr)
         spec.append({k: v for k, v in job.items() if k != "array"} | {"npy": npy, "view": view,
-                                                                       "path": os.fspath(job["path"])})
+                                                                       "path": os.path.abspath(job["path"])})
     return [bytes.fromhex(h) for h in run(_WRITE, {"jobs": spec})]
 
 
@@ -139,7 +139,7 @@ def peer_read(jobs: list[dict], workdir) -> list[np.ndarray]:
     for i, job in enumerate(jobs):
         npy = os.path.join(workdir, f"peer-out-{i}.npy")
         header = job.get("header")
-        spec.append({"path": os.fspath(job["path"]), "npy": npy, "header": bytes(header).hex() if header else None,
+        spec.append({"path": os.path.abspath(job["path"]), "npy": npy, "header": bytes(header).hex() if header else None,
                      "bands": job.get("bands"), "time": job.get("time"), "window": job.get("window")})
     run(_READ, {"jobs": spec})
     return [np.load(s["npy"]) for s in spec]
@@ -147,7 +147,7 @@ def peer_read(jobs: list[dict], workdir) -> list[np.ndarray]:
 
 def peer_info(paths) -> list[dict]:
     """``rumi.info(source=path)`` of each path, as JSON-safe dicts (``header`` as hex)."""
-    return run(_INFO, {"paths": [os.fspath(p) for p in paths]})
+    return run(_INFO, {"paths": [os.path.abspath(p) for p in paths]})
 
 
 if __name__ == "__main__":  # a quick check of the setup

@@ -169,3 +169,24 @@ def test_rumi_eo_reads_what_rumimm_wrote(rumimm_files, name):
     np.testing.assert_array_equal(full, arr)
     want = arr[..., [arr.shape[-3] - 1, 0], 5:25, 2:17]
     np.testing.assert_array_equal(win, want)
+
+
+# -- spec 0.1 files converted to 0.2 ----------------------------------------------------------
+
+
+def test_rumi_eo_reads_01_files_rumimm_converted_to_02(tmp_path):
+    cases = [("tile", "uint16"), ("cell", "uint16"), ("tile", "complex128"), ("cell", "float32"), ("tile", "int8")]
+    jobs, arrays, blobs = [], [], []
+    for i, (unit, dtype) in enumerate(cases):
+        arr = _source((3, 37, 29), dtype, 200 + i)
+        rumimm.write(tmp_path / f"v1_{i}.rumi", arr, tile=16, unit=unit, transform=(1, 0, 0, 0, -1, 0), crs=3857)
+        blobs.append(rumimm.convert(tmp_path / f"v1_{i}.rumi", tmp_path / f"v2_{i}.rumi", bands=["r", "g", "b"],
+                                    time=["2026-01-01"]))
+        jobs.append({"path": tmp_path / f"v2_{i}.rumi"})
+        arrays.append(arr)
+    infos = peer026.peer_info([j["path"] for j in jobs])
+    reads = peer026.peer_read(jobs, tmp_path)
+    for arr, blob, info, got in zip(arrays, blobs, infos, reads):
+        assert bytes.fromhex(info["header"]) == blob
+        assert info["crs"] == 3857 and info["bands"] == ["r", "g", "b"]
+        np.testing.assert_array_equal(got, arr)
