@@ -167,7 +167,7 @@ def describe(path, header: bytes | None = None) -> dict:
     with open_image(path, cache_bytes=0) as img:
         h = img.header
         if header is not None:
-            mismatch = compare_header(header, h.blob, img.path)
+            mismatch = compare_header(header, h.blob, img.path, spec=img.spec)
             if mismatch:
                 raise BlobError(f"{where(img.path)}{mismatch[0]}")
         g = img.georef
@@ -175,7 +175,11 @@ def describe(path, header: bytes | None = None) -> dict:
         frame0 = bytes(img._open_source().frame_bytes(0))
         geo = g.epsg is not None
         out = {"path": os.fspath(path), **h.to_dict()}
-        raw = h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
+        if img.spec == "0.2":
+            whole = img.to_dict()
+            out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])
+        raw = h.time_count * h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
+        size = img._open_source().opened().size  # spec 0.2: the frames and the trailer
         out.update(
             crs=g.crs,
             crs_name=_crs_name(g.epsg) if geo else None,
@@ -185,9 +189,9 @@ def describe(path, header: bytes | None = None) -> dict:
             transform=None if g.transform is None else list(g.transform),
             pixel_is_point=g.pixel_is_point,
             codec=recognise_preset(frame0, h),
-            file_size=h.file_size,  # the IFD walk checked that the frames end the file
+            file_size=size,  # the IFD walk checked that the frames (0.2: and the trailer) end the file
             raw_size=raw,
-            ratio=raw / h.file_size,
+            ratio=raw / size,
             blob_size=len(h.blob),
             format_version=frame_format_version(frame0),  # every frame's: the walk checked that they agree
         )
@@ -213,7 +217,8 @@ def recognise_preset(frame: bytes, hdr) -> str | None:
 
     enc = hdr.encoding
     shape = hdr.grid.frame_shape(0)
-    samples = FrameDecoder().decode(frame, enc, math.prod(shape)).view(enc.dtype).reshape(shape)
+    samples = FrameDecoder().decode(frame, enc, math.prod(shape), components=hdr.spec == "0.2")
+    samples = samples.view(enc.dtype).reshape(shape)
     version = frame_format_version(frame)
     for name, codec in PRESETS.items():
         if name == "auto" or not codec.supports(enc):  # "auto" is one of the others, chosen by dtype
@@ -240,10 +245,13 @@ def _info(args: argparse.Namespace) -> int:
     kind = "" if d["geographic"] is None else (" (geographic)" if d["geographic"] else " (projected)")
     rows = [
         ("path", d["path"]),
-        ("shape", f"{tuple(d['shape'])} (band, y, x)"),
+        ("spec", f"rumi {d.get('spec', '0.1')}"),
+        ("shape", f"{tuple(d['shape'])} ({'time, ' if len(d['shape']) == 4 else ''}band, y, x)"),
         ("dtype", f"{d['dtype']} (sample_format {d['sample_format']}, bits_per_sample {d['bits_per_sample']})"),
         ("grid", f"{d['tile'][0]} x {d['tile'][1]} tiles (y x x), {d['tiles_down']} down x {d['tiles_across']} across"),
-        ("frame unit", d["frame_unit"]),
+        ("frame unit", f"{d['frame_unit']} ({d['frame_layout']})" if "frame_layout" in d else d["frame_unit"]),
+        *([("bands", "; ".join(d["bands"])), ("time", f"{d['time_kind']}: " + ", ".join(
+            "/".join(t) if isinstance(t, list) else t for t in d["time"]))] if "bands" in d else []),
         ("frames", f"{d['frames']} from byte {d['base_frame_offset']} "
                    f"(count_min {d['count_min']}, count_bits {d['count_bits']})"),
         ("crs", f"{d['crs']} {d['crs_name']}{kind}" if d["crs"] else "none"),
@@ -292,7 +300,7 @@ def _index_args(p: argparse.ArgumentParser) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from rumimm.format.blob import Header
+    from rumimm.format.v2 import parse_header
     from rumimm.reader.validate import index
 
     if args.output is None and not args.hex and sys.stdout.isatty():
@@ -309,7 +317,7 @@ def _index(args: argparse.Namespace) -> int:
 
         with replacing(args.output) as tmp, open(tmp, "wb") as fh:
             fh.write(blob)
-        print(f"{args.output}: {len(blob)}-byte header blob for {Header.parse(blob).n_frames} frames of {args.path}")
+        print(f"{args.output}: {len(blob)}-byte header blob for {parse_header(blob).n_frames} frames of {args.path}")
     return 0
 
 

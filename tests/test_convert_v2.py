@@ -103,3 +103,19 @@ def test_the_command_line_converts_both_ways(tmp_path, rng, capsys):
         assert img.descriptions == ("B4, Red", "B8, NIR") and img.time_kind == "interval"
     assert main(["convert", str(tmp_path / "b.rumi"), str(tmp_path / "c.rumi")]) == 0
     assert (tmp_path / "c.rumi").read_bytes() == (tmp_path / "a.rumi").read_bytes()
+
+
+def test_info_index_and_validate_commands_describe_02_files(tmp_path, capsys):
+    path = DATA / "cube_interval.rumi"
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "rumi 0.2" in out and "(2, 2, 9, 7) (time, band, y, x)" in out and "frame unit     0 (h w)" in out
+    assert "interval: 2026-01-01/2026-01-16, 2026-02-01/2026-02-15" in out
+    assert f"file size      {path.stat().st_size:,} bytes" in out
+    assert main(["info", "--json", str(DATA / "img_u0.rumi")]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["spec"] == "0.2" and d["bands"] == ["B2, Blue", "B3, Green", "B4, Red"] and d["crs"] == "EPSG:32633"
+    assert main(["index", "-o", str(tmp_path / "h.blob"), str(path)]) == 0
+    assert (tmp_path / "h.blob").read_bytes() == (DATA / "cube_interval.header").read_bytes()
+    assert main(["validate", "--header", str(tmp_path / "h.blob"), str(path)]) == 0
+    assert "(spec 0.2)" in capsys.readouterr().out

@@ -38,6 +38,8 @@ _FORBIDDEN_GEOTIFF = {
 
 #: What a Report's ``checked`` may list.
 CHECKED_PROFILE = "file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout"
+CHECKED_PROFILE_V2 = ("file profile (spec 0.2): RUMI header, the 13-tag IFD, tag types, counts and values, frame "
+                      "layout, trailer (band texts, time)")
 CHECKED_MAGIC = "frame magics: every frame starts with OpenZL's magic, one format version"
 CHECKED_HEADERS = "frame headers: one output of the sample type and the byte size of the frame's position"
 CHECKED_DECODE = "frame payloads: every frame decoded, checksums verified, type, element width and size checked"
@@ -421,7 +423,7 @@ def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
     """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
     hdr = parse_header(rep.blob, spec=rep.spec, path=rep.path)
     offsets, counts, grid = hdr.offsets[:-1], hdr.counts, hdr.grid
-    rep.checked.append(CHECKED_PROFILE)
+    rep.checked.append(CHECKED_PROFILE_V2 if rep.spec == "0.2" else CHECKED_PROFILE)
     if frames in ("magic", "headers", "decode"):
         if not _check_frame_magic(buf, offsets, counts, grid, f, rep):
             return
