@@ -5,6 +5,7 @@ The peer check (rumi-eo 0.26.1 reads the converted files) is in ``test_interop_v
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
