@@ -19,15 +19,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from rumimm.reader.catalog_table import catalog_images, read_catalog, select_bbox
 from rumimm.writer.atomic import replacing
 
-from rumimm.reader.catalog_table import catalog_images, read_catalog, select_bbox
-
-__all__ = ["catalog", "write_catalog", "read_catalog", "select_bbox", "catalog_images", "CATALOG_COLUMNS"]
+__all__ = ["CATALOG_COLUMNS", "catalog", "catalog_images", "read_catalog", "select_bbox", "write_catalog"]
 
 #: Columns of a catalog table, in order.
 CATALOG_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "tile_height", "tile_width", "unit",
-                   "epsg", "transform", "left", "bottom", "right", "top", "bbox", "geometry")
+                   "epsg", "transform", "left", "bottom", "right", "top", "bbox", "geometry", "spec", "time_count",
+                   "band_texts", "time")
 
 _CRS84 = "OGC:CRS84"
 _EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a UTM tile bend in degrees)
@@ -54,8 +54,11 @@ def _row(path: str, blob):
         blob = index(path)
     with Image(path, blob, cache_bytes=0) as img:
         geo = img.georef
-        return (path, bytes(img.header), img.shape, str(img.dtype), img.tile, img.frame_unit, geo.epsg,
-                geo.transform, img.bounds)
+        time = None if img.time is None else [
+            "/".join(v.isoformat() for v in t) if isinstance(t, tuple) else t.isoformat() for t in img.time]
+        return (path, bytes(img.header), (img.count, img.height, img.width), str(img.dtype), img.tile,
+                img.frame_unit, geo.epsg, geo.transform, img.bounds, img.spec, img.time_count,
+                None if img.trailer is None else list(img.descriptions), time)
 
 
 def _corners(transform, height: int, width: int, n: int = 1) -> np.ndarray:
@@ -105,7 +108,9 @@ def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = N
         name), tile_height, tile_width, unit ("tile"/"cell"), epsg (null when the file
         has no CRS), transform (6 floats, GDAL/affine order), left/bottom/right/top (in
         the file's CRS), bbox (GeoParquet covering of the geometry) and geometry (WKB
-        footprint).  The schema carries GeoParquet 1.1 metadata.
+        footprint), spec ("0.1" or "0.2"), time_count, and for spec 0.2 files band_texts
+        and time (ISO strings, ``start/end`` for intervals; null for spec 0.1).  The schema
+        carries GeoParquet 1.1 metadata.
     """
     from rumimm.progress import Progress
 
@@ -175,6 +180,10 @@ def _table(rows):
         "top": pa.array(col(8, 3), pa.float64()),
         "bbox": pa.array(boxes, box_type),
         "geometry": pa.array(geoms, pa.binary()),
+        "spec": pa.array(col(9), pa.string()),
+        "time_count": pa.array(col(10), pa.int64()),
+        "band_texts": pa.array(col(11), pa.list_(pa.string())),
+        "time": pa.array(col(12), pa.list_(pa.string())),
     })
     assert table.num_rows == n
     return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(table, crs)).encode()})

@@ -124,7 +124,7 @@ class ChipDataset:
     def __init__(self, sources, size, *, n: int | None = None, grid: bool = False, stride=None, weights=None,
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
                  max_open: int = 1024, cache_bytes=None):
-        from rumimm.format.blob import parse_blobs
+        from rumimm.reader.blob_column import parse_blobs_any
 
         self.size = _size(size)
         if transform is not None and not callable(transform):
@@ -134,7 +134,11 @@ class ChipDataset:
         self.paths, self.blobs, transforms = _sources(sources, headers)
         if not self.paths:
             raise ValueError("a ChipDataset needs at least one file")
-        fields = parse_blobs(self.blobs)
+        fields = parse_blobs_any(self.blobs)
+        steps = np.flatnonzero(fields["time_count"] > 1)
+        if steps.size:
+            raise ValueError(f"{self.paths[int(steps[0])]} has {int(fields['time_count'][steps[0]])} time steps; "
+                             "chips are (bands, h, w): use files of one step")
         self.bands = bands
         self.transform = transform
         self.worker_threads = int(worker_threads)

@@ -11,7 +11,7 @@ import os
 
 from rumimm.errors import RumiError
 
-__all__ = ["read_catalog", "select_bbox", "catalog_images"]
+__all__ = ["catalog_images", "read_catalog", "select_bbox"]
 
 
 def read_catalog(path, *, columns=None, bbox=None):
@@ -70,14 +70,15 @@ def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool 
     expression (``pc.field("epsg") == 32633``) or a boolean mask.  Every blob is checked
     by one :func:`rumimm.parse_blobs` call before any file is opened.
     """
-    from rumimm.format.blob import parse_blobs
+    from rumimm.reader.blob_column import parse_blobs_any
     from rumimm.reader.image import Image
 
     table = read_catalog(table_or_path) if isinstance(table_or_path, (str, os.PathLike)) else table_or_path
     table = _where(table, where)
     paths = table.column("path").to_pylist()
     column = table.column("blob")
-    parse_blobs(column)  # every blob checked in one pass, before any file is touched
+    specs = table.column("spec").to_pylist() if "spec" in table.column_names else None
+    parse_blobs_any(column, specs)  # every blob checked before any file is touched (spec 0.1 in one pass)
     blobs = column.to_pylist()
     if any(p is None for p in paths):
         raise RumiError(f"catalog row {paths.index(None)} has no path")

@@ -13,11 +13,12 @@ import operator
 
 import numpy as np
 
-from rumimm.reader import engine
 from rumimm.errors import RumiError, WindowError
-from rumimm.reader.rasterio_surface import RasterioSurface
-from rumimm.reader.image import Image
+from rumimm.format import units
 from rumimm.format.window import Run, select, window_bounds
+from rumimm.reader import engine
+from rumimm.reader.image import Image
+from rumimm.reader.rasterio_surface import RasterioSurface
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
 
@@ -75,6 +76,14 @@ def _unique(images):
 
 def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
     """Read runs ``y``, ``x`` shifted by (y0[n], x0[n]) of images[n] for every n into out4 (uint8 4-D)."""
+    if any(im.spec == "0.2" and units.interleaved(im.header.layout) for im in images):
+        # spec 0.2 cells interleaved per pixel (h w b, ...): each image places its own frames
+        y0s, x0s = np.broadcast_to(y0, (len(images),)), np.broadcast_to(x0, (len(images),))
+        for n, im in enumerate(images):
+            block = im._read_block(bands, Run(int(y0s[n]) + y.start, y.step, y.count),
+                                   Run(int(x0s[n]) + x.start, x.step, x.count), None)
+            out4[n] = block.view(np.uint8).reshape(out4.shape[1:])
+        return
     uniq, index = _unique(images)
     windows = np.empty((len(images), 3), np.int64)
     windows[:, 0] = index
@@ -92,8 +101,16 @@ def _georef_block(img: Image) -> bytes | None:
     return block
 
 
+def _one_step(images) -> None:
+    for img in images:
+        if img.ndim == 4:
+            raise RumiError(f"{img.path} is a spec 0.2 file of {img.shape[0]} time steps, (T, B, Y, X); stacks and "
+                            "batches take images of one step: index the file itself (img[t, :, y0:y1, x0:x1])")
+
+
 def _check_aligned(images) -> None:
     first = images[0]
+    _one_step(images)
     ref_geo = None
     for i, img in enumerate(images):
         for name in ("shape", "tile", "dtype"):
@@ -332,7 +349,7 @@ class ImageCollection:
         return read_batch(self._images, windows, bands=bands, out=out, size=size)
 
     @classmethod
-    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True) -> "ImageCollection":
+    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True) -> ImageCollection:
         """The images of a catalog's rows, opened with their blobs (no IFD is read).
 
         ``table_or_path`` is a :func:`rumimm.catalog` table or its Parquet file;
@@ -444,6 +461,7 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
             if img.dtype != dtype:
                 raise RumiError(f"image {i} ({img.path}) is {img.dtype} but image 0 is {dtype}; "
                                 "read_batch returns one array")
+            _one_step([img])
             _, ny, nx = img.shape
             if not (0 <= y0[i] and y0[i] + h <= ny and 0 <= x0[i] and x0[i] + w <= nx):
                 raise WindowError(f"window {i} [{y0[i]}:{y0[i] + h}, {x0[i]}:{x0[i] + w}] leaves image {i} "

@@ -343,7 +343,7 @@ class Image(RasterioSurface):
         if self._trailer is not None:
             tr = self._trailer
             out.update(bands=list(tr.bands), time_kind=tr.time_kind,
-                       time=[[str(v) for v in t] if isinstance(t, tuple) else str(t) for t in tr.time])
+                       time=[[v.isoformat() for v in t] if isinstance(t, tuple) else t.isoformat() for t in tr.time])
         return out
 
     # -- reading ----------------------------------------------------------------------
