@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-__all__ = ["frame_chunks", "to_dask"]
+__all__ = ["to_dask", "frame_chunks"]
 
 
 def frame_chunks(img) -> tuple[int, ...]:

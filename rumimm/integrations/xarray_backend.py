@@ -24,7 +24,7 @@ from xarray.core import indexing
 from rumimm.errors import RumiError, where
 from rumimm.integrations.dask_array import frame_chunks
 
-__all__ = ["RumiBackendArray", "RumiBackendEntrypoint", "gdal_transform", "spatial_coords"]
+__all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "spatial_coords", "gdal_transform"]
 
 VARIABLE = "band_data"  # the name rioxarray's own xarray backend gives a raster's values
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from rumimm.errors import BlobError
-from rumimm.format.blob import BLOB_FIELDS, VALID_PAIRS, rule_broken
+from rumimm.format.blob import VALID_PAIRS, BLOB_FIELDS, rule_broken
 
 __all__ = ["parse_blobs", "parse_blobs_any"]
 

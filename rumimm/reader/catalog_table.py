@@ -11,7 +11,7 @@ import os
 
 from rumimm.errors import RumiError
 
-__all__ = ["catalog_images", "read_catalog", "select_bbox"]
+__all__ = ["read_catalog", "select_bbox", "catalog_images"]
 
 
 def read_catalog(path, *, columns=None, bbox=None):

@@ -13,12 +13,12 @@ import operator
 
 import numpy as np
 
+from rumimm.reader import engine
 from rumimm.errors import RumiError, WindowError
+from rumimm.reader.rasterio_surface import RasterioSurface
+from rumimm.reader.image import Image
 from rumimm.format import units
 from rumimm.format.window import Run, select, window_bounds
-from rumimm.reader import engine
-from rumimm.reader.image import Image
-from rumimm.reader.rasterio_surface import RasterioSurface
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
 
@@ -349,7 +349,7 @@ class ImageCollection:
         return read_batch(self._images, windows, bands=bands, out=out, size=size)
 
     @classmethod
-    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True) -> ImageCollection:
+    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True) -> "ImageCollection":
         """The images of a catalog's rows, opened with their blobs (no IFD is read).
 
         ``table_or_path`` is a :func:`rumimm.catalog` table or its Parquet file;
