@@ -26,12 +26,12 @@ import time
 
 import numpy as np
 
-from rumimm.errors import CodecError
-from rumimm.format.grid import Grid
 from rumimm.writer.encode_worker import recv_message, send_message
+from rumimm.errors import CodecError
 from rumimm.writer.frame_job import FrameJob, cut, encode_specs, frame_specs
+from rumimm.format.grid import Grid
 
-__all__ = ["ROWS_IN_FLIGHT", "PoolUnavailable", "ProcessBackend", "pool_running"]
+__all__ = ["ProcessBackend", "PoolUnavailable", "pool_running", "ROWS_IN_FLIGHT"]
 
 #: Rows of frames submitted but not yet written (the in-flight bound).
 ROWS_IN_FLIGHT = 2
