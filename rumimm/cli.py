@@ -484,7 +484,8 @@ def _quicklook(args: argparse.Namespace) -> int:
     return 0
 
 
-register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file", _convert_args, _convert)
+register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file, or a rumi file to the other spec",
+         _convert_args, _convert)
 register("export", "export a rumi file as a tiled, compressed GeoTIFF or COG", _export_args, _export)
 register("quicklook", "write a percentile-stretched PNG preview of a rumi file", _quicklook_args, _quicklook)
 register("demo", "write a synthetic EO scene, read windows back and check every pixel", _demo_args, _demo)
