@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rumimm.errors import FormatError, where
+from rumimm.errors import FormatError, RumiError, where
 from rumimm.format.packing import pack_bits, unpack_bits
 
 __all__ = [
@@ -108,9 +108,13 @@ class Trailer:
 
 
 def _as_python(seconds: int, days: bool):
-    if days:
-        return _dt.date(1970, 1, 1) + _dt.timedelta(days=seconds // DAY)
-    return _EPOCH + _dt.timedelta(seconds=seconds)
+    try:
+        if days:
+            return _dt.date(1970, 1, 1) + _dt.timedelta(days=seconds // DAY)
+        return _EPOCH + _dt.timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        raise RumiError(f"time coordinate {seconds} s from 1970 is outside the years 1 to 9999 a Python date "
+                        "holds; read the trailer's seconds (or datetime64()) instead") from None
 
 
 def canonical_time(seconds) -> tuple[int, int, int, int, list[int]]:
