@@ -29,6 +29,7 @@ _LAZY = {
     "write": "rumimm.writer.writer",
     "Writer": "rumimm.writer.writer",
     "Header": "rumimm.format.blob",
+    "parse_header": "rumimm.format.v2",
     "parse_blobs": "rumimm.format.blob",
     "Cube": "rumimm.reader.cube",
     "ImageCollection": "rumimm.reader.cube",

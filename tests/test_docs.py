@@ -148,7 +148,7 @@ _GROUPS = (
     ("Writing", ["write", "Writer", "convert", "clean"]),
     ("xarray and Dask", ["to_dask", "to_rumi"]),
     ("GeoTIFF and previews", ["from_geotiff", "to_geotiff", "quicklook"]),
-    ("Header blobs and checking files", ["Header", "parse_blobs", "index", "validate", "Report"]),
+    ("Header blobs and checking files", ["Header", "parse_header", "parse_blobs", "index", "validate", "Report"]),
     ("Catalogs and training chips", ["catalog", "write_catalog", "read_catalog", "select_bbox", "ChipDataset"]),
     ("Settings and tables", ["set_num_threads", "get_num_threads", "DTYPES", "PRESETS", "__version__"]),
     ("Errors", ["RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning"]),

@@ -141,7 +141,7 @@ def test_a_blob_valid_as_both_versions_asks_for_format():
     assert parse_header(v1, spec="0.1").spec == "0.1"
     with pytest.raises(BlobError, match="spec 0.2"):
         parse_header(v1, spec="0.2")
-    with pytest.raises(ValueError, match="format must be"):
+    with pytest.raises(ValueError, match="spec must be"):
         parse_header(v1, spec="1.0")
 
 

@@ -7,6 +7,10 @@ before any file exists.  Interop with rumi-eo 0.26.1 is in ``test_interop_v2.py`
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -118,3 +122,27 @@ def test_aware_and_naive_times_are_stored_in_utc(tmp_path, rng):
                  time=[dt.datetime(2026, 1, 3, 10, 30, tzinfo=plus2)])
     with rumimm.open(tmp_path / "t.rumi") as img:
         assert img.time == [dt.datetime(2026, 1, 3, 8, 30, tzinfo=dt.UTC)]
+
+
+PARALLEL = """
+import sys, numpy as np, rumimm, rumimm.writer.writer as W
+W.PROCESS_MIN_BYTES = W.PROCESS_START_MIN_BYTES = 0  # the thresholds are about speed only
+a = (np.arange(3 * 2 * 90 * 70, dtype=np.int64) % 977).astype(np.complex128).reshape(3, 2, 90, 70)
+kw = dict(tile=16, unit="cell", format="0.2", bands=["a", "b"], time=["2026-01-01", "2026-01-02", "2026-01-03"])
+w = rumimm.Writer(sys.argv[1], a.shape, a.dtype, threads=2, **kw)
+assert w.backend_name == "processes", w.backend_name
+for r in range(w.rows):
+    w.write_row(r, a[:, :, slice(*w.row_span(r))])
+assert w.close() == rumimm.write(sys.argv[1] + ".serial", a, threads=1, **kw)
+assert open(sys.argv[1], "rb").read() == open(sys.argv[1] + ".serial", "rb").read()
+with rumimm.open(sys.argv[1]) as img:
+    assert np.array_equal(img[...], a)
+print("ok")
+"""
+
+
+def test_encoding_processes_write_the_same_02_bytes_as_one_process(tmp_path):
+    root = str(Path(__file__).resolve().parent.parent)
+    out = subprocess.run([sys.executable, "-c", PARALLEL, str(tmp_path / "p.rumi")], capture_output=True, text=True,
+                         timeout=300, check=False, cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": root})
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

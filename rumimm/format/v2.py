@@ -341,12 +341,38 @@ def build_header2(grid: Grid2, enc: Encoding, counts) -> bytes:
 
 
 def parse_header(blob, *, spec: str | None = None, path=None) -> Header:
-    """A header blob of either spec: ``Header`` (0.1.0, 28 bytes + counts) or ``Header2`` (0.2, 32 + counts).
+    """Parse and check a header blob of either rumi spec, without the file.
 
-    ``spec`` (``"0.1"`` or ``"0.2"``) says which; without it the blob must be valid as
-    exactly one of them (the blob length and fields decide in practice: a 0.1 blob read
-    as 0.2 takes its tile size as the time count, and a 0.2 blob read as 0.1 a zero
-    tile length).  A blob valid as both raises BlobError asking for ``spec``.
+    Parameters
+    ----------
+    blob : bytes or Header
+        A spec 0.1.0 blob (28 bytes + packed frame sizes, what rumimm and rumi-eo 0.16
+        write) or a spec 0.2 blob (32 bytes + packed sizes, rumi-eo 0.18 and later).
+    spec : {None, "0.1", "0.2"}
+        Which one it is.  Without it the blob must be valid as exactly one of them: the
+        length and the fields decide in practice (a 0.1 blob read as 0.2 takes its tile
+        size as the time count, a 0.2 blob read as 0.1 a zero tile length).
+    path : str, optional
+        Named in error messages.
+
+    Returns
+    -------
+    Header
+        ``Header`` for spec 0.1 (``.spec == "0.1"``), ``Header2`` for spec 0.2, with
+        ``shape`` (``(B, Y, X)``, or ``(T, B, Y, X)`` for several time steps), ``offsets``
+        and ``counts`` of every frame.
+
+    Raises
+    ------
+    BlobError
+        The blob breaks a rule of the spec asked for (or of both), or is valid as both
+        and ``spec`` was not given.
+
+    Examples
+    --------
+    >>> hdr = rumimm.parse_header(blob)              # doctest: +SKIP
+    >>> hdr.spec, hdr.shape, hdr.n_frames             # doctest: +SKIP
+    ('0.2', (3, 4, 2048, 2048), 16)
     """
     if isinstance(blob, Header):
         if spec is not None and blob.spec != spec:
@@ -357,7 +383,7 @@ def parse_header(blob, *, spec: str | None = None, path=None) -> Header:
     if spec == "0.1":
         return Header.parse(blob, path=path)
     if spec is not None:
-        raise ValueError(f"format must be '0.1' or '0.2', got {spec!r}")
+        raise ValueError(f"spec must be '0.1' or '0.2', got {spec!r}")
     if isinstance(blob, (numbers.Integral, str)):
         raise TypeError(f"a header blob must be bytes or a buffer, got {type(blob).__name__}")
     data = bytes(blob)
