@@ -101,3 +101,13 @@ def test_geotiff_export_and_quicklook_take_02_images(tmp_path):
         assert ds.crs.to_epsg() == 32633
     rumimm.quicklook(_p("img_u2"), tmp_path / "q.png")
     assert (tmp_path / "q.png").stat().st_size > 0
+
+
+def test_geotiff_export_and_quicklook_refuse_files_of_several_steps_clearly(tmp_path):
+    pytest.importorskip("rasterio")
+    pytest.importorskip("PIL")
+    with pytest.raises(RumiError, match="3 time steps"):
+        rumimm.to_geotiff(_p("cube_u4"), tmp_path / "a.tif")
+    with pytest.raises(RumiError, match="3 time steps"):
+        rumimm.quicklook(_p("cube_u4"), tmp_path / "q.png")
+    assert not list(tmp_path.iterdir())

@@ -105,6 +105,7 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
         src, header = src.path, bytes(src.header)
     threads = resolve_threads(threads)
     with open_image(src, header=header, cache_bytes=0) as img, replacing(dst) as tmp:
+        _one_step(img)
         profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                 bigtiff=bigtiff)
         profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
@@ -312,3 +313,9 @@ def _from_gdal(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if block.dtype.itemsize == 1 and dtype.itemsize == 1:
         return block.view(dtype)
     return block.astype(dtype)  # float32 holding NBITS=16 halves -> float16, exact
+
+
+def _one_step(img) -> None:
+    if img.ndim == 4:
+        raise RumiError(f"{img.path} has {img.shape[0]} time steps (T, B, Y, X); a GeoTIFF holds one (B, Y, X) "
+                        "image: write a step of it (rumimm.write(path, img[t], format='0.2', ...)) and export that")
