@@ -30,7 +30,7 @@ _LAZY = {
     "Writer": "rumimm.writer.writer",
     "Header": "rumimm.format.blob",
     "parse_header": "rumimm.format.v2",
-    "parse_blobs": "rumimm.format.blob",
+    "parse_blobs": "rumimm.reader.blob_column",
     "Cube": "rumimm.reader.cube",
     "ImageCollection": "rumimm.reader.cube",
     "read_batch": "rumimm.reader.cube",

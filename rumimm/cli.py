@@ -171,15 +171,14 @@ def describe(path, header: bytes | None = None) -> dict:
             if mismatch:
                 raise BlobError(f"{where(img.path)}{mismatch[0]}")
         g = img.georef
-        # frame 0 as stored, through the Image's own mapping: a preset must re-make these bytes
-        frame0 = bytes(img._open_source().frame_bytes(0))
+        frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
         geo = g.epsg is not None
         out = {"path": os.fspath(path), **h.to_dict()}
         if img.spec == "0.2":
             whole = img.to_dict()
             out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])
         raw = h.time_count * h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
-        size = img._open_source().opened().size  # spec 0.2: the frames and the trailer
+        size = img._open_source().live_store().size  # spec 0.2: the frames and the trailer
         out.update(
             crs=g.crs,
             crs_name=_crs_name(g.epsg) if geo else None,

@@ -26,7 +26,7 @@ from rumimm.format import units
 from rumimm.format.blob import MAGIC, MAX_FRAMES, UINT32_MAX, VERSION, Header, canonical_count_encoding
 from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
 from rumimm.format.grid import FrameUnit, Grid, ceildiv
-from rumimm.format.packing import CHUNK, pack_residuals, residual_chunks
+from rumimm.format.packing import RESIDUAL_CHUNK, pack_residuals, residual_chunks
 from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefix, layout_ifd
 
 __all__ = [
@@ -203,7 +203,7 @@ def check_blob2(data: bytes) -> tuple[str | None, dict]:
             lo, hi = int(r.min()), int(r.max())
             rmin = lo if rmin is None else min(rmin, lo)
             rmax = max(rmax, hi)
-        if n <= CHUNK:
+        if n <= RESIDUAL_CHUNK:
             f["residuals"] = r
         if rmin != 0:
             return "count_min is not the smallest frame byte count (no residual is 0); the encoding is not canonical", f

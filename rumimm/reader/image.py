@@ -33,17 +33,17 @@ from rumimm.format.v2 import FILE_MAGIC, Header2, check_blob_prefix2, parse_head
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
-from rumimm.reader.mapped import OpenFile
+from rumimm.reader.store import LocalStore
 from rumimm.reader.rasterio_surface import RasterioSurface
 from rumimm.reader.validate import inspect_mapping  # the full IFD walk, used only when no blob is given
 
-__all__ = ["Image", "open", "read_frames"]
+__all__ = ["Image", "open", "read_frames", "load_header"]
 
 _tokens = itertools.count(1)
 _TIME_AXES = ("time", "band", "y", "x")
 
 
-def _header_arg(header, path, spec=None):
+def load_header(header, path, spec=None):
     """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file.
 
     ``spec`` (``"0.1"``, ``"0.2"`` or None) is the file's specification, from its first bytes.
@@ -110,14 +110,14 @@ class Image(RasterioSurface):
         else:
             _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
-        file = OpenFile(self.path)
+        file = LocalStore(self.path)
         trailer = None
         try:
             spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
             if format is not None and format != spec:
                 raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with "
                                   f"{'RUMI' if spec == '0.2' else 'a BigTIFF header'}), but format={format!r} was given")
-            hdr = _header_arg(header, self.path, spec)
+            hdr = load_header(header, self.path, spec)
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)
                 hdr = parse_header(rep.blob, spec=spec, path=self.path)
@@ -154,7 +154,7 @@ class Image(RasterioSurface):
         if src is None:
             return
         self._source = None
-        src.file = None  # closed now, or when a read in flight that holds it returns
+        src.store = None  # closed now, or when a read in flight that holds it returns
         if self._finalizer is not None:
             self._finalizer()
 
@@ -402,10 +402,17 @@ class Image(RasterioSurface):
         return _read_into(self, sel, out)
 
 
+    def raw_frame(self, k: int) -> bytes:
+        """Frame ``k`` as stored in the file: its OpenZL bytes, not decoded (``rumimm info`` reads frame 0)."""
+        fs = self._open_source()
+        if not 0 <= int(k) < fs.n_frames:
+            raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
+        return bytes(fs.read_frame(int(k)))
+
     def _georef_bytes(self) -> bytes:
         """The 160 bytes of the two georeferencing tag values (matrix, key directory) before frame 0."""
         base = self._grid.base_frame_offset
-        return bytes(self._open_source().opened().read(base - 160, 160))
+        return bytes(self._open_source().live_store().read(base - 160, 160))
 
     def _open_source(self) -> engine.FrameSource:
         src = self._source
@@ -429,7 +436,7 @@ class Image(RasterioSurface):
         return block.reshape(steps.shape[0], bands.shape[0], y.count, x.count)
 
 
-def _check_blob2(file: OpenFile, hdr: Header2, path) -> tuple[int, Trailer]:
+def _check_blob2(file: LocalStore, hdr: Header2, path) -> tuple[int, Trailer]:
     """A given 0.2 blob must describe this file: its 292 bytes of header and IFD, then its trailer.
 
     The trailer runs from the end of the frames the blob locates to the end of the file, so
@@ -448,7 +455,7 @@ def _check_blob2(file: OpenFile, hdr: Header2, path) -> tuple[int, Trailer]:
     return magic0, trailer
 
 
-def _check_blob(file: OpenFile, hdr: Header, path) -> int:
+def _check_blob(file: LocalStore, hdr: Header, path) -> int:
     """A given blob must describe this file: its first bytes first, then the file size.
 
     The IFD check needs only the 252 bytes of header and IFD, so a blob of another

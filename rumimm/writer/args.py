@@ -17,7 +17,8 @@ from rumimm.format.dtypes import Encoding, encoding_for_dtype
 from rumimm.format.georef import UNDEFINED_MATRIX, geokeys, matrix_from_transform, resolve_crs, resolve_transform
 from rumimm.writer.atomic import path_str
 
-__all__ = ["MAX_BANDS", "MAX_COUNT", "MAX_DIM", "MAX_FRAME_BYTES", "MAX_TILE"]
+__all__ = ["MAX_TILE", "MAX_DIM", "MAX_BANDS", "MAX_COUNT", "MAX_FRAME_BYTES", "resolve_threads", "resolve_spec",
+           "resolve_shape2", "resolve_bands", "resolve_time", "resolve_layout"]
 
 MAX_TILE = 0xFFFF  # TileWidth / TileLength are SHORT
 MAX_DIM = 0xFFFFFFFF  # ImageWidth / ImageLength are LONG

@@ -103,7 +103,7 @@ def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -
             grid = Grid(x, y, tw, tl, b, unit)
         recode = _recode_plan(hdr, spec)
         src = img._open_source()
-        file = src.opened()
+        file = src.live_store()
         counts = np.array(hdr.counts, dtype=np.uint64)
         out = AtomicFile(dest)
         try:
