@@ -154,7 +154,7 @@ def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame",
     width = enc.storage_dtype.itemsize
     want_type = zl.Type.Struct if width == STRUCT_WIDTH else zl.Type.Numeric
     expected = int(n_samples) * width
-    if components and width == _STRUCT_WIDTH:
+    if components and width == STRUCT_WIDTH:
         want_type = (zl.Type.Struct, zl.Type.Numeric)
     try:
         frame_format_version(frame)

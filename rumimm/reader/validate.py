@@ -19,12 +19,12 @@ from rumimm.format.blob import Header, build_header
 from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.georef import Georef, parse_geokeys
 from rumimm.reader.store import LocalStore
-from rumimm.format.grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
+from rumimm.format.grid import IFD_END, FrameUnit, Grid, ceildiv
 from rumimm.format.tiff import (FIXED_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, PROFILE_V1, PROFILE_V2, Profile, Tag,
                                 TagV2, TiffType, read_entries)
 from rumimm.format import units
 from rumimm.format.trailer import Trailer, parse_trailer
-from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, build_header2, parse_header
+from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
 
 __all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "index_mapping"]
 
