@@ -349,7 +349,7 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
                    "spec to convert to the other (frames kept as they are)")
     p.add_argument("dest", metavar="OUT", help="the rumi file to write")
     p.add_argument("--format", choices=("0.1", "0.2"),
-                   help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as 0.1")
+                   help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as 0.1 (0.2 with --time)")
     p.add_argument("--band", action="append", metavar="TEXT", dest="band_texts",
                    help="spec 0.2: a band's text, once per band in band order (default: the source's texts, "
                    "else 'band 1', 'band 2', ...)")
@@ -410,14 +410,19 @@ def _convert(args: argparse.Namespace) -> int:
     spec = _rumi_spec(args.source)
     if spec is not None:
         return _convert_rumi(args, spec)
-    if args.format == "0.2" or args.band_texts or args.time:
-        return _fail("--format 0.2, --band and --time convert rumi files; a GeoTIFF converts to spec 0.1 "
-                     "(then: rumimm convert OUT OUT2 --format 0.2 --time ...)")
+    fmt, time_arg = args.format, None
+    if args.band_texts or args.time:
+        fmt = fmt or "0.2"
+    if fmt == "0.2":
+        if not args.time:
+            return _fail("spec 0.2 labels the image's time step: pass --time ISO (a date or datetime, or "
+                         "START/END for an interval), e.g. --time 2026-01-01")
+        time_arg = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
 
     _warn_small_tile(args.tile)
     t0 = time.perf_counter()
     blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
-                        header_out=args.blob, progress=_progress())
+                        header_out=args.blob, progress=_progress(), format=fmt, bands=args.band_texts, time=time_arg)
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"

@@ -120,3 +120,21 @@ def test_info_index_and_validate_commands_describe_02_files(tmp_path, capsys):
     assert (tmp_path / "h.blob").read_bytes() == (DATA / "cube_interval.header").read_bytes()
     assert main(["validate", "--header", str(tmp_path / "h.blob"), str(path)]) == 0
     assert "(spec 0.2)" in capsys.readouterr().out
+
+
+def test_a_geotiff_converts_to_02_with_its_band_descriptions(tmp_path, rng, capsys):
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.transform import from_origin
+
+    arr = rng.integers(0, 4000, (2, 40, 30)).astype(np.uint16)
+    tif = tmp_path / "a.tif"
+    with rasterio.open(tif, "w", driver="GTiff", height=40, width=30, count=2, dtype="uint16", crs="EPSG:32633",
+                       transform=from_origin(500000, 4100000, 10, 10)) as ds:
+        ds.write(arr)
+        ds.descriptions = ("B4, Red", "B8, NIR")
+    assert main(["convert", str(tif), str(tmp_path / "a.rumi"), "--format", "0.2"]) == 2
+    assert "--time ISO" in capsys.readouterr().err
+    assert main(["convert", str(tif), str(tmp_path / "a.rumi"), "--time", "2026-07-01", "--tile", "16"]) == 0
+    with rumimm.open(tmp_path / "a.rumi") as img:
+        assert img.spec == "0.2" and img.descriptions == ("B4, Red", "B8, NIR") and img.crs == "EPSG:32633"
+        np.testing.assert_array_equal(img[...], arr)

@@ -237,7 +237,7 @@ def _unheld(ds) -> list[str]:
 
 
 def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, header_out=None, progress=None,
-                 threads=None, verify: bool = False) -> bytes:
+                 threads=None, verify: bool = False, format=None, bands=None, time=None) -> bytes:  # noqa: A002
     """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
 
     Parameters
@@ -254,6 +254,11 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
         Also write the header blob to this file.
     progress : None, bool or callable
         ``True`` for a bar, or ``progress(done, total)`` after each row of tiles.
+    format, bands, time
+        As for :func:`rumimm.write`: ``format="0.2"`` writes spec 0.2, which needs
+        ``time`` (one coordinate) and keeps a text per band: ``bands``, else the
+        file's band descriptions when every band has a distinct one, else
+        ``"band 1"``, ``"band 2"``, ...
 
     Returns
     -------
@@ -287,13 +292,20 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
             transform, epsg = _exact_crs(ds, crs)
             point = ds.tags().get("AREA_OR_POINT", "Area").lower() == "point"
             lost = _unheld(ds)
+            if format == "0.2":
+                if bands is None:
+                    named = [d for d in ds.descriptions if d]
+                    bands = (list(ds.descriptions) if len(named) == ds.count and len(set(named)) == ds.count
+                             else [f"band {i + 1}" for i in range(ds.count)])
+                lost = [what for what in lost if what != "band descriptions"]  # spec 0.2 keeps band texts
             if lost:
                 warnings.warn(f"{where(ds.name)}rumi cannot hold {'; '.join(lost)}: they are not in "
                               f"{os.fspath(dst)}", RumiWarning, stacklevel=2)
             height, width = ds.height, ds.width
             Window = rasterio.windows.Window
             with Writer(dst, (ds.count, height, width), dtype, tile=tile, unit=unit, transform=transform, crs=epsg,
-                        pixel_is_point=point, codec=codec, threads=threads, verify=verify) as w, \
+                        pixel_is_point=point, codec=codec, threads=threads, verify=verify, format=format,
+                        bands=bands, time=time) as w, \
                     Progress(progress, w.rows, desc="convert", unit="row") as bar:
                 for r in range(w.rows):
                     y0, y1 = w.row_span(r)
