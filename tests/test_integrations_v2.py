@@ -111,3 +111,25 @@ def test_geotiff_export_and_quicklook_refuse_files_of_several_steps_clearly(tmp_
     with pytest.raises(RumiError, match="3 time steps"):
         rumimm.quicklook(_p("cube_u4"), tmp_path / "q.png")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["cube_u4", "cube_interval", "img_u0", "cube_seconds"])
+def test_an_02_file_opened_with_xarray_writes_back_with_its_time_and_band_texts(tmp_path, name):
+    xr = pytest.importorskip("xarray")
+    da = xr.open_dataarray(_p(name), engine="rumimm")
+    rumimm.to_rumi(da, tmp_path / "x.rumi", format="0.2", tile=8)
+    with rumimm.open(_p(name)) as a, rumimm.open(tmp_path / "x.rumi") as b:
+        np.testing.assert_array_equal(b[...], a[...])
+        assert (b.time, b.descriptions, b.crs, b.transform) == (a.time, a.descriptions, a.crs, a.transform)
+
+
+def test_time_values_of_every_datetime64_unit_are_whole_seconds_or_refused(tmp_path):
+    arr = np.zeros((1, 4, 4), np.uint8)
+    for t in (np.datetime64("2026-01-01T00:00:05.000", "ms"), np.datetime64("3000-01-01", "D"),
+              np.datetime64("2026-01-01T00:00:07", "ns")):
+        rumimm.write(tmp_path / "t.rumi", arr, tile=4, format="0.2", bands=["a"], time=[t])
+        with rumimm.open(tmp_path / "t.rumi") as img:
+            assert img.trailer.datetime64()[0] == t.astype("datetime64[s]")
+    with pytest.raises(ValueError, match="fraction of a second"):
+        rumimm.write(tmp_path / "u.rumi", arr, tile=4, format="0.2", bands=["a"],
+                     time=[np.datetime64("2026-01-01T00:00:05.5", "ms")])

@@ -198,12 +198,15 @@ def _seconds(value, i: int) -> int:
     if isinstance(value, np.datetime64):
         if np.isnat(value):
             raise ValueError(f"time coordinate {i} is NaT")
-        ns = int(value.astype("datetime64[ns]").astype(np.int64)) if value.dtype.str[-3:-1] not in ("Y", "M") \
-            else int(value.astype("datetime64[s]").astype(np.int64)) * 10**9
-        if ns % 10**9:
+        unit, step = np.datetime_data(value.dtype)
+        per_second = {"ms": 10**3, "us": 10**6, "ns": 10**9, "ps": 10**12, "fs": 10**15, "as": 10**18}.get(unit)
+        if per_second is None:  # seconds or coarser: exact in seconds
+            return int(value.astype("datetime64[s]").astype(np.int64))
+        ticks = int(value.astype(np.int64)) * step
+        if ticks % per_second:
             raise ValueError(f"time coordinate {i} ({value}) carries a fraction of a second; rumi records whole "
                              "seconds; round the value before writing")
-        return ns // 10**9
+        return ticks // per_second
     if isinstance(value, str):
         try:
             value = _dt.datetime.fromisoformat(value) if ("T" in value or " " in value.strip()) \
