@@ -115,14 +115,6 @@ class Grid2(Grid):
         b = np.asarray(b_list, np.int64)[None, :]
         return b * self.times + t if self.band_major else t * self.bands + b
 
-    def describe_frame(self, index: int) -> str:
-        """``row r, col c`` and, for tile frames, the band and step of frame ``index``."""
-        row, col, v = super().frame_position(index)
-        if self.unit == FrameUnit.CELL:
-            return f"row {row}, col {col}"
-        b, t = divmod(v, self.times) if self.band_major else divmod(v, self.bands)[::-1]
-        return f"row {row}, col {col}, band {b}, step {t}"
-
     @property
     def shape4(self) -> tuple[int, int, int, int]:
         """(T, B, Y, X) of the file."""
@@ -284,6 +276,11 @@ class Header2(Header):
     def frames_end(self) -> int:
         """Byte where the last frame ends and the trailer starts."""
         return self.offset(self.n_frames)
+
+    @property
+    def file_size(self) -> None:
+        """Unknown from a 0.2 blob: the trailer after the frames is not described by it (see ``frames_end``)."""
+        return None
 
     @property
     def layout_name(self) -> str:
