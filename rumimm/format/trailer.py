@@ -196,17 +196,42 @@ def build_trailer(bands, kind: int, seconds) -> bytes:
     return head + body + _FIXED.pack(kind, bits, epoch, step, scale) + packed
 
 
+# Trailers parsed recently: a data loader reopens the same files, and a Trailer is immutable.
+_RECENT: dict = {}
+_RECENT_SIZE = 256
+_RECENT_MAX_BYTES = 4096
+
+
 def parse_trailer(buf, bands: int, times: int, *, path=None) -> Trailer:
     """Parse and check a whole trailer: ``buf`` holds the bytes from the last frame's end to the file's end.
 
     ``bands`` and ``times`` come from the IFD.  Work and memory are bounded by the
-    size of ``buf`` (a regular time series is checked in constant time).
+    size of ``buf`` (a regular time series is checked in constant time).  A small trailer
+    parsed before (the same file opened again) is answered from a cache.
 
     Raises
     ------
     FormatError
         Naming the field and the rule broken.
     """
+    key = None
+    if len(buf) <= _RECENT_MAX_BYTES:
+        key = (bytes(buf), int(bands), int(times))
+        hit = _RECENT.get(key)
+        if hit is not None:
+            return hit
+    tr = _parse_trailer(buf, bands, times, path)
+    if key is not None:
+        if len(_RECENT) >= _RECENT_SIZE:
+            try:
+                _RECENT.pop(next(iter(_RECENT)))
+            except (KeyError, RuntimeError, StopIteration):
+                pass  # another thread evicted first
+        _RECENT[key] = tr
+    return tr
+
+
+def _parse_trailer(buf, bands: int, times: int, path) -> Trailer:
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else memoryview(buf)
     size = len(mv)
 
