@@ -31,13 +31,30 @@ def test_a_cube_and_a_batch_of_02_images_read_every_layout_of_one_step():
     np.testing.assert_array_equal(got[0], c[:, 1:6, 2:8])
 
 
-def test_stacks_and_batches_refuse_files_of_several_steps():
+def test_a_cube_refuses_files_of_several_steps():
     with pytest.raises(RumiError, match="3 time steps"):
         rumimm.Cube([_p("cube_u4")] * 2)
-    with pytest.raises(RumiError, match="3 time steps"):
-        rumimm.read_batch([_p("cube_u4")], np.array([[0, 0]]), size=(4, 4))
-    with pytest.raises(ValueError, match="3 time steps"):
-        rumimm.ChipDataset([_p("cube_u4")], size=8, n=2)
+
+
+def test_batches_and_chips_of_files_of_several_steps_have_a_time_axis():
+    c4, c9, c7 = (make_fixtures.source(n) for n in ("cube_u4", "cube_u9", "cube_u7"))
+    got = rumimm.read_batch([_p("cube_u4"), _p("cube_u9")], np.array([[0, 0], [4, 3]]), size=(8, 8), bands=[1, 1, 0])
+    assert got.shape == (2, 3, 3, 8, 8)
+    np.testing.assert_array_equal(got[0], c4[:, [1, 1, 0], :8, :8])
+    np.testing.assert_array_equal(got[1], c9[:, [1, 1, 0], 4:12, 3:11])
+    got = rumimm.read_batch([_p("cube_u7")], np.array([[2, 2]]), size=(8, 8), bands=1)  # interleaved cells
+    np.testing.assert_array_equal(got[0], c7[:, 1, 2:10, 2:10])
+    with pytest.raises(RumiError, match="one band-major and one time-major"):
+        rumimm.read_batch([_p("cube_u4"), _p("cube_u3")], np.array([[0, 0], [0, 0]]), size=(8, 8))
+    with pytest.raises(RumiError, match="has 1 time step"):
+        rumimm.read_batch([_p("cube_u4"), _p("img_u0")], np.array([[0, 0], [0, 0]]), size=(8, 8))
+    ds = rumimm.ChipDataset([_p("cube_u4"), _p("cube_u9")], size=8, n=5, seed=2)
+    batch = ds.__getitems__(list(range(5)))
+    assert batch.shape == (5, 3, 2, 8, 8)
+    for i, (f, y, x) in enumerate(ds.chips):
+        np.testing.assert_array_equal(batch[i], (c4, c9)[int(f)][:, :, y:y + 8, x:x + 8])
+    with pytest.raises(ValueError, match="time step"):
+        rumimm.ChipDataset([_p("cube_u4"), _p("img_u0")], size=8, n=2, bands=[0])
 
 
 def test_chips_come_from_02_files_and_their_headers():

@@ -114,7 +114,8 @@ class ChipDataset:
 
     Notes
     -----
-    ``ds[i]`` is a (bands, h, w) array (the file's numpy dtype, ``bool`` for 1-bit
+    ``ds[i]`` is a (bands, h, w) array ((T, bands, h, w) when the files are spec 0.2
+    files of T > 1 time steps, all with the same T) (the file's numpy dtype, ``bool`` for 1-bit
     samples, ``ml_dtypes`` types for bfloat16 and friends); ``ds.__getitems__(idx)``
     reads them all in one call and returns one (N, bands, h, w) array (a list when a
     ``transform`` is set).  ``ds.chips`` holds the (file, y0, x0) of every chip and
@@ -135,10 +136,12 @@ class ChipDataset:
         if not self.paths:
             raise ValueError("a ChipDataset needs at least one file")
         fields = parse_blobs_any(self.blobs)
-        steps = np.flatnonzero(fields["time_count"] > 1)
-        if steps.size:
-            raise ValueError(f"{self.paths[int(steps[0])]} has {int(fields['time_count'][steps[0]])} time steps; "
-                             "chips are (bands, h, w): use files of one step")
+        steps = fields["time_count"]
+        other = np.flatnonzero(steps != steps[0])
+        if other.size:  # spec 0.2 files of T > 1 steps give (T, bands, h, w) chips: one T for all
+            i = int(other[0])
+            raise ValueError(f"{self.paths[i]} has {int(steps[i])} time step(s) but {self.paths[0]} has "
+                             f"{int(steps[0])}; a ChipDataset returns one shape")
         self.bands = bands
         self.transform = transform
         self.worker_threads = int(worker_threads)
