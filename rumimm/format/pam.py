@@ -142,7 +142,10 @@ class Metadata:
             if value is None:
                 return [None] * count
             if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-                value = [value] * count if name == "nodata" else value
+                if name != "nodata":
+                    raise TypeError(f"{name} must be a sequence of one value per band ({count}), "
+                                    f"got {type(value).__name__}")
+                value = [value] * count
             values = list(value)
             if len(values) != count:
                 raise ValueError(f"{name} must have one entry per band ({count}), got {len(values)}")
