@@ -305,13 +305,15 @@ def test_convert_then_export_round_trips_through_the_command_line(capsys, tif, t
                          "--blob", tmp_path / "x.blob")
     assert code == 0
     assert out.startswith(f"{tmp_path / 'x.rumi'}: ") and f"header blob in {tmp_path / 'x.blob'}" in out
-    assert err == f"rumimm: warning: {src}: rumi cannot hold nodata 0.0: they are not in {tmp_path / 'x.rumi'}\n"
+    assert err == ""  # the nodata goes into the sidecar x.rumi.aux.xml
+    assert (tmp_path / "x.rumi.aux.xml").is_file()
     assert (tmp_path / "x.blob").read_bytes() == index(tmp_path / "x.rumi")
     code, out, err = run(capsys, "export", tmp_path / "x.rumi", tmp_path / "x.tif", "--header", tmp_path / "x.blob",
                          "--compress", "deflate")
     assert code == 0 and err == "" and out.startswith(f"{tmp_path / 'x.tif'}: GeoTIFF, ")
     with rasterio.open(tmp_path / "x.tif") as ds:
         assert np.array_equal(ds.read(), data) and ds.crs.to_epsg() == 32633 and ds.profile["compress"] == "deflate"
+        assert ds.nodata == 0
 
 
 def test_convert_reads_a_gdal_virtual_path(capsys, tif, tmp_path):

@@ -305,6 +305,11 @@ def gdal_compression(name) -> str:
     return value
 
 
+def nodata_key(v):
+    """A nodata value as a set member: NaNs equal each other."""
+    return "nan" if isinstance(v, float) and v != v else v
+
+
 def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=None, interleave=None,
                   bigtiff: str = "IF_SAFER") -> dict:
     """rasterio creation keywords (all but ``driver``) for a tiled GeoTIFF of ``img``.
@@ -340,6 +345,16 @@ def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=No
     if img.crs is not None:
         profile["crs"] = require("rasterio.crs").CRS.from_user_input(img.crs)
         profile["transform"] = require("affine").Affine(*img.transform)
+    meta = getattr(img, "metadata", None)
+    if meta is not None:  # the PAM sidecar's nodata and the photometric its colours need
+        nodata = {nodata_key(b.nodata) for b in meta.bands}
+        if len(nodata) == 1 and None not in nodata:
+            profile["nodata"] = meta.bands[0].nodata  # a GeoTIFF has one nodata for all bands
+        interp = [b.colorinterp for b in meta.bands]
+        if img.shape[-3] == 1 and meta.bands[0].colormap and gdal_dtype in ("uint8", "uint16"):
+            profile["photometric"] = "palette"
+        elif interp[:3] == ["red", "green", "blue"]:
+            profile["photometric"] = "rgb"
     if nbits is not None:
         profile["nbits"] = nbits
     if compress is not None:
