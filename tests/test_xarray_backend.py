@@ -473,3 +473,20 @@ def test_a_masked_stack_masks_each_image_by_its_band_nodata(described, tmp_path)
     got = ds["band_data"][:, 1, 0:6, 0:8].values
     assert got.shape == (2, 6, 8) and np.isnan(got[:, :5, :7]).all()
     assert np.array_equal(got[0, 5], a[1, 5, :8].astype(np.float32))
+
+
+def test_to_rumi_keeps_rioxarrays_nodata_scales_descriptions_and_units(described, tmp_path):
+    path, tif, a = described
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        raw = rioxarray.open_rasterio(tif)
+        masked = rioxarray.open_rasterio(tif, mask_and_scale=True)
+    rumimm.to_rumi(raw, tmp_path / "raw.rumi", tile=16)
+    with rumimm.open(tmp_path / "raw.rumi") as img:
+        assert img.nodata == -999 and img.scales == (0.5, 0.25) and img.offsets == (10.0, -3.0)
+        assert img.descriptions == ("temperature", "pressure") and img.units == ("K", "hPa")
+        assert np.array_equal(img[:], a)
+    rumimm.to_rumi(masked, tmp_path / "m.rumi", tile=16)
+    with rumimm.open(tmp_path / "m.rumi") as img:  # values already masked and scaled: NaN nodata, no scales
+        assert np.isnan(img.nodata) and img.scales == (1.0, 1.0) and img.dtype == np.float32
+        assert np.array_equal(img[:], masked.values, equal_nan=True)
