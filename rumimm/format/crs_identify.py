@@ -61,7 +61,7 @@ def short_name(crs) -> str:
             text = crs.to_proj4() if hasattr(crs, "to_proj4") else crs.to_string()
     except Exception:  # noqa: BLE001 - any CRS-like object may come here
         text = str(crs)
-    text = " ".join(str(text).replace("+type=crs", "").split())
+    text = " ".join(str(text).replace("+type=crs", "").replace("=True", "").split())
     return text if len(text) <= 100 else text[:97] + "..."
 
 
