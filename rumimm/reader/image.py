@@ -326,7 +326,7 @@ class Image(RasterioSurface):
             image's dtype.
         bands : int or sequence of int, optional
             Instead of ``indexes``: band(s) counted from 0, as ``img[b]`` counts them
-            (what ``read``'s first argument meant before rumimm 0.2: ``read(b)`` became
+            (what ``read``'s first argument meant in rumimm 0.1.0: ``read(b)`` became
             ``read(bands=b)`` or ``read(b + 1)``).
 
         Returns
