@@ -231,8 +231,8 @@ def test_nodata_is_filled_and_samples_carry_a_valid_mask_bounds_and_crs(nodata_f
     f = int(ds.chips[corner, 0])
     assert tuple(s["bounds"]) == (500000.0 + 2000.0 * f, 4200000.0 - 160.0, 500160.0 + 2000.0 * f, 4200000.0)
     batch = ds.__getitems__([corner, corner + 1])
-    assert batch["image"].shape == (2, 2, 16, 16) and batch["valid"].shape == (2, 2, 16, 16)
-    assert batch["bounds"].shape == (2, 4) and batch["crs"] == ["EPSG:32633"] * 2
+    assert len(batch) == 2 and np.array_equal(batch[0]["image"], s["image"], equal_nan=True)
+    assert batch[1]["valid"].shape == (2, 16, 16) and batch[1]["bounds"].shape == (4,) and batch[1]["crs"] == "EPSG:32633"
     one = _dataset(nodata_files, size=16, grid=True, bands=1, output="sample")[corner]
     assert one["image"].shape == one["valid"].shape == (16, 16) and not one["valid"][:8, :8].any()
 
@@ -280,3 +280,58 @@ def test_a_grid_too_large_to_hold_is_refused_before_it_is_allocated(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 16 << 20  # was 2-4 GB before any file was opened
+
+
+def test_label_rasters_come_with_their_chips_aligned_by_grid_or_georeferencing(files, tmp_path):
+    labels, label_arrays = [], []
+    for i, (path, _, array) in enumerate(files):
+        lab = (array[0] % 5).astype(np.uint8)[np.newaxis]
+        if i == 1:  # a larger label raster starting 3 rows up and 5 columns left: aligned by georeferencing
+            big = np.full((1, 170, 210), 255, np.uint8)
+            big[:, 3:163, 5:205] = lab
+            t = _transform(i)
+            rumimm.write(tmp_path / f"l{i}.rumi", big, tile=64, transform=(t[0], 0.0, t[2] - 50.0, 0.0, t[4], t[5] + 30.0),
+                         crs=32633)
+        else:
+            rumimm.write(tmp_path / f"l{i}.rumi", lab, tile=64, transform=_transform(i), crs=32633)
+        labels.append(str(tmp_path / f"l{i}.rumi"))
+        label_arrays.append(lab)
+    ds = _dataset(files, size=32, n=12, seed=5, labels=labels)
+    for i in range(len(ds)):
+        chip, label = ds[i]
+        path, ((y0, y1), (x0, x1)) = ds.locate(i)
+        f = [p for p, _, _ in files].index(path)
+        assert np.array_equal(chip, files[f][2][:, y0:y1, x0:x1])
+        assert np.array_equal(label, label_arrays[f][:, y0:y1, x0:x1])
+    pairs = ds.__getitems__([0, 3])
+    assert len(pairs) == 2 and pairs[1][0].shape == (3, 32, 32) and pairs[1][1].shape == (1, 32, 32)
+    assert np.array_equal(pairs[1][1], ds[3][1])
+    sample = _dataset(files, size=32, n=4, seed=5, labels=labels, output="sample")[2]
+    assert sample["mask"].shape == (1, 32, 32)
+    wrong = tmp_path / "wrong.rumi"
+    rumimm.write(wrong, np.zeros((1, 160, 200), np.uint8), tile=64, transform=(20.0, 0, 500000.0, 0, -20.0, 4200000.0),
+                 crs=32633)
+    from rumimm.errors import RumiError
+
+    with pytest.raises(RumiError, match="label pixel size"):
+        _dataset(files, size=32, n=4, labels=[str(wrong), labels[1], labels[2]])
+    with pytest.raises(ValueError, match="one label per image"):
+        _dataset(files, size=32, n=4, labels=labels[:2])
+
+
+def test_samples_and_label_pairs_collate_in_a_torch_dataloader(nodata_files, tmp_path):
+    torch = pytest.importorskip("torch")  # CI installs the torch extra
+    from torch.utils.data import DataLoader
+
+    labels = []
+    for i, (path, _, array) in enumerate(nodata_files):
+        labels.append(str(tmp_path / f"lab{i}.rumi"))
+        rumimm.write(labels[-1], (array[:1] % 3).astype(np.uint8), tile=32, transform=_transform(i), crs=32633)
+    ds = _dataset(nodata_files, size=16, n=8, dtype="float32", output="sample", labels=labels)
+    batch = next(iter(DataLoader(ds, batch_size=4)))
+    assert batch["image"].shape == (4, 2, 16, 16) and batch["image"].dtype == torch.float32
+    assert batch["mask"].shape == (4, 1, 16, 16) and batch["valid"].dtype == torch.bool
+    assert batch["bounds"].shape == (4, 4) and batch["crs"] == ["EPSG:32633"] * 4
+    assert torch.isfinite((batch["image"] - 1).mean())
+    images, masks = next(iter(DataLoader(_dataset(nodata_files, size=16, n=8, labels=labels), batch_size=4)))
+    assert images.shape == (4, 2, 16, 16) and masks.shape == (4, 1, 16, 16)

@@ -67,6 +67,48 @@ def _sources(sources, headers):
     return paths, blobs, transforms
 
 
+def _align_labels(labels, label_headers, paths, blobs):
+    """(label paths, blobs, (F, 2) pixel offsets, (F, 4) limits) of label rasters aligned with the images.
+
+    A label raster goes with the image in the same position.  Both georeferenced: the
+    same CRS and pixel size and an origin a whole number of pixels away (the offset, so
+    the label may be a larger or shifted raster).  Otherwise: the same height and width.
+    The limits are the image rows and columns the label covers.
+    """
+    from rumimm.reader.image import Image
+
+    lpaths, lblobs, _ = _sources(labels, label_headers)
+    if len(lpaths) != len(paths):
+        raise ValueError(f"got {len(paths)} image files but {len(lpaths)} label rasters; give one label per image")
+    offsets = np.zeros((len(paths), 2), np.int64)
+    limits = np.zeros((len(paths), 4), np.int64)
+    for i in range(len(paths)):
+        with Image(paths[i], blobs[i], cache_bytes=0) as img, Image(lpaths[i], lblobs[i], cache_bytes=0) as lab:
+            (_, h, w), (_, lh, lw) = img.shape, lab.shape
+            t, lt = img.transform, lab.transform
+            if t is None or lt is None:
+                if (lh, lw) != (h, w):
+                    raise RumiError(f"{lpaths[i]}: label raster is {lh} x {lw}, its image {paths[i]} {h} x {w}; "
+                                    "without georeferencing on both they must have the same grid")
+                dy = dx = 0
+            else:
+                if lab.crs != img.crs:
+                    raise RumiError(f"{lpaths[i]}: label CRS {lab.crs} differs from {paths[i]}'s {img.crs}")
+                a, b, c, d, e, f = t
+                la, lb, lc, ld, le, lf = lt
+                if (a, b, d, e) != (la, lb, ld, le) or b != 0 or d != 0:
+                    raise RumiError(f"{lpaths[i]}: label pixel size {(la, le)} differs from {paths[i]}'s {(a, e)} "
+                                    "(or a grid is rotated); resample the labels onto the image grid")
+                fx, fy = (c - lc) / a, (f - lf) / e
+                dx, dy = round(fx), round(fy)
+                if abs(fx - dx) > 1e-6 or abs(fy - dy) > 1e-6:
+                    raise RumiError(f"{lpaths[i]}: label grid is offset by ({fy:.6g}, {fx:.6g}) pixels from "
+                                    f"{paths[i]}'s, not whole pixels; resample the labels onto the image grid")
+        offsets[i] = (dy, dx)
+        limits[i] = (max(0, -dy), min(h, lh - dy), max(0, -dx), min(w, lw - dx))
+    return lpaths, lblobs, offsets, limits
+
+
 def _output_args(dtype, scale, fill_nodata, output):
     """(dtype, scale, fill_nodata, output) checked: what each chip becomes after it is read."""
     if output not in ("array", "sample"):
@@ -147,11 +189,21 @@ class ChipDataset:
     fill_nodata : number, optional
         Replace samples equal to their band's nodata (from each file's sidecar) by this
         value (``float("nan")`` for a float ``dtype``).
+    labels : sequence of Image or path, catalog table or Parquet path, optional
+        One label raster per file, for segmentation: on the same grid, or (both
+        georeferenced) in the same CRS and pixel size with an origin a whole number of
+        pixels away.  Chips lie where the label covers the image; each chip comes with
+        its label window: ``(image, label)`` arrays (a ``transform`` gets the pair), or a
+        ``"mask"`` entry in a sample.  Labels are read as stored (all their bands).
+        A batch (``__getitems__``) is then a list of N pairs or samples.
+    label_headers : sequence of bytes, optional
+        Blobs of ``labels`` given as paths.
     output : {"array", "sample"}
         ``"sample"``: each chip is a TorchGeo-style dict ``{"image": (bands, h, w),
         "valid": bool (bands, h, w) False where the sample is its band's nodata,
         "bounds": (left, bottom, right, top) in the file's CRS (NaN without one),
-        "crs": "EPSG:<code>" or None}``; a batch holds the same keys with a leading N.
+        "crs": "EPSG:<code>" or None}``; a batch is a list of N of them (torch's default
+        collate makes one dict of stacked tensors of it).
 
     Notes
     -----
@@ -165,7 +217,7 @@ class ChipDataset:
     def __init__(self, sources, size, *, n: int | None = None, grid: bool = False, stride=None, weights=None,
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
                  max_open: int = 1024, cache_bytes=None, dtype=None, scale=None, fill_nodata=None,
-                 output: str = "array"):
+                 output: str = "array", labels=None, label_headers=None):
         from rumimm.format.blob import parse_blobs
 
         self.size = _size(size)
@@ -184,11 +236,20 @@ class ChipDataset:
         self.max_open = int(max_open)
         self.cache_bytes = cache_bytes
         self._check_uniform(fields)
+        self.label_paths = self.label_blobs = self.label_offsets = None
+        if labels is not None:
+            self.label_paths, self.label_blobs, self.label_offsets, label_limits = \
+                _align_labels(labels, label_headers, self.paths, self.blobs)
         if self.scale is not None and not isinstance(self.scale, str) and self.scale.size > 1:
             chosen = int(fields["samples_per_pixel"][0]) if bands is None else np.atleast_1d(bands).size
             if self.scale.size != chosen:
                 raise ValueError(f"scale has {self.scale.size} values; give one, or one per band read ({chosen})")
         limits = self._limits(fields, transforms, bounds)
+        if labels is not None:  # chips only where the label raster covers the image
+            limits[:, 0] = np.maximum(limits[:, 0], label_limits[:, 0])
+            limits[:, 1] = np.minimum(limits[:, 1], label_limits[:, 1])
+            limits[:, 2] = np.maximum(limits[:, 2], label_limits[:, 2])
+            limits[:, 3] = np.minimum(limits[:, 3], label_limits[:, 3])
         if grid:
             self.chips = self._grid(limits, stride)
         else:
@@ -278,6 +339,20 @@ class ChipDataset:
             self._images.move_to_end(i)
         return img
 
+    def _label_image(self, i: int):
+        """The label raster of file ``i``, opened with its blob (kept open beside the images)."""
+        from rumimm.reader.image import Image
+
+        if self._pid != os.getpid():
+            self._enter_worker()
+        key = ("label", i)
+        img = self._images.get(key)
+        if img is None:
+            img = self._images[key] = Image(self.label_paths[i], self.label_blobs[i], cache_bytes=self.cache_bytes)
+        else:
+            self._images.move_to_end(key)
+        return img
+
     def _enter_worker(self) -> None:
         from rumimm.reader.threads import set_num_threads
 
@@ -316,15 +391,36 @@ class ChipDataset:
     def __getitem__(self, i):
         idx = np.array([self._index(i)])
         block = self._read(idx)
-        return self._finish(self._sample(block, idx, single=True), single=True)
+        return self._finish(self._with_labels(self._sample(block, idx, single=True), idx, single=True), single=True)
 
     def __getitems__(self, indices):
         """Chips ``indices`` read in one batch: an (N, bands, h, w) array (a list with a transform).
 
-        With ``output="sample"``, one dict whose arrays have a leading N axis.
+        With ``output="sample"`` or ``labels``, a list of N samples or (image, label) pairs,
+        views of arrays read in one batch, which torch's default collate stacks.
         """
         idx = np.array([self._index(i) for i in indices], np.int64)
-        return self._finish(self._sample(self._read(idx), idx, single=False), single=False)
+        return self._finish(self._with_labels(self._sample(self._read(idx), idx, single=False), idx, single=False),
+                            single=False)
+
+    def _with_labels(self, chips, idx: np.ndarray, single: bool):
+        """Add the label chips: ``(image, label)`` for arrays, a ``"mask"`` entry for samples."""
+        if self.label_paths is None:
+            return chips
+        from rumimm.reader.cube import read_batch
+
+        rows = self.chips[idx]
+        images = [self._label_image(int(f)) for f in rows[:, 0]]
+        origins = rows[:, 1:] + self.label_offsets[rows[:, 0]]
+        try:
+            labels = read_batch(images, origins, size=self.size)
+        finally:
+            self._trim()
+        if single:
+            labels = labels[0]
+        if isinstance(chips, dict):
+            return {**chips, "mask": labels}
+        return chips, labels
 
     def _band_list(self, count: int) -> list[int]:
         if self.bands is None:
@@ -393,14 +489,16 @@ class ChipDataset:
             self._trim()
 
     def _finish(self, block, single: bool):
-        if self.transform is None:
-            return block
+        """Apply ``transform``; a batch of samples or pairs becomes a list of them (what DataLoader collates)."""
+        fn = self.transform if self.transform is not None else (lambda item: item)
         if single:
-            return self.transform(block)
+            return fn(block)
         if isinstance(block, dict):
             n = len(block["image"])
-            return [self.transform({k: v[i] for k, v in block.items()}) for i in range(n)]
-        return [self.transform(chip) for chip in block]
+            return [fn({k: v[i] for k, v in block.items()}) for i in range(n)]
+        if isinstance(block, tuple):  # (images, labels): the transform sees each pair (augment both alike)
+            return [fn((chip, label)) for chip, label in zip(*block)]
+        return block if self.transform is None else [fn(chip) for chip in block]
 
     # -- pickling -----------------------------------------------------------------------
     def __getstate__(self) -> dict:
