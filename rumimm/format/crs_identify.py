@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from rumimm.errors import CRSError
 
-__all__ = ["Identified", "identify"]
+__all__ = ["Identified", "identify", "short_name"]
 
 _A_TOL = 1e-3          # metres on the semi-major axis
 _RF_TOL = 1e-8         # inverse flattening (GRS80 and WGS84 differ by 1.5e-6)

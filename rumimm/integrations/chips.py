@@ -218,7 +218,7 @@ class ChipDataset:
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
                  max_open: int = 1024, cache_bytes=None, dtype=None, scale=None, fill_nodata=None,
                  output: str = "array", labels=None, label_headers=None):
-        from rumimm.format.blob import parse_blobs
+        from rumimm.reader.blob_column import parse_blobs
 
         self.size = _size(size)
         if transform is not None and not callable(transform):

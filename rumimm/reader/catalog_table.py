@@ -78,7 +78,7 @@ def check_rows(table):
     """
     import pyarrow as pa
 
-    from rumimm.format.blob import parse_blobs
+    from rumimm.reader.blob_column import parse_blobs
 
     names = getattr(table, "column_names", None)
     if names is None:

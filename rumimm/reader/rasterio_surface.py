@@ -19,7 +19,7 @@ from rumimm.errors import WindowError
 from rumimm.errors import RumiError
 
 __all__ = ["OFFSETS", "RasterioSurface", "require", "gtiff_profile", "gdal_type", "COMPRESSIONS_WITH_PREDICTOR",
-           "NBITS_OUT", "NBITS_IN", "GDAL_NATIVE"]
+           "NBITS_OUT", "NBITS_IN", "GDAL_NATIVE", "indexes_to_bands", "nodata_key"]
 
 #: Where in a pixel ``xy`` puts the point: (column, row) offsets from the pixel's corner.
 OFFSETS = {"center": (0.5, 0.5), "ul": (0.0, 0.0), "ur": (1.0, 0.0), "ll": (0.0, 1.0), "lr": (1.0, 1.0)}
