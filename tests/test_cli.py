@@ -533,3 +533,14 @@ def test_the_command_line_imports_its_optional_packages_only_for_the_commands_th
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                           check=False)
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+def test_info_shows_the_sidecars_nodata_and_descriptions(capsys, tmp_path):
+    path = tmp_path / "m.rumi"
+    rumimm.write(path, np.zeros((2, 8, 8), np.float32), tile=8, nodata=float("nan"), descriptions=["a", "b"])
+    code, out, _ = run(capsys, "info", path)
+    lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and lines["nodata"] == "nan, nan" and lines["descriptions"] == "a, b"
+    code, out, _ = run(capsys, "info", path, "--json")
+    d = json.loads(out)  # strict JSON: NaN travels as the string GDAL writes
+    assert d["nodata"] == ["nan", "nan"] and d["descriptions"] == ["a", "b"]

@@ -429,7 +429,9 @@ class ChipDataset:
 
     def _sample(self, block: np.ndarray, idx: np.ndarray, single: bool):
         """The chips as asked: nodata filled, scaled, cast, and as arrays or samples."""
-        if self.scale is None and self.dtype is None and self.fill_nodata is None and self.output == "array":
+        if self.scale is None and self.fill_nodata is None and self.output == "array":
+            if self.dtype is not None and block.dtype != self.dtype:
+                block = block.astype(self.dtype)  # one cast per batch, before any tensor is made
             return block[0] if single else block
         rows = self.chips[idx]
         need_valid = self.output == "sample" or self.fill_nodata is not None
