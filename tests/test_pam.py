@@ -166,3 +166,33 @@ def test_empty_metadata_is_empty():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert parse_pam(b"<PAMDataset/>", 2).is_empty()
+
+
+def test_mutated_sidecars_parse_or_are_format_errors():
+    """Seeded byte flips, cuts and splices of a full sidecar: a Metadata or a FormatError, nothing else."""
+    good = build_pam(full_meta(), blob=b"\x02" * 28)
+    rng = np.random.default_rng(21)
+    outcomes = {"parsed": 0, "refused": 0}
+    for _ in range(3000):
+        data = bytearray(good)
+        kind = rng.integers(4)
+        if kind == 0:
+            for i in rng.integers(0, len(data), rng.integers(1, 6)):
+                data[i] = int(rng.integers(0, 256))
+        elif kind == 1:
+            data = data[: rng.integers(0, len(data))]
+        elif kind == 2:
+            i, j = sorted(rng.integers(0, len(data), 2))
+            data[i:i] = data[i:j] * int(rng.integers(1, 4))
+        else:
+            text = bytes(data).replace(b'band="2"', f'band="{rng.integers(-5, 10**6)}"'.encode())
+            data = bytearray(text.replace(b">0.5<", b">" + str(rng.normal() * 10.0**rng.integers(-300, 300)).encode()
+                                          + b"<"))
+        try:
+            meta = parse_pam(bytes(data), 3, "x.aux.xml")
+        except FormatError:
+            outcomes["refused"] += 1
+            continue
+        assert len(meta.bands) == 3
+        outcomes["parsed"] += 1
+    assert outcomes["parsed"] > 20 and outcomes["refused"] > 100, outcomes  # both paths were taken
