@@ -112,6 +112,15 @@ def test_hostile_sidecars_are_format_errors_naming_the_file(text, match):
     assert str(info.value).startswith("x.rumi.aux.xml: ")
 
 
+def test_a_dtd_in_another_encoding_is_refused_too():
+    laughs = ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE PAMDataset [<!ENTITY a "aaaaaaaaaa">'
+              '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>'
+              '<PAMDataset><Metadata><MDI key="x">&c;</MDI></Metadata></PAMDataset>').encode("utf-16")
+    assert b"<!DOCTYPE" not in laughs
+    with pytest.raises(FormatError, match="declares a DTD or entities"):
+        parse_pam(laughs, 1)
+
+
 def test_an_oversized_sidecar_is_refused_before_parsing():
     from rumimm.format import pam
 

@@ -326,8 +326,7 @@ def parse_pam(data: bytes, count: int, path: str | None = None) -> Metadata:
     name = where(path)
     if len(data) > MAX_BYTES:
         raise FormatError(f"{name}sidecar has {len(data)} bytes, more than the {MAX_BYTES} read")
-    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
-        raise FormatError(f"{name}sidecar declares a DTD or entities; a PAM sidecar has none")
+    _refuse_dtd(data, name)
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:
@@ -355,6 +354,32 @@ def parse_pam(data: bytes, count: int, path: str | None = None) -> Metadata:
                               "it belongs to another file")
         bands[b - 1] = _band(el, b, name)
     return Metadata(bands=tuple(bands), tags=tags, domains=domains, digest=digest)
+
+
+def _refuse_dtd(data: bytes, name: str) -> None:
+    """FormatError for a document type or entity declaration, in whatever encoding the XML declares.
+
+    A pass of expat that stops at the first declaration, before ElementTree builds
+    anything: entity expansion (billion laughs) never starts.
+    """
+    import xml.parsers.expat as expat
+
+    class _Declared(Exception):
+        pass
+
+    def refuse(*_):
+        raise _Declared
+
+    parser = expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.UnparsedEntityDeclHandler = refuse
+    try:
+        parser.Parse(data, True)
+    except _Declared:
+        raise FormatError(f"{name}sidecar declares a DTD or entities; a PAM sidecar has none") from None
+    except expat.ExpatError as exc:
+        raise FormatError(f"{name}sidecar is not well-formed XML ({expat.ErrorString(exc.code)})") from None
 
 
 def _mdi(md, name) -> dict[str, str]:
