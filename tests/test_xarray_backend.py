@@ -490,3 +490,18 @@ def test_to_rumi_keeps_rioxarrays_nodata_scales_descriptions_and_units(described
     with rumimm.open(tmp_path / "m.rumi") as img:  # values already masked and scaled: NaN nodata, no scales
         assert np.isnan(img.nodata) and img.scales == (1.0, 1.0) and img.dtype == np.float32
         assert np.array_equal(img[:], masked.values, equal_nan=True)
+
+
+def test_to_rumi_identifies_a_crs_without_its_own_code_as_convert_does(tmp_path):
+    from rumimm.errors import RumiWarning
+
+    da = xr.DataArray(np.zeros((1, 20, 30), np.uint8), dims=("band", "y", "x"),
+                      coords={"x": 300015.0 + 30 * np.arange(30), "y": 4499985.0 - 30 * np.arange(20)})
+    da = da.rio.write_crs("+proj=utm +zone=18 +ellps=WGS84 +units=m +no_defs")
+    with pytest.warns(RumiWarning, match="stored as EPSG:32618"):
+        rumimm.to_rumi(da, tmp_path / "u.rumi", tile=16)
+    with rumimm.open(tmp_path / "u.rumi") as img:
+        assert img.crs == "EPSG:32618" and img.transform == (30.0, 0.0, 300000.0, 0.0, -30.0, 4500000.0)
+    geos = da.rio.write_crs("+proj=geos +h=35785831 +lon_0=0 +ellps=WGS84 +units=m")
+    with pytest.raises(CRSError, match="no EPSG equivalent"):
+        rumimm.to_rumi(geos, tmp_path / "g.rumi", tile=16)

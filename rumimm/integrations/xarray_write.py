@@ -76,7 +76,25 @@ def georef_of(da) -> dict:
         a, b, c, d, e, f = t
     if point:
         c, f = c + 0.5 * (a + b), f + 0.5 * (d + e)
-    return {"transform": (a, b, c, d, e, f), "crs": crs, "pixel_is_point": point}
+    height, width = da.sizes[y], da.sizes[x]
+    return {"transform": (a, b, c, d, e, f), "crs": _epsg_of(crs, (a, b, c, d, e, f), height, width),
+            "pixel_is_point": point}
+
+
+def _epsg_of(crs, transform, height: int, width: int) -> int:
+    """The EPSG code of the array's CRS, identified as ``from_geotiff`` identifies a file's (one warning when inexact)."""
+    import warnings
+
+    from rumimm.errors import RumiWarning
+    from rumimm.format.crs_identify import identify, short_name
+
+    a, b, c, d, e, f = transform
+    centre = (a * width / 2 + b * height / 2 + c, d * width / 2 + e * height / 2 + f)
+    found = identify(crs, centre)
+    if not found.exact:
+        warnings.warn(f"the array's CRS ({short_name(crs)}) has no EPSG code of its own; stored as "
+                      f"EPSG:{found.epsg}: {found.note}", RumiWarning, stacklevel=4)
+    return found.epsg
 
 
 def metadata_of(da, count: int) -> dict:
