@@ -351,13 +351,20 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", type=_existing_dir,
                    help="keep demo.rumi in this existing directory (default: a temporary one, deleted at the end)")
     p.add_argument("--size", type=_positive_int, default=2048, help="scene height and width in pixels (default 2048)")
-    p.add_argument("--bands", type=_positive_int, default=4, help="band count (default 4)")
+    p.add_argument("--count", type=_positive_int, default=4, help="band count (default 4), as rasterio's count")
+    # --bands elsewhere lists 1-based band numbers; here it was the count: still taken, with a warning
+    p.add_argument("--bands", dest="old_bands", type=_positive_int, help=argparse.SUPPRESS)
     p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
 
 
 def _demo(args: argparse.Namespace) -> int:
     from rumimm.demo import check_args, run
 
+    if args.old_bands is not None:
+        _warn("demo --bands N is the band count, now --count N (--bands lists band numbers in other commands)",
+              None, None, None)
+        args.count = args.old_bands
+    args.bands = args.count
     check_args(args.bands, args.size, args.tile)  # its ValueError is reported by main, before any warning
     _warn_small_tile(args.tile)
     run(args.out, bands=args.bands, size=args.size, tile=args.tile)

@@ -181,7 +181,7 @@ def test_missing_files_are_reported_on_stderr_with_status_2(capsys, files, tmp_p
 
 @pytest.mark.parametrize("argv", [[], ["frobnicate"], ["info"], ["index"], ["info", "--bogus", "x"],
                                   ["index", "x.rumi", "-o", "b", "--hex"], ["demo", "--size", "0"],
-                                  ["demo", "--bands", "0"], ["demo", "--tile", "0"], ["demo", "--size", "big"],
+                                  ["demo", "--count", "0"], ["demo", "--tile", "0"], ["demo", "--size", "big"],
                                   ["demo", "--out", "/missing/dir"], ["quicklook", "x.rumi", "x.png", "--bands", "1,2"],
                                   ["quicklook", "x.rumi", "x.png", "--bands", "0"], ["convert", "in.tif"],
                                   ["export", "x.rumi", "x.tif", "--tile", "-16"], ["convert", "a", "b", "--unit", "row"]])
@@ -222,7 +222,7 @@ def test_python_dash_m_rumimm_runs_the_command_line(files):
 
 
 def test_the_demo_subcommand_writes_reads_and_checks_every_pixel(tmp_path, capsys):
-    assert cli.main(["demo", "--out", str(tmp_path), "--size", "300", "--tile", "64", "--bands", "3"]) == 0
+    assert cli.main(["demo", "--out", str(tmp_path), "--size", "300", "--tile", "64", "--count", "3"]) == 0
     out, err = capsys.readouterr()
     assert "validate: compliant" in out and err == ""
     assert out.count("exact=True") == 4 and "exact=False" not in out
@@ -231,7 +231,7 @@ def test_the_demo_subcommand_writes_reads_and_checks_every_pixel(tmp_path, capsy
 
 
 def test_the_demo_labels_its_reads_by_what_they_read_and_says_its_file_is_temporary(capsys):
-    assert cli.main(["demo", "--size", "100", "--bands", "2", "--tile", "64"]) == 0
+    assert cli.main(["demo", "--size", "100", "--count", "2", "--tile", "64"]) == 0
     out = capsys.readouterr().out
     reads = re.findall(r"read (\d+)x(\d+) .*?-> \((?:\d+, )?(\d+), (\d+)\)", out)
     assert len(reads) == 3 and all(a == c and b == d for a, b, c, d in reads), reads
@@ -240,7 +240,7 @@ def test_the_demo_labels_its_reads_by_what_they_read_and_says_its_file_is_tempor
 
 
 def test_a_small_demo_tile_is_warned_about_in_one_line(tmp_path, capsys):
-    assert cli.main(["demo", "--out", str(tmp_path), "--size", "40", "--bands", "1", "--tile", "7"]) == 0
+    assert cli.main(["demo", "--out", str(tmp_path), "--size", "40", "--count", "1", "--tile", "7"]) == 0
     err = capsys.readouterr().err
     assert err.startswith("rumimm: warning: tile 7 is small") and err.count("\n") == 1
 
@@ -544,3 +544,11 @@ def test_info_shows_the_sidecars_nodata_and_descriptions(capsys, tmp_path):
     code, out, _ = run(capsys, "info", path, "--json")
     d = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))  # NaN as GDAL writes it
     assert d["nodata"] == ["nan", "nan"] and d["descriptions"] == ["a", "b"]
+
+
+def test_demo_takes_the_band_count_as_count_and_the_old_bands_with_a_warning(capsys, tmp_path):
+    assert cli.main(["demo", "--out", str(tmp_path), "--size", "64", "--tile", "64", "--bands", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "rumimm: warning: demo --bands N is the band count, now --count N" in err
+    with rumimm.open(tmp_path / "demo.rumi") as img:
+        assert img.count == 2
