@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rumimm.errors import CRSError
 
@@ -123,7 +124,7 @@ def _contains(cand, lonlat) -> bool:
     return inside_lon and s - m <= lat <= n + m
 
 
-def _difference(src, cand, lonlat=None) -> str | None:
+def _difference(src, cand, want_datum: str | None) -> str | None:
     """None when ``cand`` has ``src``'s kind, ellipsoid, meridian, projection, parameters and unit; else why not."""
     if src.is_projected != cand.is_projected or src.is_geographic != cand.is_geographic:
         return "another kind of CRS"
@@ -134,8 +135,7 @@ def _difference(src, cand, lonlat=None) -> str | None:
     p1, p2 = src.prime_meridian, cand.prime_meridian
     if p1 is not None and p2 is not None and abs(math.radians(p1.longitude) - math.radians(p2.longitude)) > _ANGLE_TOL:
         return "another prime meridian"
-    want = _datum_code(src)
-    if want is not None and _datum_code(cand) != want:
+    if want_datum is not None and _datum_code(cand) != want_datum:
         return f"another datum ({cand.datum.name})"
     if src.is_projected:
         c1, c2 = src.coordinate_operation, cand.coordinate_operation
@@ -173,19 +173,27 @@ def _area(crs) -> float:
 
 def _area_codes(src, lonlat) -> list[str]:
     """EPSG codes of src's kind whose area of use holds the point ``lonlat``."""
-    from pyproj.database import query_crs_info
-    from pyproj.aoi import AreaOfInterest
-    from pyproj.enums import PJType
-
     if lonlat is None:
         return []
     lon, lat = lonlat
     if not (math.isfinite(lon) and math.isfinite(lat) and -180 <= lon <= 180 and -90 <= lat <= 90):
         return []
-    kinds = [PJType.PROJECTED_CRS] if src.is_projected else [PJType.GEOGRAPHIC_2D_CRS]
-    infos = query_crs_info(auth_name="EPSG", pj_types=kinds, area_of_interest=AreaOfInterest(lon, lat, lon, lat),
-                           contains=False, allow_deprecated=False)
-    return [i.code for i in infos][:_MAX_AREA_CANDIDATES]
+    return list(_cell_codes(bool(src.is_projected), math.floor(lon), math.floor(lat)))
+
+
+@lru_cache(maxsize=1024)
+def _cell_codes(projected: bool, lon0: int, lat0: int) -> tuple[str, ...]:
+    """EPSG codes whose area of use meets the 1-degree cell at (lon0, lat0): a superset of those holding any
+    point of it, queried once per cell (a query takes a quarter of a second)."""
+    from pyproj.aoi import AreaOfInterest
+    from pyproj.database import query_crs_info
+    from pyproj.enums import PJType
+
+    kinds = [PJType.PROJECTED_CRS] if projected else [PJType.GEOGRAPHIC_2D_CRS]
+    box = AreaOfInterest(max(-180.0, lon0), max(-90.0, lat0), min(180.0, lon0 + 1.0), min(90.0, lat0 + 1.0))
+    infos = query_crs_info(auth_name="EPSG", pj_types=kinds, area_of_interest=box, contains=False,
+                           allow_deprecated=False)
+    return tuple(i.code for i in infos)[:_MAX_AREA_CANDIDATES]
 
 
 def _centre_lonlat(src, centre):
@@ -206,8 +214,18 @@ def _centre_lonlat(src, centre):
     return (lon, lat) if ok else None
 
 
-def _rank(ranked: list[str], crs) -> int:
-    code = str(crs.to_epsg())
+@lru_cache(maxsize=8192)
+def _epsg_crs(code: str):
+    """The pyproj CRS of an EPSG code, built once per process (identifying compares hundreds), or None."""
+    import pyproj
+
+    try:
+        return pyproj.CRS.from_epsg(code)
+    except pyproj.exceptions.CRSError:
+        return None
+
+
+def _rank(ranked: list[str], code: str) -> int:
     return ranked.index(code) if code in ranked else len(ranked)
 
 
@@ -226,51 +244,61 @@ def identify(crs, centre=None) -> Identified:
         No EPSG code has the same projection, parameters and ellipsoid; the message
         lists the nearest codes and how each differs.
     """
-    import pyproj
-
     src = _pyproj_crs(crs)
-    exact = src.to_epsg(100)
-    if exact is not None:
-        return Identified(int(exact), True, pyproj.CRS.from_epsg(exact).name, "")
-    ranked = [m.code for m in src.list_authority(auth_name="EPSG", min_confidence=20)] \
-        if hasattr(src, "list_authority") else []
     lonlat = _centre_lonlat(src, centre)
+    return _identify(src, lonlat)
+
+
+@lru_cache(maxsize=256)
+def _matches(src) -> tuple:
+    """PROJ's identification of ``src`` among EPSG codes, best first: about half a second, so done once per CRS."""
+    return tuple(src.list_authority(auth_name="EPSG", min_confidence=20))
+
+
+def _identify(src, lonlat) -> Identified:
+    matches = _matches(src)
+    if matches and matches[0].confidence == 100:
+        cand = _epsg_crs(matches[0].code)
+        return Identified(int(matches[0].code), True, cand.name if cand is not None else matches[0].code, "")
+    ranked = [m.code for m in matches]
     codes = list(dict.fromkeys(ranked + _area_codes(src, lonlat)))
-    fits, near = [], []
+    fits, near = [], []  # fits: (code, CRS), codes as strings
+    want_datum = _datum_code(src)
     for code in codes:
-        try:
-            cand = pyproj.CRS.from_epsg(code)
-        except pyproj.exceptions.CRSError:
+        cand = _epsg_crs(code)
+        if cand is None:
             continue
-        why = _difference(src, cand, lonlat)
+        why = _difference(src, cand, want_datum)
         if why is None:
-            fits.append(cand)
+            fits.append((code, cand))
         elif code in ranked:
             near.append((code, cand.name, why))
+    name = short_name(src)
     if len(fits) > 1 and lonlat is not None:
-        inside = [c for c in fits if _contains(c, lonlat)]
+        inside = [(k, c) for k, c in fits if _contains(c, lonlat)]
         if not inside:
-            names = ", ".join(f"EPSG:{c.to_epsg()} ({c.name})" for c in fits[:4])
-            raise CRSError(f"the CRS ({short_name(src)}) fits several EPSG codes on different datums, none of "
-                           f"whose area of use holds the image: {names}; pass crs=<code> with the one it is")
+            names = ", ".join(f"EPSG:{k} ({c.name})" for k, c in fits[:4])
+            raise CRSError(f"the CRS ({name}) fits several EPSG codes on different datums, none of whose area of "
+                           f"use holds the image: {names}; pass crs=<code> with the one it is")
         fits = inside
     if fits:
         # widest area of use first; among equally wide ones, PROJ's own ranking
-        fits.sort(key=lambda c: (-_area(c), _rank(ranked, c)))
-        best = fits[0]
-        if len(fits) > 1 and _area(fits[1]) == _area(best) and _rank(ranked, fits[1]) == _rank(ranked, best):
-            names = ", ".join(f"EPSG:{c.to_epsg()} ({c.name})" for c in fits[:4] if _area(c) == _area(best))
-            raise CRSError(f"the CRS ({short_name(src)}) fits several EPSG codes equally: {names}; "
-                           "pass crs=<code> with the one it is")
-        code = int(best.to_epsg() or best.list_authority()[0].code)
-        others = ", ".join(f"EPSG:{c.to_epsg()}" for c in fits[1:4]) + (", ..." if len(fits) > 4 else "")
+        fits.sort(key=lambda kc: (-_area(kc[1]), _rank(ranked, kc[0])))
+        (code, best), rest = fits[0], fits[1:]
+        ties = [(k, c) for k, c in rest if _area(c) == _area(best) and _rank(ranked, k) == _rank(ranked, code)]
+        if ties:
+            names = ", ".join(f"EPSG:{k} ({c.name})" for k, c in [fits[0], *ties][:4])
+            raise CRSError(f"the CRS ({name}) fits several EPSG codes equally: {names}; pass crs=<code> with the "
+                           "one it is")
+        others = ", ".join(f"EPSG:{k}" for k, _ in rest[:3]) + (", ..." if len(rest) > 3 else "")
         others = f"; {others} (other datums) also fit" if others else ""
-        return Identified(code, False, best.name,
+        return Identified(int(code), False, best.name,
                           f"it has EPSG:{code}'s projection, parameters and ellipsoid ({best.name}){others}")
     if near:
         listed = "; ".join(f"EPSG:{c} ({n}): {why}" for c, n, why in near[:3])
-        raise CRSError(f"the CRS ({short_name(src)}) has no EPSG code with the same projection, parameters and "
-                       f"ellipsoid; nearest: {listed}; reproject it (gdalwarp -t_srs EPSG:<code>) or pass "
-                       "crs=<code> if it is one")
-    raise CRSError(f"the CRS ({short_name(src)}) has no EPSG equivalent (no code PROJ proposes or used where the image is has its projection); "
-                   "reproject it (gdalwarp -t_srs EPSG:<code>) or pass crs=<code> if it is one")
+        raise CRSError(f"the CRS ({name}) has no EPSG code with the same projection, parameters and ellipsoid; "
+                       f"nearest: {listed}; reproject it (gdalwarp -t_srs EPSG:<code>) or pass crs=<code> if it "
+                       "is one")
+    raise CRSError(f"the CRS ({name}) has no EPSG equivalent: no code PROJ proposes, nor any used where the image "
+                   "is, has its projection; reproject it (gdalwarp -t_srs EPSG:<code>) or pass crs=<code> if it "
+                   "is one")
