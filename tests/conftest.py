@@ -84,6 +84,17 @@ UTM33N = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
 WGS84 = (0.001, 0.0, 12.5, 0.0, -0.001, 45.0)
 
 
+@pytest.fixture
+def scene(rng):
+    """(3, 37, 45) uint16 with ragged edges for 16 x 20 tiles and frames of unequal size (the write tests).
+
+    A test module's own ``scene`` fixture takes its place there.
+    """
+    a = rng.integers(0, 4000, (3, 37, 45), dtype=np.uint16)
+    a[1] //= 64  # compresses better than band 0: unequal frame sizes
+    return a
+
+
 def samples(name: str, shape, rng) -> np.ndarray:
     """Random samples of every bit pattern an encoding allows (NaNs and infinities included)."""
     dt = dtypes.DTYPES[name]
