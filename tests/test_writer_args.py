@@ -1,4 +1,7 @@
-"""rumimm.write and rumimm.Writer refuse bad arrays, arguments and paths by name, before any file is made or any frame compressed."""
+"""rumimm.write and rumimm.Writer refuse bad arrays, arguments and paths by name.
+
+Each is refused before any file is made or any frame compressed.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,9 @@ import pytest
 from conftest import UTM33N
 
 import rumimm
-from rumimm.writer import args as W_ARGS
 from rumimm import codec
 from rumimm.errors import CRSError, RumiError
+from rumimm.writer import args as W_ARGS
 
 
 # -- argument checks ---------------------------------------------------------------------

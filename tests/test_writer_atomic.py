@@ -1,4 +1,7 @@
-"""Writes are atomic: every failure leaves the old file and no temporary one; symlinks, permissions, and writers dropped or left in cycles."""
+"""Writes are atomic: every failure leaves the old file and no temporary one.
+
+Also: writing through symlinks, permission bits, writers and encoders dropped or left in cycles.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +16,9 @@ from writer_helpers import no_temp_files
 
 import rumimm
 import rumimm.writer.writer as W
-from rumimm.writer import atomic, frame_job
-from rumimm import codec
+from rumimm import codec, index
 from rumimm.errors import CodecError, RumiError
-from rumimm import index
+from rumimm.writer import atomic, frame_job
 
 
 # -- atomicity --------------------------------------------------------------------------

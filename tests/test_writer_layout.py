@@ -1,4 +1,8 @@
-"""Every byte rumimm.write lays out: the prefix rebuilt from the spec text alone, same input same bytes, a golden digest, codec presets."""
+"""Every byte rumimm.write lays out.
+
+The prefix rebuilt from the spec text alone; the same input writes the same bytes; a golden
+digest; the format version and the named codec presets.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,8 @@ from conftest import UTM33N, WGS84
 from writer_helpers import assert_compliant, assert_round_trip
 
 import rumimm
-from rumimm import codec
+from rumimm import codec, validate
 from rumimm.format.blob import Header
-from rumimm import validate
 
 
 # -- every byte before the first frame, from the spec text alone -------------------------

@@ -13,9 +13,9 @@ from writer_helpers import no_temp_files
 
 import rumimm
 import rumimm.writer.writer as W
-from rumimm.writer import frame_job
 from rumimm import codec
 from rumimm.errors import CodecError, RumiWarning
+from rumimm.writer import frame_job
 
 
 # -- the process pool ---------------------------------------------------------------------

@@ -9,8 +9,8 @@ import pytest
 from writer_helpers import assert_round_trip, no_temp_files
 
 import rumimm
-from rumimm.errors import RumiError
 from rumimm import index
+from rumimm.errors import RumiError
 
 
 # -- streaming Writer ---------------------------------------------------------------------
