@@ -33,6 +33,12 @@ def rng():
     return np.random.default_rng(20260815)
 
 
+def pytest_runtest_setup(item):
+    """A test marked ``torch`` skips when PyTorch is absent, and only then (CI installs it)."""
+    if item.get_closest_marker("torch") is not None:
+        pytest.importorskip("torch", reason="PyTorch is not in the test extra; pip install torch (CI does)")
+
+
 # -- OpenZL frames -------------------------------------------------------------------
 _COMPRESSOR = {}
 

@@ -160,9 +160,10 @@ def test_worker_processes(files, method):
     assert np.array_equal(np.concatenate([b for _, b in got]), want)
 
 
+@pytest.mark.torch
 def test_torch_dataloader(files):
     """PyTorch's DataLoader batches through __getitems__, in-process and in fork/spawn workers."""
-    import torch  # the test extra installs it; rumimm itself never imports torch
+    import torch  # the torch marker: CI installs it; rumimm itself never imports torch
     from torch.utils.data import DataLoader
 
     ds = _dataset(files, n=24, seed=2)
