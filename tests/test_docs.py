@@ -83,12 +83,19 @@ def run_page(path: Path) -> int:
 PAGES_WITH_CODE = [p for p in PAGES if python_blocks(p)]
 
 
+# pages whose examples take more than a second here (conversions, clusters, loaders): left out of -m "not slow"
+SLOW_PAGES = {"geotiff.md", "howto.md", "training.md", "xarray.md"}
+
+
 def _needs_torch(page: Path) -> bool:
     return any("torch" in _requirements(code) for _, code in python_blocks(page))
 
 
-@pytest.mark.parametrize("page", [pytest.param(p, id=p.name, marks=[pytest.mark.torch] if _needs_torch(p) else [])
-                                  for p in PAGES_WITH_CODE])
+def _marks(page: Path) -> list:
+    return [m for m, on in ((pytest.mark.torch, _needs_torch(page)), (pytest.mark.slow, page.name in SLOW_PAGES)) if on]
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, id=p.name, marks=_marks(p)) for p in PAGES_WITH_CODE])
 def test_every_python_block_of_the_page_runs_in_order(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert run_page(page) >= 1

@@ -102,6 +102,7 @@ def test_the_reference_reads_a_file_from_its_bytes(tmp_path, rng):
     assert same_bits(rumi.read((tmp_path / "f.rumi").read_bytes(), blob), a)
 
 
+@pytest.mark.slow
 def test_a_scene_written_on_the_process_pool_is_read_exactly_by_the_reference(tmp_path, monkeypatch):
     import rumimm.writer.writer as W
     from rumimm.synthetic import eo_scene

@@ -121,6 +121,7 @@ def test_a_keyboard_interrupt_while_syncing_leaves_the_old_file_untouched(tmp_pa
     assert path.read_bytes() == b"previous" and no_temp_files(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_writer_dropped_without_close_leaves_nothing_behind(tmp_path, scene):
     import gc
 
@@ -243,6 +244,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_writers_and_encoders_left_in_reference_cycles_are_collected_without_a_crash(tmp_path):
     # the cycle collector used to clear a Compressor and the CCtx referencing it in either order,
     # and OpenZL's extension aborts the process ("intrusive_counter::dec_ref ... underflow")

@@ -39,6 +39,7 @@ def workers_for_any_size(monkeypatch):
     monkeypatch.setattr(W, "_WORKERS_FAILED", False)
 
 
+@pytest.mark.slow
 def test_the_encoding_workers_write_the_same_bytes_as_serial_and_verify(tmp_path, rng, workers_for_any_size):
     a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16).astype(">u2")
     serial = rumimm.write(tmp_path / "s.rumi", a, tile=(16, 20), threads=1)
@@ -87,6 +88,7 @@ def test_a_killed_worker_falls_back_to_this_process_with_a_warning(tmp_path, sce
     assert rumimm.Writer(tmp_path / "x.rumi", scene.shape, scene.dtype, threads=2).backend_name == "serial"
 
 
+@pytest.mark.slow
 def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_path, scene, workers_for_any_size,
                                                                           monkeypatch):
     from rumimm.writer import encode_pool
@@ -143,6 +145,7 @@ def test_a_codec_defined_in_main_or_a_closure_compresses_here(tmp_path, scene, w
     assert not W._codec_reaches_workers(type("Main", (), {"__module__": "__main__", "__qualname__": "Main"}))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_starts_its_own_workers_and_leaves_the_parents_alone(tmp_path, rng, workers_for_any_size):
     from rumimm.writer import encode_pool
@@ -165,6 +168,7 @@ def test_a_forked_child_starts_its_own_workers_and_leaves_the_parents_alone(tmp_
     assert rumimm.write(tmp_path / "q.rumi", a, tile=16, threads=2) == serial
 
 
+@pytest.mark.slow
 def test_long_rows_of_incompressible_frames_do_not_deadlock_the_workers(tmp_path, rng, workers_for_any_size,
                                                                           monkeypatch):
     # tasks and answers both larger than a socket buffer: the worker must keep reading
@@ -200,6 +204,7 @@ def test_long_rows_of_incompressible_frames_do_not_deadlock_the_workers(tmp_path
     encode_pool.stop_pool()  # the next test's workers get the usual buffers
 
 
+@pytest.mark.slow
 def test_an_interrupt_during_a_write_with_workers_leaves_no_file_and_the_next_write_works(tmp_path, scene,
                                                                                           workers_for_any_size,
                                                                                           monkeypatch):

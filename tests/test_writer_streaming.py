@@ -98,6 +98,7 @@ def test_a_memmap_streams_to_the_same_file_as_the_array(tmp_path, scene):
     assert (tmp_path / "mm.rumi").read_bytes() == (tmp_path / "a.rumi").read_bytes()
 
 
+@pytest.mark.slow
 def test_a_memmap_much_larger_than_a_row_is_written_in_bounded_memory(tmp_path, rng):
     import tracemalloc
 
