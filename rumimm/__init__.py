@@ -52,7 +52,7 @@ _LAZY = {
 
 if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never run
     from rumimm.codec import PRESETS
-    from rumimm.format.blob import Header, parse_blobs
+    from rumimm.format.blob import Header
     from rumimm.format.dtypes import DTYPES
     from rumimm.integrations.catalogs import catalog, read_catalog, select_bbox, write_catalog
     from rumimm.integrations.chips import ChipDataset
@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
     from rumimm.integrations.geotiff import from_geotiff, to_geotiff
     from rumimm.integrations.preview import quicklook
     from rumimm.integrations.xarray_write import to_rumi
+    from rumimm.reader.blob_column import parse_blobs
     from rumimm.reader.cube import Cube, ImageCollection, read_batch
     from rumimm.reader.image import Image, open
     from rumimm.reader.threads import get_num_threads, set_num_threads
