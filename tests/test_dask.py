@@ -202,6 +202,7 @@ def _handles(path):
 
 @pytest.fixture(scope="module")
 def client():
+    """A two-process LocalCluster; starting it takes ~15 s here, so every test using it is marked slow."""
     from dask.distributed import Client, LocalCluster
 
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
@@ -239,6 +240,7 @@ def test_workers_compile_once_and_keep_no_handles(scene, client):
     assert {w: fds for w, (fds, _) in after.items()} == {w: fds for w, (fds, _) in before_handles.items()}
 
 
+@pytest.mark.slow
 def test_xarray_chunks_compute_on_the_cluster(scene, client):
     files, a = scene
     path, blob = files["cell"]

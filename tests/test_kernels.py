@@ -144,6 +144,7 @@ print(int(out.astype(np.int64).sum()))
 """
 
 
+@pytest.mark.slow
 def test_issue_18_a_cache_index_naming_a_module_that_moved_is_dropped_and_the_read_recompiles(tmp_path):
     """numba unpickles an index before checking its stamp: an upgrade that moves a record type must not fail reads."""
     import subprocess
