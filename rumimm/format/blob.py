@@ -244,7 +244,7 @@ class Header:
         return out
 
     @cached_property
-    def _frame_bytes(self) -> np.ndarray:
+    def counts_u64(self) -> np.ndarray:
         """The byte counts as one contiguous uint64 array for the read engine, shared by its images.
 
         Writable only so that the kernels see one array type; nothing writes to it.
