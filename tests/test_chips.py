@@ -146,6 +146,7 @@ def _threads_and_batch(ds, idx):
     return rumimm.get_num_threads(), batch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_worker_processes(files, method):
     """Plain multiprocessing (what DataLoader workers are): same chips, one decode thread each."""
@@ -160,9 +161,11 @@ def test_worker_processes(files, method):
     assert np.array_equal(np.concatenate([b for _, b in got]), want)
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_torch_dataloader(files):
     """PyTorch's DataLoader batches through __getitems__, in-process and in fork/spawn workers."""
-    import torch  # the test extra installs it; rumimm itself never imports torch
+    import torch  # the torch marker: CI installs it; rumimm itself never imports torch
     from torch.utils.data import DataLoader
 
     ds = _dataset(files, n=24, seed=2)

@@ -210,6 +210,7 @@ def test_subcommands_register_in_one_place():
         del cli.COMMANDS["_probe"]
 
 
+@pytest.mark.slow
 def test_python_dash_m_rumimm_runs_the_command_line(files):
     d, paths, _ = files
     root = Path(__file__).resolve().parents[1]
@@ -524,6 +525,7 @@ def test_info_says_when_frames_come_from_another_writers_graph(capsys, tmp_path)
     assert code == 0 and lines["codec"] == "not a rumimm preset (another writer's graph)", out
 
 
+@pytest.mark.slow
 def test_the_command_line_imports_its_optional_packages_only_for_the_commands_that_need_them():
     code = ("import sys; from rumimm.cli import main; main(['--help']); "
             "heavy = ('rumimm.writer.writer', 'rumimm.integrations.geotiff', 'rumimm.integrations.preview', 'rasterio', 'affine', 'PIL', 'tqdm'); "

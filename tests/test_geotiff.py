@@ -375,6 +375,7 @@ def test_export_to_a_directory_is_refused_before_anything_is_written(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["x.rumi"]
 
 
+@pytest.mark.slow
 def test_conversion_memory_is_about_one_row_of_tiles(tmp_path):
     bands, size, tile = 2, 2048, 64
     data = sample("uint16", (bands, size, size))
@@ -502,6 +503,7 @@ def test_a_cube_has_the_same_surface(tmp_path):
         cube.close()
 
 
+@pytest.mark.slow
 def test_from_geotiff_needs_rasterio_only_when_called():
     import subprocess
     import sys

@@ -178,6 +178,7 @@ def test_vectorized_indexing_goes_through_xarrays_adapters(scene):
     assert same_bits(got, a[:, [1, 50, 69], [0, 30, 89]])
 
 
+@pytest.mark.slow
 def test_every_sample_encoding_reads_like_rumimm(tmp_path, rng):
     # all 28: ML floats, sub-byte integers (unpacked) and the structured complex types
     for enc in dtypes.ENCODINGS.values():

@@ -395,7 +395,7 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
                     w.write_row(r, block if block.dtype == dtype else _from_gdal(block, dtype))
                     del block
                     bar.advance()
-    blob = w.header
+    blob = w.close()  # closed by the with block: the same blob again
     if header_out is not None:
         with replacing(header_out) as tmp, open(tmp, "wb") as fh:
             fh.write(blob)

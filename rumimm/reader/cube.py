@@ -468,7 +468,7 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
                 raise WindowError(f"bands {blist.tolist()} out of range for images with {nbands} bands")
             blist = np.where(blist < 0, blist + nbands, blist)
         uniq = np.unique(blist)
-        remap = None
+        remap: tuple | None = None
         if uniq.size != blist.size:
             remap = (slice(None), np.searchsorted(uniq, blist))
             blist = uniq

@@ -97,6 +97,7 @@ class Image(RasterioSurface):
     def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True):
         self.path = os.fspath(path)
         hdr = load_header(header, self.path)
+        cache: _cache.FrameCache | None
         if cache_bytes is None:
             cache, private = _cache.shared(), False
         else:
@@ -115,7 +116,8 @@ class Image(RasterioSurface):
         self._init(hdr, cache_bytes, verify)
         self._cache = cache
         self._token = token = next(_tokens)
-        self._source = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify), magic0)
+        self._source: engine.FrameSource | None = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify),
+                                                                     magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
@@ -384,6 +386,7 @@ def _check_blob(file: LocalStore, hdr: Header, path) -> int:
     magic0 = check_blob_prefix(file.read, hdr, path)
     if size != hdr.file_size:
         _size_error(size, hdr, path)
+    assert magic0 is not None  # None only for a file that ends before frame 0, refused by the size check
     return magic0
 
 

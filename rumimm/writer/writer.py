@@ -498,4 +498,4 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
             block = src[y0:y1, :] if two_d else src[:, y0:y1, :]
             w.write_row(r, np.asarray(block))
             del block
-    return w.header
+    return w.close()  # closed by the with block: the same blob again
