@@ -17,6 +17,7 @@ Representations numpy lacks:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -61,7 +62,7 @@ class Encoding:
         return (self.sample_format, self.bits_per_sample)
 
 
-_TABLE: list[tuple[int, int, object, str]] = [
+_TABLE: list[tuple[int, int, Any, str]] = [
     (1, 1, np.bool_, "bool"),
     (1, 2, ml_dtypes.uint2, "uint2"),
     (1, 4, ml_dtypes.uint4, "uint4"),

@@ -34,7 +34,7 @@ from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
 from rumimm.reader.store import LocalStore
-from rumimm.reader.rasterio_surface import RasterioSurface
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.validate import inspect_mapping  # the full IFD walk, used only when no blob is given
 
 __all__ = ["Image", "open", "read_frames", "load_header"]
@@ -105,6 +105,7 @@ class Image(RasterioSurface):
         self.path = os.fspath(path)
         if format not in (None, "0.1", "0.2"):
             raise ValueError(f"format must be '0.1' or '0.2', got {format!r}")
+        cache: _cache.FrameCache | None
         if cache_bytes is None:
             cache, private = _cache.shared(), False
         else:
@@ -134,7 +135,8 @@ class Image(RasterioSurface):
         self._trailer = trailer
         self._cache = cache
         self._token = token = next(_tokens)
-        self._source = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify), magic0)
+        self._source: engine.FrameSource | None = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify),
+                                                                     magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
@@ -244,9 +246,10 @@ class Image(RasterioSurface):
 
     @property
     def descriptions(self) -> tuple:
-        """Band descriptions (rasterio's name): spec 0.2 band texts, or None per band for spec 0.1."""
+        """Band descriptions (rasterio's name): a spec 0.2 file's band texts (its trailer), else each
+        band's description from the PAM sidecar, or None."""
         if self._trailer is None:
-            return (None,) * self.count
+            return super().descriptions
         return self._trailer.bands
 
     @property
@@ -291,6 +294,17 @@ class Image(RasterioSurface):
         if bad or geo is None:
             raise FormatError(f"{where(self.path)}{bad[0] if bad else 'unreadable georeferencing'}")
         return geo
+
+    @cached_property
+    def metadata(self):
+        """Band metadata from the file's PAM sidecar ``path + ".aux.xml"`` (``rumimm.format.pam.Metadata``).
+
+        Read on first use.  No sidecar: empty metadata.  An unreadable one: empty
+        metadata and a ``RumiWarning`` (see ``nodata``, ``descriptions``, ... for the fields).
+        """
+        from rumimm.reader.sidecar import read_metadata
+
+        return read_metadata(self.path, self.count, bytes(self._header))
 
     @property
     def transform(self) -> tuple[float, ...] | None:
@@ -359,14 +373,14 @@ class Image(RasterioSurface):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, bands=None, window=None, out=None):
-        """Read bands of a window, optionally into a caller's buffer.
+    def read(self, indexes=None, window=None, out=None, *, bands=None):
+        """Read bands of a window, optionally into a caller's buffer, as rasterio's ``read``.
 
         Parameters
         ----------
-        bands : int or sequence of int, optional
-            0-based band(s); an int gives a 2-D (h, w) result, a list (n, h, w).
-            Default: every band.
+        indexes : int or sequence of int, optional
+            Band number(s) counted from 1, as rasterio: ``read(1)`` is the first band.
+            An int gives a 2-D (h, w) result, a list (n, h, w).  Default: every band.
         window : optional
             ``((y0, y1), (x0, x1))``, ``(slice(y0, y1), slice(x0, x1))`` or a
             rasterio ``Window``.  Default: the whole image.  It must lie inside
@@ -374,6 +388,10 @@ class Image(RasterioSurface):
         out : numpy.ndarray, optional
             Written in place and returned; must have the result's shape and this
             image's dtype.
+        bands : int or sequence of int, optional
+            Instead of ``indexes``: band(s) counted from 0, as ``img[b]`` counts them
+            (what ``read``'s first argument meant in rumimm 0.1.0: ``read(b)`` became
+            ``read(bands=b)`` or ``read(b + 1)``).
 
         Returns
         -------
@@ -384,9 +402,12 @@ class Image(RasterioSurface):
         ------
         WindowError
             A band or window outside the image.
+        TypeError
+            Both ``indexes`` and ``bands``.
         CodecError
             A frame is corrupt (the message names it and its grid position).
         """
+        bands = indexes_to_bands(indexes, bands, self.count)
         if len(self._shape) == 4:
             sel = select_read(bands, window, self._shape[1:])
             key = (slice(None), sel.lists[0] if sel.remap is None else bands, slice(sel.y.start, sel.y.start + sel.y.count),
@@ -468,6 +489,7 @@ def _check_blob(file: LocalStore, hdr: Header, path) -> int:
     magic0 = check_blob_prefix(file.read, hdr, path)
     if size != hdr.file_size:
         _size_error(size, hdr, path)
+    assert magic0 is not None  # None only for a file that ends before frame 0, refused by the size check
     return magic0
 
 
