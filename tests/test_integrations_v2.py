@@ -70,11 +70,11 @@ def test_a_catalog_lists_spec_time_and_band_texts_and_reopens_its_rows(tmp_path)
     pytest.importorskip("pyarrow")
     paths = [_p("img_u0"), _p("cube_interval"), str(DATA.parent / "u8_geo_utm33n.rumi")]
     table = rumimm.catalog(paths)
-    rows = table.select(["spec", "time_count", "band_texts", "time", "bands", "height", "unit"]).to_pylist()
-    assert rows[0] == {"spec": "0.2", "time_count": 1, "band_texts": ["B2, Blue", "B3, Green", "B4, Red"],
+    rows = table.select(["spec", "time_count", "descriptions", "time", "bands", "height", "unit"]).to_pylist()
+    assert rows[0] == {"spec": "0.2", "time_count": 1, "descriptions": ["B2, Blue", "B3, Green", "B4, Red"],
                        "time": ["2026-01-01"], "bands": 3, "height": 20, "unit": "h w"}
     assert rows[1]["time"] == ["2026-01-01/2026-01-16", "2026-02-01/2026-02-15"] and rows[1]["time_count"] == 2
-    assert rows[2]["spec"] == "0.1" and rows[2]["band_texts"] is None
+    assert rows[2]["spec"] == "0.1" and rows[2]["time"] is None
     rumimm.write_catalog(table, tmp_path / "c.parquet")
     coll = rumimm.ImageCollection.from_catalog(tmp_path / "c.parquet")
     assert [im.spec for im in coll.images] == ["0.2", "0.2", "0.1"]
