@@ -189,7 +189,7 @@ def main(argv=None) -> int:
         meta = json.loads(_run(PEER, ["-c", _WRITE, json.dumps({"npys": npys, "paths": paths, "tile": tile})]))
         results["peer"] = {"rumi-eo": meta["rumi"], "geozl": meta["geozl"]}
         ratio = statistics.mean(os.path.getsize(q) for q in paths) / raw
-        for blob, q in zip(meta["headers"], paths):
+        for blob, q in zip(meta["headers"], paths, strict=True):
             assert rumimm.index(q) == bytes.fromhex(blob), q
         for threads in args.threads:
             row: dict = {}

@@ -388,7 +388,8 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
                    "spec to convert to the other (frames kept as they are)")
     p.add_argument("dest", metavar="OUT", help="the rumi file to write")
     p.add_argument("--format", choices=("0.1", "0.2"),
-                   help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as 0.1 (0.2 with --time)")
+                   help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as "
+                   "0.1 (0.2 with --time)")
     p.add_argument("--band", action="append", metavar="TEXT", dest="band_texts",
                    help="spec 0.2: a band's text, once per band in band order (default: the source's texts, "
                    "else 'band 1', 'band 2', ...)")

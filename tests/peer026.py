@@ -139,7 +139,8 @@ def peer_read(jobs: list[dict], workdir) -> list[np.ndarray]:
     for i, job in enumerate(jobs):
         npy = os.path.join(workdir, f"peer-out-{i}.npy")
         header = job.get("header")
-        spec.append({"path": os.path.abspath(job["path"]), "npy": npy, "header": bytes(header).hex() if header else None,
+        spec.append({"path": os.path.abspath(job["path"]), "npy": npy,
+                     "header": bytes(header).hex() if header else None,
                      "bands": job.get("bands"), "time": job.get("time"), "window": job.get("window")})
     run(_READ, {"jobs": spec})
     return [np.load(s["npy"]) for s in spec]

@@ -112,7 +112,7 @@ def parse_blob(blob: bytes) -> dict:
     f = struct.unpack_from("<IHIIIHHHBBBIB", blob)
     names = ("magic", "version", "width", "length", "times", "tile_width", "tile_length", "bands",
              "bits_per_sample", "sample_format", "unit", "count_min", "count_bits")
-    out = dict(zip(names, f))
+    out = dict(zip(names, f, strict=True))
     across = -(-out["width"] // out["tile_width"])
     down = -(-out["length"] // out["tile_length"])
     n = across * down * (out["bands"] * out["times"] if out["unit"] in (0, 9) else 1)

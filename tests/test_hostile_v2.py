@@ -25,7 +25,7 @@ from rumimm.format.v2 import Header2, parse_header
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
-import make_fixtures
+import make_fixtures  # noqa: E402
 
 NAMES = ["cube_u0", "cube_u4", "cube_u7", "img_u2", "img_b6", "cube_seconds", "one_frame", "dtype_complex128"]
 _EXTREMES = [0, 1, 2, 3, 9, 10, 255, 256, 65535, 2**31, 2**32 - 1, 2**32, 2**63, 2**64 - 1]

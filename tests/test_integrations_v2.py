@@ -14,7 +14,7 @@ from rumimm.errors import BlobError, RumiError
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
-import make_fixtures
+import make_fixtures  # noqa: E402
 
 
 def _p(name):

@@ -87,7 +87,7 @@ def peer_files(tmp_path_factory):
     headers = peer026.peer_write(jobs, d)
     infos = peer026.peer_info([j["path"] for j in jobs])
     return {name: (job["path"], arr, header, info) for (name, *_), job, arr, header, info
-            in zip(PEER_CASES, jobs, sources.values(), headers, infos)}
+            in zip(PEER_CASES, jobs, sources.values(), headers, infos, strict=True)}
 
 
 @pytest.mark.parametrize("name", [c[0] for c in PEER_CASES])
@@ -153,7 +153,8 @@ def rumimm_files(tmp_path_factory):
     reads = peer026.peer_read([{"path": v[0], "header": v[2]} for v in out.values()], d)
     windows = peer026.peer_read([{"path": v[0], "header": v[2], "window": [5, 2, 20, 15],
                                   "bands": [v[1].shape[-3] - 1, 0]} for v in out.values()], d)
-    return {name: (*out[name], info, full, win) for name, info, full, win in zip(out, infos, reads, windows)}
+    return {name: (*out[name], info, full, win)
+            for name, info, full, win in zip(out, infos, reads, windows, strict=True)}
 
 
 @pytest.mark.parametrize("name", [c[0] for c in WRITE_CASES])
@@ -186,7 +187,7 @@ def test_rumi_eo_reads_01_files_rumimm_converted_to_02(tmp_path):
         arrays.append(arr)
     infos = peer026.peer_info([j["path"] for j in jobs])
     reads = peer026.peer_read(jobs, tmp_path)
-    for arr, blob, info, got in zip(arrays, blobs, infos, reads):
+    for arr, blob, info, got in zip(arrays, blobs, infos, reads, strict=True):
         assert bytes.fromhex(info["header"]) == blob
         assert info["crs"] == 3857 and info["bands"] == ["r", "g", "b"]
         np.testing.assert_array_equal(got, arr)

@@ -424,7 +424,7 @@ def expected_head2(hdr: Header2) -> bytes:
     return head
 
 
-def check_blob_prefix2(read, hdr: Header2, path) -> int | None:
+def check_blob_prefix2(read, hdr: Header2, path) -> int:
     """A 0.2 blob must describe this file: its 292 bytes of header and IFD, band 0's sample pair, frame 0's magic.
 
     ``read(offset, n)`` returns file bytes; the caller checked that the file holds the

@@ -508,7 +508,7 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
             blist = uniq
         if drop:
             remap = (slice(None), 0)
-        shape = (n, blist.size, h, w)
+        shape: tuple[int, ...] = (n, blist.size, h, w)
         read_bands = blist
         if steps:
             # every (step, band) pair is a virtual band of the grid, read in (step, band) order

@@ -29,7 +29,7 @@ from rumimm.format.blob import Header
 from rumimm.format.georef import parse_geokeys
 from rumimm.format.tiff import check_blob_prefix
 from rumimm.format.trailer import Trailer, parse_trailer
-from rumimm.format.v2 import FILE_MAGIC, Header2, check_blob_prefix2, parse_header
+from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, parse_header
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
@@ -230,7 +230,7 @@ class Image(RasterioSurface):
     def frame_unit(self) -> str:
         """``"tile"`` (one band per frame) or ``"cell"`` (all bands per frame); spec 0.2 files
         give the decoded frame's axes instead, as rumi-eo's ``frame_layout`` (``"t b h w"``)."""
-        if self._header.spec == "0.2":
+        if isinstance(self._header, Header2):
             return self._header.layout_name
         return self._grid.unit.name.lower()
 
@@ -410,8 +410,8 @@ class Image(RasterioSurface):
         bands = indexes_to_bands(indexes, bands, self.count)
         if len(self._shape) == 4:
             sel = select_read(bands, window, self._shape[1:])
-            key = (slice(None), sel.lists[0] if sel.remap is None else bands, slice(sel.y.start, sel.y.start + sel.y.count),
-                   slice(sel.x.start, sel.x.start + sel.x.count))
+            key = (slice(None), sel.lists[0] if sel.remap is None else bands,
+                   slice(sel.y.start, sel.y.start + sel.y.count), slice(sel.x.start, sel.x.start + sel.x.count))
             block = self[key]
             if out is None:
                 return block
@@ -446,12 +446,13 @@ class Image(RasterioSurface):
 
         ``bands`` are the grid's bands: for a spec 0.2 file its virtual bands (``format.units``).
         """
-        if self._header.spec == "0.2" and self._grid.interleaved:
+        if isinstance(self._grid, Grid2) and self._grid.interleaved:
             return layouts.read_interleaved(self._open_source(), bands, y, x, out)
         return engine.read_window(self._open_source(), bands, y, x, out)
 
     def _read_steps(self, steps: np.ndarray, bands: np.ndarray, y: Run, x: Run) -> np.ndarray:
         """The (len(steps), len(bands), y.count, x.count) block of a spec 0.2 file of several steps."""
+        assert isinstance(self._grid, Grid2)  # only a spec 0.2 file has steps
         virtual = self._grid.virtual_bands(steps, bands).reshape(-1)
         block = self._read_block(virtual, y, x, None)
         return block.reshape(steps.shape[0], bands.shape[0], y.count, x.count)
@@ -596,6 +597,7 @@ def read_frames(img: Image, frames) -> list[np.ndarray]:
         if not 0 <= k < img.n_frames:
             raise WindowError(f"frame {k} is out of range for {img.n_frames} frames")
     out = engine.decode_frames(src, ks)
-    if img.spec == "0.2":
-        out = [layouts.frame_array(img._grid, k, f) for k, f in zip(ks, out)]
+    grid = img._grid
+    if isinstance(grid, Grid2):
+        out = [layouts.frame_array(grid, k, f) for k, f in zip(ks, out, strict=True)]
     return out

@@ -336,7 +336,7 @@ def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings, pro
 
     Returns ``values(tag)``, the tag's values read from where they are.
     """
-    bands, n = (grid.bands if profile is PROFILE_V2 else grid.samples_per_pixel), grid.n_frames
+    bands, n = (grid.bands if isinstance(grid, Grid2) else grid.samples_per_pixel), grid.n_frames
     cursor = profile.ifd_end
     where_value: dict[int, int] = {}
     order = list(profile.tags)

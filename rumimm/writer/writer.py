@@ -441,9 +441,9 @@ class Writer:
         y0, y1 = self.row_span(r)
         if len(self._user_shape) == 4:  # spec 0.2 (T, B, h, X): the step-band pairs become virtual bands
             t, b, _, x = self._user_shape
-            want = (t, b, y1 - y0, x)
-            if block.shape != want:
-                raise RumiError(f"grid row {r}: block has shape {block.shape}, expected (T, B, h, X) = {want}")
+            want4 = (t, b, y1 - y0, x)
+            if block.shape != want4:
+                raise RumiError(f"grid row {r}: block has shape {block.shape}, expected (T, B, h, X) = {want4}")
             block = (block.transpose(1, 0, 2, 3) if self.grid.band_major else block).reshape(t * b, y1 - y0, x)
         b, _, x = self.grid.shape
         if block.ndim == 2 and b == 1:

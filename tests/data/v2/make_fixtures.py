@@ -74,7 +74,7 @@ def main(out: str) -> None:
     import rumi
 
     manifest = {}
-    for name, (shape, dtype, _, tile, bands, time, geo) in FIXTURES.items():
+    for name, (_, _, _, tile, bands, time, geo) in FIXTURES.items():
         arr = source(name)
         table = rumi.frames(arr, _pattern(name), tile_size=tile)
         for frame in table:
