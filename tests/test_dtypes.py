@@ -85,6 +85,7 @@ def test_each_pair_maps_to_the_numpy_dtype_of_its_meaning(key, expected):
     assert dtypes.encoding(*key).dtype == expected
 
 
+@pytest.mark.slow
 def test_every_pair_outside_the_table_is_rejected_with_format_error():
     valid = set(SPEC_PAIRS)
     rejected = 0

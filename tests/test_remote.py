@@ -378,3 +378,10 @@ def test_an_ifd_claiming_a_huge_image_fetches_nothing_past_the_object(server, sm
     with pytest.raises(FormatError, match=rf"hostile{width}\.rumi: "):
         rumimm.index(url, storage_options=FAST)
     assert server.count("GET") <= 2 and server.bytes_sent <= len(data)
+
+
+def test_a_remote_spec_0_2_object_is_refused_with_a_clear_error(server):
+    url = server.put("v2.rumi", b"RUMI" + bytes(400))
+    with pytest.raises(FormatError, match=r"v2\.rumi: the object is a rumi spec 0\.2 file; remote reads support"):
+        rumimm.open(url, storage_options=FAST)
+    assert len(server.requests) == 1

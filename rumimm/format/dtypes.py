@@ -17,13 +17,14 @@ Representations numpy lacks:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
 
-__all__ = ["Encoding", "ENCODINGS", "encoding", "encoding_for_dtype", "DTYPES"]
+__all__ = ["Encoding", "ENCODINGS", "SPEC_ENCODINGS", "SPECS", "encoding", "encoding_for_dtype", "DTYPES"]
 
 
 def _complex(component: str) -> np.dtype:
@@ -61,7 +62,7 @@ class Encoding:
         return (self.sample_format, self.bits_per_sample)
 
 
-_TABLE: list[tuple[int, int, object, str]] = [
+_TABLE: list[tuple[int, int, Any, str]] = [
     (1, 1, np.bool_, "bool"),
     (1, 2, ml_dtypes.uint2, "uint2"),
     (1, 4, ml_dtypes.uint4, "uint4"),
@@ -92,36 +93,70 @@ _TABLE: list[tuple[int, int, object, str]] = [
     (106, 4, ml_dtypes.float4_e2m1fn, "float4_e2m1fn"),
 ]
 
-#: Every valid encoding keyed by (sample_format, bits_per_sample).
-ENCODINGS: dict[tuple[int, int], Encoding] = {
-    (sf, bps): Encoding(sf, bps, np.dtype(dt).newbyteorder("<") if np.dtype(dt).fields is None else np.dtype(dt), name)
-    for sf, bps, dt, name in _TABLE
+#: Pairs of spec 0.1.0 that spec 0.2 (rumi-eo 0.18 and later) dropped from its registry.
+_NOT_IN_02 = {(1, 2), (1, 4), (2, 2), (2, 4), (5, 32), (5, 64), (104, 6), (105, 6), (106, 4)}
+#: Pairs spec 0.2 added (rumi-eo 0.26 registry codes 29 and 30).
+_ONLY_02: list[tuple[int, int, object, str]] = [
+    (107, 8, ml_dtypes.float8_e4m3fnuz, "float8_e4m3fnuz"),
+    (108, 8, ml_dtypes.float8_e5m2fnuz, "float8_e5m2fnuz"),
+]
+
+
+def _make(sf, bps, dt, name) -> Encoding:
+    dt = np.dtype(dt)
+    return Encoding(sf, bps, dt.newbyteorder("<") if dt.fields is None else dt, name)
+
+
+#: Every valid encoding of spec 0.1.0 keyed by (sample_format, bits_per_sample).
+ENCODINGS: dict[tuple[int, int], Encoding] = {(sf, bps): _make(sf, bps, dt, name) for sf, bps, dt, name in _TABLE}
+
+#: The specifications rumimm reads and writes.
+SPECS = ("0.1", "0.2")
+
+#: The encodings of each specification (one Encoding object per pair, shared between them).
+SPEC_ENCODINGS: dict[str, dict[tuple[int, int], Encoding]] = {
+    "0.1": ENCODINGS,
+    "0.2": {**{k: e for k, e in ENCODINGS.items() if k not in _NOT_IN_02},
+            **{(sf, bps): _make(sf, bps, dt, name) for sf, bps, dt, name in _ONLY_02}},
 }
 
-#: The user-facing dtype of every encoding, keyed by its short name.
+#: The user-facing dtype of every spec 0.1.0 encoding, keyed by its short name.
 DTYPES: dict[str, np.dtype] = {e.name: e.dtype for e in ENCODINGS.values()}
 
-_BY_DTYPE: dict[np.dtype, Encoding] = {e.dtype: e for e in ENCODINGS.values()}
+_BY_DTYPE: dict[str, dict[np.dtype, Encoding]] = {
+    spec: {e.dtype: e for e in table.values()} for spec, table in SPEC_ENCODINGS.items()}
 
 
-def encoding(sample_format: int, bits_per_sample: int, *, path=None) -> Encoding:
-    """Return the encoding of a pair, or raise FormatError for any unlisted pair."""
+def _table(spec: str) -> dict[tuple[int, int], Encoding]:
     try:
-        return ENCODINGS[(int(sample_format), int(bits_per_sample))]
+        return SPEC_ENCODINGS[spec]
+    except KeyError:
+        raise ValueError(f"spec must be one of {', '.join(SPECS)}, got {spec!r}") from None
+
+
+def _in(spec: str) -> str:
+    return "" if spec == "0.1" else f" in spec {spec}"
+
+
+def encoding(sample_format: int, bits_per_sample: int, *, path=None, spec: str = "0.1") -> Encoding:
+    """Return the encoding of a pair in ``spec``, or raise FormatError for any unlisted pair."""
+    try:
+        return _table(spec)[(int(sample_format), int(bits_per_sample))]
     except KeyError:
         raise FormatError(
             f"{where(path)}(sample_format, bits_per_sample) = ({sample_format}, {bits_per_sample}) "
-            "is not a valid rumi sample encoding; see the spec's Sample encodings table"
+            f"is not a valid rumi sample encoding{_in(spec)}; see the spec's Sample encodings table"
         ) from None
 
 
-def encoding_for_dtype(dtype) -> Encoding:
-    """Return the encoding that stores ``dtype`` exactly, or raise RumiError."""
+def encoding_for_dtype(dtype, spec: str = "0.1") -> Encoding:
+    """Return the encoding of ``spec`` that stores ``dtype`` exactly, or raise RumiError."""
     dt = np.dtype(dtype)
     if dt.fields is None and dt.byteorder == ">":
         dt = dt.newbyteorder("<")
-    enc = _BY_DTYPE.get(dt)
+    table = _table(spec)
+    enc = _BY_DTYPE[spec].get(dt)
     if enc is None:
-        names = ", ".join(sorted(DTYPES))
-        raise RumiError(f"dtype {dt} has no rumi sample encoding; expected one of: {names}")
+        names = ", ".join(sorted(e.name for e in table.values()))
+        raise RumiError(f"dtype {dt} has no rumi sample encoding{_in(spec)}; expected one of: {names}")
     return enc

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rumimm.format.blob import VALID_PAIRS, BLOB_FIELDS, rule_broken
 from rumimm.errors import BlobError
+from rumimm.format.blob import VALID_PAIRS, BLOB_FIELDS, rule_broken
 
-__all__ = ["parse_blobs"]
+__all__ = ["parse_blobs", "parse_blobs_any"]
 
 
 def _as_uint8(blob) -> np.ndarray:
@@ -130,3 +130,45 @@ def _check_in_parallel(data, starts, fields, status) -> None:
         run_workers(part, workers)
     finally:
         release_parallel()
+
+
+def parse_blobs_any(blobs, specs=None) -> dict:
+    """:func:`parse_blobs` for a column that may hold spec 0.2 blobs (rumi-eo 0.18+ headers).
+
+    Spec 0.1 blobs are checked in the one numba pass; a blob that is not a valid 0.1 blob,
+    or whose row says ``specs[i] == "0.2"``, is parsed as a spec 0.2 blob
+    (``format.v2.Header2``), one at a time.  Returns the ``BLOB_FIELDS`` columns plus
+    ``time_count`` (1 for spec 0.1) and ``spec`` (1 or 2); ``frame_unit`` of a spec 0.2 row is its
+    frame unit (0 to 9).  BlobError names the first
+    blob that is valid in neither spec.
+    """
+    from rumimm.format.v2 import Header2
+
+    if type(blobs).__module__.startswith("pyarrow"):
+        blobs = blobs.to_pylist()
+    blobs = list(blobs)
+    m = len(blobs)
+    out = parse_blobs(blobs, errors="status")
+    status = out.pop("status")
+    out["time_count"] = np.ones(m, np.int64)
+    out["spec"] = np.ones(m, np.int64)
+    specs = [None] * m if specs is None else list(specs)
+    for i in range(m):
+        if not status[i] and specs[i] != "0.2":
+            continue
+        rule1 = None if not status[i] else rule_broken(int(status[i]), {k: int(out[k][i]) for k in BLOB_FIELDS})
+        if specs[i] == "0.1":
+            raise BlobError(f"blob {i} of {m}: {rule1}")
+        try:
+            hdr = Header2.parse(blobs[i])
+        except BlobError as exc:
+            rule2 = str(exc).removeprefix("header blob (spec 0.2): ")
+            if specs[i] == "0.2":
+                raise BlobError(f"blob {i} of {m}: {rule2} (spec 0.2)") from None
+            raise BlobError(f"blob {i} of {m}: {rule1} (nor a spec 0.2 blob: {rule2})") from None
+        for name in BLOB_FIELDS:
+            out[name][i] = len(hdr.blob) if name == "blob_size" else int(getattr(hdr, name))
+        out["frame_unit"][i] = hdr.layout
+        out["time_count"][i] = hdr.time_count
+        out["spec"][i] = 2
+    return out
