@@ -104,28 +104,9 @@ def load():
             from rumimm.kernels import native
 
             native.available()  # the same library, its entry points registered for the kernels
-            _warm(kernels)
+            kernels.warm()
             K = kernels
     return K
-
-
-def _warm(kern) -> None:
-    """Run the single-image kernels once on empty input, with the argument types of a real read.
-
-    Loads them from numba's cache (or compiles them) here, under the load lock, with
-    every lazy import numba's dispatch makes on a first call (``numpy.ma``, for one):
-    after :func:`load` a read imports and compiles nothing.
-    """
-    import numpy.ma  # noqa: F401  (numba's typeof of an ndarray imports it on first use)
-
-    grid = np.ones(kern.GRID_COLS, np.int64)
-    bands = np.zeros(1, np.int64)
-    one = Run(0, 1, 1)
-    plan = kern.plan_window(grid, bands, one, one, 1)
-    u64, i64 = np.zeros(1, np.uint64), np.zeros(1, np.int64)
-    frames = kern.Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64)
-    place = kern.Placement(plan, bands, np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True)
-    kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 0, 1, 0)
 
 
 def _compiler_lock():
@@ -251,16 +232,15 @@ def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True)
     fs0 = sources[0]
     frames = K.Frames(src, size, fidx, dec, need, gstart, status)
     place = K.Placement(plan, bands, out4, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
+    counter = np.zeros(1, np.int64)
     if chunks > 1:
         try:
-            counter = np.zeros(1, np.int64)
-            bad = _threads.run_workers(lambda w: K.decode_copy_shared(frames, place, scratch, stride, counter, w),
-                                       chunks)
+            bad = _threads.run_workers(lambda w: K.decode_copy(frames, place, scratch, stride, counter, w), chunks)
             bad = min((b for b in bad if b >= 0), default=-1)
         finally:
             _threads.release_parallel()
     else:
-        bad = K.decode_copy(frames, place, scratch, stride, 0, ngroups, 1, 0)
+        bad = K.decode_copy(frames, place, scratch, stride, counter, 0)
     if bad >= 0:
         raise _checks.frame_error(sources[owners[bad]], klist[bad], int(status[bad]))
     if store and fresh:
