@@ -63,23 +63,27 @@ def test_opening_and_reading_metadata_load_neither_numba_nor_openzl(scene_file):
     assert out.startswith("[] [] (3, 600, 700) EPSG:32633 True ((3, 600, 700), 'EPSG:32633')"), out
 
 
-def test_reading_chips_loads_no_numba_and_a_larger_read_loads_it(scene_file):
+def test_reading_chips_loads_no_numba_and_a_larger_read_starts_loading_it(scene_file):
     path, blob, a = scene_file
     code = f"""
         import sys
         import numpy as np
         import rumimm
+        from rumimm.reader import jit
         from rumimm.reader.image import read_frames
         a = (np.arange(3 * 600 * 700) % 5003).astype(np.uint16).reshape(3, 600, 700)
         with rumimm.open({str(path)!r}, header=bytes.fromhex("{blob.hex()}")) as img:
             ok = [np.array_equal(img[k], a[k]) for k in (np.s_[1, 100:164, 200:264], np.s_[0:2, 250:262, 0:64],
                                                          np.s_[:, 599, 699], np.s_[2, 240:270, 250:260])]
             ok.append(np.array_equal(read_frames(img, [0])[0], a[0, :256, :256]))  # whole frames: no numba either
-            chips = "numba" in sys.modules
+            chips = ("numba" in sys.modules, jit.state())
             ok.append(np.array_equal(img[:, 100:400, 200:500], a[:, 100:400, 200:500]))  # 12 frames
-            print(all(ok), chips, "numba" in sys.modules)
+            started = jit.state()
+            jit.wait()
+            ok.append(np.array_equal(img[:, 100:400, 200:500], a[:, 100:400, 200:500]))  # now through the kernels
+            print(all(ok), *chips, started in ("loading", "ready"), "numba" in sys.modules)
     """
-    assert _run(code).split() == ["True", "False", "True"]
+    assert _run(code).split() == ["True", "False", "idle", "True", "True"]
 
 
 def test_the_format_versions_checked_without_openzl_are_openzls_own():
@@ -98,10 +102,10 @@ _CACHE_PROBE = """
     path, blob = {path!r}, bytes.fromhex("{blob}")
     with rumimm.open(path, blob, cache_bytes=0) as img:
         a = img[1, 10:74, 20:84]          # a chip: no kernels
-        b = img[:, :, :]                   # plan_batch (a window is a batch of one), decode_copy on 2 threads
-        c = rumimm.Cube([img, img])[:, :, 5:40, 300:330]   # plan_batch
-    rumimm.parse_blobs([blob, blob])       # check_blobs
-    K = engine.K
+        b = img[:, :, :]                   # starts the loader: plan_batch, decode_copy
+        c = rumimm.Cube([img, img])[:, :, 5:40, 300:330]
+    rumimm.parse_blobs([blob, blob])       # waits for the loader; check_blobs
+    K = engine.load()
     used = {{}}
     for name in dir(K):
         k = getattr(K, name)
@@ -163,7 +167,7 @@ _FORK_PROBE = """
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("key,index", [("1, 100:164, 200:264", np.s_[1, 100:164, 200:264]),
                                        (":, 100:400, 200:500", np.s_[:, 100:400, 200:500])],
-                         ids=["chip without numba", "12 frames through the kernels"])
+                         ids=["chip without numba", "12 frames while the kernels load"])
 def test_children_forked_at_any_point_of_a_first_read_read_at_once(tmp_path, scene_file, key, index):
     path, blob, a = scene_file
     want = tmp_path / "want.npy"
@@ -177,6 +181,64 @@ def test_children_forked_at_any_point_of_a_first_read_read_at_once(tmp_path, sce
         ok += int(good)
         assert int(good) == int(n), codes
     assert total >= 3 and ok == total
+
+
+_FORK_DURING_LOAD = """
+    import os, signal, time
+    import numpy as np
+    import rumimm
+    from rumimm.reader import jit
+    path, blob = {path!r}, bytes.fromhex("{blob}")
+    want = np.load({want!r})
+    img = rumimm.open(path, blob, cache_bytes=0)
+    first = np.array_equal(img[:, 100:400, 200:500], want)  # 12 frames: starts the loader, reads without it
+    forks = []  # (pid, the parent's loader state once fork returned)
+
+    def fork():
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm({timeout})  # a deadlocked child dies of SIGALRM instead of hanging
+            ok = np.array_equal(img[:, 100:400, 200:500], want)
+            ok = ok and all(np.array_equal(c, want) for c in rumimm.Cube([img, img])[:, :, 100:400, 200:500])
+            off = jit.state() == "off"
+            if off:
+                try:
+                    jit.wait()
+                    ok = False
+                except rumimm.RumiError:
+                    pass
+            os._exit((11 if off else 10) if ok else 3)
+        forks.append((pid, jit.state()))
+
+    delay = 0.02
+    while len(forks) < 10 and jit.state() == "loading":
+        fork()
+        time.sleep(delay)
+        delay *= 1.4
+    jit.wait()
+    fork()
+    codes = [(state, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])) for pid, state in forks]
+    print(first, codes)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_while_the_kernels_compile_does_not_wait_and_the_child_reads_without_them(tmp_path, scene_file):
+    # An empty numba cache: the parent compiles on its loader thread while the main thread forks.
+    path, blob, a = scene_file
+    want = tmp_path / "want.npy"
+    np.save(want, a[:, 100:400, 200:500])
+    code = _FORK_DURING_LOAD.format(path=str(path), blob=blob.hex(), want=str(want), timeout=120)
+    out = _run(code, env={"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "RUMIMM_NUM_THREADS": "2"}, timeout=400)
+    first, codes = out.split(" ", 1)
+    codes = eval(codes)  # noqa: S307  (a list of (str, int) printed by the probe)
+    assert first == "True"
+    # a fork returned while the loader still ran (so it did not wait for it); that child read every window
+    # right without numba and refuses to load it; children forked once it was ready read with the kernels
+    assert any(state == "loading" for state, _ in codes), codes
+    assert all(code == 11 for state, code in codes if state == "loading"), codes
+    assert all(code == 10 for state, code in codes if state == "ready"), codes
+    assert codes[-1][0] == "ready", codes
 
 
 # -- opening --------------------------------------------------------------------------------

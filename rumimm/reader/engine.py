@@ -23,12 +23,12 @@ the first read).  Both share the cache, the header checks and the error mapping
 never keeps a whole frame alive.
 
 Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
-:func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read;
-:func:`load` adds numba and the kernels at the first read that needs them.  Both run
-under one module lock, and a fork waits for it (``os.register_at_fork``): the hook
-takes that lock and numba's compiler lock before the fork and releases both after it
-in parent and child, so a child never inherits a lock held by a thread that does not
-exist in it, and no import or compilation happens later inside the read path.
+:func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read,
+under a module lock a fork waits for (``os.register_at_fork``).  numba and the kernels
+load on a background thread (``reader.jit``), started by the first read that would use
+them; until they are ready, reads go through ``small_reads`` (whole windows of any
+size, or each window of a batch), and a fork does not wait for them (``jit`` says what
+a child forked meanwhile can do).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from __future__ import annotations
 import concurrent.futures.thread  # noqa: F401  (imported before any fork can wait on load(): see _before_fork)
 import logging  # noqa: F401  (numba imports it; both register fork hooks of their own)
 import os
-import sys
 import threading
 
 import numpy as np
 
+from rumimm.reader import jit as _jit
 from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, align, lookup, thread_scratch
 from rumimm.format.window import Run, segments
 
@@ -51,7 +51,6 @@ __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "dec
 SMALL_READ_FRAMES = 4
 
 _load_lock = threading.RLock()
-_local = threading.local()  # the compiler lock a fork hook took, released after the fork
 K = None  # rumimm.kernels once loaded
 _geozl = None  # rumimm.codec.geozl_lib once loaded (the C decoder through ctypes)
 _checks = None  # rumimm.reader.frame_checks once loaded (frame headers, errors, the openzl.ext fallback decoder)
@@ -89,49 +88,45 @@ def _load_decoder() -> bool:
 def load():
     """Import numba, the kernels, OpenZL and geozl's C decoder, once; return the kernels.
 
-    Called by the first read that needs the kernels; safe to call from many threads at
-    once.  It also applies ``cache.tune_malloc`` (glibc's allocator keeps the decoder's
-    scratch memory instead of returning it to the kernel after every frame: half a
-    frame's decode time; ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
+    Waits for the background loader (``reader.jit``); safe to call from many threads at
+    once.  :func:`_load_decoder` also applies ``cache.tune_malloc`` (glibc's allocator
+    keeps the decoder's scratch memory instead of returning it to the kernel after every
+    frame: half a frame's decode time; ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
     """
     global K
-    if K is not None:
-        return K
-    with _load_lock:
-        if K is None:
-            _load_decoder()
-            from rumimm import kernels
-            from rumimm.kernels import native
-
-            native.available()  # the same library, its entry points registered for the kernels
-            kernels.warm()
-            K = kernels
+    if K is None:
+        _load_decoder()
+        K = _jit.wait()
     return K
 
 
-def _compiler_lock():
-    mod = sys.modules.get("numba.core.compiler_lock")
-    return None if mod is None else mod.global_compiler_lock
+def _kernels_now():
+    """The kernels if loaded (the background loader started if not), else None: read without them."""
+    global K
+    if K is None:
+        _load_decoder()
+        K = _jit.kernels()
+    return K
 
 
 def _before_fork() -> None:
     _load_lock.acquire()
-    lock = _compiler_lock()
-    if lock is not None:
-        lock.acquire()
-    _local.fork_held = lock
+    _jit.before_fork()
 
 
-def _after_fork() -> None:
-    lock = getattr(_local, "fork_held", None)
-    _local.fork_held = None
-    if lock is not None:
-        lock.release()
+def _after_fork_in_parent() -> None:
+    _jit.after_fork_in_parent()
+    _load_lock.release()
+
+
+def _after_fork_in_child() -> None:
+    _jit.after_fork_in_child()
     _load_lock.release()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 # --------------------------------------------------------------------------- the engine
@@ -271,7 +266,8 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
     else:
         rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
         cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
-    if len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES and _load_decoder():
+    if _load_decoder() and (len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES
+                            or _kernels_now() is None):  # kernels loading: read without them
         _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
     kern = K if K is not None else load()
@@ -287,13 +283,30 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     column; ``out4`` is uint8 (N, len(bands), y.count, x.count * itemsize).  All windows
     are planned together, so a frame several windows need is decoded once.
     """
-    kern = K if K is not None else load()
     for s in sources:
         s.opened()  # a closed image fails here, even with nothing to read; execute maps the files
+    if _load_decoder() and _kernels_now() is None:  # kernels loading: each window without them
+        _read_each(sources, windows, bands, y, x, out4)
+        return
+    kern = K if K is not None else load()
     grids = np.concatenate([s.grid_rows for s in sources])
     plan = kern.plan_batch(grids, windows, bands, _run(y), _run(x), sources[0].isz)
     if plan.shape[0]:
         execute(sources, plan, bands, y.step, x.step, out4)
+
+
+def _read_each(sources, windows, bands, y, x, out4) -> None:
+    """``read_windows`` without the kernels: each window through ``small_reads``, one by one."""
+    for n, (i, y0, x0) in enumerate(windows.tolist()):
+        fs = sources[i]
+        rows = segments(y0 + y.start, y.step, y.count, fs.grid.tile_length, fs.grid.image_length).tolist()
+        cols = segments(x0 + x.start, x.step, x.count, fs.grid.tile_width, fs.grid.image_width).tolist()
+        item = out4[n]
+        direct = item.flags.c_contiguous
+        out = item.view(fs.dtype) if direct else np.empty(item.shape[:2] + (x.count,), fs.dtype)
+        _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
+        if not direct:
+            item[...] = out.view(np.uint8)
 
 
 def _run(r) -> Run:
