@@ -86,6 +86,21 @@ def test_reading_chips_loads_no_numba_and_a_larger_read_starts_loading_it(scene_
     assert _run(code).split() == ["True", "False", "idle", "True", "True"]
 
 
+def test_a_read_larger_than_the_loading_limit_waits_for_the_kernels(scene_file):
+    path, blob, a = scene_file
+    code = f"""
+        import numpy as np
+        import rumimm
+        from rumimm.reader import engine, jit
+        a = (np.arange(3 * 600 * 700) % 5003).astype(np.uint16).reshape(3, 600, 700)
+        engine.LOADING_READ_BYTES = 3 * 300 * 300 * 2 - 1  # one byte less than the read below
+        with rumimm.open({str(path)!r}, header=bytes.fromhex("{blob.hex()}")) as img:
+            ok = np.array_equal(img[:, 100:400, 200:500], a[:, 100:400, 200:500])
+            print(ok, jit.state())
+    """
+    assert _run(code).split() == ["True", "ready"]
+
+
 def test_the_format_versions_checked_without_openzl_are_openzls_own():
     from rumimm import codec
     from rumimm.format import tiff
@@ -187,7 +202,7 @@ _FORK_DURING_LOAD = """
     import os, signal, time
     import numpy as np
     import rumimm
-    from rumimm.reader import jit
+    from rumimm.reader import engine, jit
     path, blob = {path!r}, bytes.fromhex("{blob}")
     want = np.load({want!r})
     img = rumimm.open(path, blob, cache_bytes=0)
@@ -198,6 +213,7 @@ _FORK_DURING_LOAD = """
         pid = os.fork()
         if pid == 0:
             signal.alarm({timeout})  # a deadlocked child dies of SIGALRM instead of hanging
+            engine.LOADING_READ_BYTES = 0  # every read is "large": only the fork rule keeps it off numba
             ok = np.array_equal(img[:, 100:400, 200:500], want)
             ok = ok and all(np.array_equal(c, want) for c in rumimm.Cube([img, img])[:, :, 100:400, 200:500])
             off = jit.state() == "off"

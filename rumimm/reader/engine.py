@@ -50,6 +50,11 @@ __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "dec
 #: A window of at most this many frames is read without numba (geozl's decoder through ctypes).
 SMALL_READ_FRAMES = 4
 
+#: While the kernels load, a read of at most this many output bytes goes without them; a larger
+#: one waits: the chip executor decodes all, then places all, 2-3x slower than the kernels on
+#: 128 MiB (a 4 x 4096 x 4096 uint16 image), about as fast up to 8 MiB (docs/dev/startup.md).
+LOADING_READ_BYTES = 32 << 20
+
 _load_lock = threading.RLock()
 K = None  # rumimm.kernels once loaded
 _geozl = None  # rumimm.codec.geozl_lib once loaded (the C decoder through ctypes)
@@ -100,13 +105,20 @@ def load():
     return K
 
 
-def _kernels_now():
-    """The kernels if loaded (the background loader started if not), else None: read without them."""
+def _without_kernels(nbytes: int) -> bool:
+    """Whether a read of ``nbytes`` output bytes goes through ``small_reads`` rather than wait for the kernels.
+
+    Yes while they load (the loader is started here), up to LOADING_READ_BYTES, and always in
+    a process that never can load them (forked while its parent did: ``jit``).  Call after
+    :func:`_load_decoder` returned True.
+    """
     global K
     if K is None:
-        _load_decoder()
         K = _jit.kernels()
-    return K
+    if K is not None:
+        return False
+    state = _jit.state()
+    return state == "off" or (state == "loading" and nbytes <= LOADING_READ_BYTES)
 
 
 def _before_fork() -> None:
@@ -267,7 +279,7 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
         rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
         cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
     if _load_decoder() and (len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES
-                            or _kernels_now() is None):  # kernels loading: read without them
+                            or _without_kernels(out.nbytes)):
         _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
     kern = K if K is not None else load()
@@ -285,7 +297,7 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     """
     for s in sources:
         s.opened()  # a closed image fails here, even with nothing to read; execute maps the files
-    if _load_decoder() and _kernels_now() is None:  # kernels loading: each window without them
+    if _load_decoder() and _without_kernels(out4.nbytes):
         _read_each(sources, windows, bands, y, x, out4)
         return
     kern = K if K is not None else load()
