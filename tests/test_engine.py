@@ -63,6 +63,34 @@ def test_opening_and_reading_metadata_load_neither_numba_nor_openzl(scene_file):
     assert out.startswith("[] [] (3, 600, 700) EPSG:32633 True ((3, 600, 700), 'EPSG:32633')"), out
 
 
+def test_issue_18_ml_dtypes_loads_only_for_a_file_whose_sample_type_needs_it(tmp_path, scene_file):
+    # ml_dtypes 0.7's import alone costs about a second: a uint16 user must never pay it
+    path, blob, a = scene_file
+    bf = (np.arange(2 * 300 * 280, dtype=np.float32).reshape(2, 300, 280) / 7).astype(rumimm.DTYPES["bfloat16"])
+    bf_blob = rumimm.write(tmp_path / "bf16.rumi", bf, tile=128)
+    np.save(tmp_path / "bf16_bits.npy", bf.view(np.uint16))
+    code = f"""
+        import sys
+        import numpy as np
+        import rumimm
+        from rumimm.reader import jit
+        a = (np.arange(3 * 600 * 700) % 5003).astype(np.uint16).reshape(3, 600, 700)
+        with rumimm.open({str(path)!r}, header=bytes.fromhex("{blob.hex()}")) as img:
+            meta = (img.shape, str(img.dtype), img.crs is not None, len(img.to_dict()))
+            ok = [np.array_equal(img[1, 100:164, 200:264], a[1, 100:164, 200:264]),
+                  np.array_equal(img[:, 100:400, 200:500], a[:, 100:400, 200:500])]
+        jit.wait()  # numba and the kernels, loaded on their thread, import no ml_dtypes either
+        rumimm.validate({str(path)!r}, header=bytes.fromhex("{blob.hex()}"))
+        before = "ml_dtypes" in sys.modules
+        with rumimm.open({str(tmp_path / "bf16.rumi")!r}, header=bytes.fromhex("{bf_blob.hex()}")) as img:
+            bits = np.load({str(tmp_path / "bf16_bits.npy")!r})
+            got = img[:, 40:290, 10:270]
+            ok.append(np.array_equal(got.view(np.uint16), bits[:, 40:290, 10:270]))
+            print(all(ok), meta[1], before, str(got.dtype), "ml_dtypes" in sys.modules)
+    """
+    assert _run(code).split() == ["True", "uint16", "False", "bfloat16", "True"]
+
+
 def test_reading_chips_loads_no_numba_and_a_larger_read_starts_loading_it(scene_file):
     path, blob, a = scene_file
     code = f"""
