@@ -171,8 +171,7 @@ def describe(path, header: bytes | None = None) -> dict:
             if mismatch:
                 raise BlobError(f"{where(img.path)}{mismatch[0]}")
         g = img.georef
-        # frame 0 as stored, through the Image's own mapping: a preset must re-make these bytes
-        frame0 = bytes(img._open_source().frame_bytes(0))
+        frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
         geo = g.epsg is not None
         out = {"path": os.fspath(path), **h.to_dict()}
         raw = h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize

@@ -899,11 +899,11 @@ _FORK_WHILE_MAPPING = r"""
 import os, signal, sys, threading, time
 import numpy as np
 import rumimm
-from rumimm.reader import mapped
+from rumimm.reader import store as mapped
 path, blob = sys.argv[1], bytes.fromhex(sys.argv[2])
 slow = mapped._mmap
 def _slow_mmap(*args, **kw):
-    time.sleep(0.3)  # a thread is inside OpenFile.mapping() when the process forks
+    time.sleep(0.3)  # a thread is inside LocalStore.mapping() when the process forks
     return slow(*args, **kw)
 mapped._mmap = _slow_mmap
 img = rumimm.open(path, blob, cache_bytes=0)

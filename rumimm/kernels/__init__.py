@@ -16,6 +16,14 @@ from rumimm.kernels.copy import STATUS_SIZE_MISMATCH, Frames, Placement, decode_
 from rumimm.kernels.plan import *  # noqa: F401,F403
 from rumimm.kernels.plan import GRID_COLS, WINDOW_COLS, plan_batch, plan_window  # noqa: F401
 
+from rumimm.kernels import blob as _blob_mod  # noqa: E402
+from rumimm.kernels import copy as _copy_mod  # noqa: E402
+from rumimm.kernels import native as _native_mod  # noqa: E402
+from rumimm.kernels import plan as _plan_mod  # noqa: E402
+from rumimm.kernels._stale import drop_stale_indexes  # noqa: E402
+
+drop_stale_indexes([f for m in (_blob_mod, _copy_mod, _native_mod, _plan_mod) for f in vars(m).values() if hasattr(f, "_cache")])
+
 
 def warm() -> None:
     """Run every kernel a read runs once, on empty input, with the argument types of a real read.

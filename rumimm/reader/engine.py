@@ -1,34 +1,28 @@
-"""The read engine: plan -> cache -> decode + place, for one image or a stack of them.
+"""The read engine: windows to frames, and the kernel executor of the planner.
 
 Every read (``Image``, ``Cube``, ``ImageCollection``, ``read_batch``) hands the engine
-:class:`FrameSource` records, one per open file, and a *plan*: one int64 row per
-(frame, output slot) saying which rectangle of a decoded frame goes where in the
-output (``kernels.plan_window`` / ``plan_batch``).  :func:`execute` then
-
-1. groups the entries by frame (a frame several windows need is decoded once),
-2. takes the frames the cache holds, decides whether the new ones are kept,
-3. checks each new frame's OpenZL header once per open image,
-4. decodes and places everything in one ``nogil`` kernel call
-   (``kernels.decode_copy``), on the calling thread or on a few threads,
-5. maps a failed frame to one :class:`~rumimm.errors.CodecError` and stores the
-   new frames in the cache.
-
-Whole frames (:func:`decode_frames`) go through the same kernel with an empty copy
-list.  A window of at most :data:`SMALL_READ_FRAMES` frames (a chip) skips the kernels:
-``small_reads`` runs the same steps in Python, decoding each frame with the same C
-function (``codec.geozl_lib``, through ctypes, GIL released) and placing it with numpy
-slicing, so a process that only reads chips never loads numba (0.3 s or more at
-the first read).  Both share the cache, the header checks and the error mapping
-(``frame_checks``).  Output is always copied out of the decoded frame, so a small chip
-never keeps a whole frame alive.
+:class:`FrameSource` records, one per open file.  :func:`read_window` sends a window of
+at most :data:`SMALL_READ_FRAMES` frames (a chip) to the chip executor
+(``small_reads``: geozl's C decoder through ctypes, numpy placement, no numba, so a
+process that only reads chips never loads numba, 0.3 s or more at the first read);
+larger windows and batches get a *plan* from the kernels (``kernels.plan_window`` /
+``plan_batch``: one int64 row per (frame, output slot) saying which rectangle of a
+decoded frame goes where) and run through :func:`execute`: entries are grouped by frame
+(a frame several windows need is decoded once), the planner (``reader.planner``) takes
+the cached frames and hands out buffers, each new frame's header is checked once per open
+image, one ``nogil`` kernel call (``kernels.decode_copy``) decodes and places everything
+on the calling thread or a few threads, and the planner's ``finish`` maps a failure to
+one :class:`~rumimm.errors.CodecError` and fills the cache.  Whole frames
+(:func:`decode_frames`) go to the chip executor.  Output is always copied out of the
+decoded frame, so a chip never keeps a whole frame alive.
 
 Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
 :func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read,
 under a module lock a fork waits for (``os.register_at_fork``).  numba and the kernels
 load on a background thread (``reader.jit``), started by the first read that would use
-them; until they are ready, reads go through ``small_reads`` (whole windows of any
-size, or each window of a batch), and a fork does not wait for them (``jit`` says what
-a child forked meanwhile can do).
+them; until they are ready, reads of up to :data:`LOADING_READ_BYTES` go to the chip
+executor (a whole window, or each window of a batch) and larger ones wait.  A fork does
+not wait for the loader (``jit`` says what a child forked meanwhile can do).
 """
 
 from __future__ import annotations
@@ -41,7 +35,8 @@ import threading
 import numpy as np
 
 from rumimm.reader import jit as _jit
-from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, align, lookup, thread_scratch
+from rumimm.reader.planner import check_new, finish, plan_frames
+from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource
 from rumimm.format.window import Run, segments
 
 __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
@@ -106,7 +101,7 @@ def load():
 
 
 def _without_kernels(nbytes: int) -> bool:
-    """Whether a read of ``nbytes`` output bytes goes through ``small_reads`` rather than wait for the kernels.
+    """Whether a read of ``nbytes`` output bytes goes to the chip executor rather than wait for the kernels.
 
     Yes while they load (the loader is started here), up to LOADING_READ_BYTES, and always in
     a process that never can load them (forked while its parent did: ``jit``).  Call after
@@ -154,107 +149,93 @@ def _group(plan, sources):
     return plan, np.append(starts, plan.shape[0]).astype(np.int64), plan[starts]
 
 
-def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True) -> None:
-    """Decode and copy every entry of ``plan`` into ``out4`` (uint8, (items, slots, rows, row bytes)).
+def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) -> None:
+    """Decode and copy every entry of ``plan`` into ``out`` (uint8, (items, slots, rows, row bytes)).
 
     ``sources`` are the files the plan's P_IMAGE column refers to (one dtype).  With
     ``group``, entries of one frame are gathered first, so a frame several entries
     need decodes once; without it the entries must be one per frame, of sources[0].
+    The planner (``reader.planner``) splits the frames into cached and new ones and
+    hands out buffers; the kernels decode the new ones straight from the mappings.
     """
     if K is None:
         load()
     single = len(sources) == 1
     if group and not (single and plan.shape[0] == 1):
-        plan, gstart, heads = _group(plan, sources)
+        plan, starts, heads = _group(plan, sources)
     else:
-        gstart = np.arange(plan.shape[0] + 1, dtype=np.int64)
+        starts = np.arange(plan.shape[0] + 1, dtype=np.int64)
         heads = plan
-    ks = np.ascontiguousarray(heads[:, K.P_FRAME])
-    ngroups = ks.shape[0]
-    owners = [0] * ngroups if single else heads[:, K.P_IMAGE].tolist()
-    keep = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns
-    tables = [s.frame_table() for s in sources]
-    if single:
-        src, size, _ = tables[0]
-        fidx = ks
-    else:
-        own = np.asarray(owners)
-        src = np.empty(ngroups, np.uint64)
-        size = np.empty(ngroups, np.uint64)
-        for i, (s_src, s_size, _) in enumerate(tables):
-            m = own == i
-            src[m] = s_src[ks[m]]
-            size[m] = s_size[ks[m]]
-        fidx = np.arange(ngroups, dtype=np.int64)
-    klist = ks.tolist()
-    nbytes = heads[:, K.P_NBYTES]
-    dec = np.zeros(ngroups, np.uint64)
-    need = np.ones(ngroups, np.uint8)
+    frame_idx = np.ascontiguousarray(heads[:, K.P_FRAME])
+    n = frame_idx.shape[0]
+    owners = [0] * n if single else heads[:, K.P_IMAGE].tolist()
+    frames = frame_idx.tolist()
+    sizes = heads[:, K.P_NBYTES].tolist()
+    alive = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns
+    chunks = _threads.parallel_slot(n) if _NATIVE and sum(sizes) >= PARALLEL_MIN_BYTES else 1
+    try:
+        # the kernels place a frame as soon as it is decoded: one scratch slot per thread
+        batch = plan_frames(sources, owners, frames, sizes, slots=chunks if _NATIVE else None)
+        missing = batch.missing
+        if chunks > 1:
+            useful = len(missing) if sum(sizes[g] for g in missing) >= PARALLEL_MIN_BYTES else 1
+            if useful < 2:  # most were cached: threads no longer pay off
+                _threads.release_parallel()
+                chunks = 1
+            chunks = min(chunks, useful) if chunks > 1 else 1
+        need = np.zeros(n, np.uint8)
+        if missing and not _NATIVE:
+            from rumimm.reader.frame_checks import fallback_frames
 
-    # -- frames already decoded
-    found = lookup(sources, owners, klist)
-    if found is None:
-        missing = list(range(ngroups))
-    else:
-        missing = []
-        for g, hit in enumerate(found):
-            if hit is None:
-                missing.append(g)
-            else:
-                keep.append(hit[0])
-                dec[g] = hit[1]
-                need[g] = 0
-    sizes = [int(nbytes[g]) for g in missing]
-    new_bytes = sum(sizes)
-    store = found is not None and bool(missing) and all(
-        s.cache is not None and s.cache.admits(new_bytes) for s in sources)
-
-    # -- frames to decode: into new buffers the cache keeps, or a scratch slot per thread
-    chunks = 1
-    fresh = []
-    scratch = _NO_SCRATCH
-    stride = 0
-    if missing and not _NATIVE:
-        fresh = _checks.fallback_frames(sources, [klist[g] for g in missing], [owners[g] for g in missing])
-        for g, frame in zip(missing, fresh):
-            dec[g] = frame.ctypes.data
-            need[g] = 0
-        keep.extend(fresh)
-    elif missing:
-        for g in missing:
-            _checks.check_header(sources[owners[g]], klist[g])
-        if new_bytes >= PARALLEL_MIN_BYTES:  # threads pay off only with enough work
-            chunks = _threads.parallel_slot(len(missing))
-        if store:
-            for g, n in zip(missing, sizes):
-                frame = np.empty(n, np.uint8)
-                dec[g] = frame.ctypes.data
-                fresh.append(frame)
-            keep.extend(fresh)
-        else:
-            stride = align(max(sizes))
-            scratch = thread_scratch(stride * chunks)[0]
-            keep.append(scratch)
-    status = np.zeros(ngroups, np.int64)
-    fs0 = sources[0]
-    frames = K.Frames(src, size, fidx, dec, need, gstart, status)
-    place = K.Placement(plan, bands, out4, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
-    counter = np.zeros(1, np.int64)
-    if chunks > 1:
-        try:
-            bad = _threads.run_workers(lambda w: K.decode_copy(frames, place, scratch, stride, counter, w), chunks)
+            decoded = fallback_frames(sources, [frames[g] for g in missing], [owners[g] for g in missing])
+            for g, frame in zip(missing, decoded):
+                batch.decoded[g][:] = frame
+        elif missing:
+            mapped = [s.mapping() for s in sources]
+            check_new(batch, {g: _frame_view(mapped[owners[g]], batch.source(g), frames[g]) for g in missing})
+            need[missing] = 1
+            if not batch.store:
+                batch.addresses[missing] = 0  # the kernels decode into their thread's scratch slot
+        src, size, fidx = _frame_table(sources, owners, frame_idx, single)
+        status = np.zeros(n, np.int64)
+        fs0 = sources[0]
+        scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
+        kframes = K.Frames(src, size, fidx, batch.addresses, need, starts, status)
+        place = K.Placement(plan, bands, out, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
+        counter = np.zeros(1, np.int64)
+        if chunks > 1:
+            bad = _threads.run_workers(
+                lambda w: K.decode_copy(kframes, place, scratch, batch.stride, counter, w), chunks)
             bad = min((b for b in bad if b >= 0), default=-1)
-        finally:
+        else:
+            bad = K.decode_copy(kframes, place, scratch, batch.stride, counter, 0)
+    finally:
+        if chunks > 1:
             _threads.release_parallel()
-    else:
-        bad = K.decode_copy(frames, place, scratch, stride, counter, 0)
-    if bad >= 0:
-        raise _checks.frame_error(sources[owners[bad]], klist[bad], int(status[bad]))
-    if store and fresh:
-        for g, frame in zip(missing, fresh):
-            fs = sources[owners[g]]
-            fs.cache.put_many([(fs.token, klist[g])], [frame], [int(dec[g])])
-    del keep
+    finish(batch, bad, int(status[bad]) if bad >= 0 else 0)
+    del alive
+
+
+def _frame_table(sources, owners, frame_idx, single: bool):
+    """(addresses, byte counts, index into them) of each group's frame, for the kernels."""
+    if single:
+        src, size = sources[0].frame_addresses()
+        return src, size, frame_idx
+    n = frame_idx.shape[0]
+    own = np.asarray(owners)
+    src = np.empty(n, np.uint64)
+    size = np.empty(n, np.uint64)
+    for i, s in enumerate(sources):
+        s_src, s_size = s.frame_addresses()
+        m = own == i
+        src[m] = s_src[frame_idx[m]]
+        size[m] = s_size[frame_idx[m]]
+    return src, size, np.arange(n, dtype=np.int64)
+
+
+def _frame_view(mapping: np.ndarray, fs: FrameSource, k: int) -> np.ndarray:
+    start, nbytes = fs.frame_range(k)
+    return mapping[start:start + nbytes]
 
 
 def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarray:
@@ -269,7 +250,7 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
         out = np.empty((nb, y.count, x.count), fs.dtype)
     if not (nb and y.count and x.count):
         return out
-    fs.opened()
+    fs.live_store()
     g = fs.grid
     r, fy = divmod(y.start, g.tile_length)
     c, fx = divmod(x.start, g.tile_width)
@@ -296,7 +277,7 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     are planned together, so a frame several windows need is decoded once.
     """
     for s in sources:
-        s.opened()  # a closed image fails here, even with nothing to read; execute maps the files
+        s.live_store()  # a closed image fails here, even with nothing to read; execute maps the files
     if _load_decoder() and _without_kernels(out4.nbytes):
         _read_each(sources, windows, bands, y, x, out4)
         return
@@ -308,7 +289,7 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
 
 
 def _read_each(sources, windows, bands, y, x, out4) -> None:
-    """``read_windows`` without the kernels: each window through ``small_reads``, one by one."""
+    """``read_windows`` without the kernels: each window to the chip executor, one by one."""
     for n, (i, y0, x0) in enumerate(windows.tolist()):
         fs = sources[i]
         rows = segments(y0 + y.start, y.step, y.count, fs.grid.tile_length, fs.grid.image_length).tolist()
@@ -328,18 +309,9 @@ def _run(r) -> Run:
 
 def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
     """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype."""
-    native = _load_decoder()
-    out = []
-    for k in ks:
-        k = int(k)
-        if not native:
-            raw = _checks.fallback_frames((fs,), [k], [0])[0]
-        else:
-            f = fs.opened()
-            fs.checked()
-            raw = np.empty(fs.grid.frame_samples(k) * fs.isz, np.uint8)
-            status = _small.decode_copied(fs, f, k, raw, raw.ctypes.data)
-            if status is not None:
-                raise _checks.frame_error(fs, k, int(status))
-        out.append(raw.view(fs.dtype).reshape(fs.grid.frame_shape(k)))
-    return out
+    fs.live_store()
+    if _load_decoder():
+        return _small.read_whole_frames(fs, ks)
+    ks = [int(k) for k in ks]
+    raw = _checks.fallback_frames((fs,), ks, [0] * len(ks))
+    return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw)]

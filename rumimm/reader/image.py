@@ -29,18 +29,18 @@ from rumimm.reader import engine
 from rumimm.format.blob import Header
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.georef import parse_geokeys
-from rumimm.reader.mapped import OpenFile
+from rumimm.reader.store import LocalStore
 from rumimm.reader.rasterio_surface import RasterioSurface
 from rumimm.format.tiff import check_blob_prefix
 from rumimm.reader.validate import index_mapping  # the full IFD walk, used only when no blob is given
 from rumimm.format.window import Run, Selection, select, select_read
 
-__all__ = ["Image", "open", "read_frames"]
+__all__ = ["Image", "open", "read_frames", "load_header"]
 
 _tokens = itertools.count(1)
 
 
-def _header_arg(header, path):
+def load_header(header, path):
     """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file."""
     if header is None or isinstance(header, Header):
         return header
@@ -96,13 +96,13 @@ class Image(RasterioSurface):
 
     def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True):
         self.path = os.fspath(path)
-        hdr = _header_arg(header, self.path)
+        hdr = load_header(header, self.path)
         if cache_bytes is None:
             cache, private = _cache.shared(), False
         else:
             _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
-        file = OpenFile(self.path)
+        file = LocalStore(self.path)
         try:
             if hdr is None:
                 hdr = Header.parse(index_mapping(file.mapping(), self.path), path=self.path)
@@ -135,7 +135,7 @@ class Image(RasterioSurface):
         if src is None:
             return
         self._source = None
-        src.file = None  # closed now, or when a read in flight that holds it returns
+        src.store = None  # closed now, or when a read in flight that holds it returns
         if self._finalizer is not None:
             self._finalizer()
 
@@ -330,10 +330,17 @@ class Image(RasterioSurface):
         return _read_into(self, sel, out)
 
 
+    def raw_frame(self, k: int) -> bytes:
+        """Frame ``k`` as stored in the file: its OpenZL bytes, not decoded (``rumimm info`` reads frame 0)."""
+        fs = self._open_source()
+        if not 0 <= int(k) < fs.n_frames:
+            raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
+        return bytes(fs.read_frame(int(k)))
+
     def _georef_bytes(self) -> bytes:
         """The 160 bytes of the two georeferencing tag values (matrix, key directory) before frame 0."""
         base = self._grid.base_frame_offset
-        return bytes(self._open_source().opened().read(base - 160, 160))
+        return bytes(self._open_source().live_store().read(base - 160, 160))
 
     def _open_source(self) -> engine.FrameSource:
         src = self._source
@@ -346,7 +353,7 @@ class Image(RasterioSurface):
         return engine.read_window(self._open_source(), bands, y, x, out)
 
 
-def _check_blob(file: OpenFile, hdr: Header, path) -> int:
+def _check_blob(file: LocalStore, hdr: Header, path) -> int:
     """A given blob must describe this file: its first bytes first, then the file size.
 
     The IFD check needs only the 252 bytes of header and IFD, so a blob of another

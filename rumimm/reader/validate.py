@@ -18,7 +18,7 @@ from rumimm.format import dtypes
 from rumimm.format.blob import Header, build_header
 from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.georef import Georef, parse_geokeys
-from rumimm.reader.mapped import OpenFile
+from rumimm.reader.store import LocalStore
 from rumimm.format.grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
 from rumimm.format.tiff import FIXED_TAGS, N_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, Tag, TiffType, read_entries
 
@@ -101,7 +101,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> R
     """
     path = os.fspath(path)
     try:
-        file = OpenFile(path)
+        file = LocalStore(path)
     except FormatError as exc:  # an empty file
         if strict:
             raise
