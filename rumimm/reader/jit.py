@@ -32,6 +32,7 @@ from rumimm.errors import RumiError
 
 __all__ = ["kernels", "wait", "ready", "state"]
 
+_NAME = "rumimm-kernels"
 _state = threading.Lock()  # guards the fields below; a fork holds it (before_fork)
 _thread: threading.Thread | None = None  # the loader, once started
 _done = threading.Event()
@@ -82,11 +83,18 @@ def wait():
 
 def _start() -> None:
     global _thread
+    inline = False
     with _state:
         if _thread is None and not _forked_mid_load:
             atexit.register(_join)  # an exit during numba's import waits for it too
-            _thread = threading.Thread(target=_load, name="rumimm-kernels", daemon=True)
-            _thread.start()
+            _thread = threading.Thread(target=_load, name=_NAME, daemon=True)
+            try:
+                _thread.start()
+            except RuntimeError:  # no new threads (interpreter shutdown): load here, as callers wait anyway
+                _thread = threading.current_thread()
+                inline = True
+    if inline:
+        _load()
 
 
 def _load() -> None:
@@ -105,7 +113,7 @@ def _load() -> None:
 
 def _join() -> None:
     t = _thread
-    if t is not None and t is not threading.current_thread():
+    if t is not None and t.name == _NAME and t is not threading.current_thread():  # not an inline load's caller
         t.join()
 
 
