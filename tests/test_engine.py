@@ -245,6 +245,9 @@ _FORK_DURING_LOAD = """
             ok = np.array_equal(img[:, 100:400, 200:500], want)
             ok = ok and all(np.array_equal(c, want) for c in rumimm.Cube([img, img])[:, :, 100:400, 200:500])
             off = jit.state() == "off"
+            blobs = [bytes.fromhex(h) for h in {blobs!r}]
+            got = rumimm.parse_blobs(blobs, errors="status")  # the batch blob check, numpy blob by blob when off
+            ok = ok and {{k: v.tolist() for k, v in got.items()}} == {checked!r}
             if off:
                 try:
                     jit.wait()
@@ -272,7 +275,11 @@ def test_a_fork_while_the_kernels_compile_does_not_wait_and_the_child_reads_with
     path, blob, a = scene_file
     want = tmp_path / "want.npy"
     np.save(want, a[:, 100:400, 200:500])
-    code = _FORK_DURING_LOAD.format(path=str(path), blob=blob.hex(), want=str(want), timeout=120)
+    blobs = [blob, blob[:20], b"XXXX" + blob[4:], blob + b"\0", bytes(28), blob[:4] + bytes([9]) + blob[5:]]
+    checked = {k: v.tolist() for k, v in rumimm.parse_blobs(blobs, errors="status").items()}
+    assert sorted(set(checked["status"])) == [0, 1, 2, 3, 9]  # valid, short, bad magic, bad version, bad size
+    code = _FORK_DURING_LOAD.format(path=str(path), blob=blob.hex(), want=str(want), timeout=120,
+                                    blobs=[b.hex() for b in blobs], checked=checked)
     out = _run(code, env={"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "RUMIMM_NUM_THREADS": "2"}, timeout=400)
     first, codes = out.split(" ", 1)
     codes = eval(codes)  # noqa: S307  (a list of (str, int) printed by the probe)

@@ -11,7 +11,8 @@ needs them (``wait``: the catalog's blob check) blocks.
 Forks.  A fork never waits for the loader.  A child forked while it runs inherits
 numba half imported or half compiled, and possibly the compiler's and LLVM's locks
 held by a thread it does not have: such a child never touches numba (:func:`kernels`
-returns None, :func:`wait` raises) and reads through the chip executor.  When the
+returns None, :func:`wait` raises): it reads through the chip executor and checks blob
+columns with numpy (``blob_column``).  When the
 loader is not running, the fork hook holds numba's compiler lock across the fork
 (so a compile on another thread, ``check_blobs`` say, finishes first and the child
 inherits the lock free), as before.
