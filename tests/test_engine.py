@@ -121,7 +121,8 @@ def test_a_read_larger_than_the_loading_limit_waits_for_the_kernels(scene_file):
         import rumimm
         from rumimm.reader import engine, jit
         a = (np.arange(3 * 600 * 700) % 5003).astype(np.uint16).reshape(3, 600, 700)
-        engine.LOADING_READ_BYTES = 3 * 300 * 300 * 2 - 1  # one byte less than the read below
+        engine.LOADING_READ_BYTES = 27 * 256 * 256 * 2 - 1  # one byte under the bound of the window below:
+        # 3 x 3 grid positions (a 300-pixel run can touch 3 tiles of 256) x 3 bands of 256 x 256 uint16
         with rumimm.open({str(path)!r}, header=bytes.fromhex("{blob.hex()}")) as img:
             ok = np.array_equal(img[:, 100:400, 200:500], a[:, 100:400, 200:500])
             print(ok, jit.state())

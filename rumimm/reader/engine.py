@@ -20,7 +20,7 @@ Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
 :func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read,
 under a module lock a fork waits for (``os.register_at_fork``).  numba and the kernels
 load on a background thread (``reader.jit``), started by the first read that would use
-them; until they are ready, reads of up to :data:`LOADING_READ_BYTES` go to the chip
+them; until they are ready, windows of up to :data:`LOADING_READ_BYTES` of frames go to the chip
 executor (a whole window, or each window of a batch) and larger ones wait.  A fork does
 not wait for the loader (``jit`` says what a child forked meanwhile can do).
 """
@@ -45,9 +45,10 @@ __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "dec
 #: A window of at most this many frames is read without numba (geozl's decoder through ctypes).
 SMALL_READ_FRAMES = 4
 
-#: While the kernels load, a read of at most this many output bytes goes without them; a larger
-#: one waits: the chip executor decodes all, then places all, 2-3x slower than the kernels on
-#: 128 MiB (a 4 x 4096 x 4096 uint16 image), about as fast up to 8 MiB (docs/dev/startup.md).
+#: While the kernels load, a window whose frames decode to at most this many bytes goes without
+#: them; a larger one waits: the chip executor holds every decoded frame of a window at once and
+#: places them after, 2-3x slower than the kernels on 128 MiB (a 4 x 4096 x 4096 uint16 image),
+#: about as fast up to 8 MiB (docs/dev/startup.md).
 LOADING_READ_BYTES = 32 << 20
 
 _load_lock = threading.RLock()
@@ -101,7 +102,7 @@ def load():
 
 
 def _without_kernels(nbytes: int) -> bool:
-    """Whether a read of ``nbytes`` output bytes goes to the chip executor rather than wait for the kernels.
+    """Whether a window whose frames decode to ``nbytes`` goes to the chip executor rather than wait for the kernels.
 
     Yes while they load (the loader is started here), up to LOADING_READ_BYTES, and always in
     a process that never can load them (forked while its parent did: ``jit``).  Call after
@@ -260,7 +261,7 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
         rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
         cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
     if _load_decoder() and (len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES
-                            or _without_kernels(out.nbytes)):
+                            or _without_kernels(_window_bytes(fs, bands, y, x))):
         _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
     kern = K if K is not None else load()
@@ -278,7 +279,7 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     """
     for s in sources:
         s.live_store()  # a closed image fails here, even with nothing to read; execute maps the files
-    if _load_decoder() and _without_kernels(out4.nbytes):
+    if _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
         _read_each(sources, windows, bands, y, x, out4)
         return
     kern = K if K is not None else load()
@@ -286,6 +287,15 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     plan = kern.plan_batch(grids, windows, bands, _run(y), _run(x), sources[0].isz)
     if plan.shape[0]:
         execute(sources, plan, bands, y.step, x.step, out4)
+
+
+def _window_bytes(fs: FrameSource, bands, y, x) -> int:
+    """At most the decoded bytes of the frames a window of runs ``y``, ``x`` touches, wherever it lies."""
+    g = fs.grid
+    down = min(g.tiles_down, (y.count - 1) * y.step // g.tile_length + 2)
+    across = min(g.tiles_across, (x.count - 1) * x.step // g.tile_width + 2)
+    frame = g.tile_length * g.tile_width * fs.isz * (g.samples_per_pixel if fs.cell else 1)
+    return down * across * (1 if fs.cell else bands.shape[0]) * frame
 
 
 def _read_each(sources, windows, bands, y, x, out4) -> None:
