@@ -195,13 +195,14 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
             mapped = [s.mapping() for s in sources]
             check_new(batch, {g: _frame_view(mapped[owners[g]], batch.source(g), frames[g]) for g in missing})
             need[missing] = 1
-            if not batch.store:
-                batch.addresses[missing] = 0  # the kernels decode into their thread's scratch slot
+        addresses = np.array(batch.addresses, np.uint64)
+        if missing and _NATIVE and not batch.store:
+            addresses[missing] = 0  # the kernels decode into their thread's scratch slot
         src, size, fidx = _frame_table(sources, owners, frame_idx, single)
         status = np.zeros(n, np.int64)
         fs0 = sources[0]
         scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
-        kframes = K.Frames(src, size, fidx, batch.addresses, need, starts, status)
+        kframes = K.Frames(src, size, fidx, addresses, need, starts, status)
         place = K.Placement(plan, bands, out, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
         counter = np.zeros(1, np.int64)
         if chunks > 1:

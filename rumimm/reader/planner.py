@@ -29,7 +29,7 @@ class FrameBatch:
 
     Per frame (a "group": every rectangle cut from it): ``owners`` (index into
     ``sources``), ``frames`` (its index in that file), ``sizes`` (decoded bytes),
-    ``decoded`` (the cached array, or the buffer it decodes into) and ``addresses`` (uint64,
+    ``decoded`` (the cached array, or the buffer it decodes into) and ``addresses`` (ints,
     where ``decoded`` starts).  ``missing`` lists the groups to decode; ``store`` says
     whether the cache keeps them.  Frames the cache does not keep share ``scratch``: slot
     ``i % slots`` of ``stride`` bytes for the i-th missing frame.
@@ -44,7 +44,7 @@ class FrameBatch:
         self.frames = frames
         self.sizes = sizes
         self.decoded: list = [None] * len(frames)
-        self.addresses = np.zeros(len(frames), np.uint64)
+        self.addresses = [0] * len(frames)
         self.missing: list[int] = []
         self.store = False
         self.scratch = None
@@ -127,7 +127,7 @@ def finish(batch: FrameBatch, bad: int = -1, status: int = 0) -> None:
         keys, arrays, addrs = by_cache.setdefault(id(fs.cache), (fs.cache, [], [], []))[1:]
         keys.append((fs.token, batch.frames[g]))
         arrays.append(batch.decoded[g])
-        addrs.append(int(batch.addresses[g]))
+        addrs.append(batch.addresses[g])
     for cache, keys, arrays, addrs in by_cache.values():
         cache.put_many(keys, arrays, addrs)
 
