@@ -46,9 +46,9 @@ __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "dec
 SMALL_READ_FRAMES = 4
 
 #: While the kernels load, a window whose frames decode to at most this many bytes goes without
-#: them; a larger one waits: the chip executor holds every decoded frame of a window at once and
-#: places them after, 2-3x slower than the kernels on 128 MiB (a 4 x 4096 x 4096 uint16 image),
-#: about as fast up to 8 MiB (docs/dev/startup.md).
+#: them; a larger one waits: on its decode threads the chip executor holds every frame of a window
+#: (compressed and decoded) at once and places them after, 2-3x slower than the kernels on 128 MiB
+#: (a 4 x 4096 x 4096 uint16 image), about as fast up to 8 MiB (docs/dev/startup.md).
 LOADING_READ_BYTES = 32 << 20
 
 _load_lock = threading.RLock()
