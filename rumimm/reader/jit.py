@@ -18,9 +18,10 @@ loader is not running, the fork hook holds numba's compiler lock across the fork
 inherits the lock free), as before.
 
 Exit.  The loader thread is a daemon; an ``atexit`` handler (registered after numba's
-own, so it runs before them) waits for it to finish, so the interpreter never tears
-numba and LLVM down under a compile, and what was compiled lands in the cache for
-the next process.
+own, so it runs before them) tells it to stop after the kernel it is compiling
+(``kernels.WARM_STEPS``) and waits for that, so the interpreter never tears numba and
+LLVM down under a compile, a short script waits at most one kernel's compile at exit,
+and what was compiled lands in the cache for the next process.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ _NAME = "rumimm-kernels"
 _state = threading.Lock()  # guards the fields below; a fork holds it (before_fork)
 _thread: threading.Thread | None = None  # the loader, once started
 _done = threading.Event()
+_stop = threading.Event()  # the interpreter is exiting: no next kernel
 _kernels = None  # rumimm.kernels once loaded and warmed
 _error: BaseException | None = None  # what the loader raised
 _forked_mid_load = False  # this process was forked while the loader ran: numba is off limits
@@ -95,16 +97,19 @@ def _start() -> None:
                 _thread = threading.current_thread()
                 inline = True
     if inline:
-        _load()
+        _load(stoppable=False)
 
 
-def _load() -> None:
+def _load(stoppable: bool = True) -> None:
     global _kernels, _error
     try:
         from rumimm import kernels as kern
 
         atexit.register(_join)  # after numba's handlers, so before them at exit
-        kern.warm()
+        for step in kern.WARM_STEPS:
+            if stoppable and _stop.is_set():
+                raise RumiError("the numba kernels were still loading when the interpreter exited")
+            step()
         _kernels = kern
     except BaseException as exc:  # noqa: BLE001  (handed to wait())
         _error = exc
@@ -113,6 +118,7 @@ def _load() -> None:
 
 
 def _join() -> None:
+    _stop.set()
     t = _thread
     if t is not None and t.name == _NAME and t is not threading.current_thread():  # not an inline load's caller
         t.join()
