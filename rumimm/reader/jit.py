@@ -2,20 +2,21 @@
 
 Importing numba and compiling the kernels costs seconds on a first run (an empty
 numba cache: about 3 s of CPU on the 2-core build host) and a few tenths of a second
-after, when they load from numba's on-disk cache.  No read waits for that: the first
-read that would use the kernels starts :func:`kernels` loading them on a thread and
-is itself read by the chip executor (``small_reads``: geozl's C decoder through
-ctypes, numpy placement), as is every read until they are ready.  Only a caller that
-needs them (``wait``: the catalog's blob check) blocks.
+after, when they load from numba's on-disk cache.  A read does not wait for that: the
+first read that would use the kernels starts :func:`kernels` loading them on a thread
+and is itself read by the chip executor (``small_reads``: geozl's C decoder through
+ctypes, numpy placement), as is every read until they are ready, up to
+``engine.LOADING_READ_BYTES`` of frames a window.  Only what needs them blocks
+(:func:`wait`: a larger window, the catalog's blob check).
 
 Forks.  A fork never waits for the loader.  A child forked while it runs inherits
 numba half imported or half compiled, and possibly the compiler's and LLVM's locks
 held by a thread it does not have: such a child never touches numba (:func:`kernels`
-returns None, :func:`wait` raises): it reads through the chip executor and checks blob
-columns with numpy (``blob_column``).  When the
-loader is not running, the fork hook holds numba's compiler lock across the fork
-(so a compile on another thread, ``check_blobs`` say, finishes first and the child
-inherits the lock free), as before.
+returns None, :func:`wait` raises), reads everything through the chip executor and
+checks blob columns with numpy (``blob_column``).  When the loader is not running,
+the fork hook holds numba's compiler lock across the fork (so a compile on another
+thread, ``check_blobs`` say, finishes first and the child inherits the lock free),
+as before.
 
 Exit.  The loader thread is a daemon; an ``atexit`` handler (registered after numba's
 own, so it runs before them) tells it to stop after the kernel it is compiling
