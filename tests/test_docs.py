@@ -4,7 +4,9 @@ Blocks of one file run in order in one namespace, in a fresh temporary working
 directory, so a page reads as one session.  A block that should not run is fenced
 differently (```text, ```console, ```pycon-norun).  A block whose first line is
 ``# requires: module[, module]`` names packages beyond the core ones; they are in the
-``test`` extra, so a missing one fails the page rather than skipping the example.
+``test`` extra, so a missing one fails the page rather than skipping the example.  The
+exception is torch (not in the test extra: a multi-GB install): a page that requires it
+carries the ``torch`` marker and skips only when torch is absent; CI installs it.
 
 ``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
 """
@@ -39,13 +41,14 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-def _missing_requirements(code: str) -> list[str]:
+def _requirements(code: str) -> list[str]:
     first = code.lstrip().splitlines()[0] if code.strip() else ""
     m = _REQUIRES.match(first)
-    if not m:
-        return []
-    names = [n.strip() for n in m.group(1).split(",") if n.strip()]
-    return [n for n in names if importlib.util.find_spec(n) is None]
+    return [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
+
+
+def _missing_requirements(code: str) -> list[str]:
+    return [n for n in _requirements(code) if importlib.util.find_spec(n) is None]
 
 
 def run_page(path: Path) -> int:
@@ -80,7 +83,19 @@ def run_page(path: Path) -> int:
 PAGES_WITH_CODE = [p for p in PAGES if python_blocks(p)]
 
 
-@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=[p.name for p in PAGES_WITH_CODE])
+# pages whose examples take more than a second here (conversions, clusters, loaders): left out of -m "not slow"
+SLOW_PAGES = {"geotiff.md", "howto.md", "training.md", "xarray.md"}
+
+
+def _needs_torch(page: Path) -> bool:
+    return any("torch" in _requirements(code) for _, code in python_blocks(page))
+
+
+def _marks(page: Path) -> list:
+    return [m for m, on in ((pytest.mark.torch, _needs_torch(page)), (pytest.mark.slow, page.name in SLOW_PAGES)) if on]
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, id=p.name, marks=_marks(p)) for p in PAGES_WITH_CODE])
 def test_every_python_block_of_the_page_runs_in_order(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert run_page(page) >= 1

@@ -85,6 +85,7 @@ def test_each_pair_maps_to_the_numpy_dtype_of_its_meaning(key, expected):
     assert dtypes.encoding(*key).dtype == expected
 
 
+@pytest.mark.slow
 def test_every_pair_outside_the_table_is_rejected_with_format_error():
     valid = set(SPEC_PAIRS)
     rejected = 0
@@ -135,6 +136,7 @@ def test_storage_views_round_trip_every_sample_bit_exactly(rng):
         assert stored.view(np.uint8).tobytes() == raw.tobytes(), enc.name
 
 
+@pytest.mark.slow
 def test_ml_dtypes_types_resolve_on_first_use_in_a_process_that_never_imported_it():
     # the table is lazy for ml_dtypes' types: a name, a DTYPES lookup or an encoding's dtype imports it
     import os

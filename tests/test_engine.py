@@ -42,6 +42,7 @@ def scene_file(tmp_path_factory):
 
 
 # -- start-up -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_opening_and_reading_metadata_load_neither_numba_nor_openzl(scene_file):
     path, blob, _ = scene_file
     code = f"""
@@ -63,6 +64,7 @@ def test_opening_and_reading_metadata_load_neither_numba_nor_openzl(scene_file):
     assert out.startswith("[] [] (3, 600, 700) EPSG:32633 True ((3, 600, 700), 'EPSG:32633')"), out
 
 
+@pytest.mark.slow
 def test_issue_18_ml_dtypes_loads_only_for_a_file_whose_sample_type_needs_it(tmp_path, scene_file):
     # ml_dtypes 0.7's import alone costs about a second: a uint16 user must never pay it
     path, blob, a = scene_file
@@ -91,6 +93,7 @@ def test_issue_18_ml_dtypes_loads_only_for_a_file_whose_sample_type_needs_it(tmp
     assert _run(code).split() == ["True", "uint16", "False", "bfloat16", "True"]
 
 
+@pytest.mark.slow
 def test_reading_chips_loads_no_numba_and_a_larger_read_starts_loading_it(scene_file):
     path, blob, a = scene_file
     code = f"""
@@ -114,6 +117,7 @@ def test_reading_chips_loads_no_numba_and_a_larger_read_starts_loading_it(scene_
     assert _run(code).split() == ["True", "False", "idle", "True", "True"]
 
 
+@pytest.mark.slow
 def test_a_read_larger_than_the_loading_limit_waits_for_the_kernels(scene_file):
     path, blob, a = scene_file
     code = f"""
@@ -161,6 +165,7 @@ _CACHE_PROBE = """
 """
 
 
+@pytest.mark.slow
 def test_a_second_process_loads_every_kernel_the_reader_runs_from_the_cache(tmp_path, scene_file):
     path, blob, _ = scene_file
     code = _CACHE_PROBE.format(path=str(path), blob=blob.hex())
@@ -208,6 +213,7 @@ _FORK_PROBE = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("key,index", [("1, 100:164, 200:264", np.s_[1, 100:164, 200:264]),
                                        (":, 100:400, 200:500", np.s_[:, 100:400, 200:500])],
@@ -270,6 +276,7 @@ _FORK_DURING_LOAD = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_fork_while_the_kernels_compile_does_not_wait_and_the_child_reads_without_them(tmp_path, scene_file):
     # An empty numba cache: the parent compiles on its loader thread while the main thread forks.
@@ -335,6 +342,7 @@ def test_a_tiny_blob_claiming_millions_of_frames_is_refused_without_a_large_allo
     assert peak < 4 << 20 and time.perf_counter() - t0 < 5
 
 
+@pytest.mark.slow
 def test_reads_while_the_file_is_replaced_see_one_whole_file(tmp_path):
     """index, validate and open take size and mapping from one descriptor (no false errors)."""
     small = np.arange(2 * 300 * 300, dtype=np.uint16).reshape(2, 300, 300)
@@ -377,6 +385,7 @@ def test_reads_while_the_file_is_replaced_see_one_whole_file(tmp_path):
     assert calls > 0 and errors == []
 
 
+@pytest.mark.slow
 def test_a_bad_setting_is_an_error_where_it_is_used_not_at_import(scene_file):
     path, blob, _ = scene_file
     code = f"""

@@ -39,6 +39,7 @@ def test_the_matrix_layout_is_the_spec_layout():
     assert len(m) == 16 and all(isinstance(v, float) for v in m)
 
 
+@pytest.mark.slow
 @given(st.tuples(finite, finite, finite, finite, finite, finite))
 def test_six_coefficients_survive_the_16_double_round_trip_both_ways(t):
     m = matrix_from_transform(t)
@@ -125,6 +126,7 @@ def test_resolve_crs_uses_to_epsg_of_any_object():
         resolve_crs(NoCode())
 
 
+@pytest.mark.slow
 def test_a_crs_object_must_be_an_epsg_crs_exactly_not_approximately():
     import rasterio.crs
 

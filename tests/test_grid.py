@@ -120,6 +120,7 @@ def test_the_default_unit_is_tile():
     assert Grid(10, 10, 4, 4, 2).unit is FrameUnit.TILE
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(grids())
 def test_frame_index_and_frame_position_are_inverse(g):
@@ -149,6 +150,7 @@ def test_n_frames_follows_the_frame_unit(g):
     assert g.base_frame_offset == base_frame_offset(g.samples_per_pixel, g.n_frames)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(grids())
 def test_edge_frames_are_cut_to_the_image_and_frames_tile_it_exactly(g):
@@ -163,6 +165,7 @@ def test_edge_frames_are_cut_to_the_image_and_frames_tile_it_exactly(g):
     assert (covered == 1).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(grids())
 def test_frame_samples_array_matches_the_per_frame_shapes(g):

@@ -3,7 +3,7 @@
 Read from the source with ``ast`` (function-level imports count too), so a lazy import
 cannot hide a dependency.  The order, lowest first::
 
-    base (errors, _env, progress) < format < codec < kernels < reader < writer < integrations < top (cli, demo, synthetic, rumimm)
+    base (errors, _env, _version, progress) < format < codec < kernels < reader < writer < integrations < top (cli, demo, synthetic, rumimm)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
 LAYERS = ["base", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
-BASE = {"rumimm.errors", "rumimm._env", "rumimm.progress"}
+BASE = {"rumimm.errors", "rumimm._env", "rumimm._version", "rumimm.progress"}
 TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__"}
 ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
 

@@ -121,6 +121,7 @@ def test_windows_read_the_same_with_the_cache_on(written, scene, key):
         assert same(image[key], scene[key])  # now from the cache
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_random_windows_and_steps_match_numpy(img, scene, data):
@@ -228,14 +229,29 @@ def test_a_broken_georeferencing_block_raises_format_error_when_asked_for(tmp_pa
 # -- read(): bands, windows, out -------------------------------------------------------
 def test_read_fills_a_caller_buffer_in_place(img, scene):
     out = np.zeros((2, 10, 20), np.uint16)
-    got = img.read([2, 0], ((5, 15), (30, 50)), out=out)
+    got = img.read([3, 1], ((5, 15), (30, 50)), out=out)
     assert got is out and same(out, scene[[2, 0], 5:15, 30:50])
     strided = np.zeros((2, 10, 40), np.uint16)[:, :, ::2]
-    img.read([2, 0], ((5, 15), (30, 50)), out=strided)
+    img.read([3, 1], ((5, 15), (30, 50)), out=strided)
     assert same(strided, scene[[2, 0], 5:15, 30:50])
     band = np.zeros((37, 53), np.uint16)
-    assert same(img.read(1, out=band), scene[1])
+    assert same(img.read(2, out=band), scene[1])
     assert same(img.read(), scene)
+
+
+def test_read_counts_bands_from_1_as_rasterio_and_bands_keeps_numpy_numbering(img, scene):
+    assert same(img.read(1), scene[0])
+    assert same(img.read([1, 3]), scene[[0, 2]])
+    assert same(img.read(indexes=3), scene[2])
+    assert same(img.read(bands=0), scene[0])  # the 0-based path for code written before indexes
+    assert same(img.read(bands=[2, 0]), scene[[2, 0]])
+    for bad in (0, 4, [1, 0], -1):
+        with pytest.raises(WindowError, match="numbered 1 to 3"):
+            img.read(bad)
+    with pytest.raises(TypeError, match="not both"):
+        img.read(1, bands=0)
+    with pytest.raises(TypeError, match="1-based"):
+        img.read(1.5)
 
 
 def test_read_rejects_a_wrong_buffer_and_windows_outside_the_image(img):
@@ -351,6 +367,7 @@ def test_set_num_threads_rejects_bad_counts():
     assert rumimm.get_num_threads() == threads.get_num_threads()
 
 
+@pytest.mark.slow
 def test_the_thread_count_comes_from_rumimm_num_threads():
     env = dict(os.environ, RUMIMM_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-c", "import rumimm; print(rumimm.get_num_threads())"],
@@ -390,6 +407,7 @@ def _read_in_child(args):
     return image[key]
 
 
+@pytest.mark.slow
 def test_forked_workers_read_after_the_parent_decoded_in_parallel(written, scene):
     path, blob, _ = written
     with rumimm.open(path, blob) as image:
@@ -821,6 +839,7 @@ else:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["traceback", "close during a read"])
 def test_the_file_mapping_outlives_every_array_of_it(tmp_path, mode):
     # np.memmap's arrays hold no buffer export, so closing its mmap unmapped memory still in use
@@ -857,6 +876,7 @@ def _readlink(p):
         return None
 
 
+@pytest.mark.slow
 def test_close_releases_the_descriptor_and_the_mapping_at_once(written):
     path, blob, _ = written
     for header in (blob, None):
@@ -871,6 +891,7 @@ def test_close_releases_the_descriptor_and_the_mapping_at_once(written):
             assert _held_by_process(path, before) == (0, 0)
 
 
+@pytest.mark.slow
 def test_a_chip_read_copies_frames_out_and_never_maps_the_file(written, scene):
     path, blob, _ = written
     before = _held_by_process(path)
@@ -919,6 +940,7 @@ print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_while_another_thread_maps_the_file_reads_it(written, scene, tmp_path):
     path, blob, _ = written

@@ -28,6 +28,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ class Encoding:
 #: A table entry whose type is ml_dtypes' type of the entry's name, imported on first use.
 _ML = None
 
-_TABLE: list[tuple[int, int, object, str]] = [
+_TABLE: list[tuple[int, int, Any, str]] = [
     (1, 1, np.bool_, "bool"),
     (1, 2, _ML, "uint2"),
     (1, 4, _ML, "uint4"),

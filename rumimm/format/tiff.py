@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +76,7 @@ class Tag(enum.IntEnum):
 
 
 #: tag -> (type, count as a function of (B, N)); the order is the file order.
-FIXED_TAGS: dict[Tag, tuple[TiffType, object]] = {
+FIXED_TAGS: dict[Tag, tuple[TiffType, Callable[[int, int], int]]] = {
     Tag.IMAGE_WIDTH: (TiffType.LONG, lambda b, n: 1),
     Tag.IMAGE_LENGTH: (TiffType.LONG, lambda b, n: 1),
     Tag.BITS_PER_SAMPLE: (TiffType.SHORT, lambda b, n: b),

@@ -73,7 +73,8 @@ class Report:
 
 class _Findings:
     def __init__(self, path, strict: bool):
-        self.path, self.strict, self.items = path, strict, []
+        self.path, self.strict = path, strict
+        self.items: list[str] = []
 
     def add(self, msg: str, *, stop: bool = False):
         if self.strict:
@@ -135,7 +136,7 @@ def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic
 
 def index_mapping(buf: np.ndarray, path) -> bytes:
     """:func:`index` of a file already mapped: its canonical blob, or FormatError."""
-    return inspect_mapping(buf, path, strict=True).blob
+    return _strict_blob(inspect_mapping(buf, path, strict=True))
 
 
 def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
@@ -357,7 +358,7 @@ def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) ->
         f.add(f"frame {int(short[0])} is {int(counts[short[0]])} bytes, too short to be an OpenZL frame")
         return False
     idx = offsets.astype(np.int64)[:, None] + np.arange(4)
-    magic = np.asarray(buf[idx]).astype(np.uint32)
+    magic: np.ndarray = np.asarray(buf[idx]).astype(np.uint32)
     magic = magic[:, 0] | (magic[:, 1] << 8) | (magic[:, 2] << 16) | (magic[:, 3] << 24)
     version = magic.astype(np.int64) - OPENZL_MAGIC  # magic = FRAME_MAGIC + format version
     bad = np.flatnonzero((version < MIN_FORMAT_VERSION) | (version > MAX_FORMAT_VERSION))
@@ -467,4 +468,9 @@ def index(path) -> bytes:
     FormatError
         At the first rule the file breaks, naming the file, the field and the rule.
     """
-    return inspect_file(path, strict=True).blob
+    return _strict_blob(inspect_file(path, strict=True))
+
+
+def _strict_blob(rep: Report) -> bytes:
+    assert rep.blob is not None  # a strict inspection raises FormatError where it would leave none
+    return rep.blob
