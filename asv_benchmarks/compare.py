@@ -356,7 +356,7 @@ _COLD = {
 
 
 def run_cold(engine: str, spec: dict, threads: int, repeats: int) -> dict:
-    """Cold start: one fresh interpreter per sample, timed exec to exit; the first (warming caches on disk) is dropped."""
+    """Cold start: one fresh interpreter per sample, timed exec to exit; the first (warming disk caches) is dropped."""
     key = {"rumimm": "rumimm", "rumimm on reference file": "reference", "reference (rumi-eo)": "reference",
            "GDAL GeoTIFF": "gdal"}[engine]
     code = textwrap.dedent(_COLD[engine] or _COLD["rumimm"])
