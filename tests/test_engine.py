@@ -400,3 +400,45 @@ def test_a_bad_setting_is_an_error_where_it_is_used_not_at_import(scene_file):
     """
     out = _run(code, {"RUMIMM_CACHE_BYTES": "abc"})
     assert "open: RUMIMM_CACHE_BYTES must be a non-negative integer, got 'abc'" in out and "True" in out
+
+
+# -- reads while the kernels load ---------------------------------------------------------------
+def test_reads_without_the_kernels_equal_reads_through_them(tmp_path, monkeypatch):
+    # while the kernels load, windows and batches go to the chip executor: every pixel must be the same
+    from rumimm.reader import engine
+
+    rng = np.random.default_rng(18)
+    tiles = rng.integers(0, 60000, (4, 150, 170), dtype=np.uint16)
+    cells = rng.integers(-9, 9, (3, 130, 120), dtype=np.int8)
+    paths = {}
+    for name, arr, unit in (("tile", tiles, "tile"), ("cell", cells, "cell")):
+        blob = rumimm.write(tmp_path / f"{name}.rumi", arr, tile=32, unit=unit)
+        paths[name] = (tmp_path / f"{name}.rumi", blob, arr)
+
+    def reads():
+        got = []
+        for path, blob, arr in paths.values():
+            with rumimm.open(path, header=blob, cache_bytes=0) as img:
+                got += [img[:, 10:140, 5:160], img[[2, 0], 3:149:4, 7:111:3], img[1, ::-2, 40:100]]
+                other = rumimm.open(path, header=blob, cache_bytes=0)
+                got.append(rumimm.Cube([img, other, img])[:, :, 33:97, 60:101])
+                got.append(rumimm.read_batch([img, other], [((0, 70), (20, 90)), ((60, 130), (40, 110))],
+                                             bands=[0, 2]))
+                out = np.zeros((2, 2, 70, 70, 2), arr.dtype)[..., 0]  # a strided out: items are not contiguous
+                rumimm.read_batch([img, img], [((5, 75), (9, 79)), ((50, 120), (1, 71))], bands=[1, 0], out=out)
+                got.append(out.copy())
+                other.close()
+        return got
+
+    engine.load()
+    through = reads()
+    chip_reads = []
+    read_small = engine._small.read_small
+    monkeypatch.setattr(engine._small, "read_small", lambda *a: chip_reads.append(1) or read_small(*a))
+    monkeypatch.setattr(engine, "_without_kernels", lambda nbytes: True)
+    without = reads()
+    assert len(chip_reads) >= 14  # 2 files x (3 windows + 3 Cube windows + 2 + 2 batch windows)
+    assert len(through) == len(without) == 12
+    for a, b in zip(through, without, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert np.array_equal(through[0], tiles[:, 10:140, 5:160]) and np.array_equal(through[6], cells[:, 10:140, 5:160])
