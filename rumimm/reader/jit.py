@@ -77,8 +77,8 @@ def wait():
     _start()
     if _forked_mid_load:
         raise RumiError("the numba kernels cannot load in a process forked while its parent was loading them; "
-                        "this read needs them (the chip reader does not cover it): read in the parent first, "
-                        "or start the worker with the 'spawn' or 'forkserver' method")
+                        "call rumimm.reader.engine.load() in the parent before forking, or start the worker "
+                        "with the 'spawn' or 'forkserver' method")
     _done.wait()
     if _error is not None:
         raise _error
