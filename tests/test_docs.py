@@ -262,8 +262,9 @@ def render_api() -> str:
                 rows = ["| name | numpy dtype | sample_format | bits_per_sample |", "|---|---|---:|---:|"]
                 for (sf, bits), enc in ENCODINGS.items():
                     rows.append(f"| `{enc.name}` | `{enc.dtype}` | {sf} | {bits} |")
-                lines.append("### `rumimm.DTYPES`\n\nA dict, encoding name -> the numpy dtype rumimm reads and "
-                             "writes for it; the 28 rumi sample encodings.\n\n" + "\n".join(rows) + "\n")
+                lines.append("### `rumimm.DTYPES`\n\nA read-only mapping, encoding name -> the numpy dtype rumimm "
+                             "reads and writes for it; the 28 rumi sample encodings (looking up an ml_dtypes "
+                             "type imports ml_dtypes).\n\n" + "\n".join(rows) + "\n")
                 continue
             if inspect.isclass(obj) and issubclass(obj, BaseException):
                 bases = ", ".join(f"`{b.__name__}`" for b in obj.__bases__)

@@ -18,7 +18,8 @@ import numpy as np
 
 from rumimm.format.dtypes import Encoding
 from rumimm.errors import BlobError, FormatError, where
-from rumimm.format.grid import IFD_END, TIFF_HEADER_SIZE, Grid
+from rumimm.format.bigtiff import TIFF_HEADER_SIZE, entry_offset, ifd_end, value_offset
+from rumimm.format.grid import IFD_END, Grid
 
 __all__ = ["Tag", "TagV2", "TiffType", "FIXED_TAGS", "FIXED_TAGS_V2", "Profile", "PROFILE_V1", "PROFILE_V2", "IfdEntry", "build_prefix", "read_entries", "check_blob_prefix",
            "explain_blob_mismatch", "OPENZL_MAGIC", "OPENZL_FORMAT_VERSIONS", "BIGTIFF_MAGIC", "N_TAGS"]
@@ -124,7 +125,7 @@ class Profile:
     @property
     def ifd_end(self) -> int:
         """Byte after the IFD (header 16 + count 8 + 20 per entry + next-IFD 8)."""
-        return TIFF_HEADER_SIZE + 8 + 20 * len(self.tags) + 8
+        return ifd_end(len(self.tags))
 
 
 PROFILE_V1 = Profile("0.1", BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE), FIXED_TAGS)
@@ -213,7 +214,7 @@ def read_entries(buf, count: int) -> list[IfdEntry]:
     """Decode ``count`` raw entries from the IFD at byte 16 of ``buf``."""
     out = []
     for i in range(count):
-        pos = TIFF_HEADER_SIZE + 8 + 20 * i
+        pos = entry_offset(i)
         tag, typ, cnt, field = _ENTRY.unpack_from(buf, pos)
         out.append(IfdEntry(tag, typ, cnt, field))
     return out
@@ -255,7 +256,7 @@ def _ifd_template(g: Grid, bits_per_sample: int, sample_format: int, counts) -> 
     b, n = g.samples_per_pixel, g.n_frames
     out = []
     for i, (tag, (typ, count)) in enumerate(FIXED_TAGS.items()):
-        at, cnt = 24 + 20 * i, count(b, n)
+        at, cnt = entry_offset(i), count(b, n)
         out.append((tag, typ, cnt, ifd[at + 12:at + 12 + min(cnt * typ.size, 8)]))
     return out
 
@@ -274,7 +275,7 @@ def _expected_ifd(grid: Grid, bits_per_sample: int, sample_format: int, counts) 
     mask[:24] = b"\xff" * 24
     for i, (typ, count) in enumerate(FIXED_TAGS.values()):
         used = 12 + min(count(b, n) * typ.size, 8)
-        mask[24 + 20 * i:24 + 20 * i + used] = b"\xff" * used
+        mask[entry_offset(i):entry_offset(i) + used] = b"\xff" * used
     mask[IFD_END - 8:IFD_END] = b"\xff" * 8  # next-IFD offset 0
     m = int.from_bytes(mask, "little")
     return int.from_bytes(bytes(prefix[:IFD_END]), "little") & m, m
@@ -344,14 +345,14 @@ def explain_blob_mismatch(read, hdr, path) -> None:
                         "another file")
 
     def field(i, fmt):
-        return struct.unpack_from(fmt, buf, 24 + 20 * i + 12)[0]
+        return struct.unpack_from(fmt, buf, value_offset(i))[0]
 
     for name, got, want in (("image_width", field(0, "<I"), g.image_width),
                             ("image_length", field(1, "<I"), g.image_length),
                             ("samples_per_pixel", field(3, "<H"), g.samples_per_pixel),
                             ("tile_width", field(4, "<H"), g.tile_width),
                             ("tile_length", field(5, "<H"), g.tile_length),
-                            ("frame count", struct.unpack_from("<Q", buf, 24 + 20 * 6 + 4)[0], g.n_frames)):
+                            ("frame count", struct.unpack_from("<Q", buf, entry_offset(6) + 4)[0], g.n_frames)):
         if got != want:
             mismatch.append(f"{name} is {got} in the file but {want} in the blob")
     b, n = g.samples_per_pixel, g.n_frames
@@ -366,7 +367,7 @@ def explain_blob_mismatch(read, hdr, path) -> None:
     # inline fields, which the spec leaves open).
     for i, (tag, typ, cnt, value) in enumerate(_ifd_template(g, hdr.bits_per_sample, hdr.sample_format,
                                                              _inline_counts(hdr))):
-        at = 24 + 20 * i
+        at = entry_offset(i)
         got = struct.unpack_from("<HHQ", buf, at)
         name = f"{int(tag)} ({tag.name})"
         if got != (int(tag), int(typ), cnt):

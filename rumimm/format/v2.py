@@ -23,8 +23,10 @@ import numpy as np
 
 from rumimm.errors import BlobError, FormatError, where
 from rumimm.format import units
+from rumimm.format.bigtiff import entry_offset, ifd_end, ifd_size
 from rumimm.format.blob import MAGIC, MAX_FRAMES, UINT32_MAX, VERSION, Header, canonical_count_encoding
 from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
+from rumimm.format.georef import GEOREF_BYTES
 from rumimm.format.grid import FrameUnit, Grid, ceildiv
 from rumimm.format.packing import RESIDUAL_CHUNK, pack_residuals, residual_chunks
 from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefix, layout_ifd
@@ -50,8 +52,8 @@ FILE_VERSION = 1
 #: The 16 bytes every 0.2 file starts with.
 FILE_HEADER = FILE_MAGIC + struct.pack("<HHQ", FILE_VERSION, 0, 16)
 N_TAGS2 = 13
-IFD_SIZE2 = 8 + 20 * N_TAGS2 + 8  # 276
-IFD_END2 = 16 + IFD_SIZE2  # 292
+IFD_SIZE2 = ifd_size(N_TAGS2)  # 276
+IFD_END2 = ifd_end(N_TAGS2)  # 292
 HEADER_SIZE2 = 32
 #: The largest decoded frame a 0.2 header may imply (the reference reader's default limit is 1 GiB too).
 MAX_FRAME_DECODED = 1 << 30
@@ -75,7 +77,7 @@ def spec_of_file(head: bytes) -> str | None:
 def base_frame_offset2(bands: int, n_frames: int) -> int:
     """Byte where a 0.2 file's frames start (292 + the external values)."""
     b, n = bands, n_frames
-    return IFD_END2 + (4 * b if b >= 5 else 0) + (8 * n if n >= 2 else 0) + (4 * n if n >= 3 else 0) + 160
+    return IFD_END2 + (4 * b if b >= 5 else 0) + (8 * n if n >= 2 else 0) + (4 * n if n >= 3 else 0) + GEOREF_BYTES
 
 
 @dataclass(frozen=True)
@@ -459,7 +461,7 @@ def _explain(head: bytes, want: bytes, hdr: Header2, path) -> None:
         raise BlobError(f"{where(path)}IFD has {struct.unpack_from('<Q', head, 16)[0]} entries, expected 13; "
                         "the header blob belongs to another file")
     for i, tag in enumerate(PROFILE_V2.tags):
-        at = 24 + 20 * i
+        at = entry_offset(i)
         if head[at:at + 20] != want[at:at + 20]:
             got = struct.unpack_from("<HHQ", head, at) + (head[at + 12:at + 20].hex(),)
             exp = struct.unpack_from("<HHQ", want, at) + (want[at + 12:at + 20].hex(),)

@@ -18,6 +18,7 @@ from rumimm.errors import RumiError, WindowError
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.image import Image
 from rumimm.format import units
+from rumimm.format.georef import split_georef_block
 from rumimm.format.window import Run, select, window_bounds
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
@@ -95,8 +96,8 @@ def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
 
 def _georef_block(img: Image) -> bytes | None:
     """The 160 bytes of the two georeferencing tags, or None when no CRS is set."""
-    block = img._georef_bytes()
-    keys = np.frombuffer(block, "<u2", 16, 128)
+    block = img.georef_block()
+    _, keys = split_georef_block(block)
     if int(keys[7]) == 0:  # GTModelTypeGeoKey 0: undefined georeferencing
         return None
     return block

@@ -26,7 +26,7 @@ import numpy as np
 
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.blob import Header
-from rumimm.format.georef import parse_geokeys
+from rumimm.format.georef import GEOREF_BYTES, parse_geokeys, split_georef_block
 from rumimm.format.tiff import check_blob_prefix
 from rumimm.format.trailer import Trailer, parse_trailer
 from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, parse_header
@@ -325,9 +325,7 @@ class Image(RasterioSurface):
         They sit at fixed places right before the first frame (the matrix 160 bytes
         before it, the key directory 32 bytes before it), so no IFD is parsed.
         """
-        block = self._georef_bytes()
-        matrix = np.frombuffer(block, "<f8", 16, 0)
-        keys = np.frombuffer(block, "<u2", 16, 128)
+        matrix, keys = split_georef_block(self.georef_block())
         geo, bad = parse_geokeys(keys, matrix)
         if bad or geo is None:
             raise FormatError(f"{where(self.path)}{bad[0] if bad else 'unreadable georeferencing'}")
@@ -468,10 +466,10 @@ class Image(RasterioSurface):
             raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
         return bytes(fs.read_frame(int(k)))
 
-    def _georef_bytes(self) -> bytes:
-        """The 160 bytes of the two georeferencing tag values (matrix, key directory) before frame 0."""
+    def georef_block(self) -> bytes:
+        """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
         base = self._grid.base_frame_offset
-        return bytes(self._open_source().live_store().read(base - 160, 160))
+        return bytes(self._open_source().live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
 
     def _open_source(self) -> engine.FrameSource:
         src = self._source

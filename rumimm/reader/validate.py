@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rumimm.format import dtypes
+from rumimm.format.bigtiff import entry_offset, value_offset
 from rumimm.format.blob import Header, build_header
 from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.georef import Georef, parse_geokeys
@@ -339,7 +340,7 @@ def _check_ifd(buf, size: int, f: _Findings, profile: Profile = PROFILE_V1) -> d
         detail = "".join([f"; extra tags: {', '.join(_tag_name(t) for t in extra)}" if extra else "",
                           f"; missing tags: {', '.join(_tag_name(t) for t in missing)}" if missing else ""])
         f.add(f"IFD has {count} tags, expected exactly {profile.n_tags}{detail}", stop=True)
-    (next_ifd,) = struct.unpack_from("<Q", buf, 16 + 8 + 20 * profile.n_tags)
+    (next_ifd,) = struct.unpack_from("<Q", buf, entry_offset(profile.n_tags))
     if next_ifd != 0:
         f.add(f"next-IFD offset is {next_ifd}; a rumi file has exactly one IFD (no overviews, masks or auxiliary IFDs)")
     if tags != expected:
@@ -447,7 +448,7 @@ def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings, pro
         e = by_tag[tag]
         nbytes = e.count * typ.size
         if nbytes <= 8:
-            where_value[tag] = 16 + 8 + 20 * order.index(tag) + 12  # inline field
+            where_value[tag] = value_offset(order.index(tag))  # inline field
             continue
         if e.pointer != cursor:
             f.add(f"tag {_tag_name(tag)} value is at byte {e.pointer}, expected {cursor}: external values follow the "

@@ -23,6 +23,7 @@ import numpy as np
 from rumimm.errors import RumiError, where
 from rumimm.format import units
 from rumimm.format.blob import build_header
+from rumimm.format.georef import split_georef_block
 from rumimm.format.dtypes import SPEC_ENCODINGS
 from rumimm.format.grid import FrameUnit, Grid
 from rumimm.format.tiff import build_prefix
@@ -137,9 +138,8 @@ def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -
 
 def _georef_values(img) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """The 16 doubles and 16 shorts of the two georeferencing tags, as the source stores them."""
-    block = img._georef_bytes()
-    return (tuple(float(v) for v in np.frombuffer(block, "<f8", 16, 0)),
-            tuple(int(v) for v in np.frombuffer(block, "<u2", 16, 128)))
+    matrix, keys = split_georef_block(img.georef_block())
+    return tuple(float(v) for v in matrix), tuple(int(v) for v in keys)
 
 
 def _recode_plan(hdr, spec: str):
