@@ -35,8 +35,8 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request

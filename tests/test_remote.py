@@ -180,10 +180,10 @@ def test_a_cached_frame_is_not_fetched_again(server, scenes):
 
 def test_read_batch_fetches_a_batch_from_many_objects_together(server, scenes):
     urls = _serve(server, scenes)
-    images = [rumimm.open(u, header=b, cache_bytes=0) for u, (_, _, b) in zip(urls, scenes)]
+    images = [rumimm.open(u, header=b, cache_bytes=0) for u, (_, _, b) in zip(urls, scenes, strict=True)]
     rng = np.random.default_rng(3)
     rows = [(int(i), int(y), int(x)) for i, y, x in zip(rng.integers(0, 8, 16), rng.integers(0, 769, 16),
-                                                        rng.integers(0, 769, 16))]
+                                                        rng.integers(0, 769, 16), strict=True)]
     server.latency = 0.05
     try:
         got = rumimm.read_batch([images[i] for i, _, _ in rows], np.array([(y, x) for _, y, x in rows]),
@@ -328,7 +328,7 @@ def test_export_to_geotiff_reads_a_url(server, small, tmp_path):
 
 def test_a_failing_server_fails_a_batch_with_a_remote_error_naming_the_url(server, scenes):
     urls = _serve(server, scenes)
-    images = [rumimm.open(u, header=b, cache_bytes=0, storage_options=FAST) for u, (_, _, b) in zip(urls, scenes)]
+    images = [rumimm.open(u, header=b, cache_bytes=0, storage_options=FAST) for u, (_, _, b) in zip(urls, scenes, strict=True)]
     server.faults[:] = ["503"] * 50
     with pytest.raises(RemoteError, match=r"scenes/s\d\.rumi: GET bytes \d+\.\.\d+ failed \(HTTP 503"):
         rumimm.read_batch(images[:4], np.zeros((4, 2), np.int64), size=(300, 300))
@@ -340,13 +340,13 @@ def test_a_failing_server_fails_a_batch_with_a_remote_error_naming_the_url(serve
 def test_a_batch_mixing_local_and_remote_images_and_cached_frames_is_exact(server, scenes):
     urls = _serve(server, scenes)
     local = rumimm.open(scenes[0][1], header=scenes[0][2], cache_bytes=0)
-    remote = [rumimm.open(u, header=b, cache_bytes=64 << 20) for u, (_, _, b) in zip(urls[1:4], scenes[1:4])]
+    remote = [rumimm.open(u, header=b, cache_bytes=64 << 20) for u, (_, _, b) in zip(urls[1:4], scenes[1:4], strict=True)]
     remote[0][:, 0:300, 0:300]  # caches 4 positions x 4 bands of file 1
     server.reset()
     images = [local, remote[0], remote[1], remote[2], remote[0]]
     origins = np.array([(100, 700), (200, 200), (600, 100), (0, 0), (500, 700)], np.int64)
     got = rumimm.read_batch(images, origins, size=(300, 300))
-    for n, (img_i, (y, x)) in enumerate(zip([0, 1, 2, 3, 1], origins.tolist())):
+    for n, (img_i, (y, x)) in enumerate(zip([0, 1, 2, 3, 1], origins.tolist(), strict=True)):
         assert np.array_equal(got[n], scenes[img_i][0][:, y:y + 300, x:x + 300])
     assert all(r.path != "/scenes/s0.rumi" for r in server.requests)
 

@@ -304,7 +304,8 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     """
     for s in sources:
         s.live_store()  # a closed image fails here, even with nothing to read; execute maps the files
-    if _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
+    remote = any(s.remote for s in sources)  # remote: the kernels' path fetches every window's frames at once
+    if not remote and _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
         _read_each(sources, windows, bands, y, x, out4)
         return
     kern = K if K is not None else load()

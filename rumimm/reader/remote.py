@@ -150,7 +150,7 @@ class RemoteStore:
     def _slice(checked, groups, bufs) -> list[np.ndarray]:
         """Each range's bytes cut out of its merged request's answer (empty ranges: empty arrays)."""
         out: list = [np.empty(0, np.uint8) if n == 0 else None for _, n in checked]
-        for (start, _, members), buf in zip(groups, bufs):
+        for (start, _, members), buf in zip(groups, bufs, strict=True):
             arr = np.frombuffer(buf, np.uint8)
             for i in members:
                 o, n = checked[i]
@@ -159,7 +159,7 @@ class RemoteStore:
 
     def iter_ranges(self, ranges):
         checked, groups = self._plan(ranges)
-        for i, (o, n) in enumerate(checked):
+        for i, (_, n) in enumerate(checked):
             if n == 0:
                 yield i, np.empty(0, np.uint8)
         if not groups:

@@ -114,7 +114,8 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
             # a remote store: every new frame first, in one round of merged, concurrent requests
             fetched = None
             if fs.remote and missing:
-                fetched = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing])))
+                ranges = [fs.frame_range(frames[g]) for g in missing]
+                fetched = dict(zip(missing, store.read_ranges(ranges), strict=True))
             for g in missing:  # one frame at a time through this thread's buffer: placed before the next
                 if fetched is None:
                     raw = _raw_buffer(fs.frame_range(frames[g])[1])

@@ -138,7 +138,7 @@ def fetch_frames(sources, owners, frames, groups) -> dict:
         return {}
     requests = [(sources[o].live_store(), [sources[o].frame_range(frames[g]) for g in gs]) for o, gs in per.items()]
     got = read_many(requests)
-    return {g: raw for gs, raws in zip(per.values(), got) for g, raw in zip(gs, raws)}
+    return {g: raw for gs, raws in zip(per.values(), got, strict=True) for g, raw in zip(gs, raws, strict=True)}
 
 
 def thread_scratch(nbytes: int) -> tuple[np.ndarray, int]:
