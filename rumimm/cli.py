@@ -81,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _warn
         try:
             return args.run(args)
+        except BrokenPipeError:  # the reader of our output left (rumimm info x | head -1): not an error
+            return _quiet_pipe()
+        except UsageError as exc:
+            prog = f"rumimm {args.command}"
+            print(f"{prog}: error: {exc} (see {prog} --help)", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
             return _fail("interrupted", 130)
         except ValueError as exc:  # RumiError and its subclasses, and bad argument values
@@ -94,6 +100,21 @@ def main(argv: list[str] | None = None) -> int:
             if type(exc).__module__.startswith("rasterio"):  # GDAL's own word on a file it cannot use
                 return _fail(" ".join(str(exc).split()))
             raise
+
+
+class UsageError(ValueError):
+    """An argument a command can only check once it has opened its file; reported as argparse reports usage."""
+
+
+def _quiet_pipe() -> int:
+    """Exit quietly after a closed pipe: point stdout at /dev/null so the final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (captured in tests)
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a command a closed pipe ended
 
 
 def _fail(message: str, status: int = 2) -> int:
@@ -189,8 +210,17 @@ def describe(path, header: bytes | None = None) -> dict:
             ratio=raw / h.file_size,
             blob_size=len(h.blob),
             format_version=frame_format_version(frame0),  # every frame's: the walk checked that they agree
+            nodata=[_json_number(v) for v in img.nodatavals],  # from the PAM sidecar, NAME.rumi.aux.xml
+            descriptions=list(img.descriptions),
         )
     return out
+
+
+def _json_number(v):
+    """A nodata value JSON can hold: NaN and infinities as the strings GDAL writes for them."""
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+    return v
 
 
 def _crs_name(epsg: int) -> str:
@@ -252,6 +282,8 @@ def _info(args: argparse.Namespace) -> int:
          if d["bounds"] else "none"),
         ("resolution", f"{d['res'][0]:.12g} x {d['res'][1]:.12g} (x, y)" if d["res"] else "none"),
         ("pixels", "points" if d["pixel_is_point"] else "areas"),
+        ("nodata", ", ".join(str(v) for v in d["nodata"]) if any(v is not None for v in d["nodata"]) else "none"),
+        ("descriptions", ", ".join(str(v) for v in d["descriptions"]) if any(d["descriptions"]) else "none"),
         ("codec", f"preset {d['codec']!r}" if d["codec"] else "not a rumimm preset (another writer's graph)"),
         ("file size", f"{d['file_size']:,} bytes"),
         ("raw size", f"{d['raw_size']:,} bytes"),
@@ -319,13 +351,20 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", type=_existing_dir,
                    help="keep demo.rumi in this existing directory (default: a temporary one, deleted at the end)")
     p.add_argument("--size", type=_positive_int, default=2048, help="scene height and width in pixels (default 2048)")
-    p.add_argument("--bands", type=_positive_int, default=4, help="band count (default 4)")
+    p.add_argument("--count", type=_positive_int, default=4, help="band count (default 4), as rasterio's count")
+    # --bands elsewhere lists 1-based band numbers; here it was the count: still taken, with a warning
+    p.add_argument("--bands", dest="old_bands", type=_positive_int, help=argparse.SUPPRESS)
     p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
 
 
 def _demo(args: argparse.Namespace) -> int:
     from rumimm.demo import check_args, run
 
+    if args.old_bands is not None:
+        _warn("demo --bands N is the band count, now --count N (--bands lists band numbers in other commands)",
+              None, None, None)
+        args.count = args.old_bands
+    args.bands = args.count
     check_args(args.bands, args.size, args.tile)  # its ValueError is reported by main, before any warning
     _warn_small_tile(args.tile)
     run(args.out, bands=args.bands, size=args.size, tile=args.tile)
@@ -343,7 +382,10 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unit", choices=("tile", "cell"), default="tile", help="frame unit (default tile)")
     p.add_argument("--codec", help="a codec preset (default: the lossless default)")
     p.add_argument("--blob", metavar="PATH", help="also write the header blob to PATH")
-    p.add_argument("--crs", help="the EPSG code to store when the file's CRS is not exactly one, e.g. EPSG:32633")
+    p.add_argument("--crs", help="the EPSG code of a file with a geotransform but no CRS, or with a CRS no EPSG code "
+                   "fits, e.g. EPSG:32633 (checked against the file's CRS and coordinates)")
+    p.add_argument("--drop-georef", action="store_true",
+                   help="convert the pixels only, without georeferencing (a file without a usable CRS)")
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -354,7 +396,7 @@ def _convert(args: argparse.Namespace) -> int:
     _warn_small_tile(args.tile)
     t0 = time.perf_counter()
     blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
-                        header_out=args.blob, progress=_progress())
+                        header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef)
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
@@ -399,7 +441,7 @@ def _band_list(text: str) -> list[int]:
 
 def _quicklook_args(p: argparse.ArgumentParser) -> None:
     _add_path(p)
-    p.add_argument("dest", metavar="OUT", help="the PNG to write")
+    p.add_argument("dest", metavar="OUT", help="the picture to write: .png, .jpg, .tif or .webp")
     _add_header(p)
     p.add_argument("--bands", type=_band_list, help="1-based bands, one (grey) or three (red,green,blue), e.g. 3,2,1 "
                    "(default 1,2,3, or 1 for fewer than three bands)")
@@ -407,16 +449,21 @@ def _quicklook_args(p: argparse.ArgumentParser) -> None:
 
 
 def _quicklook(args: argparse.Namespace) -> int:
-    from rumimm.integrations.preview import quicklook
+    from rumimm.integrations.preview import picture_format, quicklook
+
+    try:
+        kind = picture_format(args.dest)  # before the file is read
+    except ValueError as exc:
+        raise UsageError(f"argument OUT: {exc}") from None
     from rumimm.reader.image import open as open_image
 
     with open_image(args.path, header=_read_blob(args.header)) as img:
         if args.bands is not None and max(args.bands) > img.count:
-            return _fail(f"--bands: band {max(args.bands)} does not exist; {args.path} has {img.count} bands "
-                         f"(numbered 1 to {img.count})")
+            raise UsageError(f"argument --bands: band {max(args.bands)} does not exist; {args.path} has "
+                             f"{img.count} bands (numbered 1 to {img.count})")
         bands = None if args.bands is None else [b - 1 for b in args.bands]
         h, w = quicklook(img, args.dest, bands=bands, max_size=args.max_size)
-    print(f"{args.dest}: {w} x {h} PNG of {args.path}")
+    print(f"{args.dest}: {w} x {h} {kind} of {args.path}")
     return 0
 
 
@@ -436,8 +483,14 @@ def _clean(args: argparse.Namespace) -> int:
     from rumimm.writer.atomic import clean
 
     for path in args.paths:
-        for removed in clean(path):
-            print(f"removed {removed}")
+        if not os.path.exists(path) and not path.endswith(".rumi"):
+            # a .rumi file may be gone (its killed writer's temporary files are what is cleaned)
+            return _fail(f"{path}: no such file or directory (give a directory or a .rumi file)")
+        removed = clean(path)
+        for name in removed:
+            print(f"removed {name}")
+        if not removed:
+            print(f"{path}: no temporary files of killed writers")
     return 0
 
 

@@ -34,7 +34,8 @@ def test_georeferenced_files_carry_the_epsg_code_and_transform(tmp_path, scene, 
 ])
 def test_the_model_type_and_crs_key_come_from_the_epsg_registry(tmp_path, scene, crs, model, key):
     path = tmp_path / "k.rumi"
-    blob = rumimm.write(path, scene, tile=16, transform=UTM33N, crs=crs)
+    degrees = (0.001, 0.0, 121.0, 0.0, -0.001, 24.0)  # a geographic CRS refuses metre coordinates
+    blob = rumimm.write(path, scene, tile=16, transform=UTM33N if model == 1 else degrees, crs=crs)
     keys = spec_reader.parse_file(path)["geokeys"]
     assert keys == (1, 1, 0, 3, 1024, 0, 1, model, 1025, 0, 1, 1, key, 0, 1, crs)
     assert_compliant(path, blob)

@@ -216,4 +216,4 @@ def test_the_clean_command_lists_what_it_removed(tmp_path, capsys):
     assert cli_main(["clean", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"removed {stale}\n"
     assert cli_main(["clean", str(tmp_path / "s.rumi")]) == 0
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().out == f"{tmp_path / 's.rumi'}: no temporary files of killed writers\n"

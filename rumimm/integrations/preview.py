@@ -9,6 +9,7 @@ Pillow writes the PNG (``pip install 'rumimm[preview]'``).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -54,6 +55,19 @@ def _bands(bands, count: int) -> list[int]:
     return chosen
 
 
+#: Picture formats a quick look is written in, by the file name's extension.
+FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}
+
+
+def picture_format(dst) -> str:
+    """Pillow's format name for ``dst``'s extension, or ValueError naming the ones known."""
+    ext = os.path.splitext(os.fspath(dst))[1].lower()
+    if ext not in FORMATS:
+        raise ValueError(f"{os.fspath(dst)}: a quick look is written as PNG, JPEG, TIFF or WebP; name it "
+                         f"{', '.join(FORMATS)} (got {ext or 'no extension'!r})")
+    return FORMATS[ext]
+
+
 def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percentiles=PERCENTILES) -> tuple[int, int]:
     """Write a PNG preview of a rumi image; return its (height, width).
 
@@ -62,7 +76,8 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
     src : str, os.PathLike or Image
         The rumi file (opened with ``header`` if given) or an open Image.
     dst : str or os.PathLike
-        The PNG to create or replace (atomically).
+        The picture to create or replace (atomically): PNG, or JPEG, TIFF or WebP by its
+        extension (``.png``, ``.jpg``/``.jpeg``, ``.tif``/``.tiff``, ``.webp``).
     bands : int or sequence of 3 ints, optional
         0-based band(s): one for grey, three for red, green, blue.  Default: the first
         three bands, or the first if there are fewer than three.
@@ -85,6 +100,7 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
 
     if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) or max_size < 1:
         raise ValueError(f"max_size must be a positive int, got {max_size!r}")
+    kind = picture_format(dst)
     try:
         from PIL import Image as PILImage
     except ImportError:
@@ -100,5 +116,5 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
             img.close()
     picture = PILImage.fromarray(rgb[0] if len(chosen) == 1 else np.ascontiguousarray(np.moveaxis(rgb, 0, -1)))
     with replacing(dst) as tmp:
-        picture.save(tmp, format="PNG")
+        picture.save(tmp, format=kind)
     return rgb.shape[1:]

@@ -15,7 +15,7 @@ import numpy as np
 
 from rumimm.reader import engine
 from rumimm.errors import RumiError, WindowError
-from rumimm.reader.rasterio_surface import RasterioSurface
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.image import Image
 from rumimm.format.window import Run, select, window_bounds
 
@@ -206,6 +206,11 @@ class Cube(RasterioSurface):
         return self._images[0]
 
     @property
+    def metadata(self):
+        """The first image's band metadata (nodata, descriptions, ...; see ``Image.metadata``)."""
+        return self._images[0].metadata
+
+    @property
     def transform(self):
         return self._georeferenced().transform
 
@@ -232,12 +237,13 @@ class Cube(RasterioSurface):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, bands=None, window=None, out=None):
+    def read(self, indexes=None, window=None, out=None, *, bands=None):
         """Every image's bands in a window: (N, n, h, w), or (N, h, w) for an int band.
 
-        Arguments as :meth:`rumimm.Image.read`.
+        Arguments as :meth:`rumimm.Image.read`: ``indexes`` from 1 (rasterio's), or ``bands`` from 0.
         """
         img0 = self._images[0]
+        bands = indexes_to_bands(indexes, bands, img0.shape[0])
         from rumimm.format.window import select_read
 
         sel = select_read(bands, window, img0.shape)

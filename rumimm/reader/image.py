@@ -30,7 +30,7 @@ from rumimm.format.blob import Header
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.georef import parse_geokeys
 from rumimm.reader.store import LocalStore
-from rumimm.reader.rasterio_surface import RasterioSurface
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.format.tiff import check_blob_prefix
 from rumimm.reader.validate import index_mapping  # the full IFD walk, used only when no blob is given
 from rumimm.format.window import Run, Selection, select, select_read
@@ -239,6 +239,17 @@ class Image(RasterioSurface):
             raise FormatError(f"{where(self.path)}{bad[0] if bad else 'unreadable georeferencing'}")
         return geo
 
+    @cached_property
+    def metadata(self):
+        """Band metadata from the file's PAM sidecar ``path + ".aux.xml"`` (``rumimm.format.pam.Metadata``).
+
+        Read on first use.  No sidecar: empty metadata.  An unreadable one: empty
+        metadata and a ``RumiWarning`` (see ``nodata``, ``descriptions``, ... for the fields).
+        """
+        from rumimm.reader.sidecar import read_metadata
+
+        return read_metadata(self.path, self._shape[0], bytes(self._header))
+
     @property
     def transform(self) -> tuple[float, ...] | None:
         """(x_res, row_rot, x_origin, col_rot, y_res, y_origin), or None without a CRS.
@@ -300,14 +311,14 @@ class Image(RasterioSurface):
                              Run(0, 1, self._shape[2]), None)
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, bands=None, window=None, out=None):
-        """Read bands of a window, optionally into a caller's buffer.
+    def read(self, indexes=None, window=None, out=None, *, bands=None):
+        """Read bands of a window, optionally into a caller's buffer, as rasterio's ``read``.
 
         Parameters
         ----------
-        bands : int or sequence of int, optional
-            0-based band(s); an int gives a 2-D (h, w) result, a list (n, h, w).
-            Default: every band.
+        indexes : int or sequence of int, optional
+            Band number(s) counted from 1, as rasterio: ``read(1)`` is the first band.
+            An int gives a 2-D (h, w) result, a list (n, h, w).  Default: every band.
         window : optional
             ``((y0, y1), (x0, x1))``, ``(slice(y0, y1), slice(x0, x1))`` or a
             rasterio ``Window``.  Default: the whole image.  It must lie inside
@@ -315,6 +326,10 @@ class Image(RasterioSurface):
         out : numpy.ndarray, optional
             Written in place and returned; must have the result's shape and this
             image's dtype.
+        bands : int or sequence of int, optional
+            Instead of ``indexes``: band(s) counted from 0, as ``img[b]`` counts them
+            (what ``read``'s first argument meant in rumimm 0.1.0: ``read(b)`` became
+            ``read(bands=b)`` or ``read(b + 1)``).
 
         Returns
         -------
@@ -325,9 +340,12 @@ class Image(RasterioSurface):
         ------
         WindowError
             A band or window outside the image.
+        TypeError
+            Both ``indexes`` and ``bands``.
         CodecError
             A frame is corrupt (the message names it and its grid position).
         """
+        bands = indexes_to_bands(indexes, bands, self._shape[0])
         sel = select_read(bands, window, self._shape)
         return _read_into(self, sel, out)
 

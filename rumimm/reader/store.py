@@ -32,8 +32,10 @@ since), so a mapped file holds two descriptors there.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 import sys
 from typing import Protocol
 
@@ -88,9 +90,15 @@ class LocalStore:
         self.fd = -1
         self._buf = None
         self._made = []  # mappings made by racing threads: the first one made is the one used
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below); no effect on files
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
-            self.size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory, not a rumi file", path)
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device cannot be mapped or read at offsets
+                raise FormatError(f"{where(path)}not a regular file; a rumi file is read at offsets and mapped")
+            self.size = st.st_size
         except BaseException:
             os.close(fd)
             raise

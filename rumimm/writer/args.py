@@ -14,7 +14,7 @@ import numpy as np
 from rumimm.writer.atomic import path_str
 from rumimm.format.dtypes import Encoding, encoding_for_dtype
 from rumimm.errors import RumiError
-from rumimm.format.georef import UNDEFINED_MATRIX, geokeys, matrix_from_transform, resolve_crs, resolve_transform
+from rumimm.format.georef import UNDEFINED_MATRIX, check_extent, geokeys, matrix_from_transform, resolve_crs, resolve_transform
 
 __all__ = ["MAX_TILE", "MAX_DIM", "MAX_BANDS", "MAX_COUNT", "MAX_FRAME_BYTES", "resolve_threads"]
 
@@ -102,8 +102,9 @@ def resolve_encoding(dtype) -> Encoding:
         raise
 
 
-def resolve_georef(transform, crs, pixel_is_point) -> tuple[tuple[float, ...], tuple[int, ...], int | None]:
-    """(matrix16, geokeys16, epsg) for the two georeferencing tags."""
+def resolve_georef(transform, crs, pixel_is_point, shape=None) -> tuple[tuple[float, ...], tuple[int, ...], int | None]:
+    """(matrix16, geokeys16, epsg) for the two georeferencing tags; with ``shape`` (Y, X), a geographic
+    CRS is checked against the image's corners (:func:`rumimm.format.georef.check_extent`)."""
     if not isinstance(pixel_is_point, (bool, np.bool_)):
         raise TypeError(f"pixel_is_point must be True or False, got {pixel_is_point!r}")
     if (transform is None) != (crs is None):
@@ -114,6 +115,8 @@ def resolve_georef(transform, crs, pixel_is_point) -> tuple[tuple[float, ...], t
         return UNDEFINED_MATRIX, geokeys(None, bool(pixel_is_point)), None
     t = resolve_transform(transform)
     epsg = resolve_crs(crs)
+    if shape is not None:
+        check_extent(epsg, t, shape)
     return matrix_from_transform(t), geokeys(epsg, bool(pixel_is_point)), epsg
 
 

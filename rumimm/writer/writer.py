@@ -37,6 +37,7 @@ from rumimm.format.grid import FrameUnit, Grid, frame_unit
 from rumimm.format.tiff import build_prefix
 from rumimm.writer.args import (check_frame_size, resolve_encoding, resolve_format_version, resolve_georef, resolve_path,
                          resolve_shape, resolve_threads, resolve_tile)
+from rumimm.writer.sidecar import remove_sidecar, resolve_metadata, write_sidecar
 
 __all__ = ["write", "Writer"]
 
@@ -130,6 +131,10 @@ class Writer:
     progress : None, bool or callable
         ``True`` draws a tqdm bar, a callable is called as ``progress(done, rows)``
         after each grid row reaches the file (see :mod:`rumimm.progress`).
+    metadata : rumimm.format.pam.Metadata, optional
+        Band metadata (nodata, descriptions, ...) for the PAM sidecar ``path + ".aux.xml"``,
+        written with the file (see :func:`write`).  Without it (or with empty metadata)
+        a sidecar left at that path by an earlier file is removed.
 
     Attributes
     ----------
@@ -171,7 +176,8 @@ class Writer:
     """
 
     def __init__(self, path, shape, dtype, *, tile=512, unit="tile", transform=None, crs=None,
-                 pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None):
+                 pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None,
+                 metadata=None):
         from rumimm.codec import resolve_codec
         from rumimm.progress import Progress
 
@@ -185,7 +191,8 @@ class Writer:
             # reading rumimm.index (and the reference writer) derive from the IFD
             self.unit = FrameUnit.TILE
         check_frame_size((b, y, x), (tl, tw), self.unit == FrameUnit.CELL, self.enc.itemsize)
-        self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point)
+        self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
+        self.metadata = resolve_metadata(metadata, b, self.enc.dtype)
         self.codec = resolve_codec(codec, self.enc)
         self.format_version = resolve_format_version(format_version)
         self.threads = resolve_threads(threads)
@@ -323,10 +330,15 @@ class Writer:
                                 f"frames end at byte {fh.tell()}, expected {end}; nothing was written")
             fh.seek(0)
             fh.write(prefix)
+            # the sidecar goes first: a crash between the two renames leaves the old file with a
+            # sidecar whose blob digest is not its own, which open recognises and ignores
+            has_sidecar = write_sidecar(self.path, self.metadata, blob)
             self._file.commit()
         except BaseException:
             self.abort()
             raise
+        if not has_sidecar:
+            remove_sidecar(self.path)  # it described the file just replaced
         self._progress.close()
         self.header = blob
         self._closed = True
@@ -417,7 +429,9 @@ def _source(array):
 
 
 def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel_is_point=False, codec=None,
-          format_version=None, threads=None, verify=False, progress=None) -> bytes:
+          format_version=None, threads=None, verify=False, progress=None, nodata=None, descriptions=None,
+          colorinterp=None, scales=None, offsets=None, units=None, colormaps=None, tags=None,
+          band_tags=None) -> bytes:
     """Write ``array`` as a rumi file and return its header blob.
 
     Parameters
@@ -430,6 +444,24 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
         row of tiles at a time, so it may be larger than RAM.
     tile, unit, transform, crs, pixel_is_point, codec, format_version, threads, verify, progress
         As for :class:`Writer`; ``progress`` advances once per row of tiles.
+    nodata : number or sequence of numbers, optional
+        The value marking missing samples: one for every band, or one per band
+        (None for a band without).  It must be a value of the array's dtype.
+    descriptions, units : sequence of str or None, optional
+        One per band (GDAL's band description and unit type).
+    colorinterp : sequence of str or None, optional
+        One per band: a rasterio ``ColorInterp`` name (``"red"``, ``"alpha"``, ...) or member.
+    scales, offsets : sequence of float or None, optional
+        One per band: physical value = sample * scale + offset.
+    colormaps : dict, optional
+        ``{band (1-based): {value: (r, g, b[, a])}}``.
+    tags, band_tags : dict, optional
+        Dataset tags ``{key: value}`` and ``{band (1-based): {key: value}}``.
+
+        rumi 0.1.0 has no place for these, so they go into a GDAL PAM sidecar,
+        ``path + ".aux.xml"``, written with the file (its rename comes just before the
+        file's); GDAL, rasterio and :func:`rumimm.open` read it.  Without any of them an
+        earlier sidecar at that path is removed.
 
     Returns
     -------
@@ -450,11 +482,17 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
     >>> blob = rumimm.write("scene.rumi", scene, tile=512,                     # doctest: +SKIP
     ...                     transform=(10, 0, 500000, 0, -10, 4200000), crs=32633)
     """
+    from rumimm.format.pam import Metadata
+
     src = _source(array)
     two_d = len(src.shape) == 2
+    metadata = Metadata.from_args(1 if two_d else int(src.shape[0]), nodata=nodata, descriptions=descriptions,
+                                  colorinterp=colorinterp, scales=scales, offsets=offsets, units=units,
+                                  colormaps=colormaps, tags=tags, band_tags=band_tags) if len(src.shape) in (2, 3) \
+        else None
     with Writer(path, src.shape, src.dtype, tile=tile, unit=unit, transform=transform, crs=crs,
                 pixel_is_point=pixel_is_point, codec=codec, format_version=format_version, threads=threads,
-                verify=verify, progress=progress) as w:
+                verify=verify, progress=progress, metadata=metadata) as w:
         for r in range(w.rows):
             y0, y1 = w.row_span(r)
             block = src[y0:y1, :] if two_d else src[:, y0:y1, :]
