@@ -29,6 +29,7 @@ _LAZY = {
     "write": "rumimm.writer.writer",
     "Writer": "rumimm.writer.writer",
     "Header": "rumimm.format.blob",
+    "parse_header": "rumimm.format.v2",
     "parse_blobs": "rumimm.reader.blob_column",
     "Cube": "rumimm.reader.cube",
     "ImageCollection": "rumimm.reader.cube",
@@ -48,6 +49,7 @@ _LAZY = {
     "select_bbox": "rumimm.integrations.catalogs",
     "ChipDataset": "rumimm.integrations.chips",
     "clean": "rumimm.writer.atomic",
+    "convert": "rumimm.writer.convert",
 }
 
 if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never run

@@ -193,6 +193,14 @@ def _compiles():
     return len(_COMPILES)
 
 
+def _kernels_loaded():
+    """Run on a worker: wait for the kernels its first reads started loading on a thread (``reader.jit``)."""
+    from rumimm.reader import jit
+
+    jit.wait()
+    return jit.state()
+
+
 def _handles(path):
     """Run on a worker: (open descriptors, mappings of ``path``)."""
     with open("/proc/self/maps") as fh:
@@ -228,7 +236,8 @@ def test_workers_compile_once_and_keep_no_handles(scene, client):
     files, a = scene
     path, blob = files["tile"]
     arr = rumimm.to_dask(path, header=blob, chunks=(3, 32, 64))  # 12 frames a chunk: the kernels read it
-    assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))  # warm: kernels ready everywhere
+    assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))  # warm: starts loading the kernels
+    assert set(client.run(_kernels_loaded).values()) == {"ready"}
     before_compiles = client.run(_compiles)
     assert all(n > 0 for n in before_compiles.values())  # the counter sees the first tasks' compiles
     before_handles = client.run(_handles, path)

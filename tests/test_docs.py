@@ -160,10 +160,10 @@ recipes.
 
 _GROUPS = (
     ("Reading", ["open", "Image", "Cube", "ImageCollection", "read_batch"]),
-    ("Writing", ["write", "Writer", "clean"]),
+    ("Writing", ["write", "Writer", "convert", "clean"]),
     ("xarray and Dask", ["to_dask", "to_rumi"]),
     ("GeoTIFF and previews", ["from_geotiff", "to_geotiff", "quicklook"]),
-    ("Header blobs and checking files", ["Header", "parse_blobs", "index", "validate", "Report"]),
+    ("Header blobs and checking files", ["Header", "parse_header", "parse_blobs", "index", "validate", "Report"]),
     ("Catalogs and training chips", ["catalog", "write_catalog", "read_catalog", "select_bbox", "ChipDataset"]),
     ("Settings and tables", ["set_num_threads", "get_num_threads", "DTYPES", "PRESETS", "__version__"]),
     ("Errors", ["RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning"]),
@@ -262,8 +262,9 @@ def render_api() -> str:
                 rows = ["| name | numpy dtype | sample_format | bits_per_sample |", "|---|---|---:|---:|"]
                 for (sf, bits), enc in ENCODINGS.items():
                     rows.append(f"| `{enc.name}` | `{enc.dtype}` | {sf} | {bits} |")
-                lines.append("### `rumimm.DTYPES`\n\nA dict, encoding name -> the numpy dtype rumimm reads and "
-                             "writes for it; the 28 rumi sample encodings.\n\n" + "\n".join(rows) + "\n")
+                lines.append("### `rumimm.DTYPES`\n\nA read-only mapping, encoding name -> the numpy dtype rumimm "
+                             "reads and writes for it; the 28 rumi sample encodings (looking up an ml_dtypes "
+                             "type imports ml_dtypes).\n\n" + "\n".join(rows) + "\n")
                 continue
             if inspect.isclass(obj) and issubclass(obj, BaseException):
                 bases = ", ".join(f"`{b.__name__}`" for b in obj.__bases__)

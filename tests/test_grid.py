@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from rumimm.format import bigtiff as B
 from rumimm.format import grid as G
 from rumimm.format.grid import FrameUnit, Grid, base_frame_offset, ceildiv, frame_unit
 
@@ -28,7 +29,7 @@ def grids(draw, max_side=300, max_tile=64, max_bands=16):
 
 # -- constants and worked values from the spec ------------------------------------------
 def test_the_ifd_is_236_bytes_and_ends_at_byte_252():
-    assert G.TIFF_HEADER_SIZE == 16
+    assert B.TIFF_HEADER_SIZE == 16 and B.ENTRY_SIZE == 20 and B.entry_offset(2) == 64 and B.value_offset(0) == 36
     assert G.IFD_SIZE == 8 + 20 * 11 + 8 == 236
     assert G.IFD_END == 252
 

@@ -138,6 +138,8 @@ print(len(glob.glob(os.path.join(os.environ["NUMBA_CACHE_DIR"], "**", "*.nbi"), 
 
 STALE_READ = """
 import sys, numpy as np, rumimm
+from rumimm.reader import engine
+engine.load()  # the kernels now (a read alone would start them loading on a thread and read without them)
 with rumimm.open(sys.argv[1], header=open(sys.argv[2], "rb").read()) as img:
     out = img[:, :, :]
 print(int(out.astype(np.int64).sum()))

@@ -137,6 +137,11 @@ class Header:
     count_min: int
     count_bits: int
 
+    #: The specification this blob follows (``format.v2.Header2`` says ``"0.2"``).
+    spec = "0.1"
+    #: Time steps: always one in spec 0.1.
+    time_count = 1
+
     @classmethod
     def parse(cls, blob, *, path=None) -> "Header":
         """Check ``blob`` against every rule of the spec and return its Header."""

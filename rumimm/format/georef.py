@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from rumimm.errors import CRSError
 
 __all__ = [
@@ -26,7 +28,19 @@ __all__ = [
     "resolve_transform",
     "crs_kind",
     "check_extent",
+    "GEOREF_BYTES",
+    "split_georef_block",
 ]
+
+#: The two georeferencing tag values stored right before the first frame: ModelTransformation
+#: (16 doubles, 128 bytes) then GeoKeyDirectory (16 shorts, 32 bytes).
+MATRIX_BYTES = 128
+GEOREF_BYTES = MATRIX_BYTES + 32
+
+
+def split_georef_block(block) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix, keys) of the 160-byte georeferencing block: 16 float64 and 16 uint16, little-endian."""
+    return np.frombuffer(block, "<f8", 16, 0), np.frombuffer(block, "<u2", 16, MATRIX_BYTES)
 
 MODEL_PROJECTED = 1
 MODEL_GEOGRAPHIC = 2

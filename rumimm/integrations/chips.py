@@ -208,7 +208,8 @@ class ChipDataset:
 
     Notes
     -----
-    ``ds[i]`` is a (bands, h, w) array (the file's numpy dtype, ``bool`` for 1-bit
+    ``ds[i]`` is a (bands, h, w) array ((T, bands, h, w) when the files are spec 0.2
+    files of T > 1 time steps, all with the same T) (the file's numpy dtype, ``bool`` for 1-bit
     samples, ``ml_dtypes`` types for bfloat16 and friends); ``ds.__getitems__(idx)``
     reads them all in one call and returns one (N, bands, h, w) array (a list when a
     ``transform`` is set).  ``ds.chips`` holds the (file, y0, x0) of every chip and
@@ -219,7 +220,7 @@ class ChipDataset:
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
                  max_open: int = 1024, cache_bytes=None, dtype=None, scale=None, fill_nodata=None,
                  output: str = "array", labels=None, label_headers=None):
-        from rumimm.reader.blob_column import parse_blobs
+        from rumimm.reader.blob_column import parse_blobs_any
 
         self.size = _size(size)
         if transform is not None and not callable(transform):
@@ -230,7 +231,13 @@ class ChipDataset:
         self.paths, self.blobs, transforms = _sources(sources, headers)
         if not self.paths:
             raise ValueError("a ChipDataset needs at least one file")
-        fields = parse_blobs(self.blobs)
+        fields = parse_blobs_any(self.blobs)
+        steps = fields["time_count"]
+        other = np.flatnonzero(steps != steps[0])
+        if other.size:  # spec 0.2 files of T > 1 steps give (T, bands, h, w) chips: one T for all
+            i = int(other[0])
+            raise ValueError(f"{self.paths[i]} has {int(steps[i])} time step(s) but {self.paths[0]} has "
+                             f"{int(steps[0])}; a ChipDataset returns one shape")
         self.bands = bands
         self.transform = transform
         self.worker_threads = int(worker_threads)

@@ -147,6 +147,7 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
         src, header = src.path, bytes(src.header)
     threads = resolve_threads(threads)
     with open_image(src, header=header, cache_bytes=0) as img, replacing(dst) as tmp:
+        _one_step(img)
         profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                 bigtiff=bigtiff)
         profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
@@ -314,7 +315,8 @@ def _unheld(ds) -> list[str]:
 
 
 def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, header_out=None, progress=None,
-                 threads=None, verify: bool = False, drop_georef: bool = False) -> bytes:
+                 threads=None, verify: bool = False, drop_georef: bool = False, format=None, bands=None,
+                 time=None) -> bytes:  # noqa: A002
     """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
 
     Parameters
@@ -335,6 +337,11 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
     drop_georef : bool
         Convert the pixels only, without georeferencing (for a file with a geotransform
         but no CRS, or a CRS no EPSG code fits).
+    format, bands, time
+        As for :func:`rumimm.write`: ``format="0.2"`` writes spec 0.2, which needs
+        ``time`` (one coordinate) and keeps a text per band: ``bands``, else the
+        file's band descriptions when every band has a distinct one, else
+        ``"band 1"``, ``"band 2"``, ...
 
     Returns
     -------
@@ -378,11 +385,16 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
             point = ds.tags().get("AREA_OR_POINT", "Area").lower() == "point"
             metadata, unfit = _source_metadata(ds, dtype)
             lost = unfit + _unheld(ds)
+            if format == "0.2" and bands is None:
+                named = [d for d in ds.descriptions if d]
+                bands = (list(ds.descriptions) if len(named) == ds.count and len(set(named)) == ds.count
+                         else [f"band {i + 1}" for i in range(ds.count)])
             height, width = ds.height, ds.width
             Window = rasterio.windows.Window
             # the Writer checks every argument before anything is said about the file
             with Writer(dst, (ds.count, height, width), dtype, tile=tile, unit=unit, transform=transform, crs=epsg,
-                        pixel_is_point=point, codec=codec, threads=threads, verify=verify, metadata=metadata) as w, \
+                        pixel_is_point=point, codec=codec, threads=threads, verify=verify, metadata=metadata,
+                        format=format, bands=bands, time=time) as w, \
                     Progress(progress, w.rows, desc="convert", unit="row") as bar:
                 if crs_note:
                     warnings.warn(crs_note, RumiWarning, stacklevel=2)
@@ -425,3 +437,9 @@ def _from_gdal(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if block.dtype.itemsize == 1 and dtype.itemsize == 1:
         return block.view(dtype)
     return block.astype(dtype)  # float32 holding NBITS=16 halves -> float16, exact
+
+
+def _one_step(img) -> None:
+    if img.ndim == 4:
+        raise RumiError(f"{img.path} has {img.shape[0]} time steps (T, B, Y, X); a GeoTIFF holds one (B, Y, X) "
+                        "image: write a step of it (rumimm.write(path, img[t], format='0.2', ...)) and export that")

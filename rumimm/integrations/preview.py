@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from rumimm.errors import RumiError
+
 __all__ = ["PERCENTILES", "quicklook", "stretch"]
 
 #: Low and high percentiles mapped to 0 and 255 by default.
@@ -107,6 +109,9 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
         raise ImportError("quick looks need Pillow; pip install 'rumimm[preview]'") from None
     img = src if isinstance(src, Image) else open_image(src, header=header)
     try:
+        if img.ndim == 4:
+            raise RumiError(f"{img.path} has {img.shape[0]} time steps (T, B, Y, X); a quick look shows one "
+                            "(B, Y, X) image")
         count, height, width = img.shape
         chosen = _bands(bands, count)
         step = max(1, math.ceil(max(height, width) / max_size))

@@ -21,8 +21,8 @@ import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
+from rumimm.errors import RumiError, where
 from rumimm.integrations.dask_array import frame_chunks
-from rumimm.errors import RumiError
 
 __all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "spatial_coords", "gdal_transform", "pixel_centres"]
 
@@ -177,9 +177,11 @@ def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, 
 def _frame_chunks(images, leading) -> dict:
     """Preferred chunks on the frame grid; a stack mixing frame units gets one band per chunk."""
     grids = [frame_chunks(im) for im in images]
-    bands, tl, tw = min(grids)
+    *lead, bands, tl, tw = min(grids)
     chunks = {"band": bands, "y": tl, "x": tw}
-    return chunks if leading is None else {leading: 1, **chunks}
+    if leading is None:
+        return chunks
+    return {leading: lead[0] if lead else 1, **chunks}  # a spec 0.2 file's own time axis, or a stack
 
 
 def _open_source(obj, header, cache_bytes, verify):
@@ -264,7 +266,11 @@ def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, 
     source, images, owned = _open_source(obj, header, cache_bytes, verify)
     try:
         img = images[0]
-        leading = None if source.ndim == 3 else stack_dim
+        own_time = img.ndim == 4  # a spec 0.2 file of several time steps: its own time axis
+        if own_time and source is not img:
+            raise RumiError(f"{where(img.path)}has {img.shape[0]} time steps of its own; open it by itself, not "
+                            "stacked with other files")
+        leading = None if source.ndim == 3 else ("time" if own_time else stack_dim)
         dims = ("band", "y", "x") if leading is None else (leading, "band", "y", "x")
         geo = next((im for im in images if im.crs is not None), img)
         coords, attrs = spatial_coords(img.shape, geo.transform, geo.epsg, geo.pixel_is_point)
@@ -272,8 +278,20 @@ def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, 
         decode_encoding: dict = {}
         decode = _decoding(img, attrs, decode_encoding, masked, mask_and_scale)
         lazy = indexing.LazilyIndexedArray(RumiBackendArray(source, decode))
-        coords["band"] = xr.Variable("band", np.arange(1, img.shape[0] + 1))
-        if leading is not None:
+        coords["band"] = xr.Variable("band", np.arange(1, img.count + 1))
+        if img.trailer is not None and source is img:  # spec 0.2: band texts and time
+            coords["description"] = xr.Variable("band", np.array(img.descriptions, dtype=object))
+            if own_time:
+                times = img.trailer.datetime64()
+                if img.time_kind == "interval":
+                    coords["time"] = xr.Variable("time", times[:, 0])
+                    coords["time_end"] = xr.Variable("time", times[:, 1])
+                else:
+                    coords["time"] = xr.Variable("time", times)
+            else:
+                attrs = {**attrs, "time": str(img.time[0]) if img.time_kind == "instant" else
+                         "/".join(str(v) for v in img.time[0])}
+        if leading is not None and not own_time:
             labels = np.arange(source.shape[0]) if stack_labels is None else np.asarray(stack_labels)
             if labels.shape != (source.shape[0],):
                 raise ValueError(f"stack_labels must have {source.shape[0]} entries, got {labels.shape}")

@@ -138,6 +138,30 @@ def metadata_of(da, count: int) -> dict:
     return out
 
 
+def _spec02_labels(da, other: list, out: dict) -> list:
+    """Band texts and time for a spec 0.2 write from the array's own labels; returns the (time, band) dims.
+
+    ``time`` comes from a ``time`` dimension's coordinate (``time_end`` too makes intervals)
+    or, for one step, a ``time`` attribute (``"start/end"`` for an interval), as the rumimm
+    backend gives them; band texts from a ``description`` coordinate on the band dimension.
+    """
+    tdim = "time" if "time" in other else (other[0] if len(other) == 2 else None)
+    bdim = next((d for d in other if d != tdim), None)
+    if bdim is not None and "description" in da.coords and da.coords["description"].dims == (bdim,):
+        out["bands"] = [str(v) for v in da.coords["description"].values]
+    if tdim is not None and tdim in da.coords:
+        starts = [np.datetime64(v, "s") for v in da.coords[tdim].values]
+        if "time_end" in da.coords and da.coords["time_end"].dims == (tdim,):
+            ends = [np.datetime64(v, "s") for v in da.coords["time_end"].values]
+            out["time"] = list(zip(starts, ends))
+        else:
+            out["time"] = starts
+    elif tdim is None and isinstance(da.attrs.get("time"), str):
+        t = da.attrs["time"]
+        out["time"] = [tuple(t.split("/", 1)) if "/" in t else t]
+    return [d for d in (tdim, bdim) if d is not None]
+
+
 def to_rumi(obj, path, **write_kwargs) -> bytes:
     """Write a DataArray (or a numpy or Dask array) as a rumi file; return the blob.
 
@@ -146,8 +170,10 @@ def to_rumi(obj, path, **write_kwargs) -> bytes:
     obj : xarray.DataArray, numpy.ndarray or dask.array.Array
         2-D ``(y, x)`` or 3-D with one non-spatial dim (``band``); the spatial dims
         are found by name (``x``/``y``, ``lon``/``lat``) or are the last two, and the
-        array is transposed to ``(band, y, x)``.  A Dask-backed array is computed
-        one row of tiles at a time.
+        array is transposed to ``(band, y, x)``.  With ``format="0.2"`` also 4-D
+        ``(time, band, y, x)``; the time coordinate (and ``time_end``) and a
+        ``description`` coordinate on the band dim give ``time`` and ``bands`` unless
+        they are passed.  A Dask-backed array is computed one row of tiles at a time.
     path : str or os.PathLike
         The ``.rumi`` file to create or replace atomically.
     **write_kwargs
@@ -175,12 +201,16 @@ def to_rumi(obj, path, **write_kwargs) -> bytes:
     from rumimm.writer.writer import write
 
     if hasattr(obj, "dims") and hasattr(obj, "coords"):
-        if obj.ndim not in (2, 3):
-            raise ValueError(f"a rumi image needs 2 or 3 dims (band, y, x), got dims {tuple(obj.dims)}")
+        v2 = write_kwargs.get("format") == "0.2"
+        if obj.ndim not in ((2, 3, 4) if v2 else (2, 3)):
+            raise ValueError(f"a rumi image needs 2 or 3 dims (band, y, x), or (time, band, y, x) with "
+                             f"format='0.2', got dims {tuple(obj.dims)}")
         y, x = _spatial_dims(obj)
         georef = georef_of(obj)
         other = [d for d in obj.dims if d not in (y, x)]
-        georef.update(metadata_of(obj, obj.sizes[other[0]] if other else 1))
+        if v2:
+            other = _spec02_labels(obj, other, georef)
+        georef.update(metadata_of(obj, obj.sizes[other[-1]] if other else 1))
         georef.update(write_kwargs)
         # the DataArray itself is the source: write() slices it a row of tiles at a time,
         # which loads (or computes, if Dask-backed) only that row

@@ -67,8 +67,8 @@ def check_rows(table):
     """(paths, blobs, fields) of a catalog table, every row checked before anything is sized from it.
 
     The ``path`` column must be strings and the ``blob`` column binary, neither with a
-    null; every blob is parsed by one :func:`rumimm.parse_blobs` call (``fields``, its
-    structured array).  A ``transform`` column, if any, must be lists of 6 floats.
+    null; every blob is parsed (``fields``: :func:`rumimm.reader.blob_column.parse_blobs_any`,
+    spec 0.1 blobs in one :func:`rumimm.parse_blobs` pass, spec 0.2 ones one by one).  A ``transform`` column, if any, must be lists of 6 floats.
 
     Raises
     ------
@@ -78,7 +78,7 @@ def check_rows(table):
     """
     import pyarrow as pa
 
-    from rumimm.reader.blob_column import parse_blobs
+    from rumimm.reader.blob_column import parse_blobs_any
 
     names = getattr(table, "column_names", None)
     if names is None:
@@ -102,7 +102,8 @@ def check_rows(table):
         if bad:
             raise RumiError(f"catalog row {bad[0]}: transform must have 6 values")
     column = table.column("blob")
-    fields = parse_blobs(column)  # every blob checked in one pass, before any file is touched
+    specs = table.column("spec").to_pylist() if "spec" in names else None
+    fields = parse_blobs_any(column, specs)  # every blob checked before any file is touched (spec 0.1 in one pass)
     return table.column("path").to_pylist(), column.to_pylist(), fields
 
 

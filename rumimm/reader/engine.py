@@ -17,12 +17,12 @@ one :class:`~rumimm.errors.CodecError` and fills the cache.  Whole frames
 decoded frame, so a chip never keeps a whole frame alive.
 
 Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
-:func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read;
-:func:`load` adds numba and the kernels at the first read that needs them.  Both run
-under one module lock, and a fork waits for it (``os.register_at_fork``): the hook
-takes that lock and numba's compiler lock before the fork and releases both after it
-in parent and child, so a child never inherits a lock held by a thread that does not
-exist in it, and no import or compilation happens later inside the read path.
+:func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read,
+under a module lock a fork waits for (``os.register_at_fork``).  numba and the kernels
+load on a background thread (``reader.jit``), started by the first read that would use
+them; until they are ready, windows of up to :data:`LOADING_READ_BYTES` of frames go to the chip
+executor (a whole window, or each window of a batch) and larger ones wait.  A fork does
+not wait for the loader (``jit`` says what a child forked meanwhile can do).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from __future__ import annotations
 import concurrent.futures.thread  # noqa: F401  (imported before any fork can wait on load(): see _before_fork)
 import logging  # noqa: F401  (numba imports it; both register fork hooks of their own)
 import os
-import sys
 import threading
 
 import numpy as np
 
+from rumimm.reader import jit as _jit
 from rumimm.reader.planner import check_new, finish, plan_frames
 from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource
 from rumimm.format.window import Run, segments
@@ -45,8 +45,13 @@ __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "dec
 #: A window of at most this many frames is read without numba (geozl's decoder through ctypes).
 SMALL_READ_FRAMES = 4
 
+#: While the kernels load, a window whose frames decode to at most this many bytes goes without
+#: them; a larger one waits: on its decode threads the chip executor holds every frame of a window
+#: (compressed and decoded) at once and places them after, 2-3x slower than the kernels on 128 MiB
+#: (a 4 x 4096 x 4096 uint16 image), about as fast up to 8 MiB (docs/dev/startup.md).
+LOADING_READ_BYTES = 32 << 20
+
 _load_lock = threading.RLock()
-_local = threading.local()  # the compiler lock a fork hook took, released after the fork
 K = None  # rumimm.kernels once loaded
 _geozl = None  # rumimm.codec.geozl_lib once loaded (the C decoder through ctypes)
 _checks = None  # rumimm.reader.frame_checks once loaded (frame headers, errors, the openzl.ext fallback decoder)
@@ -84,68 +89,52 @@ def _load_decoder() -> bool:
 def load():
     """Import numba, the kernels, OpenZL and geozl's C decoder, once; return the kernels.
 
-    Called by the first read that needs the kernels; safe to call from many threads at
-    once.  It also applies ``cache.tune_malloc`` (glibc's allocator keeps the decoder's
-    scratch memory instead of returning it to the kernel after every frame: half a
-    frame's decode time; ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
+    Waits for the background loader (``reader.jit``); safe to call from many threads at
+    once.  :func:`_load_decoder` also applies ``cache.tune_malloc`` (glibc's allocator
+    keeps the decoder's scratch memory instead of returning it to the kernel after every
+    frame: half a frame's decode time; ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
     """
     global K
-    if K is not None:
-        return K
-    with _load_lock:
-        if K is None:
-            _load_decoder()
-            from rumimm import kernels
-            from rumimm.kernels import native
-
-            native.available()  # the same library, its entry points registered for the kernels
-            _warm(kernels)
-            K = kernels
+    if K is None:
+        _load_decoder()
+        K = _jit.wait()
     return K
 
 
-def _warm(kern) -> None:
-    """Run the single-image kernels once on empty input, with the argument types of a real read.
+def _without_kernels(nbytes: int) -> bool:
+    """Whether a window whose frames decode to ``nbytes`` goes to the chip executor rather than wait for the kernels.
 
-    Loads them from numba's cache (or compiles them) here, under the load lock, with
-    every lazy import numba's dispatch makes on a first call (``numpy.ma``, for one):
-    after :func:`load` a read imports and compiles nothing.
+    Yes while they load (the loader is started here), up to LOADING_READ_BYTES, and always in
+    a process that never can load them (forked while its parent did: ``jit``).  Call after
+    :func:`_load_decoder` returned True.
     """
-    import numpy.ma  # noqa: F401  (numba's typeof of an ndarray imports it on first use)
-
-    grid = np.ones(kern.GRID_COLS, np.int64)
-    bands = np.zeros(1, np.int64)
-    one = Run(0, 1, 1)
-    plan = kern.plan_window(grid, bands, one, one, 1)
-    u64, i64 = np.zeros(1, np.uint64), np.zeros(1, np.int64)
-    frames = kern.Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64)
-    place = kern.Placement(plan, bands, np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True)
-    kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 0, 1, 0)
-
-
-def _compiler_lock():
-    mod = sys.modules.get("numba.core.compiler_lock")
-    return None if mod is None else mod.global_compiler_lock
+    global K
+    if K is None:
+        K = _jit.kernels()
+    if K is not None:
+        return False
+    state = _jit.state()
+    return state == "off" or (state == "loading" and nbytes <= LOADING_READ_BYTES)
 
 
 def _before_fork() -> None:
     _load_lock.acquire()
-    lock = _compiler_lock()
-    if lock is not None:
-        lock.acquire()
-    _local.fork_held = lock
+    _jit.before_fork()
 
 
-def _after_fork() -> None:
-    lock = getattr(_local, "fork_held", None)
-    _local.fork_held = None
-    if lock is not None:
-        lock.release()
+def _after_fork_in_parent() -> None:
+    _jit.after_fork_in_parent()
+    _load_lock.release()
+
+
+def _after_fork_in_child() -> None:
+    _jit.after_fork_in_child()
     _load_lock.release()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 # --------------------------------------------------------------------------- the engine
@@ -215,13 +204,13 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
         scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
         kframes = K.Frames(src, size, fidx, addresses, need, starts, status)
         place = K.Placement(plan, bands, out, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
+        counter = np.zeros(1, np.int64)
         if chunks > 1:
-            counter = np.zeros(1, np.int64)
             bad = _threads.run_workers(
-                lambda w: K.decode_copy_shared(kframes, place, scratch, batch.stride, counter, w), chunks)
+                lambda w: K.decode_copy(kframes, place, scratch, batch.stride, counter, w), chunks)
             bad = min((b for b in bad if b >= 0), default=-1)
         else:
-            bad = K.decode_copy(kframes, place, scratch, batch.stride, 0, n, 1, 0)
+            bad = K.decode_copy(kframes, place, scratch, batch.stride, counter, 0)
     finally:
         if chunks > 1:
             _threads.release_parallel()
@@ -272,7 +261,8 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
     else:
         rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
         cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
-    if len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES and _load_decoder():
+    if _load_decoder() and (len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES
+                            or _without_kernels(_window_bytes(fs, bands, y, x))):
         _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
     kern = K if K is not None else load()
@@ -288,13 +278,39 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     column; ``out4`` is uint8 (N, len(bands), y.count, x.count * itemsize).  All windows
     are planned together, so a frame several windows need is decoded once.
     """
-    kern = K if K is not None else load()
     for s in sources:
         s.live_store()  # a closed image fails here, even with nothing to read; execute maps the files
+    if _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
+        _read_each(sources, windows, bands, y, x, out4)
+        return
+    kern = K if K is not None else load()
     grids = np.concatenate([s.grid_rows for s in sources])
     plan = kern.plan_batch(grids, windows, bands, _run(y), _run(x), sources[0].isz)
     if plan.shape[0]:
         execute(sources, plan, bands, y.step, x.step, out4)
+
+
+def _window_bytes(fs: FrameSource, bands, y, x) -> int:
+    """At most the decoded bytes of the frames a window of runs ``y``, ``x`` touches, wherever it lies."""
+    g = fs.grid
+    down = min(g.tiles_down, (y.count - 1) * y.step // g.tile_length + 2)
+    across = min(g.tiles_across, (x.count - 1) * x.step // g.tile_width + 2)
+    frame = g.tile_length * g.tile_width * fs.isz * (g.samples_per_pixel if fs.cell else 1)
+    return down * across * (1 if fs.cell else bands.shape[0]) * frame
+
+
+def _read_each(sources, windows, bands, y, x, out4) -> None:
+    """``read_windows`` without the kernels: each window to the chip executor, one by one."""
+    for n, (i, y0, x0) in enumerate(windows.tolist()):
+        fs = sources[i]
+        rows = segments(y0 + y.start, y.step, y.count, fs.grid.tile_length, fs.grid.image_length).tolist()
+        cols = segments(x0 + x.start, x.step, x.count, fs.grid.tile_width, fs.grid.image_width).tolist()
+        item = out4[n]
+        direct = item.flags.c_contiguous
+        out = item.view(fs.dtype) if direct else np.empty(item.shape[:2] + (x.count,), fs.dtype)
+        _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
+        if not direct:
+            item[...] = out.view(np.uint8)
 
 
 def _run(r) -> Run:
