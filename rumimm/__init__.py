@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
     from rumimm.codec import PRESETS
     from rumimm.format.blob import Header
     from rumimm.format.dtypes import DTYPES
+    from rumimm.format.v2 import parse_header
     from rumimm.integrations.catalogs import catalog, read_catalog, select_bbox, write_catalog
     from rumimm.integrations.chips import ChipDataset
     from rumimm.integrations.dask_array import to_dask
@@ -67,15 +68,16 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
     from rumimm.reader.image import Image, open
     from rumimm.reader.threads import get_num_threads, set_num_threads
     from rumimm.writer.atomic import clean
+    from rumimm.writer.convert import convert
     from rumimm.writer.writer import Writer, write
 
 # A literal list (ruff and mypy read it): the names of _LAZY, the eager ones above, and __version__.
 __all__ = [
     "DTYPES", "PRESETS", "BlobError", "CRSError", "ChipDataset", "CodecError", "Cube", "FormatError", "Header",
     "Image", "ImageCollection", "Report", "RumiError", "RumiWarning", "WindowError", "Writer", "__version__",
-    "catalog", "clean", "from_geotiff", "get_num_threads", "index", "open", "parse_blobs", "quicklook",
-    "read_batch", "read_catalog", "select_bbox", "set_num_threads", "to_dask", "to_geotiff", "to_rumi",
-    "validate", "write", "write_catalog",
+    "catalog", "clean", "convert", "from_geotiff", "get_num_threads", "index", "open", "parse_blobs",
+    "parse_header", "quicklook", "read_batch", "read_catalog", "select_bbox", "set_num_threads", "to_dask",
+    "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
 ]
 
 

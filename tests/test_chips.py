@@ -322,8 +322,10 @@ def test_label_rasters_come_with_their_chips_aligned_by_grid_or_georeferencing(f
         _dataset(files, size=32, n=4, labels=labels[:2])
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_samples_and_label_pairs_collate_in_a_torch_dataloader(nodata_files, tmp_path):
-    torch = pytest.importorskip("torch")  # CI installs the torch extra
+    import torch  # the torch marker: CI installs it
     from torch.utils.data import DataLoader
 
     labels = []

@@ -447,6 +447,7 @@ def test_argument_errors_come_before_any_warning_about_the_file(capsys, tmp_path
                                  f"not in {tmp_path / 'o.rumi'}\n")
 
 
+@pytest.mark.slow
 def test_a_closed_output_pipe_ends_quietly(tmp_path):
     path = tmp_path / "x.rumi"
     rumimm.write(path, np.zeros((1, 8, 8), np.uint8), tile=8)

@@ -20,7 +20,7 @@ from rumimm.errors import RumiError
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
-import make_fixtures  # noqa: E402
+import make_fixtures_v2 as make_fixtures  # noqa: E402  (not tests/data/make_fixtures.py, the 0.1 fixtures)
 
 
 def _frames_v1(path) -> bytes:

@@ -25,7 +25,7 @@ from rumimm.format.v2 import Header2, parse_header
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
-import make_fixtures  # noqa: E402
+import make_fixtures_v2 as make_fixtures  # noqa: E402  (not tests/data/make_fixtures.py, the 0.1 fixtures)
 
 NAMES = ["cube_u0", "cube_u4", "cube_u7", "img_u2", "img_b6", "cube_seconds", "one_frame", "dtype_complex128"]
 _EXTREMES = [0, 1, 2, 3, 9, 10, 255, 256, 65535, 2**31, 2**32 - 1, 2**32, 2**63, 2**64 - 1]
@@ -57,6 +57,7 @@ def _damage(data: bytearray, rng, base: int, tail: int) -> bytearray:
     return data
 
 
+@pytest.mark.slow
 def test_damaged_02_files_raise_rumi_error_from_every_entry_point(tmp_path):
     rng = np.random.default_rng(20261201)
     path = tmp_path / "damaged.rumi"
@@ -109,6 +110,7 @@ def _calls(path, blob, array):
     yield "open(header=)", open_blob
 
 
+@pytest.mark.slow
 def test_random_02_blobs_parse_or_raise_blob_error_without_large_allocations():
     rng = np.random.default_rng(7)
     tracemalloc.start()

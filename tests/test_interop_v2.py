@@ -175,6 +175,7 @@ def test_rumi_eo_reads_what_rumimm_wrote(rumimm_files, name):
 # -- spec 0.1 files converted to 0.2 ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rumi_eo_reads_01_files_rumimm_converted_to_02(tmp_path):
     cases = [("tile", "uint16"), ("cell", "uint16"), ("tile", "complex128"), ("cell", "float32"), ("tile", "int8")]
     jobs, arrays, blobs = [], [], []

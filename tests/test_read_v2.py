@@ -22,7 +22,7 @@ from rumimm.reader.image import read_frames
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
-import make_fixtures  # noqa: E402
+import make_fixtures_v2 as make_fixtures  # noqa: E402  (not tests/data/make_fixtures.py, the 0.1 fixtures)
 
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
 NAMES = sorted(MANIFEST)

@@ -141,6 +141,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_encoding_processes_write_the_same_02_bytes_as_one_process(tmp_path):
     root = str(Path(__file__).resolve().parent.parent)
     out = subprocess.run([sys.executable, "-c", PARALLEL, str(tmp_path / "p.rumi")], capture_output=True, text=True,

@@ -201,7 +201,7 @@ class Header:
         return self.encoding.dtype
 
     @property
-    def shape(self) -> tuple[int, int, int]:
+    def shape(self) -> tuple[int, ...]:  # (B, Y, X); a 0.2 Header2 of several steps adds T first
         return self.grid.shape
 
     @cached_property

@@ -280,7 +280,7 @@ class Header2(Header):
         return self.offset(self.n_frames)
 
     @property
-    def file_size(self) -> None:
+    def file_size(self) -> None:  # type: ignore[override]  # Header's is an int: a 0.1 blob gives it
         """Unknown from a 0.2 blob: the trailer after the frames is not described by it (see ``frames_end``)."""
         return None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -251,7 +252,9 @@ class ChipDataset:
         self.cache_bytes = cache_bytes
         self.storage_options = dict(storage_options) if storage_options else None
         self._check_uniform(fields)
-        self.label_paths = self.label_blobs = self.label_offsets = None
+        self.label_paths: Any = None  # with labels: set together by _align_labels
+        self.label_blobs: Any = None
+        self.label_offsets: Any = None
         if labels is not None:
             self.label_paths, self.label_blobs, self.label_offsets, label_limits = \
                 _align_labels(labels, label_headers, self.paths, self.blobs)
@@ -462,7 +465,7 @@ class ChipDataset:
             if squeeze:
                 chip, raw = chip[np.newaxis], raw[np.newaxis]
             for j, b in enumerate(bands):
-                if need_valid:
+                if valid is not None:  # need_valid
                     nod = img.nodatavals[b]
                     if nod is not None:
                         bad = np.isnan(raw[j]) if isinstance(nod, float) and nod != nod else raw[j] == nod
@@ -472,12 +475,13 @@ class ChipDataset:
                         (self.scale[j if self.scale.size > 1 else 0], 0.0)
                     if sc != 1 or off != 0:
                         chip[j] = chip[j] * np.asarray(sc, out_dtype) + np.asarray(off, out_dtype)
-        if self.fill_nodata is not None:
+        if self.fill_nodata is not None and valid is not None:  # fill_nodata makes valid
             out[~valid] = self.fill_nodata
         if self.output == "array":
             return out[0] if single else out
-        sample = {"image": out, "valid": valid, "bounds": self._bounds(rows), "crs": [self._image(int(f)).crs
-                                                                                        for f in rows[:, 0]]}
+        assert valid is not None  # a sample always carries its valid mask
+        sample: dict[str, Any] = {"image": out, "valid": valid, "bounds": self._bounds(rows),
+                                  "crs": [self._image(int(f)).crs for f in rows[:, 0]]}
         if single:
             sample = {"image": out[0], "valid": valid[0], "bounds": sample["bounds"][0], "crs": sample["crs"][0]}
         return sample

@@ -268,14 +268,14 @@ def _source_metadata(ds, dtype) -> tuple[object, list[str]]:
 
     count = ds.count
     lost = []
-    nodata = list(ds.nodatavals)
-    if any(v is not None for v in nodata):
+    nodata: list | None = list(ds.nodatavals)
+    if any(v is not None for v in ds.nodatavals):
         try:
             Metadata.from_args(count, nodata=nodata).check_dtype(dtype)
         except ValueError as exc:
             lost.append(str(exc))
             nodata = None
-    interp = [c.name for c in ds.colorinterp]
+    interp: list | None = [c.name for c in ds.colorinterp]
     if all(c in (ColorInterp.gray, ColorInterp.undefined) for c in ds.colorinterp):
         interp = None  # what GDAL reports for any file without a colour interpretation
     maps = {}
@@ -419,7 +419,8 @@ def _read_rows(rasterio, ds, window) -> np.ndarray:
     try:
         return ds.read(window=window)
     except rasterio.errors.RasterioError as exc:
-        reasons, e = [], exc
+        reasons: list[str] = []
+        e: BaseException | None = exc
         while e is not None and len(reasons) < 4:  # rasterio chains GDAL's message as the cause
             text = " ".join(str(e).split())
             if text and "See previous exception" not in text:

@@ -82,6 +82,7 @@ def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -
         matrix, keys = _georef_values(img)
         b, y, x = hdr.samples_per_pixel, hdr.image_length, hdr.image_width
         tw, tl = hdr.tile_width, hdr.tile_length
+        grid: Grid  # a Grid2 for spec 0.2
         if spec == "0.2":
             texts = resolve_bands(bands if bands is not None else
                                   (img.descriptions if hdr.spec == "0.2" else [f"band {i + 1}" for i in range(b)]), b)
@@ -121,7 +122,7 @@ def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -
             offsets[0] = grid.base_frame_offset
             np.cumsum(counts[:-1], out=offsets[1:])
             offsets[1:] += np.uint64(grid.base_frame_offset)
-            if spec == "0.2":
+            if isinstance(grid, Grid2):  # spec 0.2
                 prefix = build_prefix2(grid, enc, offsets, counts, matrix, keys)
                 blob = build_header2(grid, enc, counts)
             else:

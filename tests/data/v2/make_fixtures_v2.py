@@ -1,6 +1,6 @@
 """Write the spec 0.2 fixtures with rumi-eo 0.26.1 (run with that peer's interpreter).
 
-    <rumi-eo 0.26.1 python> tests/data/v2/make_fixtures.py tests/data/v2
+    <rumi-eo 0.26.1 python> tests/data/v2/make_fixtures_v2.py tests/data/v2
 
 Each fixture is ``<name>.rumi`` plus the header ``rumi.write`` returned (``<name>.header``);
 ``manifest.json`` records the parameters and what ``rumi.info(source=...)`` reported.  The
