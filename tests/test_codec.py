@@ -24,8 +24,8 @@ from rumimm.codec import (
     frame_format_version,
     resolve_codec,
 )
-from rumimm.format.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
 from rumimm.errors import CodecError
+from rumimm.format.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
 from rumimm.synthetic import eo_scene
 
 ENCS = list(ENCODINGS.values())

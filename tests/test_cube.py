@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import rumimm
-from rumimm.reader import engine
 from rumimm.errors import CodecError, RumiError, WindowError
+from rumimm.reader import engine
 from rumimm.synthetic import eo_scene
 
 SHAPE = (2, 29, 41)

@@ -7,8 +7,8 @@ import gc
 import multiprocessing as mp
 import os
 import pickle
-import subprocess
 import struct
+import subprocess
 import sys
 
 import numpy as np
@@ -18,15 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rumimm
-from rumimm.reader import cache, engine, threads
+from rumimm.errors import BlobError, CodecError, FormatError, RumiError, WindowError
 from rumimm.format import georef
 from rumimm.format.blob import Header, build_header
 from rumimm.format.dtypes import DTYPES, encoding_for_dtype
-from rumimm.errors import BlobError, CodecError, FormatError, RumiError, WindowError
 from rumimm.format.grid import Grid, frame_unit
+from rumimm.format.tiff import build_prefix
+from rumimm.reader import cache, engine, threads
 from rumimm.reader.image import read_frames
 from rumimm.synthetic import eo_scene
-from rumimm.format.tiff import build_prefix
 
 SHAPE = (3, 37, 53)  # ragged: 16 x 16 tiles leave 5-row and 5-column edge frames
 TILE = 16

@@ -15,10 +15,10 @@ import struct
 import sys
 
 import numpy as np
-import pytest
-
 import peer
+import pytest
 import spec_reader as sr
+
 from rumimm.format.dtypes import DTYPES  # only to make sample arrays; pairs are checked against SPEC_PAIRS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")

@@ -6,8 +6,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 from rumimm.errors import RumiError
+from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 from rumimm.synthetic import eo_scene
 
 

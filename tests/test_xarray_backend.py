@@ -14,8 +14,8 @@ from affine import Affine
 from conftest import random_samples, same_bits
 
 import rumimm
-from rumimm.format import dtypes
 from rumimm.errors import CodecError, CRSError, RumiError
+from rumimm.format import dtypes
 from rumimm.synthetic import eo_scene
 
 UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from ._common import need, rumimm, scene, TRANSFORM, write_scene
+from ._common import TRANSFORM, need, rumimm, scene, write_scene
 
 N_FILES = 8
 CHIP = 256

@@ -12,8 +12,8 @@ import openzl.ext as zl
 from openzl.ext import graphs as _g
 from openzl.ext import nodes as _n
 
-from rumimm.format.dtypes import ENCODINGS, Encoding
 from rumimm.codec.frames import STRUCT_WIDTH, as_encoding
+from rumimm.format.dtypes import ENCODINGS, Encoding
 
 # -------------------------------------------------------------------------- graphs
 

@@ -7,11 +7,19 @@ from collections.abc import Hashable
 import numpy as np
 import openzl.ext as zl
 
-from rumimm.format.dtypes import Encoding
-from rumimm.errors import CodecError
-from rumimm.codec.frames import (DEFAULT_FORMAT_VERSION, MAX_FORMAT_VERSION, MIN_NUMERIC_FORMAT_VERSION, STRUCT_WIDTH,
-                     as_bytes, as_encoding, failure_reason, check_frame_header)
+from rumimm.codec.frames import (
+    DEFAULT_FORMAT_VERSION,
+    MAX_FORMAT_VERSION,
+    MIN_NUMERIC_FORMAT_VERSION,
+    STRUCT_WIDTH,
+    as_bytes,
+    as_encoding,
+    check_frame_header,
+    failure_reason,
+)
 from rumimm.codec.presets import Codec, geozl_lossless, resolve_codec
+from rumimm.errors import CodecError
+from rumimm.format.dtypes import Encoding
 
 # ------------------------------------------------------------------------ encoding
 

@@ -23,10 +23,16 @@ import warnings
 
 import numpy as np
 
-from rumimm.writer.atomic import replacing, temp_path
 from rumimm.errors import CRSError, RumiError, RumiWarning, where
-from rumimm.reader.rasterio_surface import (COMPRESSIONS_WITH_PREDICTOR, GDAL_NATIVE, NBITS_IN, gtiff_profile, nodata_key,
-                                            require)
+from rumimm.reader.rasterio_surface import (
+    COMPRESSIONS_WITH_PREDICTOR,
+    GDAL_NATIVE,
+    NBITS_IN,
+    gtiff_profile,
+    nodata_key,
+    require,
+)
+from rumimm.writer.atomic import replacing, temp_path
 
 __all__ = ["COMPRESSIONS_WITH_PREDICTOR", "from_geotiff", "gtiff_profile", "to_geotiff"]
 

@@ -13,13 +13,13 @@ import operator
 
 import numpy as np
 
-from rumimm.reader import engine
 from rumimm.errors import RumiError, WindowError
-from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
-from rumimm.reader.image import Image
 from rumimm.format import units
 from rumimm.format.georef import split_georef_block
 from rumimm.format.window import Run, select, window_bounds
+from rumimm.reader import engine
+from rumimm.reader.image import Image
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
 

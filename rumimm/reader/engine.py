@@ -34,10 +34,10 @@ import threading
 
 import numpy as np
 
+from rumimm.format.window import Run, segments
 from rumimm.reader import jit as _jit
 from rumimm.reader.planner import check_new, finish, plan_frames
 from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource
-from rumimm.format.window import Run, segments
 
 __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
            "PARALLEL_MIN_BYTES"]
@@ -72,9 +72,9 @@ def _load_decoder() -> bool:
     if _geozl is None:
         with _load_lock:
             if _geozl is None:
-                from rumimm.reader import frame_checks, small_reads, threads
                 from rumimm._env import env_int
                 from rumimm.codec import geozl_lib
+                from rumimm.reader import frame_checks, small_reads, threads
 
                 if env_int("RUMIMM_TUNE_MALLOC", 0) != 0:  # unset or 1; 0 opts out
                     from rumimm.reader.cache import tune_malloc

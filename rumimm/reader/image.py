@@ -33,8 +33,8 @@ from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, par
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
-from rumimm.reader.store import LocalStore
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
+from rumimm.reader.store import LocalStore
 from rumimm.reader.validate import inspect_mapping  # the full IFD walk, used only when no blob is given
 
 __all__ = ["Image", "open", "read_frames", "load_header"]

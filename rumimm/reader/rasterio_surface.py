@@ -14,9 +14,7 @@ import math
 
 import numpy as np
 
-from rumimm.errors import WindowError
-
-from rumimm.errors import RumiError
+from rumimm.errors import RumiError, WindowError
 
 __all__ = ["OFFSETS", "RasterioSurface", "require", "gtiff_profile", "gdal_type", "COMPRESSIONS_WITH_PREDICTOR",
            "NBITS_OUT", "NBITS_IN", "GDAL_NATIVE", "indexes_to_bands", "nodata_key"]

@@ -14,18 +14,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rumimm.format import dtypes
+from rumimm.errors import BlobError, FormatError, RumiError, where
+from rumimm.format import dtypes, units
 from rumimm.format.bigtiff import entry_offset, value_offset
 from rumimm.format.blob import Header, build_header
-from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.georef import Georef, parse_geokeys
-from rumimm.reader.store import LocalStore
 from rumimm.format.grid import IFD_END, FrameUnit, Grid, ceildiv
-from rumimm.format.tiff import (FIXED_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, PROFILE_V1, PROFILE_V2, Profile, Tag,
-                                TagV2, TiffType, read_entries)
-from rumimm.format import units
+from rumimm.format.tiff import (
+    FIXED_TAGS,
+    OPENZL_FORMAT_VERSIONS,
+    OPENZL_MAGIC,
+    PROFILE_V1,
+    PROFILE_V2,
+    Profile,
+    Tag,
+    TagV2,
+    TiffType,
+    read_entries,
+)
 from rumimm.format.trailer import Trailer, parse_trailer
 from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
+from rumimm.reader.store import LocalStore
 
 __all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "index_mapping"]
 

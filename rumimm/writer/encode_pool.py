@@ -26,10 +26,10 @@ import time
 
 import numpy as np
 
-from rumimm.writer.encode_worker import recv_message, send_message
 from rumimm.errors import CodecError
-from rumimm.writer.frame_job import FrameJob, cut, encode_specs, frame_specs
 from rumimm.format.grid import Grid
+from rumimm.writer.encode_worker import recv_message, send_message
+from rumimm.writer.frame_job import FrameJob, cut, encode_specs, frame_specs
 
 __all__ = ["ProcessBackend", "PoolUnavailable", "pool_running", "ROWS_IN_FLIGHT"]
 
