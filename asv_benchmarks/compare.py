@@ -517,7 +517,7 @@ def build_table(results: dict) -> str:
                         f"{statistics.median(v):.2f}" if v else "n/a" for v in vals) + " |")
     raw = results["raw_bytes"]
     lines += ["", "| file | size | relative to raw | write time |", "|---|---:|---:|---:|"]
-    for name, f in results["files"].items():
+    for f in results["files"].values():
         lines.append(f"| {f['label']} | {f['bytes'] / 2**20:.1f} MiB | {f['bytes'] / raw:.3f} | "
                      f"{f['write_seconds']:.2f} s |")
     return "\n".join(lines)

@@ -532,7 +532,7 @@ def check_file(path, blob: bytes | None = None) -> list[str]:
 
     # Placement: external values right after the IFD in rising tag order, no gaps
     cursor = IFD_OFFSET + IFD_SIZE
-    for tag, tiff_type, count, value_or_offset in sorted(f["entries"]):
+    for tag, _tiff_type, _count, value_or_offset in sorted(f["entries"]):
         if f["inline"][tag]:
             continue
         if value_or_offset != cursor:

@@ -287,7 +287,7 @@ def test_a_grid_too_large_to_hold_is_refused_before_it_is_allocated(tmp_path):
 
 def test_label_rasters_come_with_their_chips_aligned_by_grid_or_georeferencing(files, tmp_path):
     labels, label_arrays = [], []
-    for i, (path, _, array) in enumerate(files):
+    for i, (_path, _, array) in enumerate(files):
         lab = (array[0] % 5).astype(np.uint8)[np.newaxis]
         if i == 1:  # a larger label raster starting 3 rows up and 5 columns left: aligned by georeferencing
             big = np.full((1, 170, 210), 255, np.uint8)
@@ -329,7 +329,7 @@ def test_samples_and_label_pairs_collate_in_a_torch_dataloader(nodata_files, tmp
     from torch.utils.data import DataLoader
 
     labels = []
-    for i, (path, _, array) in enumerate(nodata_files):
+    for i, (_path, _, array) in enumerate(nodata_files):
         labels.append(str(tmp_path / f"lab{i}.rumi"))
         rumimm.write(labels[-1], (array[:1] % 3).astype(np.uint8), tile=32, transform=_transform(i), crs=32633)
     ds = _dataset(nodata_files, size=16, n=8, dtype="float32", output="sample", labels=labels)

@@ -86,7 +86,7 @@ def test_build_prefix_lays_out_the_spec_ifd_for_any_grid(case):
     assert count == 11 and next_ifd == 0
     assert [(t, ty, c) for t, ty, c, _ in entries] == [(t, ty, c(b, n)) for t, ty, c in SPEC_TAGS]
     cursor = 252  # 16-byte header + 236-byte IFD
-    for tag, typ, cnt, fld in entries:
+    for _tag, typ, cnt, fld in entries:
         size = cnt * TYPE_SIZE[typ]
         if size > 8:  # external values follow the IFD in rising tag order, no gaps
             assert int.from_bytes(fld, "little") == cursor

@@ -350,7 +350,7 @@ def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings, pro
     cursor = profile.ifd_end
     where_value: dict[int, int] = {}
     order = list(profile.tags)
-    for tag, (typ, cnt) in profile.tags.items():
+    for tag, (typ, _cnt) in profile.tags.items():
         e = by_tag[tag]
         nbytes = e.count * typ.size
         if nbytes <= 8:
