@@ -155,7 +155,7 @@ def _windows(rows, size: int, bands: int, repeats: int, seed: int) -> dict:
             continue
         ys = rng.integers(0, size - win + 1, size=repeats + 1)
         xs = rng.integers(0, size - win + 1, size=repeats + 1)
-        out[label] = [(b0, b1, int(y), int(y) + win, int(x), int(x) + win) for y, x in zip(ys, xs)]
+        out[label] = [(b0, b1, int(y), int(y) + win, int(x), int(x) + win) for y, x in zip(ys, xs, strict=True)]
     return out
 
 
@@ -559,7 +559,7 @@ def save_chart(results: dict, path: str) -> None:
               "GDAL GeoTIFF": "#7570b3"}
     fig, axes = plt.subplots(1, len(threads), figsize=(6.5 * len(threads), 5.5), sharey=True, squeeze=False)
     height = 0.8 / len(ENGINES)
-    for ax, n in zip(axes[0], threads):
+    for ax, n in zip(axes[0], threads, strict=True):
         cell = results["timings"][str(n)]
         for j, engine in enumerate(ENGINES):
             vals = [_median(cell[engine][k]["seconds"]) or np.nan for k in keys]

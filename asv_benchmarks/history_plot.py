@@ -53,7 +53,7 @@ def _row(data: dict, name: str, params: tuple[str, ...]):
     entry = data["results"].get(name)
     if entry is None:
         return None
-    cols = dict(zip(data["result_columns"], entry))
+    cols = dict(zip(data["result_columns"], entry, strict=False))  # asv drops an entry's trailing None columns
     combos = list(itertools.product(*cols["params"])) if cols["params"] else [()]
     if params not in combos:
         return None
@@ -83,7 +83,7 @@ def main(argv=None) -> None:
     if not commits:
         raise SystemExit(f"no results for any commit of {args.branch} in {args.results_dir}")
     fig, axes = plt.subplots(len(ROWS), 1, figsize=(9, 2.6 * len(ROWS)), sharex=True)
-    for ax, (title, name, params) in zip(axes, ROWS):
+    for ax, (title, name, params) in zip(axes, ROWS, strict=True):
         xs, med, lo, hi, fastest = [], [], [], [], []
         for x, commit in enumerate(commits):
             row = _row(results[commit], name, params)

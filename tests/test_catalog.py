@@ -47,7 +47,7 @@ def test_catalog_rows_hold_what_the_files_say(scenes, tmp_path):
         with rumimm.open(path, header=blob) as img:
             assert tuple(r["transform"]) == img.transform
             assert (r["left"], r["bottom"], r["right"], r["top"]) == img.bounds
-            assert r["bbox"] == dict(zip(("xmin", "ymin", "xmax", "ymax"), img.bounds))
+            assert r["bbox"] == dict(zip(("xmin", "ymin", "xmax", "ymax"), img.bounds, strict=True))
     plain = rows[str(tmp_path / "plain.rumi")]
     assert plain["epsg"] is None and plain["geometry"] is None and plain["transform"] is None
     assert plain["nodata"] is None and plain["scales"] == [1.0] and plain["descriptions"] == [None]
@@ -80,7 +80,7 @@ def test_geoparquet_one_crs(scenes, tmp_path):
     rumimm.write_catalog(table, tmp_path / "cat.parquet")
     frame = gpd.read_parquet(tmp_path / "cat.parquet")
     assert frame.crs.to_epsg() == 32633
-    for (path, blob, _), geom in zip(scenes, frame.geometry):
+    for (path, blob, _), geom in zip(scenes, frame.geometry, strict=True):
         with rumimm.open(path, header=blob) as img:
             assert geom.bounds == pytest.approx(img.bounds)
             assert geom.area == pytest.approx((img.bounds[2] - img.bounds[0]) * (img.bounds[3] - img.bounds[1]))
@@ -129,7 +129,7 @@ def test_from_catalog_never_parses_an_ifd(scenes, tmp_path, monkeypatch):
         monkeypatch.setattr(module, name, no_ifd)
     with rumimm.ImageCollection.from_catalog(tmp_path / "cat.parquet") as coll:
         assert len(coll) == 3
-        for img, (_, _, array) in zip(coll, scenes):
+        for img, (_, _, array) in zip(coll, scenes, strict=True):
             assert np.array_equal(img[:, 10:90, 20:140], array[:, 10:90, 20:140])
     with rumimm.ImageCollection.from_catalog(table, where=pc.field("path") == scenes[2][0]) as coll:
         assert [img.path for img in coll] == [scenes[2][0]]

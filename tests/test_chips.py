@@ -51,7 +51,7 @@ def test_random_chips_are_seeded_and_read_right(files):
         assert np.array_equal(chip, _expected(ds, files, i))
     batch = ds.__getitems__([5, 2, 5, 39])
     assert batch.shape == (4, 3, 48, 48)
-    for got, i in zip(batch, [5, 2, 5, 39]):
+    for got, i in zip(batch, [5, 2, 5, 39], strict=True):
         assert np.array_equal(got, _expected(ds, files, i))
     with pytest.raises(IndexError, match="chip 40 out of range for 40"):
         ds[40]

@@ -154,7 +154,7 @@ def test_random_blobs_are_parsed_or_rejected_with_blob_error_and_never_open_anot
     tracemalloc.start()
     try:
         parsed = 0
-        for blob, st in zip(blobs, status):
+        for blob, st in zip(blobs, status, strict=True):
             try:
                 h = Header.parse(blob)
             except RumiError:

@@ -143,7 +143,7 @@ def test_every_fixture_frame_decodes_with_the_installed_geozl_to_one_numeric_out
     unit = "cell" if sr.parse_blob(_read(os.path.join(DATA, entry["blob"])))["frame_unit"] == 1 else "tile"
     windows = list(_frame_windows(f, unit))
     assert len(windows) == len(f["frames"])
-    for (offset, count), (bs, ys, xs) in zip(f["frames"], windows):
+    for (offset, count), (bs, ys, xs) in zip(f["frames"], windows, strict=True):
         dctx = zl.DCtx()
         geozl.register_decoders(dctx)
         outputs = dctx.decompress(data[offset : offset + count])

@@ -35,7 +35,7 @@ TYPE_CODE = {3: "H", 4: "I", 12: "d", 16: "Q"}
 def test_the_tag_and_type_enums_carry_the_spec_codes():
     assert [int(t) for t in Tag] == [t for t, _, _ in SPEC_TAGS]
     assert list(FIXED_TAGS) == list(Tag) and N_TAGS == 11
-    for (tag, (typ, count)), (stag, styp, scount) in zip(FIXED_TAGS.items(), SPEC_TAGS):
+    for (tag, (typ, count)), (stag, styp, scount) in zip(FIXED_TAGS.items(), SPEC_TAGS, strict=True):
         assert int(tag) == stag and int(typ) == styp
         for b, n in [(1, 1), (4, 9), (13, 117)]:
             assert count(b, n) == scount(b, n)

@@ -49,7 +49,7 @@ class ChipBatch:
         rumimm.set_num_threads(threads)
         self.ds = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=BATCH * 64, seed=0, cache_bytes=0)
         self.paths, self.blobs = paths, blobs
-        self.images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs)]
+        self.images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs, strict=True)]
         self.batch = 0
         self.ds.__getitems__(range(BATCH))  # JIT and first-touch outside the timing
 

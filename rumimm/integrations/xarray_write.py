@@ -153,7 +153,7 @@ def _spec02_labels(da, other: list, out: dict) -> list:
         starts = [np.datetime64(v, "s") for v in da.coords[tdim].values]
         if "time_end" in da.coords and da.coords["time_end"].dims == (tdim,):
             ends = [np.datetime64(v, "s") for v in da.coords["time_end"].values]
-            out["time"] = list(zip(starts, ends))
+            out["time"] = list(zip(starts, ends, strict=True))
         else:
             out["time"] = starts
     elif tdim is None and isinstance(da.attrs.get("time"), str):

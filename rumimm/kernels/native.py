@@ -83,7 +83,7 @@ _registered = False
 
 
 def _register(fns) -> None:
-    for name, fn in zip((DECOMPRESS, DSIZE), fns):
+    for name, fn in zip((DECOMPRESS, DSIZE), fns, strict=True):
         _llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 

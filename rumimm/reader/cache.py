@@ -110,7 +110,7 @@ class FrameCache:
         with self._lock:
             items = self._items
             limit = self.max_bytes >> 2
-            for key, array, addr in zip(keys, arrays, addresses):
+            for key, array, addr in zip(keys, arrays, addresses, strict=True):
                 n = array.nbytes
                 if n > limit:
                     continue

@@ -121,7 +121,7 @@ def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool 
     paths, blobs, _ = check_rows(table)
     images = []
     try:
-        for path, blob in zip(paths, blobs):
+        for path, blob in zip(paths, blobs, strict=True):
             images.append(Image(path, blob, cache_bytes=cache_bytes, verify=verify))
     except BaseException:
         for img in images:

@@ -56,7 +56,7 @@ def _open_all(sources, headers, cache_bytes, verify):
 
 def _close_owned(images, owned) -> None:
     """Close the images :func:`_open_all` opened (flag True); leave the caller's open."""
-    for img, own in zip(images, owned):
+    for img, own in zip(images, owned, strict=True):
         if own:
             img.close()
 

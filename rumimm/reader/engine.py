@@ -189,7 +189,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
             from rumimm.reader.frame_checks import fallback_frames
 
             decoded = fallback_frames(sources, [frames[g] for g in missing], [owners[g] for g in missing])
-            for g, frame in zip(missing, decoded):
+            for g, frame in zip(missing, decoded, strict=True):
                 batch.decoded[g][:] = frame
         elif missing:
             mapped = [s.mapping() for s in sources]
@@ -325,4 +325,4 @@ def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
         return _small.read_whole_frames(fs, ks)
     ks = [int(k) for k in ks]
     raw = _checks.fallback_frames((fs,), ks, [0] * len(ks))
-    return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw)]
+    return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw, strict=True)]
