@@ -407,7 +407,8 @@ def _pool_samples(into: dict, got: dict) -> None:
 
 
 def _spawn_worker(engine: str, spec_path: str, threads: int, workdir: str) -> dict:
-    result = os.path.join(workdir, f"result-{engine.replace(' ', '_').replace('(', '').replace(')', '')}-{threads}.json")
+    tag = engine.replace(' ', '_').replace('(', '').replace(')', '')
+    result = os.path.join(workdir, f"result-{tag}-{threads}.json")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--threads", str(threads),
            "--spec", spec_path, "--result", result]
     proc = subprocess.run(cmd, env=_worker_env(threads), capture_output=True, text=True, check=False)

@@ -25,7 +25,8 @@ ROWS = [
     ("open (with the blob) + one 64 x 64 read, tile frames", "bench_read.Open.time_open_read_64", ("'tile'", "'blob'")),
     ("1024 x 1024 window, all bands, 1 thread", "bench_read.WindowReadThreads.time_read", ("1", "'window 1024'")),
     ("full image (4 x 2048 x 2048 uint16), 1 thread", "bench_read.WindowReadThreads.time_read", ("1", "'full'")),
-    ("cold start: import, open, first 64 x 64 read", "bench_coldstart.ColdStart.timeraw_import_open_read_64", ("'tile'",)),
+    ("cold start: import, open, first 64 x 64 read", "bench_coldstart.ColdStart.timeraw_import_open_read_64",
+     ("'tile'",)),
 ]
 
 

@@ -135,8 +135,9 @@ def synthetic_catalog(real, n: int, keep: np.ndarray):
                                       names=["xmin", "ymin", "xmax", "ymax"])
     transform = pa.FixedSizeListArray.from_arrays(
         pa.array(np.stack([np.full(n, 10.0), np.zeros(n), left, np.zeros(n), np.full(n, -10.0), top], 1).ravel()), 6)
-    for name, values in (("path", pa.array(paths.tolist(), pa.string())), ("blob", pa.array(blobs.tolist(), pa.binary())),
-                         ("transform", transform), ("left", pa.array(left)), ("bottom", pa.array(bottom)),
+    for name, values in (("path", pa.array(paths.tolist(), pa.string())),
+                         ("blob", pa.array(blobs.tolist(), pa.binary())), ("transform", transform),
+                         ("left", pa.array(left)), ("bottom", pa.array(bottom)),
                          ("right", pa.array(right)), ("top", pa.array(top)), ("bbox", bbox), ("geometry", geometry)):
         table = table.set_column(table.column_names.index(name), name, values)
     geo = json.loads(real.schema.metadata[b"geo"])

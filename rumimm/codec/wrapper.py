@@ -174,7 +174,8 @@ class FrameEncoder:
             out = cctx.compress([inp])
         except Exception as exc:
             raise CodecError(
-                f"frame of shape {shape} failed to compress with codec {self.codec.name!r} (OpenZL: {failure_reason(exc)})"
+                f"frame of shape {shape} failed to compress with codec {self.codec.name!r} "
+                f"(OpenZL: {failure_reason(exc)})"
             ) from exc
         finally:
             del inp, data

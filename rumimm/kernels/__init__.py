@@ -21,7 +21,8 @@ from rumimm.kernels.copy import STATUS_SIZE_MISMATCH, Frames, Placement, decode_
 from rumimm.kernels.plan import *  # noqa: F401,F403
 from rumimm.kernels.plan import GRID_COLS, PLAN_COLS, WINDOW_COLS, plan_batch, plan_window  # noqa: F401
 
-drop_stale_indexes([f for m in (_blob_mod, _copy_mod, _native_mod, _plan_mod) for f in vars(m).values() if hasattr(f, "_cache")])
+drop_stale_indexes([f for m in (_blob_mod, _copy_mod, _native_mod, _plan_mod)
+                    for f in vars(m).values() if hasattr(f, "_cache")])
 
 
 def warm() -> None:

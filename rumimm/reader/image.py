@@ -117,7 +117,8 @@ class Image(RasterioSurface):
             spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
             if format is not None and format != spec:
                 raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with "
-                                  f"{'RUMI' if spec == '0.2' else 'a BigTIFF header'}), but format={format!r} was given")
+                                  f"{'RUMI' if spec == '0.2' else 'a BigTIFF header'}), "
+                                  f"but format={format!r} was given")
             hdr = load_header(header, self.path, spec)
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)

@@ -419,7 +419,8 @@ def _check_frame_layout(size: int, values, grid: Grid, f: _Findings, *, trailer:
         hint = ""
         order = np.argsort(offsets, kind="stable")
         if np.array_equal(offsets[order][1:], (offsets[order] + counts[order])[:-1]):
-            hint = "; the frames are contiguous only when sorted, so they are not in frame-index order (band-interleaved?)"
+            hint = ("; the frames are contiguous only when sorted, so they are not in frame-index order "
+                    "(band-interleaved?)")
         f.add(f"TileOffsets[{k}] (row {row}, col {col}, band {band}) is {int(offsets[k])}, expected {int(expect[k])}: "
               f"frames must form one contiguous run in frame-index order{hint}", stop=True)
     end = int(expect[-1]) + int(counts[-1])
