@@ -43,7 +43,8 @@ def test_catalog_rows_hold_what_the_files_say(scenes, tmp_path):
         r = rows[path]
         assert r["blob"] == blob
         assert (r["bands"], r["height"], r["width"]) == array.shape
-        assert (r["dtype"], r["tile_height"], r["tile_width"], r["unit"], r["epsg"]) == ("uint16", 128, 128, "tile", 32633)
+        assert ((r["dtype"], r["tile_height"], r["tile_width"], r["unit"], r["epsg"])
+                == ("uint16", 128, 128, "tile", 32633))
         with rumimm.open(path, header=blob) as img:
             assert tuple(r["transform"]) == img.transform
             assert (r["left"], r["bottom"], r["right"], r["top"]) == img.bounds
@@ -63,7 +64,8 @@ def test_catalog_rows_hold_the_sidecar_metadata(tmp_path):
 
 def test_catalog_takes_writer_blobs_and_globs_and_reports_progress(scenes, tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(sys.modules["rumimm.reader.validate"], "index", lambda p: pytest.fail(f"indexed {p} although its blob was given"))
+    monkeypatch.setattr(sys.modules["rumimm.reader.validate"], "index",
+                        lambda p: pytest.fail(f"indexed {p} although its blob was given"))
     table = rumimm.catalog([p for p, _, _ in scenes], blobs=[b for _, b, _ in scenes],
                            progress=lambda done, total: calls.append((done, total)))
     assert table.column("blob").to_pylist() == [b for _, b, _ in scenes]

@@ -117,7 +117,8 @@ def test_sources_catalog_images_and_types(files, tmp_path):
     m = rumimm.ChipDataset([tmp_path / "mask.rumi"], 40, grid=True)
     assert m[0].dtype == np.bool_ and np.array_equal(m[0], mask[:, :40, :40])
     b = rumimm.ChipDataset([tmp_path / "bf.rumi"], 40, grid=True)
-    assert b[3].dtype == ml_dtypes.bfloat16 and np.array_equal(b[3].view(np.uint16), bf[:, 40:80, 40:80].view(np.uint16))
+    assert (b[3].dtype == ml_dtypes.bfloat16
+            and np.array_equal(b[3].view(np.uint16), bf[:, 40:80, 40:80].view(np.uint16)))
     with pytest.raises(ValueError, match="another sample type"):
         rumimm.ChipDataset([tmp_path / "mask.rumi", tmp_path / "bf.rumi"], 8, n=2, bands=0)
 
@@ -235,7 +236,8 @@ def test_nodata_is_filled_and_samples_carry_a_valid_mask_bounds_and_crs(nodata_f
     assert tuple(s["bounds"]) == (500000.0 + 2000.0 * f, 4200000.0 - 160.0, 500160.0 + 2000.0 * f, 4200000.0)
     batch = ds.__getitems__([corner, corner + 1])
     assert len(batch) == 2 and np.array_equal(batch[0]["image"], s["image"], equal_nan=True)
-    assert batch[1]["valid"].shape == (2, 16, 16) and batch[1]["bounds"].shape == (4,) and batch[1]["crs"] == "EPSG:32633"
+    assert (batch[1]["valid"].shape == (2, 16, 16) and batch[1]["bounds"].shape == (4,)
+            and batch[1]["crs"] == "EPSG:32633")
     one = _dataset(nodata_files, size=16, grid=True, bands=1, output="sample")[corner]
     assert one["image"].shape == one["valid"].shape == (16, 16) and not one["valid"][:8, :8].any()
 
@@ -293,8 +295,8 @@ def test_label_rasters_come_with_their_chips_aligned_by_grid_or_georeferencing(f
             big = np.full((1, 170, 210), 255, np.uint8)
             big[:, 3:163, 5:205] = lab
             t = _transform(i)
-            rumimm.write(tmp_path / f"l{i}.rumi", big, tile=64, transform=(t[0], 0.0, t[2] - 50.0, 0.0, t[4], t[5] + 30.0),
-                         crs=32633)
+            rumimm.write(tmp_path / f"l{i}.rumi", big, tile=64,
+                         transform=(t[0], 0.0, t[2] - 50.0, 0.0, t[4], t[5] + 30.0), crs=32633)
         else:
             rumimm.write(tmp_path / f"l{i}.rumi", lab, tile=64, transform=_transform(i), crs=32633)
         labels.append(str(tmp_path / f"l{i}.rumi"))

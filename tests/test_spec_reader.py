@@ -272,7 +272,8 @@ def test_a_georeferenced_peer_file_stores_the_full_matrix_and_three_keys(
     tmp_path, crs, transform, model, key, pixel_is_point
 ):
     path = tmp_path / "g.rumi"
-    blob = peer.peer_write(path, _ramp((2, 20, 20)), tile=16, transform=transform, crs=crs, pixel_is_point=pixel_is_point)
+    blob = peer.peer_write(path, _ramp((2, 20, 20)), tile=16, transform=transform, crs=crs,
+                           pixel_is_point=pixel_is_point)
     assert sr.check_file(path, blob=blob) == []
     f = sr.parse_file(path)
     x_res, row_rot, x_origin, col_rot, y_res, y_origin = transform
@@ -587,15 +588,18 @@ UTM_MATRIX = (10.0, 0.0, 0.0, 5e5, 0.0, -10.0, 0.0, 4e6, 0.0, 0.0, 0.0, 0.0, 0.0
         (None, UTM_KEYS[:4] + (1026,) + UTM_KEYS[5:], "GeoKey ids are"),
         (None, UTM_KEYS[:13] + (34736,) + UTM_KEYS[14:], "location 34736"),
         (UTM_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 0), "undefined georeferencing has matrix"),
-        (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 4326), "expected GeographicTypeGeoKey 2048 = 0"),
-        (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 3072, 0, 1, 0), "expected GeographicTypeGeoKey 2048 = 0"),
+        (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 4326),
+         "expected GeographicTypeGeoKey 2048 = 0"),
+        (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 3072, 0, 1, 0),
+         "expected GeographicTypeGeoKey 2048 = 0"),
     ],
 )  # fmt: skip
 def test_check_file_flags_broken_georeferencing(tmp_path, projected_file, matrix, geokeys, message):
     assert _flags(_patch_georef(tmp_path, projected_file, matrix, geokeys), message)
 
 
-def test_a_geographic_matrix_with_rotation_and_undefined_keys_with_pixel_is_point_are_accepted(tmp_path, projected_file):
+def test_a_geographic_matrix_with_rotation_and_undefined_keys_with_pixel_is_point_are_accepted(tmp_path,
+                                                                                                projected_file):
     rotated = (0.1, 0.02, 0.0, 10.0, 0.03, -0.1, 0.0, 50.0) + (0.0,) * 7 + (1.0,)
     geographic = (1, 1, 0, 3, 1024, 0, 1, 2, 1025, 0, 1, 2, 2048, 0, 1, 4326)
     assert _patch_georef(tmp_path, projected_file, rotated, geographic) == []
