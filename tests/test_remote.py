@@ -328,7 +328,8 @@ def test_export_to_geotiff_reads_a_url(server, small, tmp_path):
 
 def test_a_failing_server_fails_a_batch_with_a_remote_error_naming_the_url(server, scenes):
     urls = _serve(server, scenes)
-    images = [rumimm.open(u, header=b, cache_bytes=0, storage_options=FAST) for u, (_, _, b) in zip(urls, scenes, strict=True)]
+    images = [rumimm.open(u, header=b, cache_bytes=0, storage_options=FAST)
+              for u, (_, _, b) in zip(urls, scenes, strict=True)]
     server.faults[:] = ["503"] * 50
     with pytest.raises(RemoteError, match=r"scenes/s\d\.rumi: GET bytes \d+\.\.\d+ failed \(HTTP 503"):
         rumimm.read_batch(images[:4], np.zeros((4, 2), np.int64), size=(300, 300))
@@ -340,7 +341,8 @@ def test_a_failing_server_fails_a_batch_with_a_remote_error_naming_the_url(serve
 def test_a_batch_mixing_local_and_remote_images_and_cached_frames_is_exact(server, scenes):
     urls = _serve(server, scenes)
     local = rumimm.open(scenes[0][1], header=scenes[0][2], cache_bytes=0)
-    remote = [rumimm.open(u, header=b, cache_bytes=64 << 20) for u, (_, _, b) in zip(urls[1:4], scenes[1:4], strict=True)]
+    remote = [rumimm.open(u, header=b, cache_bytes=64 << 20)
+              for u, (_, _, b) in zip(urls[1:4], scenes[1:4], strict=True)]
     remote[0][:, 0:300, 0:300]  # caches 4 positions x 4 bands of file 1
     server.reset()
     images = [local, remote[0], remote[1], remote[2], remote[0]]

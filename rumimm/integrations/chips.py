@@ -330,7 +330,7 @@ class ChipDataset:
         sy, sx = (h, w) if stride is None else _size(stride)
         ny = np.maximum(0, (lim[:, 1] - lim[:, 0] - h) // sy + 1)
         nx = np.maximum(0, (lim[:, 3] - lim[:, 2] - w) // sx + 1)
-        total = sum(int(a) * int(b) for a, b in zip(ny, nx))  # Python ints: no overflow from hostile sizes
+        total = sum(int(a) * int(b) for a, b in zip(ny, nx, strict=True))  # Python ints: no overflow from hostile sizes
         if total > MAX_CHIPS:
             raise RumiError(f"a grid of {h} x {w} chips, step {sy} x {sx}, over these files has {total:,} chips, more "
                             f"than {MAX_CHIPS:,} (the chip table alone would need {24 * total:,} bytes); use a larger "
@@ -519,7 +519,7 @@ class ChipDataset:
             n = len(block["image"])
             return [fn({k: v[i] for k, v in block.items()}) for i in range(n)]
         if isinstance(block, tuple):  # (images, labels): the transform sees each pair (augment both alike)
-            return [fn((chip, label)) for chip, label in zip(*block)]
+            return [fn((chip, label)) for chip, label in zip(*block, strict=True)]
         return block if self.transform is None else [fn(chip) for chip in block]
 
     # -- pickling -----------------------------------------------------------------------

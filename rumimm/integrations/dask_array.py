@@ -42,7 +42,7 @@ def read_chunk(source, *bounds) -> np.ndarray:
 
 def _read_block(source=None, edges=None, block_id=None) -> np.ndarray:
     """The task of chunk ``block_id``: its window from the chunk ``edges`` of each axis."""
-    return read_chunk(source, *((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id)))
+    return read_chunk(source, *((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id, strict=True)))
 
 
 def to_dask(source, header=None, chunks=None, *, name=None, storage_options=None):

@@ -217,7 +217,8 @@ def _open_source(obj, header, cache_bytes, verify, storage_options=None):
         headers = None if header is None else list(header)
         if headers is not None and len(headers) == len(items):  # the Cube refuses a count that differs
             # a Cube takes blob bytes only: blob files and bad blobs are read and refused as rumimm.open does
-            headers = [h if isinstance(item, Image) else load_header(h, item) for h, item in zip(headers, items)]
+            headers = [h if isinstance(item, Image) else load_header(h, item)
+                       for h, item in zip(headers, items, strict=True)]
         cube = Cube(items, headers, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options)
         return cube, cube.images, True
     raise TypeError(f"cannot open a {type(obj).__name__} with engine='rumimm'; pass a path, a list of paths, "

@@ -68,7 +68,8 @@ def check_rows(table):
 
     The ``path`` column must be strings and the ``blob`` column binary, neither with a
     null; every blob is parsed (``fields``: :func:`rumimm.reader.blob_column.parse_blobs_any`,
-    spec 0.1 blobs in one :func:`rumimm.parse_blobs` pass, spec 0.2 ones one by one).  A ``transform`` column, if any, must be lists of 6 floats.
+    spec 0.1 blobs in one :func:`rumimm.parse_blobs` pass, spec 0.2 ones one by one).  A
+    ``transform`` column, if any, must be lists of 6 floats.
 
     Raises
     ------
@@ -123,7 +124,7 @@ def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool 
     paths, blobs, _ = check_rows(table)
     images = []
     try:
-        for path, blob in zip(paths, blobs):
+        for path, blob in zip(paths, blobs, strict=True):
             images.append(Image(path, blob, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options))
     except BaseException:
         for img in images:

@@ -13,13 +13,13 @@ import operator
 
 import numpy as np
 
-from rumimm.reader import engine
 from rumimm.errors import RumiError, WindowError
-from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
-from rumimm.reader.image import Image
 from rumimm.format import units
 from rumimm.format.georef import split_georef_block
 from rumimm.format.window import Run, select, window_bounds
+from rumimm.reader import engine
+from rumimm.reader.image import Image
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
 
@@ -57,7 +57,7 @@ def _open_all(sources, headers, cache_bytes, verify, storage_options=None):
 
 def _close_owned(images, owned) -> None:
     """Close the images :func:`_open_all` opened (flag True); leave the caller's open."""
-    for img, own in zip(images, owned):
+    for img, own in zip(images, owned, strict=True):
         if own:
             img.close()
 

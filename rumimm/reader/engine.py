@@ -34,10 +34,10 @@ import threading
 
 import numpy as np
 
+from rumimm.format.window import Run, segments
 from rumimm.reader import jit as _jit
 from rumimm.reader.planner import check_new, finish, plan_frames
 from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, fetch_frames
-from rumimm.format.window import Run, segments
 
 __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
            "PARALLEL_MIN_BYTES"]
@@ -72,9 +72,9 @@ def _load_decoder() -> bool:
     if _geozl is None:
         with _load_lock:
             if _geozl is None:
-                from rumimm.reader import frame_checks, small_reads, threads
                 from rumimm._env import env_int
                 from rumimm.codec import geozl_lib
+                from rumimm.reader import frame_checks, small_reads, threads
 
                 if env_int("RUMIMM_TUNE_MALLOC", 0) != 0:  # unset or 1; 0 opts out
                     from rumimm.reader.cache import tune_malloc
@@ -190,7 +190,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
             from rumimm.reader.frame_checks import fallback_frames
 
             decoded = fallback_frames(sources, [frames[g] for g in missing], [owners[g] for g in missing])
-            for g, frame in zip(missing, decoded):
+            for g, frame in zip(missing, decoded, strict=True):
                 batch.decoded[g][:] = frame
         elif missing:
             raw = fetch_frames(sources, owners, frames, missing)
@@ -350,4 +350,4 @@ def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
         return _small.read_whole_frames(fs, ks)
     ks = [int(k) for k in ks]
     raw = _checks.fallback_frames((fs,), ks, [0] * len(ks))
-    return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw)]
+    return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw, strict=True)]

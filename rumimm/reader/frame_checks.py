@@ -120,7 +120,7 @@ def fallback_frames(sources, ks, owners) -> list[np.ndarray]:
     """Decode frames with openzl.ext (holds the GIL) when geozl's library is missing."""
     dec = codec.FrameDecoder()  # per call: an OpenZL DCtx kept in a thread-local could outlive openzl at exit
     out = []
-    for k, i in zip(ks, owners):
+    for k, i in zip(ks, owners, strict=True):
         fs = sources[i]
         frame = fs.read_frame(k)
         check_pinned(fs, k, frame)

@@ -33,9 +33,9 @@ from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, par
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.remote import RemoteStore, is_remote, public_name
 from rumimm.reader.store import LocalStore
-from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD walk, used only when no blob is given
 
 __all__ = ["Image", "open", "read_frames", "load_header"]
@@ -144,8 +144,9 @@ class Image(RasterioSurface):
         try:
             spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
             if format is not None and format != spec:
-                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with "
-                                  f"{'RUMI' if spec == '0.2' else 'a BigTIFF header'}), but format={format!r} was given")
+                starts = "RUMI" if spec == "0.2" else "a BigTIFF header"
+                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with {starts}), "
+                                  f"but format={format!r} was given")
             hdr = load_header(header, self.path, spec)
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)

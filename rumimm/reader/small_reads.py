@@ -81,7 +81,7 @@ def read_whole_frames(fs: FrameSource, ks) -> list[np.ndarray]:
     g = fs.grid
     frames = [int(k) for k in ks]
     batch = _decode(fs, frames, [g.frame_samples(k) * fs.isz for k in frames], own=True)
-    return [buf.view(fs.dtype).reshape(g.frame_shape(k)) for k, buf in zip(frames, batch.decoded)]
+    return [buf.view(fs.dtype).reshape(g.frame_shape(k)) for k, buf in zip(frames, batch.decoded, strict=True)]
 
 
 def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = False, place=None) -> FrameBatch:
@@ -103,7 +103,7 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
         missing = batch.missing
         placed = set()
         if workers > 1 and len(missing) > 1:
-            raw = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing])))
+            raw = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True))
             check_new(batch, raw)
             jobs = missing
             done = _threads.run_workers(lambda w: [_decode_one(batch, g, raw[g]) for g in jobs[w::workers]],

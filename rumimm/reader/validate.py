@@ -14,19 +14,28 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rumimm.format import dtypes
+from rumimm.errors import BlobError, FormatError, RumiError, where
+from rumimm.format import dtypes, units
 from rumimm.format.bigtiff import entry_offset, value_offset
 from rumimm.format.blob import Header, build_header
-from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.georef import Georef, parse_geokeys
-from rumimm.reader.remote import is_remote
-from rumimm.reader.store import LocalStore, open_store
 from rumimm.format.grid import IFD_END, FrameUnit, Grid, ceildiv
-from rumimm.format.tiff import (FIXED_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, PROFILE_V1, PROFILE_V2, Profile, Tag,
-                                TagV2, TiffType, read_entries)
-from rumimm.format import units
+from rumimm.format.tiff import (
+    FIXED_TAGS,
+    OPENZL_FORMAT_VERSIONS,
+    OPENZL_MAGIC,
+    PROFILE_V1,
+    PROFILE_V2,
+    Profile,
+    Tag,
+    TagV2,
+    TiffType,
+    read_entries,
+)
 from rumimm.format.trailer import Trailer, parse_trailer
 from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
+from rumimm.reader.remote import is_remote
+from rumimm.reader.store import LocalStore, open_store
 
 __all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "inspect_store", "index_mapping",
            "PREFIX_BYTES"]
@@ -444,7 +453,7 @@ def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings, pro
     cursor = profile.ifd_end
     where_value: dict[int, int] = {}
     order = list(profile.tags)
-    for tag, (typ, cnt) in profile.tags.items():
+    for tag, (typ, _cnt) in profile.tags.items():
         e = by_tag[tag]
         nbytes = e.count * typ.size
         if nbytes <= 8:
@@ -513,7 +522,8 @@ def _check_frame_layout(size: int, values, grid: Grid, f: _Findings, *, trailer:
         hint = ""
         order = np.argsort(offsets, kind="stable")
         if np.array_equal(offsets[order][1:], (offsets[order] + counts[order])[:-1]):
-            hint = "; the frames are contiguous only when sorted, so they are not in frame-index order (band-interleaved?)"
+            hint = ("; the frames are contiguous only when sorted, so they are not in frame-index order "
+                    "(band-interleaved?)")
         f.add(f"TileOffsets[{k}] (row {row}, col {col}, band {band}) is {int(offsets[k])}, expected {int(expect[k])}: "
               f"frames must form one contiguous run in frame-index order{hint}", stop=True)
     end = int(expect[-1]) + int(counts[-1])
