@@ -168,8 +168,13 @@ class Gdal:
 
         self.env = rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR", GDAL_CACHEMAX=16,
                                 CPL_VSIL_CURL_ALLOWED_EXTENSIONS=".tif", GDAL_HTTP_MAX_RETRY=0, GDAL_HTTP_TIMEOUT=30)
-        self.env.__enter__()
+        self.env.__enter__()  # left by close(): GDAL's settings must not outlive the comparison
         self.ds = [rasterio.open(f"/vsicurl/{f['cog_url']}") for f in files]
+
+    def close(self):
+        for ds in self.ds:
+            ds.close()
+        self.env.__exit__(None, None, None)
 
     def read(self, batch):
         from rasterio.windows import Window
@@ -207,7 +212,15 @@ def run(files, server: Served, latency_ms: float, batches: int, seed: int, engin
         except Exception as exc:  # noqa: BLE001 - an engine that cannot run is reported, not fatal
             print(f"  {cls.name}: cannot run ({type(exc).__name__}: {exc})")
     server.control(f"latency/{latency_ms:g}")
-    times = {e.name: [] for e in engines}
+    try:
+        return _time(files, server, chips, engines, batches)
+    finally:
+        for e in engines:
+            getattr(e, "close", lambda: None)()
+
+
+def _time(files, server: Served, chips, engines, batches: int) -> dict:
+    times: dict = {e.name: [] for e in engines}
     requests = {e.name: 0 for e in engines}
     sent = {e.name: 0 for e in engines}
     for b in range(batches + 1):
