@@ -14,12 +14,12 @@ OpenZL and geozl's library.
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
 
 import numpy as np
 
 from rumimm.codec import geozl_lib as _geozl
 from rumimm.reader import threads as _threads
+from rumimm.reader.frame_checks import check_header
 from rumimm.reader.planner import FrameBatch, check_new, finish, plan_frames
 from rumimm.reader.source import PARALLEL_MIN_BYTES, SCRATCH_KEEP_BYTES, FrameSource
 
@@ -39,13 +39,6 @@ class ChipPart:
         self.nbytes = shape[0] * shape[1] * shape[2] * shape[3]
         self.into = into  # index of the output (uint8, (bands, rows, columns, itemsize)) it fills
         self.take = take  # index of the decoded frame it copies
-
-
-class _Decoded(NamedTuple):
-    """A new frame decoded into its buffer: None, or the failing decoder status."""
-
-    group: int
-    status: int | None
 
 
 def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int, out) -> None:
@@ -101,57 +94,57 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
         batch = plan_frames((fs,), [0] * len(frames), frames, sizes, own=own,
                             slots=1 if workers < 2 and place is not None else None)
         missing = batch.missing
-        placed = set()
         if workers > 1 and len(missing) > 1:
             raw = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True))
             check_new(batch, raw)
             jobs = missing
-            done = _threads.run_workers(lambda w: [_decode_one(batch, g, raw[g]) for g in jobs[w::workers]],
+            done = _threads.run_workers(lambda w: [(g, _decode_one(batch, g, raw[g])) for g in jobs[w::workers]],
                                         min(workers, len(missing)))
-            results = [d for part in done for d in part]
-        else:
-            results = []
-            # a remote store: every new frame first, in one round of merged, concurrent requests
-            fetched = None
-            if fs.remote and missing:
-                ranges = [fs.frame_range(frames[g]) for g in missing]
-                fetched = dict(zip(missing, store.read_ranges(ranges), strict=True))
-            for g in missing:  # one frame at a time through this thread's buffer: placed before the next
-                if fetched is None:
-                    raw = _raw_buffer(fs.frame_range(frames[g])[1])
-                    store.read_into(raw, fs.frame_range(frames[g])[0])
-                else:
-                    raw = fetched[g]
-                check_new(batch, {g: raw}, groups=(g,))
-                results.append(_decode_one(batch, g, raw))
-                if results[-1].status is not None:
-                    break
-                if place is not None:
-                    place(g, batch.decoded[g])
-                    placed.add(g)
+            failed = sorted((g, status) for part in done for g, status in part if status is not None)
+            if failed:
+                finish(batch, *failed[0])
+            if place is not None:
+                for g, frame in enumerate(batch.decoded):
+                    place(g, frame)
+            return batch
+        if place is not None and len(missing) < len(frames):  # cached frames first: new ones share a slot
+            new = set(missing)
+            for g, frame in enumerate(batch.decoded):
+                if g not in new:
+                    place(g, frame)
+        # a remote store: every new frame first, in one round of merged, concurrent requests
+        fetched = None
+        if fs.remote and missing:
+            fetched = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True))
+        for g in missing:  # one frame at a time through this thread's buffer: placed before the next
+            if fetched is None:
+                start, nbytes = fs.frame_range(frames[g])
+                raw = _raw_buffer(nbytes)
+                store.read_into(raw, start)
+            else:
+                raw = fetched[g]
+            check_header(fs, frames[g], raw, sizes[g])
+            status = _decode_one(batch, g, raw)
+            if status is not None:
+                finish(batch, g, status)
+            if place is not None:
+                place(g, batch.decoded[g])
     finally:
         if workers > 1:
             _threads.release_parallel()
-    bad = next((d for d in sorted(results) if d.status is not None), None)
-    if bad is not None:
-        finish(batch, bad.group, bad.status)
-    if place is not None:
-        for g, frame in enumerate(batch.decoded):
-            if g not in placed:
-                place(g, frame)
     return batch
 
 
-def _decode_one(batch: FrameBatch, g: int, raw: np.ndarray) -> _Decoded:
-    """Decode group g's frame from ``raw`` into its buffer: geozl's C decoder, GIL released."""
-    fs = batch.source(g)
+def _decode_one(batch: FrameBatch, g: int, raw: np.ndarray) -> int | None:
+    """Decode group g's frame from ``raw`` into its buffer (geozl's C decoder, GIL released); None or the status."""
+    fs = batch.sources[0]
     frame = batch.decoded[g]
     got = _geozl.decompress(raw.ctypes.data, raw.shape[0], batch.addresses[g], frame.shape[0], fs.verify)
     if got != frame.shape[0]:
-        return _Decoded(g, got if got < 0 else _geozl.STATUS_SIZE_MISMATCH)
+        return got if got < 0 else _geozl.STATUS_SIZE_MISMATCH
     if fs.mask != 0xFF:
         np.bitwise_and(frame, fs.mask, out=frame)
-    return _Decoded(g, None)
+    return None
 
 
 def _raw_buffer(nbytes: int) -> np.ndarray:
