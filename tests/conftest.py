@@ -326,3 +326,13 @@ def good_tile_file():
     """(Crafted, rendered bytes) of a (3, 20, 30) uint16 tile-unit file, 8 x 8 tiles."""
     c = craft()
     return c, c.render()
+
+
+@pytest.fixture(scope="module")
+def http():
+    """A Range-serving HTTP server on 127.0.0.1 (tests/servers.py), one per test module."""
+    from servers import RangeServer
+
+    srv = RangeServer().start()
+    yield srv
+    srv.stop()

@@ -162,7 +162,31 @@ class _Server(http.server.ThreadingHTTPServer):
         pass  # a client that hung up mid-answer is expected in the fault tests
 
 
-class RangeServer:
+class _Counted:
+    """What both test servers share: a request log under a lock, a thread serving ``_srv``, start and stop."""
+
+    requests: list[Request]
+    lock: threading.Lock
+
+    def _serve_in_thread(self, srv) -> None:
+        self._srv = srv
+        self._thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def count(self, method: str = "GET") -> int:
+        with self.lock:
+            return sum(r.method == method for r in self.requests)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()
+        self._thread.join(5)
+
+
+class RangeServer(_Counted):
     """A threaded HTTP/1.1 server on 127.0.0.1 serving ``objects`` with Range support.
 
     ``faults`` is a list consumed one per request: ``"500"``, ``"503"``, ``"429"``,
@@ -185,10 +209,8 @@ class RangeServer:
         self.max_in_flight = 0  # the most requests served at once
         self.bytes_sent = 0  # body bytes of the answers
         self.lock = threading.Lock()
-        self._srv = _Server(("127.0.0.1", 0), _Handler)
+        self._serve_in_thread(_Server(("127.0.0.1", 0), _Handler))
         self._srv.owner = self
-        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
 
     @property
     def url(self) -> str:
@@ -209,21 +231,9 @@ class RangeServer:
             self.max_in_flight = 0
             self.bytes_sent = 0
 
-    def count(self, method: str = "GET") -> int:
-        with self.lock:
-            return sum(r.method == method for r in self.requests)
-
-    def start(self) -> RangeServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._srv.shutdown()
-        self._srv.server_close()
-        self._thread.join(5)
 
 
-class MotoS3:
+class MotoS3(_Counted):
     """moto's S3 service on 127.0.0.1 (a free port), counting the requests it serves.
 
     ``env`` holds the environment a client needs (endpoint, dummy credentials, region,
@@ -252,9 +262,7 @@ class MotoS3:
                 return [b""]
             return app(environ, start_response)
 
-        self._srv = make_server("127.0.0.1", 0, counting, threaded=True, request_handler=Quiet)
-        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._serve_in_thread(make_server("127.0.0.1", 0, counting, threaded=True, request_handler=Quiet))
 
     @property
     def endpoint(self) -> str:
@@ -276,18 +284,6 @@ class MotoS3:
         with self.lock:
             self.requests.clear()
 
-    def count(self, method: str = "GET") -> int:
-        with self.lock:
-            return sum(r.method == method for r in self.requests)
-
-    def start(self) -> MotoS3:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._srv.shutdown()
-        self._srv.server_close()
-        self._thread.join(5)
 
 
 def main(argv=None) -> None:

@@ -21,17 +21,10 @@ from rumimm.reader.validate import CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFI
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
 
-from servers import MotoS3, RangeServer
+from servers import MotoS3
 
 FAST = {"max_retries": 2, "retry_timeout": 3, "timeout": 2, "connect_timeout": 1,
         "init_backoff": 0.01, "max_backoff": 0.05}
-
-
-@pytest.fixture(scope="module")
-def http():
-    srv = RangeServer().start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

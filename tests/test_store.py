@@ -23,18 +23,11 @@ from rumimm.reader.store import LocalStore, open_store
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
 
-from servers import MotoS3, RangeServer
+from servers import MotoS3
 
 FAST = {"max_retries": 2, "retry_timeout": 3, "timeout": 1, "connect_timeout": 1,
         "init_backoff": 0.01, "max_backoff": 0.05}
 DATA = np.random.default_rng(20).integers(0, 256, 3_000_000, dtype=np.uint8).tobytes()
-
-
-@pytest.fixture(scope="module")
-def http():
-    srv = RangeServer().start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from rumimm.format.dtypes import ENCODINGS, Encoding, encoding
 from rumimm.format.grid import FrameUnit, Grid
 from rumimm.format.packing import RESIDUAL_CHUNK, pack_residuals, residual_chunks, residual_sum, residuals  # noqa: F401
 
-__all__ = ["Header", "build_header", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS", "VALID_PAIRS",
-           "rule_broken"]
+__all__ = ["Header", "RecentHeaders", "blob_bytes", "build_header", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS",
+           "VALID_PAIRS", "rule_broken"]
 
 MAGIC = 0x45564F4C
 VERSION = 1
@@ -63,7 +63,31 @@ TOO_MANY_FRAMES = 17
 # blobs, and a Header is immutable (its offsets are computed once and shared, read-only).
 _RECENT_SIZE = 256
 _RECENT_MAX_BLOB = 4096  # bytes: at most ~32k frames, so the shared offsets stay small
-_recent: dict = {}
+
+
+class RecentHeaders(dict):
+    """Headers of recently parsed small blobs, by their bytes (oldest evicted first, no lock)."""
+
+    def keep(self, data: bytes, hdr) -> None:
+        if len(data) > _RECENT_MAX_BLOB:
+            return
+        if len(self) >= _RECENT_SIZE:
+            try:
+                self.pop(next(iter(self)))  # the oldest
+            except (KeyError, RuntimeError, StopIteration):
+                pass  # another thread evicted first
+        self[data] = hdr
+
+
+def blob_bytes(blob) -> bytes:
+    """The bytes of a blob given as bytes or any buffer; TypeError for an int or a str."""
+    if isinstance(blob, (numbers.Integral, str)):
+        # bytes(n) of an int would allocate n zero bytes (a hostile or mistaken 10**12 included)
+        raise TypeError(f"a header blob must be bytes or a buffer, got {type(blob).__name__}")
+    return bytes(blob)
+
+
+_recent = RecentHeaders()
 
 #: Column names of the arrays ``parse_blobs`` returns, in order.
 BLOB_FIELDS = (
@@ -151,10 +175,7 @@ class Header:
                 return hdr
         if isinstance(blob, Header):
             return blob
-        if isinstance(blob, (numbers.Integral, str)):
-            # bytes(n) of an int would allocate n zero bytes (a hostile or mistaken 10**12 included)
-            raise TypeError(f"a header blob must be bytes or a buffer, got {type(blob).__name__}")
-        data = bytes(blob)
+        data = blob_bytes(blob)
         hdr = _recent.get(data)
         if hdr is not None:
             return hdr
@@ -177,13 +198,7 @@ class Header:
         )
         if residual_array is not None:
             hdr.__dict__["_residuals"] = residual_array  # unpacked once, by the check
-        if len(data) <= _RECENT_MAX_BLOB:
-            if len(_recent) >= _RECENT_SIZE:
-                try:
-                    _recent.pop(next(iter(_recent)))  # the oldest
-                except (KeyError, RuntimeError, StopIteration):
-                    pass  # another thread evicted first
-            _recent[data] = hdr
+        _recent.keep(data, hdr)
         return hdr
 
     # -- derived layout -------------------------------------------------------

@@ -14,7 +14,6 @@ engine locates, plans and places 0.2 frames exactly as 0.1 frames.
 from __future__ import annotations
 
 import functools
-import numbers
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,7 +23,16 @@ import numpy as np
 from rumimm.errors import BlobError, FormatError, where
 from rumimm.format import units
 from rumimm.format.bigtiff import entry_offset, ifd_end, ifd_size
-from rumimm.format.blob import MAGIC, MAX_FRAMES, UINT32_MAX, VERSION, Header, canonical_count_encoding
+from rumimm.format.blob import (
+    MAGIC,
+    MAX_FRAMES,
+    UINT32_MAX,
+    VERSION,
+    Header,
+    RecentHeaders,
+    blob_bytes,
+    canonical_count_encoding,
+)
 from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
 from rumimm.format.georef import GEOREF_BYTES
 from rumimm.format.grid import FrameUnit, Grid, ceildiv
@@ -60,9 +68,7 @@ MAX_FRAME_DECODED = 1 << 30
 _HEADER2 = struct.Struct("<IHIIIHHHBBBIB")
 assert _HEADER2.size == HEADER_SIZE2
 
-_recent2: dict = {}
-_RECENT_SIZE = 256
-_RECENT_MAX_BLOB = 4096
+_recent2 = RecentHeaders()
 
 
 def spec_of_file(head: bytes) -> str | None:
@@ -228,9 +234,7 @@ class Header2(Header):
             return blob
         if isinstance(blob, Header):
             raise BlobError(f"{where(path)}header blob: a spec 0.1 header was given where spec 0.2 is needed")
-        if isinstance(blob, (numbers.Integral, str)):
-            raise TypeError(f"a header blob must be bytes or a buffer, got {type(blob).__name__}")
-        data = bytes(blob)
+        data = blob_bytes(blob)
         hdr = _recent2.get(data)
         if hdr is not None:
             return hdr
@@ -245,13 +249,7 @@ class Header2(Header):
                   count_bits=f["count_bits"], time_count=f["time_count"], layout=f["frame_unit"])
         if f.get("residuals") is not None:
             hdr.__dict__["_residuals"] = f["residuals"]
-        if len(data) <= _RECENT_MAX_BLOB:
-            if len(_recent2) >= _RECENT_SIZE:
-                try:
-                    _recent2.pop(next(iter(_recent2)))
-                except (KeyError, RuntimeError, StopIteration):
-                    pass
-            _recent2[data] = hdr
+        _recent2.keep(data, hdr)
         return hdr
 
     @cached_property
@@ -383,9 +381,7 @@ def parse_header(blob, *, spec: str | None = None, path=None) -> Header:
         return Header.parse(blob, path=path)
     if spec is not None:
         raise ValueError(f"spec must be '0.1' or '0.2', got {spec!r}")
-    if isinstance(blob, (numbers.Integral, str)):
-        raise TypeError(f"a header blob must be bytes or a buffer, got {type(blob).__name__}")
-    data = bytes(blob)
+    data = blob_bytes(blob)
     try:
         v1 = Header.parse(data, path=path)
     except BlobError as exc:

@@ -381,12 +381,7 @@ def _check_image(by_tag: dict, f: _Findings) -> Grid:
 
     width, length = scalar(Tag.IMAGE_WIDTH), scalar(Tag.IMAGE_LENGTH)
     bands, tw, tl = scalar(Tag.SAMPLES_PER_PIXEL), scalar(Tag.TILE_WIDTH), scalar(Tag.TILE_LENGTH)
-    if width == 0 or length == 0:
-        f.add(f"image is {width} x {length} pixels; a rumi image has at least one pixel", stop=True)
-    if tw == 0 or tl == 0:
-        f.add(f"tile is {tw} x {tl}; TileWidth and TileLength must be > 0", stop=True)
-    if bands == 0:
-        f.add("SamplesPerPixel is 0, expected at least 1", stop=True)
+    _check_dimensions(f, width, length, tw, tl, bands)
     n_entries = by_tag[Tag.TILE_OFFSETS].count
     g = ceildiv(width, tw) * ceildiv(length, tl)
     if n_entries == g * bands:
@@ -423,12 +418,7 @@ def _check_image_v2(by_tag: dict, f: _Findings) -> Grid2:
     width, length = scalar(Tag.IMAGE_WIDTH), scalar(Tag.IMAGE_LENGTH)
     bands, tw, tl = scalar(Tag.SAMPLES_PER_PIXEL), scalar(Tag.TILE_WIDTH), scalar(Tag.TILE_LENGTH)
     unit, times = scalar(TagV2.FRAME_UNIT), scalar(TagV2.TIME_COUNT)
-    if width == 0 or length == 0:
-        f.add(f"image is {width} x {length} pixels; a rumi image has at least one pixel", stop=True)
-    if tw == 0 or tl == 0:
-        f.add(f"tile is {tw} x {tl}; TileWidth and TileLength must be > 0", stop=True)
-    if bands == 0:
-        f.add("SamplesPerPixel is 0, expected at least 1", stop=True)
+    _check_dimensions(f, width, length, tw, tl, bands)
     if times == 0:
         f.add("TimeCount is 0, expected at least 1", stop=True)
     rule = units.check_unit(unit, bands, times)
@@ -693,3 +683,13 @@ def index(path, *, storage_options=None) -> bytes:
 def _strict_blob(rep: Report) -> bytes:
     assert rep.blob is not None  # a strict inspection raises FormatError where it would leave none
     return rep.blob
+
+
+def _check_dimensions(f, width: int, length: int, tw: int, tl: int, bands: int) -> None:
+    """Image, tile and band counts must be positive (both specifications)."""
+    if width == 0 or length == 0:
+        f.add(f"image is {width} x {length} pixels; a rumi image has at least one pixel", stop=True)
+    if tw == 0 or tl == 0:
+        f.add(f"tile is {tw} x {tl}; TileWidth and TileLength must be > 0", stop=True)
+    if bands == 0:
+        f.add("SamplesPerPixel is 0, expected at least 1", stop=True)
