@@ -25,7 +25,14 @@ import numpy as np
 from rumimm.errors import BlobError, where
 from rumimm.format.dtypes import ENCODINGS, Encoding, encoding
 from rumimm.format.grid import FrameUnit, Grid
-from rumimm.format.packing import RESIDUAL_CHUNK, pack_residuals, residual_chunks, residual_sum, residuals  # noqa: F401
+from rumimm.format.packing import (  # noqa: F401,E501
+    RESIDUAL_CHUNK,
+    pack_residuals,
+    residual_chunks,
+    residual_extent,
+    residual_sum,
+    residuals,
+)
 
 __all__ = ["Header", "RecentHeaders", "blob_bytes", "build_header", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS",
            "VALID_PAIRS", "rule_broken"]
@@ -424,14 +431,9 @@ def check_one(data: bytes) -> tuple[int, dict]:
     if (n * bits) & 7 and data[-1] >> ((n * bits) & 7):
         return PADDING_BITS, f
     if bits:
-        packed = np.frombuffer(data, np.uint8, offset=HEADER_SIZE)
-        rmin, rmax = None, 0
-        for r in residual_chunks(packed, n, bits):
-            lo, hi = int(r.min()), int(r.max())
-            rmin = lo if rmin is None else min(rmin, lo)
-            rmax = max(rmax, hi)
-        if n <= RESIDUAL_CHUNK:
-            f["residuals"] = r
+        rmin, rmax, whole = residual_extent(np.frombuffer(data, np.uint8, offset=HEADER_SIZE), n, bits)
+        if whole is not None:
+            f["residuals"] = whole
         if rmin != 0:
             return NOT_MIN, f
         if rmax.bit_length() != bits:

@@ -80,3 +80,18 @@ def unpack_bits(packed: np.ndarray, n: int, bits: int) -> np.ndarray:
     for j in range(bits):
         out |= planes[:, j] << np.uint64(j)
     return out
+
+
+def residual_extent(packed: np.ndarray, n: int, bits: int) -> tuple[int | None, int, np.ndarray | None]:
+    """(smallest, largest) of ``n`` packed residuals, a chunk at a time; and all of them when one chunk holds them.
+
+    A canonical blob's smallest residual is 0 and its largest needs exactly ``bits`` bits
+    (both header versions check that); the whole array is kept for a small blob, whose
+    offsets are then computed without unpacking again.
+    """
+    rmin, rmax, r = None, 0, None
+    for r in residual_chunks(packed, n, bits):
+        lo, hi = int(r.min()), int(r.max())
+        rmin = lo if rmin is None else min(rmin, lo)
+        rmax = max(rmax, hi)
+    return rmin, rmax, (r if n <= RESIDUAL_CHUNK else None)

@@ -36,7 +36,7 @@ from rumimm.format.blob import (
 from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
 from rumimm.format.georef import GEOREF_BYTES
 from rumimm.format.grid import FrameUnit, Grid, ceildiv
-from rumimm.format.packing import RESIDUAL_CHUNK, pack_residuals, residual_chunks
+from rumimm.format.packing import pack_residuals, residual_extent
 from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefix, layout_ifd
 
 __all__ = [
@@ -197,14 +197,9 @@ def check_blob2(data: bytes) -> tuple[str | None, dict]:
     if (n * bits) & 7 and data[-1] >> ((n * bits) & 7):
         return "unused bits in the final byte of the packed counts must be zero", f
     if bits:
-        packed = np.frombuffer(data, np.uint8, offset=HEADER_SIZE2)
-        rmin, rmax = None, 0
-        for r in residual_chunks(packed, n, bits):
-            lo, hi = int(r.min()), int(r.max())
-            rmin = lo if rmin is None else min(rmin, lo)
-            rmax = max(rmax, hi)
-        if n <= RESIDUAL_CHUNK:
-            f["residuals"] = r
+        rmin, rmax, whole = residual_extent(np.frombuffer(data, np.uint8, offset=HEADER_SIZE2), n, bits)
+        if whole is not None:
+            f["residuals"] = whole
         if rmin != 0:
             return "count_min is not the smallest frame byte count (no residual is 0); the encoding is not canonical", f
         if rmax.bit_length() != bits:
