@@ -25,7 +25,7 @@ import numpy as np
 from rumimm.errors import BlobError, where
 from rumimm.format.dtypes import ENCODINGS, Encoding, encoding
 from rumimm.format.grid import FrameUnit, Grid
-from rumimm.format.packing import (  # noqa: F401,E501
+from rumimm.format.packing import (  # noqa: F401
     RESIDUAL_CHUNK,
     pack_residuals,
     residual_chunks,
