@@ -5,6 +5,9 @@ directory, so a page reads as one session.  A block that should not run is fence
 differently (```text, ```console, ```pycon-norun).  A block whose first line is
 ``# requires: module[, module]`` names packages beyond the core ones; they are in the
 ``test`` extra, so a missing one fails the page rather than skipping the example.
+The exceptions are ``OPTIONAL_ELSEWHERE``: packages the test extra leaves out and CI
+installs in one of its runs.  Without them the page runs without those blocks, and the
+whole page runs (every block, in order) where they are installed.
 
 ``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
 """
@@ -25,6 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 
+#: Packages a page may require that the test extra leaves out, and the CI run that has them.
+OPTIONAL_ELSEWHERE = {"torch": "CI's main run (.[test,torch])", "torchgeo": "CI's Python 3.12 run (.[test,torchgeo])"}
+
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _REQUIRES = re.compile(r"^#\s*requires:\s*(.+)$")
 
@@ -39,20 +45,24 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-def _missing_requirements(code: str) -> list[str]:
+def _requirements(code: str) -> list[str]:
     first = code.lstrip().splitlines()[0] if code.strip() else ""
     m = _REQUIRES.match(first)
     if not m:
         return []
-    names = [n.strip() for n in m.group(1).split(",") if n.strip()]
-    return [n for n in names if importlib.util.find_spec(n) is None]
+    return [n.strip() for n in m.group(1).split(",") if n.strip()]
 
 
-def run_page(path: Path) -> int:
+def _missing_requirements(code: str) -> list[str]:
+    return [n for n in _requirements(code) if importlib.util.find_spec(n) is None]
+
+
+def run_page(path: Path, skip_absent=()) -> int:
     """Execute a page's python blocks in order in one namespace; return how many ran.
 
-    The namespace is a module registered in ``sys.modules`` while the page runs, so
-    classes a page defines can be pickled like a script's.
+    A block needing only absent packages of ``skip_absent`` is left out; any other
+    missing package fails.  The namespace is a module registered in ``sys.modules``
+    while the page runs, so classes a page defines can be pickled like a script's.
     """
     module = types.ModuleType("__docs__")
     module.__file__ = str(path)
@@ -62,6 +72,8 @@ def run_page(path: Path) -> int:
     try:
         for line, code in python_blocks(path):
             missing = _missing_requirements(code)
+            if missing and set(missing) <= set(skip_absent):
+                continue
             if missing:
                 raise AssertionError(f"{path.name}:{line}: example needs {', '.join(missing)}; "
                                      "install the test extra: pip install -e '.[test]'")
@@ -83,7 +95,20 @@ PAGES_WITH_CODE = [p for p in PAGES if python_blocks(p)]
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=[p.name for p in PAGES_WITH_CODE])
 def test_every_python_block_of_the_page_runs_in_order(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert run_page(page) >= 1
+    assert run_page(page, skip_absent=OPTIONAL_ELSEWHERE) >= 1
+
+
+PAGES_WITH_OPTIONAL = [(p, sorted({n for _, code in python_blocks(p) for n in _requirements(code)} & OPTIONAL_ELSEWHERE.keys()))
+                       for p in PAGES_WITH_CODE]
+PAGES_WITH_OPTIONAL = [(p, names) for p, names in PAGES_WITH_OPTIONAL if names]
+
+
+@pytest.mark.parametrize("page, names", PAGES_WITH_OPTIONAL, ids=[p.name for p, _ in PAGES_WITH_OPTIONAL])
+def test_a_page_with_optional_blocks_runs_whole_where_they_are_installed(page, names, tmp_path, monkeypatch):
+    for name in names:  # CI installs each of them in one of its runs (OPTIONAL_ELSEWHERE)
+        pytest.importorskip(name, reason=f"{name} is installed in {OPTIONAL_ELSEWHERE[name]}")
+    monkeypatch.chdir(tmp_path)
+    assert run_page(page) == len(python_blocks(page))
 
 
 def test_the_readme_and_the_main_pages_have_runnable_examples():

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The supported Pythons beyond CI's main run (Python 3.11, every test, every extra), each in a
+# fresh venv built from pyproject.toml as a user would build it today:
+#   3.12    today's resolution, the fast subset (-m "not slow"), and torchgeo installed: the
+#           rumimm.torchgeo tests run here only (torchgeo needs Python >= 3.12; it brings torch)
+#   3.13    today's resolution, the fast subset
+#   lowest  Python 3.11 with the lowest versions pyproject.toml allows for rumimm's direct
+#           dependencies (uv's --resolution lowest-direct, wheels only), the fast subset
+# The slow tests run once, in the main run.  The three venvs install concurrently (network and
+# disk), then the three test runs go one after another (CPU).  Each part prints its time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+part() { printf '\n== pythons.sh: %s (%ss since start)\n' "$1" "$SECONDS"; }
+
+find_python() {  # newest CPython X.Y from pyenv, else pythonX.Y on PATH; no silent fallback
+    local want=$1 cand=""
+    if command -v pyenv >/dev/null 2>&1; then
+        cand=$(ls -d "$(pyenv root)/versions/$want".* 2>/dev/null | grep -E "/$want\.[0-9]+$" | sort -V | tail -1 || true)
+    fi
+    if [ -n "$cand" ] && [ -x "$cand/bin/python" ]; then echo "$cand/bin/python"; return; fi
+    command -v "python$want" || { echo "pythons.sh: no Python $want (pyenv or PATH)" >&2; return 1; }
+}
+
+PY311=$(find_python 3.11)
+PY312=$(find_python 3.12)
+PY313=$(find_python 3.13)
+
+# Each install logs to its own file (printed only when it fails) and records its seconds.
+install_pip() {  # name python extras
+    local name=$1 py=$2 extras=$3 t0=$SECONDS
+    rm -rf ".venv-ci-$name"
+    "$py" -m venv ".venv-ci-$name"
+    ".venv-ci-$name/bin/python" -m pip install --quiet --upgrade pip
+    ".venv-ci-$name/bin/python" -m pip install -e ".[$extras]"
+    echo "$((SECONDS - t0))" > ".venv-ci-$name.seconds"
+}
+
+install_lowest() {
+    local t0=$SECONDS
+    rm -rf .venv-ci-lowest .venv-ci-uv
+    "$PY311" -m venv .venv-ci-uv
+    .venv-ci-uv/bin/python -m pip install --quiet uv
+    .venv-ci-uv/bin/uv venv --quiet --python "$PY311" .venv-ci-lowest
+    # lowest-direct: every dependency pyproject.toml names (rumimm's and the test extra's) at its floor,
+    # the rest resolved as today; wheels only, as a user without a compiler or GDAL gets them
+    VIRTUAL_ENV=$PWD/.venv-ci-lowest .venv-ci-uv/bin/uv pip install --resolution lowest-direct \
+        --only-binary :all: -e ".[test]"
+    echo "$((SECONDS - t0))" > .venv-ci-lowest.seconds
+}
+
+part "installing 3.12 (with torchgeo), 3.13 and lowest-3.11 venvs concurrently"
+install_pip 312 "$PY312" "test,torchgeo" > .venv-ci-312.log 2>&1 & pid312=$!
+install_pip 313 "$PY313" "test" > .venv-ci-313.log 2>&1 & pid313=$!
+install_lowest > .venv-ci-lowest.log 2>&1 & pidlow=$!
+
+failed=()
+run() {  # name pid: wait for its venv, then run the fast subset in it
+    local name=$1 pid=$2 t0
+    if ! wait "$pid"; then
+        echo "pythons.sh: installing the $name venv failed:"; tail -40 ".venv-ci-$name.log"
+        failed+=("$name (install)"); return
+    fi
+    part "$name: installed in $(cat ".venv-ci-$name.seconds") s"
+    ".venv-ci-$name/bin/python" - <<'EOF'
+import importlib.metadata as md, sys
+names = ["numpy", "numba", "llvmlite", "ml_dtypes", "pyproj", "openzl", "geozl", "rasterio", "pyarrow", "xarray",
+         "dask", "pandas", "rumi-eo", "torch", "torchgeo"]
+have = []
+for n in names:
+    try:
+        have.append(f"{n} {md.version(n)}")
+    except md.PackageNotFoundError:
+        pass
+print(f"python {sys.version.split()[0]}: " + ", ".join(have))
+EOF
+    t0=$SECONDS
+    if ! ".venv-ci-$name/bin/python" -m pytest -q -m "not slow" -p no:cacheprovider; then failed+=("$name"); fi
+    part "$name: tests took $((SECONDS - t0)) s"
+}
+
+run 312 "$pid312"
+run 313 "$pid313"
+run lowest "$pidlow"
+
+if [ "${#failed[@]}" -ne 0 ]; then
+    echo "pythons.sh: failed: ${failed[*]}"
+    exit 1
+fi
+part "all Pythons passed"
