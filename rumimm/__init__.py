@@ -29,7 +29,7 @@ _LAZY = {
     "write": "rumimm.writer.writer",
     "Writer": "rumimm.writer.writer",
     "Header": "rumimm.format.blob",
-    "parse_blobs": "rumimm.format.blob",
+    "parse_blobs": "rumimm.reader.blob_column",
     "Cube": "rumimm.reader.cube",
     "ImageCollection": "rumimm.reader.cube",
     "read_batch": "rumimm.reader.cube",

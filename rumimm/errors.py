@@ -15,6 +15,7 @@ __all__ = [
     "WindowError",
     "CRSError",
     "RumiWarning",
+    "where",
 ]
 
 

@@ -21,7 +21,8 @@ from conftest import craft
 
 import rumimm
 from rumimm import kernels as K
-from rumimm.format.blob import MAGIC, Header, parse_blobs
+from rumimm.format.blob import MAGIC, Header
+from rumimm.reader.blob_column import parse_blobs
 from rumimm.format.dtypes import ENCODINGS
 from rumimm.errors import RumiError
 from rumimm.synthetic import eo_scene

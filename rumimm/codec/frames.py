@@ -26,15 +26,15 @@ FRAME_MAGIC = OPENZL_MAGIC
 
 # Versions before 14 accept only one Serial input (measured, openzl 0.3.0), so a
 # Numeric frame cannot be written at them.
-_MIN_NUMERIC_FORMAT_VERSION = 14
+MIN_NUMERIC_FORMAT_VERSION = 14
 
-_STRUCT_WIDTH = 16  # complex128 is stored as Struct of width 16
+STRUCT_WIDTH = 16  # complex128 is stored as Struct of width 16
 
 
 # --------------------------------------------------------------------------- errors
 
 
-def _reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
     """The short OpenZL reason from an exception text, for a one-line message."""
     text = str(exc)
     for line in text.splitlines():
@@ -52,7 +52,7 @@ def _reason(exc: BaseException) -> str:
 # ------------------------------------------------------------------------- versions
 
 
-def _as_bytes(frame) -> bytes:
+def as_bytes(frame) -> bytes:
     if isinstance(frame, bytes):
         return frame
     if isinstance(frame, np.ndarray):
@@ -129,7 +129,7 @@ def frame_declaration(frame) -> tuple[int, "zl.Type | None", int]:
                 return outputs, None, 0
             return outputs, info.output_type(0), info.output_content_size(0)
         except Exception as exc:  # noqa: BLE001 - nanobind raises plain RuntimeError/ValueError
-            reason = _reason(exc)
+            reason = failure_reason(exc)
     raise CodecError(reason)
 
 
@@ -149,9 +149,9 @@ def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame")
         Bad magic or version, unreadable header, not one output, wrong type or
         wrong size; ``label`` starts the message (e.g. ``"scene.rumi: frame 9"``).
     """
-    enc = _as_encoding(encoding)
+    enc = as_encoding(encoding)
     width = enc.storage_dtype.itemsize
-    want_type = zl.Type.Struct if width == _STRUCT_WIDTH else zl.Type.Numeric
+    want_type = zl.Type.Struct if width == STRUCT_WIDTH else zl.Type.Numeric
     expected = int(n_samples) * width
     try:
         frame_format_version(frame)
@@ -172,7 +172,7 @@ def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame")
         )
 
 
-def _as_encoding(encoding) -> Encoding:
+def as_encoding(encoding) -> Encoding:
     if isinstance(encoding, Encoding):
         return encoding
     return encoding_for_dtype(encoding)

@@ -146,10 +146,10 @@ def library_path() -> str | None:
     return found
 
 
-_DECOMPRESS_T = ctypes.CFUNCTYPE(
+DECOMPRESS_T = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
     ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
-_DSIZE_T = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
+DSIZE_T = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
 _functions: tuple | None = None  # (decompress, dsize) once opened
 _opened = False
 
@@ -176,9 +176,9 @@ def functions():
                 pass
             else:
                 decompress.restype = ctypes.c_int
-                decompress.argtypes = list(_DECOMPRESS_T._argtypes_)
+                decompress.argtypes = list(DECOMPRESS_T._argtypes_)
                 dsize.restype = ctypes.c_size_t
-                dsize.argtypes = list(_DSIZE_T._argtypes_)
+                dsize.argtypes = list(DSIZE_T._argtypes_)
                 _functions = (decompress, dsize)
                 _keep.append(lib)  # held for the life of the process: never unloaded
             _opened = True

@@ -13,7 +13,7 @@ from openzl.ext import graphs as _g
 from openzl.ext import nodes as _n
 
 from rumimm.format.dtypes import ENCODINGS, Encoding
-from rumimm.codec.frames import _STRUCT_WIDTH, _as_encoding
+from rumimm.codec.frames import STRUCT_WIDTH, as_encoding
 
 # -------------------------------------------------------------------------- graphs
 
@@ -27,7 +27,7 @@ def _bytes_entropy(c: zl.Compressor, width: int) -> zl.GraphID:
     """Order-0 entropy coding, on byte lanes (a transpose) for samples wider than a byte."""
     if width == 1:
         return _g.Entropy()(c)
-    if width == _STRUCT_WIDTH:
+    if width == STRUCT_WIDTH:
         return _n.TransposeSplit()(c, _g.Entropy()(c))
     return _n.ConvertNumToStructLE()(c, _n.TransposeSplit()(c, _g.Entropy()(c)))
 
@@ -84,7 +84,7 @@ def _geometry(shape: tuple[int, ...]) -> tuple[int, int]:
     return width, planes
 
 
-def _geozl_lossless():
+def geozl_lossless():
     try:
         import geozl.lossless as lossless
     except ImportError as exc:  # pragma: no cover - geozl is installed in the test env
@@ -94,13 +94,13 @@ def _geozl_lossless():
 
 def _build_geozl_planar(c, enc, shape):
     width, planes = _geometry(shape)
-    node = _geozl_lossless().PlanarZigzag(width, planes)
+    node = geozl_lossless().PlanarZigzag(width, planes)
     return node(c, _delta_tail(c, enc))
 
 
 def _build_geozl_average(c, enc, shape):
     width, planes = _geometry(shape)
-    node = _geozl_lossless().Average(width, planes)
+    node = geozl_lossless().Average(width, planes)
     return node(c, _n.Zigzag()(c, _delta_tail(c, enc)))
 
 
@@ -253,7 +253,7 @@ _GEOZL_AVERAGE = _preset(
 
 def _default_for(encoding: Encoding) -> Codec:
     w = encoding.storage_dtype.itemsize
-    if w == _STRUCT_WIDTH or encoding.name == "float64":
+    if w == STRUCT_WIDTH or encoding.name == "float64":
         return _TRANSPOSE
     return _DELTA
 
@@ -319,7 +319,7 @@ def resolve_codec(codec, encoding) -> Codec:
     TypeError
         ``codec`` is none of the accepted kinds.
     """
-    enc = _as_encoding(encoding)
+    enc = as_encoding(encoding)
     if codec is None or (isinstance(codec, str) and codec == "auto"):
         return _default_for(enc)
     if isinstance(codec, str):

@@ -9,18 +9,18 @@ import openzl.ext as zl
 
 from rumimm.format.dtypes import Encoding
 from rumimm.errors import CodecError
-from rumimm.codec.frames import (DEFAULT_FORMAT_VERSION, MAX_FORMAT_VERSION, _MIN_NUMERIC_FORMAT_VERSION, _STRUCT_WIDTH,
-                     _as_bytes, _as_encoding, _reason, check_frame_header)
-from rumimm.codec.presets import Codec, _geozl_lossless, resolve_codec
+from rumimm.codec.frames import (DEFAULT_FORMAT_VERSION, MAX_FORMAT_VERSION, MIN_NUMERIC_FORMAT_VERSION, STRUCT_WIDTH,
+                     as_bytes, as_encoding, failure_reason, check_frame_header)
+from rumimm.codec.presets import Codec, geozl_lossless, resolve_codec
 
 # ------------------------------------------------------------------------ encoding
 
 
 def _check_version(format_version) -> int:
     v = int(format_version)
-    if v != format_version or not _MIN_NUMERIC_FORMAT_VERSION <= v <= MAX_FORMAT_VERSION:
+    if v != format_version or not MIN_NUMERIC_FORMAT_VERSION <= v <= MAX_FORMAT_VERSION:
         raise ValueError(
-            f"format_version must be an int in [{_MIN_NUMERIC_FORMAT_VERSION}, {MAX_FORMAT_VERSION}], "
+            f"format_version must be an int in [{MIN_NUMERIC_FORMAT_VERSION}, {MAX_FORMAT_VERSION}], "
             f"got {format_version!r}; rumi-eo 0.16.0 reads up to {DEFAULT_FORMAT_VERSION}"
         )
     return v
@@ -53,13 +53,13 @@ class FrameEncoder:
     """
 
     def __init__(self, codec, encoding, format_version: int = DEFAULT_FORMAT_VERSION):
-        self.encoding: Encoding = _as_encoding(encoding)
+        self.encoding: Encoding = as_encoding(encoding)
         self.codec: Codec = resolve_codec(codec, self.encoding)
         self.format_version: int = _check_version(format_version)
         if self.codec.requires_geozl:
-            _geozl_lossless()  # fail now, not at the first frame
+            geozl_lossless()  # fail now, not at the first frame
         self._contexts: dict[Hashable, tuple[zl.Compressor, zl.CCtx]] = {}
-        self._struct = self.encoding.storage_dtype.itemsize == _STRUCT_WIDTH
+        self._struct = self.encoding.storage_dtype.itemsize == STRUCT_WIDTH
         self._mask = (1 << self.encoding.bits_per_sample) - 1 if self.encoding.subbyte else None
 
     def close(self) -> None:
@@ -104,7 +104,7 @@ class FrameEncoder:
             except Exception as exc:
                 raise CodecError(
                     f"codec {self.codec.name!r} failed to build its graph for {self.encoding.name} "
-                    f"frames of shape {shape} (OpenZL: {_reason(exc)})"
+                    f"frames of shape {shape} (OpenZL: {failure_reason(exc)})"
                 ) from exc
             ctx = (compressor, cctx)
             self._contexts[key] = ctx
@@ -157,7 +157,7 @@ class FrameEncoder:
         cctx = self._context(shape)
         if self._struct:
             # openzl.ext reads a 2-D uint8 array as (struct width, count)
-            data = data.reshape(_STRUCT_WIDTH, -1)
+            data = data.reshape(STRUCT_WIDTH, -1)
             inp = zl.Input(zl.Type.Struct, data)
         else:
             inp = zl.Input(zl.Type.Numeric, data)
@@ -166,7 +166,7 @@ class FrameEncoder:
             out = cctx.compress([inp])
         except Exception as exc:
             raise CodecError(
-                f"frame of shape {shape} failed to compress with codec {self.codec.name!r} (OpenZL: {_reason(exc)})"
+                f"frame of shape {shape} failed to compress with codec {self.codec.name!r} (OpenZL: {failure_reason(exc)})"
             ) from exc
         finally:
             del inp, data
@@ -243,23 +243,23 @@ class FrameDecoder:
             declared output size is checked before decompressing, so a hostile
             frame cannot make this allocate more than the expected samples.
         """
-        enc = _as_encoding(encoding)
+        enc = as_encoding(encoding)
         n = int(n_samples)
         if n < 0:
             raise ValueError(f"n_samples must be >= 0, got {n_samples}")
         label = f"{where}frame {index}" if index is not None else f"{where}frame"
         width = enc.storage_dtype.itemsize
-        struct = width == _STRUCT_WIDTH
+        struct = width == STRUCT_WIDTH
         want_type = zl.Type.Struct if struct else zl.Type.Numeric
 
-        data = _as_bytes(frame)
+        data = as_bytes(frame)
         check_frame_header(data, enc, n, label=label)
         try:
             outs = self._dctx.decompress(data)
         except Exception as exc:
             hint = "" if self.geozl else "; if it was written with a geozl codec, install geozl"
             raise CodecError(
-                f"{label} failed to decode (OpenZL: {_reason(exc)}); the file may be truncated or corrupt{hint}"
+                f"{label} failed to decode (OpenZL: {failure_reason(exc)}); the file may be truncated or corrupt{hint}"
             ) from None
         if len(outs) != 1:
             raise CodecError(f"{label} decoded to {len(outs)} outputs, expected 1")

@@ -3,7 +3,7 @@
 The blob locates every frame of a file without opening it.  ``Header`` parses
 and checks one blob (every reader MUST of the spec plus the canonical encoding)
 and answers offsets; ``build_header`` makes the canonical bytes from the frame
-byte counts; ``parse_blobs`` (in :mod:`rumimm.reader.blob_column`, re-exported here) checks a
+byte counts; ``parse_blobs`` (in :mod:`rumimm.reader.blob_column`) checks a
 whole catalog column of blobs in one numba pass, without a Python loop per blob.
 
 One blob is parsed with numpy alone (no numba): opening a file and reading its
@@ -25,9 +25,9 @@ import numpy as np
 from rumimm.format.dtypes import ENCODINGS, Encoding, encoding
 from rumimm.errors import BlobError, where
 from rumimm.format.grid import FrameUnit, Grid
-from rumimm.format.packing import _CHUNK, _residual_chunks, _residual_sum, pack_residuals, residuals  # noqa: F401
+from rumimm.format.packing import RESIDUAL_CHUNK, residual_chunks, residual_sum, pack_residuals, residuals  # noqa: F401
 
-__all__ = ["Header", "build_header", "parse_blobs", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS", "VALID_PAIRS",
+__all__ = ["Header", "build_header", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS", "VALID_PAIRS",
            "rule_broken"]
 
 MAGIC = 0x45564F4C
@@ -227,7 +227,7 @@ class Header:
             raise IndexError(f"frame {k} out of range for {self.n_frames} frames")
         if "_residuals" in self.__dict__:
             return int(self.offsets[k])
-        return self.base_frame_offset + k * self.count_min + _residual_sum(self.packed, k, self.count_bits)
+        return self.base_frame_offset + k * self.count_min + residual_sum(self.packed, k, self.count_bits)
 
     @cached_property
     def _residuals(self) -> np.ndarray:
@@ -406,11 +406,11 @@ def check_one(data: bytes) -> tuple[int, dict]:
     if bits:
         packed = np.frombuffer(data, np.uint8, offset=HEADER_SIZE)
         rmin, rmax = None, 0
-        for r in _residual_chunks(packed, n, bits):
+        for r in residual_chunks(packed, n, bits):
             lo, hi = int(r.min()), int(r.max())
             rmin = lo if rmin is None else min(rmin, lo)
             rmax = max(rmax, hi)
-        if n <= _CHUNK:
+        if n <= RESIDUAL_CHUNK:
             f["residuals"] = r
         if rmin != 0:
             return NOT_MIN, f
@@ -420,6 +420,3 @@ def check_one(data: bytes) -> tuple[int, dict]:
             return COUNT_OVERFLOW, f
     return OK, f
 
-
-# The catalog-column check lives in its own module; re-exported here, where it always was.
-from rumimm.reader.blob_column import parse_blobs  # noqa: E402

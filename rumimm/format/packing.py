@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_CHUNK = 1 << 16  # residuals unpacked at a time when only a sum, min or max is needed
+RESIDUAL_CHUNK = 1 << 16  # residuals unpacked at a time when only a sum, min or max is needed
 
 
 def residuals(packed: np.ndarray, start: int, stop: int, bits: int) -> np.ndarray:
@@ -33,16 +33,16 @@ def residuals(packed: np.ndarray, start: int, stop: int, bits: int) -> np.ndarra
     return v.astype(np.uint64, copy=False)
 
 
-def _residual_chunks(packed: np.ndarray, n: int, bits: int):
-    for start in range(0, n, _CHUNK):
-        yield residuals(packed, start, min(n, start + _CHUNK), bits)
+def residual_chunks(packed: np.ndarray, n: int, bits: int):
+    for start in range(0, n, RESIDUAL_CHUNK):
+        yield residuals(packed, start, min(n, start + RESIDUAL_CHUNK), bits)
 
 
-def _residual_sum(packed: np.ndarray, k: int, bits: int) -> int:
+def residual_sum(packed: np.ndarray, k: int, bits: int) -> int:
     """sum(residual[0:k]), in chunks: no allocation proportional to k."""
     if bits == 0:
         return 0
-    return sum(int(r.sum(dtype=np.uint64)) for r in _residual_chunks(packed, k, bits))
+    return sum(int(r.sum(dtype=np.uint64)) for r in residual_chunks(packed, k, bits))
 
 
 def pack_residuals(counts: np.ndarray, count_min: int, bits: int) -> np.ndarray:

@@ -124,7 +124,7 @@ class ChipDataset:
     def __init__(self, sources, size, *, n: int | None = None, grid: bool = False, stride=None, weights=None,
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
                  max_open: int = 1024, cache_bytes=None):
-        from rumimm.format.blob import parse_blobs
+        from rumimm.reader.blob_column import parse_blobs
 
         self.size = _size(size)
         if transform is not None and not callable(transform):

@@ -129,7 +129,7 @@ def _frame_chunks(images, leading) -> dict:
 def _open_source(obj, header, cache_bytes, verify):
     """(source, images, owned) from a path, an Image, a Cube, an ImageCollection or a list of paths."""
     from rumimm.reader.cube import Cube, ImageCollection
-    from rumimm.reader.image import Image, _header_arg
+    from rumimm.reader.image import Image, load_header
     from rumimm.reader.image import open as open_image
 
     if isinstance(obj, (str, os.PathLike)):
@@ -151,7 +151,7 @@ def _open_source(obj, header, cache_bytes, verify):
         headers = None if header is None else list(header)
         if headers is not None and len(headers) == len(items):  # the Cube refuses a count that differs
             # a Cube takes blob bytes only: blob files and bad blobs are read and refused as rumimm.open does
-            headers = [h if isinstance(item, Image) else _header_arg(h, item) for h, item in zip(headers, items)]
+            headers = [h if isinstance(item, Image) else load_header(h, item) for h, item in zip(headers, items)]
         cube = Cube(items, headers, cache_bytes=cache_bytes, verify=verify)
         return cube, cube.images, True
     raise TypeError(f"cannot open a {type(obj).__name__} with engine='rumimm'; pass a path, a list of paths, "

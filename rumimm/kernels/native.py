@@ -56,7 +56,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from rumimm.codec.geozl_lib import (_DECOMPRESS_T, _DSIZE_T, DECOMPRESS, DSIZE, STATUS_SIZE_MISMATCH, STATUS_UNAVAILABLE,
+from rumimm.codec.geozl_lib import (DECOMPRESS_T, DSIZE_T, DECOMPRESS, DSIZE, STATUS_SIZE_MISMATCH, STATUS_UNAVAILABLE,
                         functions, library_path, status_message)
 
 __all__ = [
@@ -90,7 +90,7 @@ def _load() -> bool:
         if not _registered:
             fns = functions()
             if fns is None:
-                _stubs = (_DECOMPRESS_T(lambda *args: -STATUS_UNAVAILABLE), _DSIZE_T(lambda *args: 0))
+                _stubs = (DECOMPRESS_T(lambda *args: -STATUS_UNAVAILABLE), DSIZE_T(lambda *args: 0))
                 fns = _stubs  # ctypes callbacks must outlive every caller
             _register(fns)
             _registered = True

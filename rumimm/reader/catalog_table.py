@@ -70,7 +70,7 @@ def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool 
     expression (``pc.field("epsg") == 32633``) or a boolean mask.  Every blob is checked
     by one :func:`rumimm.parse_blobs` call before any file is opened.
     """
-    from rumimm.format.blob import parse_blobs
+    from rumimm.reader.blob_column import parse_blobs
     from rumimm.reader.image import Image
 
     table = read_catalog(table_or_path) if isinstance(table_or_path, (str, os.PathLike)) else table_or_path

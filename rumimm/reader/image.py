@@ -35,12 +35,12 @@ from rumimm.format.tiff import check_blob_prefix
 from rumimm.reader.validate import index_mapping  # the full IFD walk, used only when no blob is given
 from rumimm.format.window import Run, Selection, select, select_read
 
-__all__ = ["Image", "open", "read_frames"]
+__all__ = ["Image", "open", "read_frames", "load_header"]
 
 _tokens = itertools.count(1)
 
 
-def _header_arg(header, path):
+def load_header(header, path):
     """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file."""
     if header is None or isinstance(header, Header):
         return header
@@ -96,7 +96,7 @@ class Image(RasterioSurface):
 
     def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True):
         self.path = os.fspath(path)
-        hdr = _header_arg(header, self.path)
+        hdr = load_header(header, self.path)
         if cache_bytes is None:
             cache, private = _cache.shared(), False
         else:

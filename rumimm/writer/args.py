@@ -16,7 +16,7 @@ from rumimm.format.dtypes import Encoding, encoding_for_dtype
 from rumimm.errors import RumiError
 from rumimm.format.georef import UNDEFINED_MATRIX, geokeys, matrix_from_transform, resolve_crs, resolve_transform
 
-__all__ = ["MAX_TILE", "MAX_DIM", "MAX_BANDS", "MAX_COUNT", "MAX_FRAME_BYTES"]
+__all__ = ["MAX_TILE", "MAX_DIM", "MAX_BANDS", "MAX_COUNT", "MAX_FRAME_BYTES", "resolve_threads"]
 
 MAX_TILE = 0xFFFF  # TileWidth / TileLength are SHORT
 MAX_DIM = 0xFFFFFFFF  # ImageWidth / ImageLength are LONG

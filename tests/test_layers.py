@@ -1,0 +1,123 @@
+"""The package's layers hold: who may import numba and OpenZL, no cycles, nothing imported from above.
+
+Read from the source with ``ast`` (function-level imports count too), so a lazy import
+cannot hide a dependency.  The order, lowest first::
+
+    base (errors, _env, progress) < format < codec < kernels < reader < writer < integrations < top (cli, demo, synthetic, rumimm)
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
+LAYERS = ["base", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
+BASE = {"rumimm.errors", "rumimm._env", "rumimm.progress"}
+TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__"}
+ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = ("rumimm",) + path.relative_to(PKG).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(mod: str) -> str:
+    if mod in BASE:
+        return "base"
+    if mod in TOP:
+        return "top"
+    return mod.split(".")[1]
+
+
+MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def imports(mod: str):
+    """(imported module, names) for every import statement of ``mod``, absolute."""
+    tree = ast.parse(MODULES[mod].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, []
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{mod}: relative import (imports are absolute)"
+            yield node.module, [a.name for a in node.names]
+
+
+def internal_edges(mod: str):
+    """Modules of rumimm that ``mod`` imports, with the names it takes from each."""
+    for target, names in imports(mod):
+        if target != "rumimm" and not target.startswith("rumimm."):
+            continue
+        if target in MODULES and target != "rumimm" and not names:
+            yield target, names
+            continue
+        subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in MODULES]
+        for s in subs:
+            yield s, []
+        rest = [n for n in names if f"{target}.{n}" not in MODULES]
+        if rest:
+            yield target, rest
+
+
+def test_every_module_is_in_a_layer():
+    for mod in MODULES:
+        assert layer(mod) in LAYERS, mod
+
+
+@pytest.mark.parametrize("package, home", sorted(ONLY.items()))
+def test_only_its_layer_imports_a_native_package(package, home):
+    for mod in MODULES:
+        for target, _ in imports(mod):
+            if target == package or target.startswith(package + "."):
+                assert layer(mod) == home, f"{mod} imports {target}; only {home}/ may"
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    upward = [f"{mod} imports {target}" for mod in MODULES if layer(mod) != "top"
+              for target, _ in internal_edges(mod) if LAYERS.index(layer(target)) > LAYERS.index(layer(mod))]
+    assert not upward, upward
+
+
+def test_no_private_name_crosses_modules():
+    found = [f"{mod} imports {n} from {target}" for mod in MODULES for target, names in internal_edges(mod)
+             for n in names if n.startswith("_") and n != "__version__"]
+    assert not found, found
+
+
+def test_integrations_use_only_the_public_names_of_lower_modules():
+    found = [f"{mod} takes {n} from {target}" for mod in MODULES if layer(mod) == "integrations"
+             for target, names in internal_edges(mod) if target != "rumimm" and layer(target) != "integrations"
+             for n in names if n not in _all(target)]
+    assert not found, found
+
+
+def _all(mod: str) -> set[str]:
+    tree = ast.parse(MODULES[mod].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def test_the_import_graph_has_no_cycles():
+    graph = {m: sorted({t for t, _ in internal_edges(m) if t in MODULES and t != "rumimm"}) for m in MODULES}
+    state: dict[str, int] = {}
+
+    def visit(m, path):
+        state[m] = 1
+        for t in graph[m]:
+            if state.get(t) == 1:
+                cycle = path[path.index(t):] + [t]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if t not in state:
+                visit(t, path + [t])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state and layer(m) != "top":
+            visit(m, [m])
