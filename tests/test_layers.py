@@ -3,7 +3,8 @@
 Read from the source with ``ast`` (function-level imports count too), so a lazy import
 cannot hide a dependency.  The order, lowest first::
 
-    base (errors, _env, progress) < format < codec < kernels < reader < writer < integrations < top (cli, demo, synthetic, rumimm)
+    base (errors, _env, progress) < format < codec < kernels < reader < writer < integrations < top (cli, demo, synthetic,
+    torchgeo, rumimm)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
 LAYERS = ["base", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
 BASE = {"rumimm.errors", "rumimm._env", "rumimm.progress"}
-TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__"}
+TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__", "rumimm.torchgeo"}
 ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
 
 
