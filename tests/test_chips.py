@@ -146,6 +146,7 @@ def _threads_and_batch(ds, idx):
     return rumimm.get_num_threads(), batch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_worker_processes(files, method):
     """Plain multiprocessing (what DataLoader workers are): same chips, one decode thread each."""

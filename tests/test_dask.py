@@ -206,6 +206,7 @@ def client():
         yield c
 
 
+@pytest.mark.slow
 def test_reductions_on_a_local_cluster_equal_numpy(scene, client):
     files, a = scene
     for unit in ("tile", "cell"):
@@ -241,6 +242,7 @@ def test_xarray_chunks_compute_on_the_cluster(scene, client):
     assert band_sums.values.tolist() == a.sum(axis=(1, 2), dtype="u8").tolist()
 
 
+@pytest.mark.slow
 def test_a_dask_array_writes_through_the_cluster(scene, client, tmp_path):
     files, a = scene
     arr = rumimm.to_dask(*files["tile"])

@@ -113,6 +113,7 @@ _CACHE_PROBE = """
 """
 
 
+@pytest.mark.slow
 def test_a_second_process_loads_every_kernel_the_reader_runs_from_the_cache(tmp_path, scene_file):
     path, blob, _ = scene_file
     code = _CACHE_PROBE.format(path=str(path), blob=blob.hex())
@@ -162,6 +163,7 @@ _FORK_PROBE = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("key,index", [("1, 100:164, 200:264", np.s_[1, 100:164, 200:264]),
                                        (":, 100:400, 200:500", np.s_[:, 100:400, 200:500])],
@@ -265,6 +267,7 @@ def test_reads_while_the_file_is_replaced_see_one_whole_file(tmp_path):
     assert calls > 0 and errors == []
 
 
+@pytest.mark.slow
 def test_a_bad_setting_is_an_error_where_it_is_used_not_at_import(scene_file):
     path, blob, _ = scene_file
     code = f"""

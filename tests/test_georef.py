@@ -125,6 +125,7 @@ def test_resolve_crs_uses_to_epsg_of_any_object():
         resolve_crs(NoCode())
 
 
+@pytest.mark.slow
 def test_a_crs_object_must_be_an_epsg_crs_exactly_not_approximately():
     import rasterio.crs
 

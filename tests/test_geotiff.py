@@ -281,6 +281,7 @@ def test_a_crs_that_is_not_exactly_epsg_is_refused_with_what_to_do(tmp_path):
         from_geotiff(bare, tmp_path / "b.rumi", tile=16)
 
 
+@pytest.mark.slow
 def test_conversion_memory_is_about_one_row_of_tiles(tmp_path):
     bands, size, tile = 2, 2048, 64
     data = sample("uint16", (bands, size, size))
@@ -408,6 +409,7 @@ def test_a_cube_has_the_same_surface(tmp_path):
         cube.close()
 
 
+@pytest.mark.slow
 def test_from_geotiff_needs_rasterio_only_when_called():
     import subprocess
     import sys

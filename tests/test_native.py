@@ -349,6 +349,7 @@ def _run(code, env=None):
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_without_the_library_the_decoder_reports_unavailable_instead_of_crashing():
     code = """
         import numpy as np

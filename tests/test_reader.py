@@ -121,6 +121,7 @@ def test_windows_read_the_same_with_the_cache_on(written, scene, key):
         assert same(image[key], scene[key])  # now from the cache
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_random_windows_and_steps_match_numpy(img, scene, data):
@@ -351,6 +352,7 @@ def test_set_num_threads_rejects_bad_counts():
     assert rumimm.get_num_threads() == threads.get_num_threads()
 
 
+@pytest.mark.slow
 def test_the_thread_count_comes_from_rumimm_num_threads():
     env = dict(os.environ, RUMIMM_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-c", "import rumimm; print(rumimm.get_num_threads())"],
@@ -821,6 +823,7 @@ else:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["traceback", "close during a read"])
 def test_the_file_mapping_outlives_every_array_of_it(tmp_path, mode):
     # np.memmap's arrays hold no buffer export, so closing its mmap unmapped memory still in use
@@ -857,6 +860,7 @@ def _readlink(p):
         return None
 
 
+@pytest.mark.slow
 def test_close_releases_the_descriptor_and_the_mapping_at_once(written):
     path, blob, _ = written
     for header in (blob, None):
@@ -871,6 +875,7 @@ def test_close_releases_the_descriptor_and_the_mapping_at_once(written):
             assert _held_by_process(path, before) == (0, 0)
 
 
+@pytest.mark.slow
 def test_a_chip_read_copies_frames_out_and_never_maps_the_file(written, scene):
     path, blob, _ = written
     before = _held_by_process(path)
@@ -919,6 +924,7 @@ print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_while_another_thread_maps_the_file_reads_it(written, scene, tmp_path):
     path, blob, _ = written

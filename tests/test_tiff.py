@@ -74,6 +74,7 @@ def prefix_cases(draw):
     return g, enc, counts
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(prefix_cases())
 def test_build_prefix_lays_out_the_spec_ifd_for_any_grid(case):

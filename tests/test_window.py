@@ -131,6 +131,7 @@ def keys(draw):
     return tuple(items)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(keys())
 def test_random_keys_match_numpy_including_its_errors(key):
@@ -202,6 +203,7 @@ def ref_segments(start, step, count, tile, size):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 60), st.integers(1, 9), st.data())
 def test_segments_split_a_run_at_tile_edges_like_a_slow_reference(size, tile, data):

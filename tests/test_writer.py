@@ -852,6 +852,7 @@ def workers_for_any_size(monkeypatch):
     monkeypatch.setattr(W, "_WORKERS_FAILED", False)
 
 
+@pytest.mark.slow
 def test_the_encoding_workers_write_the_same_bytes_as_serial_and_verify(tmp_path, rng, workers_for_any_size):
     a = rng.integers(0, 3000, (3, 70, 45), dtype=np.uint16).astype(">u2")
     serial = rumimm.write(tmp_path / "s.rumi", a, tile=(16, 20), threads=1)
