@@ -78,6 +78,11 @@ def _times(table, time, n: int) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
     return out
 
 
+_NUMPY_OF = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16, torch.int64: np.int64,
+             torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8, torch.uint8: np.uint8,
+             torch.bool: np.bool_}
+
+
 def _torch_ready(data: np.ndarray) -> np.ndarray:
     """``data`` in a dtype torch.from_numpy takes, values unchanged (uint16/uint32 widen, ML floats -> float32)."""
     if data.dtype == np.uint16:
@@ -217,7 +222,15 @@ class RumiDataset(GeoDataset):
         self._pid = os.getpid()
         self._images: OrderedDict = OrderedDict()
 
-    # -- TorchGeo's settable properties ----------------------------------------------------
+    # -- TorchGeo's properties ------------------------------------------------------------------
+    @property
+    def bounds(self) -> tuple[slice, slice, slice]:
+        """Bounding x, y and t slices of the index (from the catalog's bounds, not recomputed per query)."""
+        b, t = self.file_bounds, self.time_ns
+        return (slice(float(b[:, 0].min()), float(b[:, 2].max()), self.res[0]),
+                slice(float(b[:, 1].min()), float(b[:, 3].max()), self.res[1]),
+                slice(pd.Timestamp(int(t[:, 0].min())), pd.Timestamp(int(t[:, 1].max())), 1))
+
     @GeoDataset.crs.setter
     def crs(self, new_crs) -> None:
         if new_crs == self.crs:
@@ -337,7 +350,11 @@ class RumiDataset(GeoDataset):
 
     def _sample(self, query, xy, data: np.ndarray) -> dict:
         x, y = xy
-        tensor = torch.from_numpy(_torch_ready(data)).to(self.dtype)
+        target = _NUMPY_OF.get(self.dtype)
+        if target is not None:  # numpy casts on this thread; torch's cast wakes its thread pool for every sample
+            tensor = torch.from_numpy(data.astype(target, copy=False))
+        else:
+            tensor = torch.from_numpy(_torch_ready(data)).to(self.dtype)
         sample = {"bounds": self._slice_to_tensor(query),
                   "transform": torch.tensor([x.step, 0.0, x.start, 0.0, -y.step, y.stop, 0.0, 0.0, 1.0])}
         if self.is_image:
