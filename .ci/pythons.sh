@@ -22,6 +22,8 @@ find_python() {  # newest CPython X.Y from pyenv, else pythonX.Y on PATH; no sil
     command -v "python$want" || { echo "pythons.sh: no Python $want (pyenv or PATH)" >&2; return 1; }
 }
 
+LOGS=.venv-ci-logs  # install logs and times (a .venv* folder: git ignores it)
+rm -rf "$LOGS" && mkdir -p "$LOGS"
 PY311=$(find_python 3.11)
 PY312=$(find_python 3.12)
 PY313=$(find_python 3.13)
@@ -33,7 +35,7 @@ install_pip() {  # name python extras
     "$py" -m venv ".venv-ci-$name"
     ".venv-ci-$name/bin/python" -m pip install --quiet --upgrade pip
     ".venv-ci-$name/bin/python" -m pip install -e ".[$extras]"
-    echo "$((SECONDS - t0))" > ".venv-ci-$name.seconds"
+    echo "$((SECONDS - t0))" > "$LOGS/$name.seconds"
 }
 
 install_lowest() {
@@ -46,22 +48,22 @@ install_lowest() {
     # the rest resolved as today; wheels only, as a user without a compiler or GDAL gets them
     VIRTUAL_ENV=$PWD/.venv-ci-lowest .venv-ci-uv/bin/uv pip install --resolution lowest-direct \
         --only-binary :all: -e ".[test]"
-    echo "$((SECONDS - t0))" > .venv-ci-lowest.seconds
+    echo "$((SECONDS - t0))" > "$LOGS/lowest.seconds"
 }
 
 part "installing 3.12 (with torchgeo), 3.13 and lowest-3.11 venvs concurrently"
-install_pip 312 "$PY312" "test,torchgeo" > .venv-ci-312.log 2>&1 & pid312=$!
-install_pip 313 "$PY313" "test" > .venv-ci-313.log 2>&1 & pid313=$!
-install_lowest > .venv-ci-lowest.log 2>&1 & pidlow=$!
+install_pip 312 "$PY312" "test,torchgeo" > "$LOGS/312.log" 2>&1 & pid312=$!
+install_pip 313 "$PY313" "test" > "$LOGS/313.log" 2>&1 & pid313=$!
+install_lowest > "$LOGS/lowest.log" 2>&1 & pidlow=$!
 
 failed=()
 run() {  # name pid: wait for its venv, then run the fast subset in it
     local name=$1 pid=$2 t0
     if ! wait "$pid"; then
-        echo "pythons.sh: installing the $name venv failed:"; tail -40 ".venv-ci-$name.log"
+        echo "pythons.sh: installing the $name venv failed:"; tail -40 "$LOGS/$name.log"
         failed+=("$name (install)"); return
     fi
-    part "$name: installed in $(cat ".venv-ci-$name.seconds") s"
+    part "$name: installed in $(cat "$LOGS/$name.seconds") s"
     ".venv-ci-$name/bin/python" - <<'EOF'
 import importlib.metadata as md, sys
 names = ["numpy", "numba", "llvmlite", "ml_dtypes", "pyproj", "openzl", "geozl", "rasterio", "pyarrow", "xarray",

@@ -21,12 +21,17 @@ import os
 from collections import OrderedDict
 
 import numpy as np
+
+try:
+    import torch
+    from torchgeo.datasets import GeoDataset
+except ImportError as err:  # the extra is missing, or this Python is older than TorchGeo allows
+    raise ImportError(f"rumimm.torchgeo needs torchgeo (Python >= 3.12): pip install 'rumimm[torchgeo]' ({err})") \
+        from err
 import pandas as pd
 import pyproj
 import shapely
-import torch
 from geopandas import GeoDataFrame
-from torchgeo.datasets import GeoDataset
 
 import rumimm
 from rumimm.errors import RumiError
