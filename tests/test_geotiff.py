@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import rasterio
 from affine import Affine
+from conftest import affine_times
 from rasterio.windows import Window
 
 import rumimm
@@ -149,7 +150,7 @@ def test_pixel_is_point_keeps_its_matrix_unshifted_both_ways(tmp_path):
     to_geotiff(tmp_path / "p.rumi", tmp_path / "p.tif")
     with rasterio.open(tmp_path / "p.tif") as ds:
         assert ds.tags()["AREA_OR_POINT"] == "Point"
-        assert ds.transform == NORTH_UP @ Affine.translation(-0.5, -0.5)  # GDAL's usual half-pixel shift
+        assert ds.transform == affine_times(NORTH_UP, Affine.translation(-0.5, -0.5))  # GDAL's usual half-pixel shift
     blob = from_geotiff(tmp_path / "p.tif", tmp_path / "q.rumi", tile=16)
     with rumimm.open(tmp_path / "q.rumi", header=blob) as img:
         assert img.pixel_is_point and img.transform == tuple(NORTH_UP)[:6]
@@ -351,7 +352,7 @@ def test_window_from_bounds_covers_the_box_on_whole_pixels(tmp_path):
         assert w == Window(10, 5, 20, 20)
         assert np.array_equal(img.read(window=w), data[:, 5:25, 10:30])
         assert img.window_from_bounds(500101.0, 4199751.0, 500299.0, 4199949.0) == Window(10, 5, 20, 20)
-        assert img.window_transform(w) == NORTH_UP @ Affine.translation(10, 5)
+        assert img.window_transform(w) == affine_times(NORTH_UP, Affine.translation(10, 5))
         assert img.window_transform(((5, 25), (10, 30))) == img.window_transform(w)
         assert img.window_transform((slice(5, 25), slice(10, 30))) == img.window_transform(w)
         with pytest.raises(ValueError, match="left < right"):
