@@ -6,8 +6,8 @@ table, each frame is compressed here with ``openzl.ext`` (one OpenZL ``Numeric``
 input whose element width is the sample itemsize, 16-byte samples as a ``Struct``),
 and ``rumi.write`` lays the frames out and returns the header blob.
 
-What the peer can do was measured with rumi-eo 0.16.0 (numpy 2.4 and 2.5 with
-ml_dtypes 0.7); see ``PEER_WRITABLE``, ``PEER_READABLE`` and tests/data/README.md.  What it
+What the peer can do was measured with rumi-eo 0.16.0 (numpy 1.26 with ml_dtypes
+0.5, numpy 2.4 and 2.5 with ml_dtypes 0.7); see ``PEER_WRITABLE``, ``PEER_READABLE`` and tests/data/README.md.  What it
 reads depends on numpy: it hands samples over through DLPack, and numpy takes bfloat16
 and the byte-wide float8 types through DLPack from numpy 2.5 on.
 """
