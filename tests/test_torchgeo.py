@@ -62,9 +62,10 @@ def world(tmp_path_factory):
     mosaic = np.zeros((3, *MOSAIC), np.uint16)
     labels = np.zeros(MOSAIC, np.uint8)
     covered = np.zeros(MOSAIC, bool)
-    paths, blobs = [], []
+    paths, blobs, arrays = [], [], []
     for i, ((r, c), (h, w)) in enumerate(SCENES):
         array = rng.integers(1, 60000, (3, h, w), dtype=np.uint16)
+        arrays.append(array)
         label = rng.integers(1, 9, (1, h, w), dtype=np.uint8)
         t = _transform(r, c)
         path = root / f"scene{i}.rumi"
@@ -81,8 +82,8 @@ def world(tmp_path_factory):
         covered[r:r + h, c:c + w] = True
     table = rumimm.catalog(paths, blobs=blobs)
     rumimm.write_catalog(table, root / "catalog.parquet")
-    return {"root": root, "paths": paths, "blobs": blobs, "table": table, "mosaic": mosaic, "labels": labels,
-            "catalog": root / "catalog.parquet"}
+    return {"root": root, "paths": paths, "blobs": blobs, "arrays": arrays, "table": table, "mosaic": mosaic,
+            "labels": labels, "catalog": root / "catalog.parquet"}
 
 
 class Tifs(RasterDataset):
@@ -246,6 +247,17 @@ def test_time_intervals_select_scenes(world):
         ds[q[0], q[1], slice(pd.Timestamp("2023-01-01"), pd.Timestamp("2023-02-01"))]
     same = RumiDataset(table, time=[(s, s + pd.Timedelta(days=10)) for s in start])
     assert same.index.index.equals(ds.index.index)
+    # one instant per file (a datetime column): a sampler's query [t:t] finds it
+    instant = RumiDataset(table.append_column("datetime", pa.array(start.to_pydatetime(), pa.timestamp("us"))))
+    assert list(instant.index.index.left) == list(instant.index.index.right) == list(start)
+    torch.manual_seed(4)
+    for q in RandomGeoSampler(instant, size=20, length=10):
+        i = list(start).index(q[2].start)  # the scene taken at that instant, alone
+        assert q[2].stop == q[2].start
+        (r, c), (h, w) = SCENES[i]
+        alone = {"mosaic": np.zeros((3, *MOSAIC), np.uint16)}
+        alone["mosaic"][:, r:r + h, c:c + w] = world["arrays"][i]
+        assert np.array_equal(instant[q]["image"].numpy(), _expected(alone, q).astype(np.float32))
 
 
 def test_bad_catalogs_and_queries_are_refused_clearly(world, tmp_path):

@@ -275,9 +275,14 @@ class RumiDataset(GeoDataset):
 
     # -- planning -------------------------------------------------------------------------------
     def _rows(self, query, x, y, t) -> np.ndarray:
-        """Catalog rows a query touches, in catalog order (time as TorchGeo's index selects it)."""
+        """Catalog rows a query touches, in catalog order.
+
+        Intervals are closed at both ends, the query's too: a file taken at one instant
+        (a ``datetime`` column) meets the query ``[t:t]`` a sampler makes of it (TorchGeo's
+        ``pandas.Interval`` test excludes a file that ends where the query starts).
+        """
         start, stop = pd.Timestamp(t.start).value, pd.Timestamp(t.stop).value
-        hit = np.flatnonzero((self.time_ns[:, 0] <= stop) & (self.time_ns[:, 1] > start))
+        hit = np.flatnonzero((self.time_ns[:, 0] <= stop) & (self.time_ns[:, 1] >= start))
         hit = hit[:: int(t.step or 1)]
         b = self.file_bounds[hit]
         hit = hit[(b[:, 0] < x.stop) & (b[:, 2] > x.start) & (b[:, 1] < y.stop) & (b[:, 3] > y.start)]
