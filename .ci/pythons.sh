@@ -79,10 +79,16 @@ print(f"python {sys.version.split()[0]}: " + ", ".join(have))
 EOF
     t0=$SECONDS
     # a hang fails the run instead of eating CI's time (the fast subset takes 2-5 minutes here)
-    if ! timeout -k 30 1200 ".venv-ci-$name/bin/python" -m pytest -q -m "not slow" -p no:cacheprovider; then
+    if ! timeout -k 30 1200 ".venv-ci-$name/bin/python" -m pytest -q -m "not slow" -p no:cacheprovider \
+            | tee "$LOGS/$name.pytest"; then
         failed+=("$name")
     fi
     part "$name: tests took $((SECONDS - t0)) s"
+}
+
+count() {  # "N <word>" in the summary line (the last) of every run's pytest output, added up
+    for f in "$LOGS"/*.pytest; do [ -f "$f" ] && tail -n 1 "$f"; done | grep -oE "[0-9]+ $1" \
+        | awk '{s += $1} END {print s + 0}'
 }
 
 # in the order the venvs are ready (uv is quickest, torch the largest download): later installs overlap
@@ -91,8 +97,12 @@ run lowest "$pidlow"
 run 313 "$pid313"
 run 312 "$pid312"
 
+passed=$(count passed)
+failures=$(count failed)
 if [ "${#failed[@]}" -ne 0 ]; then
     echo "pythons.sh: failed: ${failed[*]}"
+    echo "pythons: $passed passed, $failures failed"
     exit 1
 fi
 part "all Pythons passed"
+echo "pythons: $passed passed, $failures failed"  # the three runs together, as CI reads a closing line
