@@ -14,14 +14,14 @@ them at the first pixel read (``rumimm.reader.engine.load``).
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
+from rumimm._version import __version__
 from rumimm.errors import BlobError, CodecError, CRSError, FormatError, RumiError, RumiWarning, WindowError
 
 # Bound eagerly: ``validate`` is also a submodule name, and a lazy binding would be
 # replaced by the module object the first time anything imports ``rumimm.validate``.
 from rumimm.reader.validate import Report, index, validate  # noqa: E402
-
-__version__ = "0.1.0"
 
 _LAZY = {
     "open": "rumimm.reader.image",
@@ -29,6 +29,7 @@ _LAZY = {
     "write": "rumimm.writer.writer",
     "Writer": "rumimm.writer.writer",
     "Header": "rumimm.format.blob",
+    "parse_header": "rumimm.format.v2",
     "parse_blobs": "rumimm.reader.blob_column",
     "Cube": "rumimm.reader.cube",
     "ImageCollection": "rumimm.reader.cube",
@@ -48,12 +49,36 @@ _LAZY = {
     "select_bbox": "rumimm.integrations.catalogs",
     "ChipDataset": "rumimm.integrations.chips",
     "clean": "rumimm.writer.atomic",
+    "convert": "rumimm.writer.convert",
 }
 
-__all__ = sorted(
-    [*_LAZY, "index", "validate", "Report", "RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning",
-     "__version__"]
-)
+if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never run
+    from rumimm.codec import PRESETS
+    from rumimm.format.blob import Header
+    from rumimm.format.dtypes import DTYPES
+    from rumimm.format.v2 import parse_header
+    from rumimm.integrations.catalogs import catalog, read_catalog, select_bbox, write_catalog
+    from rumimm.integrations.chips import ChipDataset
+    from rumimm.integrations.dask_array import to_dask
+    from rumimm.integrations.geotiff import from_geotiff, to_geotiff
+    from rumimm.integrations.preview import quicklook
+    from rumimm.integrations.xarray_write import to_rumi
+    from rumimm.reader.blob_column import parse_blobs
+    from rumimm.reader.cube import Cube, ImageCollection, read_batch
+    from rumimm.reader.image import Image, open
+    from rumimm.reader.threads import get_num_threads, set_num_threads
+    from rumimm.writer.atomic import clean
+    from rumimm.writer.convert import convert
+    from rumimm.writer.writer import Writer, write
+
+# A literal list (ruff and mypy read it): the names of _LAZY, the eager ones above, and __version__.
+__all__ = [
+    "DTYPES", "PRESETS", "BlobError", "CRSError", "ChipDataset", "CodecError", "Cube", "FormatError", "Header",
+    "Image", "ImageCollection", "Report", "RumiError", "RumiWarning", "WindowError", "Writer", "__version__",
+    "catalog", "clean", "convert", "from_geotiff", "get_num_threads", "index", "open", "parse_blobs",
+    "parse_header", "quicklook", "read_batch", "read_catalog", "select_bbox", "set_num_threads", "to_dask",
+    "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
+]
 
 
 def __getattr__(name: str):

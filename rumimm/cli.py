@@ -81,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _warn
         try:
             return args.run(args)
+        except BrokenPipeError:  # the reader of our output left (rumimm info x | head -1): not an error
+            return _quiet_pipe()
+        except UsageError as exc:
+            prog = f"rumimm {args.command}"
+            print(f"{prog}: error: {exc} (see {prog} --help)", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
             return _fail("interrupted", 130)
         except ValueError as exc:  # RumiError and its subclasses, and bad argument values
@@ -94,6 +100,21 @@ def main(argv: list[str] | None = None) -> int:
             if type(exc).__module__.startswith("rasterio"):  # GDAL's own word on a file it cannot use
                 return _fail(" ".join(str(exc).split()))
             raise
+
+
+class UsageError(ValueError):
+    """An argument a command can only check once it has opened its file; reported as argparse reports usage."""
+
+
+def _quiet_pipe() -> int:
+    """Exit quietly after a closed pipe: point stdout at /dev/null so the final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (captured in tests)
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a command a closed pipe ended
 
 
 def _fail(message: str, status: int = 2) -> int:
@@ -167,15 +188,18 @@ def describe(path, header: bytes | None = None) -> dict:
     with open_image(path, cache_bytes=0) as img:
         h = img.header
         if header is not None:
-            mismatch = compare_header(header, h.blob, img.path)
+            mismatch = compare_header(header, h.blob, img.path, spec=img.spec)
             if mismatch:
                 raise BlobError(f"{where(img.path)}{mismatch[0]}")
         g = img.georef
-        # frame 0 as stored, through the Image's own mapping: a preset must re-make these bytes
-        frame0 = bytes(img._open_source().frame_bytes(0))
+        frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
         geo = g.epsg is not None
         out = {"path": os.fspath(path), **h.to_dict()}
-        raw = h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
+        if img.spec == "0.2":
+            whole = img.to_dict()
+            out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])
+        raw = h.time_count * h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
+        size = img._open_source().live_store().size  # spec 0.2: the frames and the trailer
         out.update(
             crs=g.crs,
             crs_name=_crs_name(g.epsg) if geo else None,
@@ -185,13 +209,22 @@ def describe(path, header: bytes | None = None) -> dict:
             transform=None if g.transform is None else list(g.transform),
             pixel_is_point=g.pixel_is_point,
             codec=recognise_preset(frame0, h),
-            file_size=h.file_size,  # the IFD walk checked that the frames end the file
+            file_size=size,  # the IFD walk checked that the frames (0.2: and the trailer) end the file
             raw_size=raw,
-            ratio=raw / h.file_size,
+            ratio=raw / size,
             blob_size=len(h.blob),
             format_version=frame_format_version(frame0),  # every frame's: the walk checked that they agree
+            nodata=[_json_number(v) for v in img.nodatavals],  # from the PAM sidecar, NAME.rumi.aux.xml
+            descriptions=list(img.descriptions),
         )
     return out
+
+
+def _json_number(v):
+    """A nodata value JSON can hold: NaN and infinities as the strings GDAL writes for them."""
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+    return v
 
 
 def _crs_name(epsg: int) -> str:
@@ -213,7 +246,8 @@ def recognise_preset(frame: bytes, hdr) -> str | None:
 
     enc = hdr.encoding
     shape = hdr.grid.frame_shape(0)
-    samples = FrameDecoder().decode(frame, enc, math.prod(shape)).view(enc.dtype).reshape(shape)
+    samples = FrameDecoder().decode(frame, enc, math.prod(shape), components=hdr.spec == "0.2")
+    samples = samples.view(enc.dtype).reshape(shape)
     version = frame_format_version(frame)
     for name, codec in PRESETS.items():
         if name == "auto" or not codec.supports(enc):  # "auto" is one of the others, chosen by dtype
@@ -240,10 +274,13 @@ def _info(args: argparse.Namespace) -> int:
     kind = "" if d["geographic"] is None else (" (geographic)" if d["geographic"] else " (projected)")
     rows = [
         ("path", d["path"]),
-        ("shape", f"{tuple(d['shape'])} (band, y, x)"),
+        ("spec", f"rumi {d.get('spec', '0.1')}"),
+        ("shape", f"{tuple(d['shape'])} ({'time, ' if len(d['shape']) == 4 else ''}band, y, x)"),
         ("dtype", f"{d['dtype']} (sample_format {d['sample_format']}, bits_per_sample {d['bits_per_sample']})"),
         ("grid", f"{d['tile'][0]} x {d['tile'][1]} tiles (y x x), {d['tiles_down']} down x {d['tiles_across']} across"),
-        ("frame unit", d["frame_unit"]),
+        ("frame unit", f"{d['frame_unit']} ({d['frame_layout']})" if "frame_layout" in d else d["frame_unit"]),
+        *([("bands", "; ".join(d["bands"])), ("time", f"{d['time_kind']}: " + ", ".join(
+            "/".join(t) if isinstance(t, list) else t for t in d["time"]))] if "bands" in d else []),
         ("frames", f"{d['frames']} from byte {d['base_frame_offset']} "
                    f"(count_min {d['count_min']}, count_bits {d['count_bits']})"),
         ("crs", f"{d['crs']} {d['crs_name']}{kind}" if d["crs"] else "none"),
@@ -253,6 +290,8 @@ def _info(args: argparse.Namespace) -> int:
          if d["bounds"] else "none"),
         ("resolution", f"{d['res'][0]:.12g} x {d['res'][1]:.12g} (x, y)" if d["res"] else "none"),
         ("pixels", "points" if d["pixel_is_point"] else "areas"),
+        ("nodata", ", ".join(str(v) for v in d["nodata"]) if any(v is not None for v in d["nodata"]) else "none"),
+        ("descriptions", ", ".join(str(v) for v in d["descriptions"]) if any(d["descriptions"]) else "none"),
         ("codec", f"preset {d['codec']!r}" if d["codec"] else "not a rumimm preset (another writer's graph)"),
         ("file size", f"{d['file_size']:,} bytes"),
         ("raw size", f"{d['raw_size']:,} bytes"),
@@ -292,7 +331,7 @@ def _index_args(p: argparse.ArgumentParser) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from rumimm.format.blob import Header
+    from rumimm.format.v2 import parse_header
     from rumimm.reader.validate import index
 
     if args.output is None and not args.hex and sys.stdout.isatty():
@@ -309,7 +348,7 @@ def _index(args: argparse.Namespace) -> int:
 
         with replacing(args.output) as tmp, open(tmp, "wb") as fh:
             fh.write(blob)
-        print(f"{args.output}: {len(blob)}-byte header blob for {Header.parse(blob).n_frames} frames of {args.path}")
+        print(f"{args.output}: {len(blob)}-byte header blob for {parse_header(blob).n_frames} frames of {args.path}")
     return 0
 
 
@@ -320,13 +359,20 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", type=_existing_dir,
                    help="keep demo.rumi in this existing directory (default: a temporary one, deleted at the end)")
     p.add_argument("--size", type=_positive_int, default=2048, help="scene height and width in pixels (default 2048)")
-    p.add_argument("--bands", type=_positive_int, default=4, help="band count (default 4)")
+    p.add_argument("--count", type=_positive_int, default=4, help="band count (default 4), as rasterio's count")
+    # --bands elsewhere lists 1-based band numbers; here it was the count: still taken, with a warning
+    p.add_argument("--bands", dest="old_bands", type=_positive_int, help=argparse.SUPPRESS)
     p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
 
 
 def _demo(args: argparse.Namespace) -> int:
     from rumimm.demo import check_args, run
 
+    if args.old_bands is not None:
+        _warn("demo --bands N is the band count, now --count N (--bands lists band numbers in other commands)",
+              None, None, None)
+        args.count = args.old_bands
+    args.bands = args.count
     check_args(args.bands, args.size, args.tile)  # its ValueError is reported by main, before any warning
     _warn_small_tile(args.tile)
     run(args.out, bands=args.bands, size=args.size, tile=args.tile)
@@ -338,13 +384,65 @@ register("index", "rebuild a rumi file's header blob from its IFD", _index_args,
 
 # -- convert / export / quicklook -------------------------------------------------------------
 def _convert_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", metavar="IN", help="the GeoTIFF or COG (anything GDAL reads)")
+    p.add_argument("source", metavar="IN", help="the GeoTIFF or COG (anything GDAL reads), or a rumi file of either "
+                   "spec to convert to the other (frames kept as they are)")
     p.add_argument("dest", metavar="OUT", help="the rumi file to write")
+    p.add_argument("--format", choices=("0.1", "0.2"),
+                   help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as "
+                   "0.1 (0.2 with --time)")
+    p.add_argument("--band", action="append", metavar="TEXT", dest="band_texts",
+                   help="spec 0.2: a band's text, once per band in band order (default: the source's texts, "
+                   "else 'band 1', 'band 2', ...)")
+    p.add_argument("--time", nargs="+", metavar="ISO",
+                   help="spec 0.2: one ISO date or datetime per time step, or START/END for an interval "
+                   "(default: the source's; required from spec 0.1)")
     p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
     p.add_argument("--unit", choices=("tile", "cell"), default="tile", help="frame unit (default tile)")
     p.add_argument("--codec", help="a codec preset (default: the lossless default)")
     p.add_argument("--blob", metavar="PATH", help="also write the header blob to PATH")
-    p.add_argument("--crs", help="the EPSG code to store when the file's CRS is not exactly one, e.g. EPSG:32633")
+    p.add_argument("--crs", help="the EPSG code of a file with a geotransform but no CRS, or with a CRS no EPSG code "
+                   "fits, e.g. EPSG:32633 (checked against the file's CRS and coordinates)")
+    p.add_argument("--drop-georef", action="store_true",
+                   help="convert the pixels only, without georeferencing (a file without a usable CRS)")
+
+
+def _rumi_spec(path: str) -> str | None:
+    """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file, else None (a GeoTIFF, or not a file here)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    if head == b"RUMI":
+        return "0.2"
+    if head != b"II+\x00":
+        return None
+    from rumimm.errors import FormatError
+    from rumimm.reader.validate import index
+
+    try:
+        index(path)
+    except FormatError:
+        return None  # a BigTIFF, but not a rumi file: a GeoTIFF for GDAL
+    return "0.1"
+
+
+def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
+    from rumimm.writer.convert import convert
+
+    target = args.format or ("0.2" if spec == "0.1" else "0.1")
+    time = None
+    if args.time:
+        time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
+    if target == "0.2" and spec == "0.1" and time is None:
+        return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
+                     "datetime, or START/END for an interval), e.g. --time 2026-01-01")
+    try:
+        blob = convert(args.source, args.dest, format=target, bands=args.band_texts, time=time)
+    except TypeError as exc:  # an argument of the wrong kind (the message says which)
+        return _fail(str(exc))
+    print(f"{args.dest}: rumi spec {target} from {args.source} (spec {spec}), {os.path.getsize(args.dest):,} bytes; "
+          f"header blob {len(blob)} bytes (rumimm index {args.dest} -o BLOB)")
+    return 0
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -352,10 +450,23 @@ def _convert(args: argparse.Namespace) -> int:
 
     from rumimm.integrations.geotiff import from_geotiff
 
+    spec = _rumi_spec(args.source)
+    if spec is not None:
+        return _convert_rumi(args, spec)
+    fmt, time_arg = args.format, None
+    if args.band_texts or args.time:
+        fmt = fmt or "0.2"
+    if fmt == "0.2":
+        if not args.time:
+            return _fail("spec 0.2 labels the image's time step: pass --time ISO (a date or datetime, or "
+                         "START/END for an interval), e.g. --time 2026-01-01")
+        time_arg = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
+
     _warn_small_tile(args.tile)
     t0 = time.perf_counter()
     blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
-                        header_out=args.blob, progress=_progress())
+                        header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, format=fmt,
+                        bands=args.band_texts, time=time_arg)
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
@@ -400,7 +511,7 @@ def _band_list(text: str) -> list[int]:
 
 def _quicklook_args(p: argparse.ArgumentParser) -> None:
     _add_path(p)
-    p.add_argument("dest", metavar="OUT", help="the PNG to write")
+    p.add_argument("dest", metavar="OUT", help="the picture to write: .png, .jpg, .tif or .webp")
     _add_header(p)
     p.add_argument("--bands", type=_band_list, help="1-based bands, one (grey) or three (red,green,blue), e.g. 3,2,1 "
                    "(default 1,2,3, or 1 for fewer than three bands)")
@@ -408,20 +519,26 @@ def _quicklook_args(p: argparse.ArgumentParser) -> None:
 
 
 def _quicklook(args: argparse.Namespace) -> int:
-    from rumimm.integrations.preview import quicklook
+    from rumimm.integrations.preview import picture_format, quicklook
+
+    try:
+        kind = picture_format(args.dest)  # before the file is read
+    except ValueError as exc:
+        raise UsageError(f"argument OUT: {exc}") from None
     from rumimm.reader.image import open as open_image
 
     with open_image(args.path, header=_read_blob(args.header)) as img:
         if args.bands is not None and max(args.bands) > img.count:
-            return _fail(f"--bands: band {max(args.bands)} does not exist; {args.path} has {img.count} bands "
-                         f"(numbered 1 to {img.count})")
+            raise UsageError(f"argument --bands: band {max(args.bands)} does not exist; {args.path} has "
+                             f"{img.count} bands (numbered 1 to {img.count})")
         bands = None if args.bands is None else [b - 1 for b in args.bands]
         h, w = quicklook(img, args.dest, bands=bands, max_size=args.max_size)
-    print(f"{args.dest}: {w} x {h} PNG of {args.path}")
+    print(f"{args.dest}: {w} x {h} {kind} of {args.path}")
     return 0
 
 
-register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file", _convert_args, _convert)
+register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file, or a rumi file to the other spec",
+         _convert_args, _convert)
 register("export", "export a rumi file as a tiled, compressed GeoTIFF or COG", _export_args, _export)
 register("quicklook", "write a percentile-stretched PNG preview of a rumi file", _quicklook_args, _quicklook)
 register("demo", "write a synthetic EO scene, read windows back and check every pixel", _demo_args, _demo)
@@ -437,8 +554,14 @@ def _clean(args: argparse.Namespace) -> int:
     from rumimm.writer.atomic import clean
 
     for path in args.paths:
-        for removed in clean(path):
-            print(f"removed {removed}")
+        if not os.path.exists(path) and not path.endswith(".rumi"):
+            # a .rumi file may be gone (its killed writer's temporary files are what is cleaned)
+            return _fail(f"{path}: no such file or directory (give a directory or a .rumi file)")
+        removed = clean(path)
+        for name in removed:
+            print(f"removed {name}")
+        if not removed:
+            print(f"{path}: no temporary files of killed writers")
     return 0
 
 

@@ -14,7 +14,6 @@ so identical arguments give identical arrays on one numpy build.
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from rumimm.format.dtypes import DTYPES, encoding_for_dtype
@@ -171,6 +170,8 @@ def _cast(refl: np.ndarray, dtype: np.dtype, rng: np.random.Generator) -> np.nda
     if name == "int8":
         return _round_clip(refl * np.float32(255.0 / 0.5) - 128.0, -128, 127, dtype)
     if name in ("uint2", "uint4", "int2", "int4"):
+        import ml_dtypes  # only these types need it (its import is slow: rumimm.format.dtypes)
+
         info = ml_dtypes.iinfo(dtype)
         levels = info.max - info.min + 1
         q = refl * np.float32(levels / 0.5) + np.float32(info.min)
@@ -183,11 +184,15 @@ def _cast(refl: np.ndarray, dtype: np.dtype, rng: np.random.Generator) -> np.nda
         mean = flat.mean(axis=1, dtype=np.float64).astype(np.float32)[:, None, None]
         std = flat.std(axis=1, dtype=np.float64).astype(np.float32)[:, None, None]
         z = (refl - mean) / np.maximum(std, np.float32(1e-12))
+        import ml_dtypes
+
         hi = float(ml_dtypes.finfo(dtype).max)
         np.clip(z, -hi, hi, out=z)
         return z.astype(dtype)
     if name == "float8_e8m0fnu":
         # exponent-only scale factors: positive powers of two, no zero
+        import ml_dtypes
+
         info = ml_dtypes.finfo(dtype)
         return np.clip(refl, float(info.tiny), float(info.max)).astype(dtype)
     # complex: SAR-like samples, amplitude from the scene, a smooth phase

@@ -33,6 +33,12 @@ def rng():
     return np.random.default_rng(20260815)
 
 
+def pytest_runtest_setup(item):
+    """A test marked ``torch`` skips when PyTorch is absent, and only then (CI installs it)."""
+    if item.get_closest_marker("torch") is not None:
+        pytest.importorskip("torch", reason="PyTorch is not in the test extra; pip install torch (CI does)")
+
+
 # -- OpenZL frames -------------------------------------------------------------------
 _COMPRESSOR = {}
 
@@ -82,6 +88,17 @@ def openzl_frame(samples: np.ndarray, format_version: int = FORMAT_VERSION, *, s
 #: Transforms used by the write tests: projected (EPSG:32633) and geographic (EPSG:4326).
 UTM33N = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
 WGS84 = (0.001, 0.0, 12.5, 0.0, -0.001, 45.0)
+
+
+@pytest.fixture
+def scene(rng):
+    """(3, 37, 45) uint16 with ragged edges for 16 x 20 tiles and frames of unequal size (the write tests).
+
+    A test module's own ``scene`` fixture takes its place there.
+    """
+    a = rng.integers(0, 4000, (3, 37, 45), dtype=np.uint16)
+    a[1] //= 64  # compresses better than band 0: unequal frame sizes
+    return a
 
 
 def samples(name: str, shape, rng) -> np.ndarray:

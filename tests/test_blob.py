@@ -54,6 +54,7 @@ def blob_cases(draw):
     return g, enc, counts
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None)
 @given(blob_cases())
 def test_build_then_parse_round_trips_every_field_count_and_offset(case):
@@ -322,6 +323,7 @@ def test_parse_blobs_accepts_an_empty_batch_and_rejects_bad_offsets():
             parse_blobs(flat, offs)
 
 
+@pytest.mark.slow
 def test_parse_blobs_checks_a_million_blobs_in_one_pass_and_gets_every_one_right():
     m = 1_000_000
     r = np.random.default_rng(7)

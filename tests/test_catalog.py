@@ -50,6 +50,15 @@ def test_catalog_rows_hold_what_the_files_say(scenes, tmp_path):
             assert r["bbox"] == dict(zip(("xmin", "ymin", "xmax", "ymax"), img.bounds))
     plain = rows[str(tmp_path / "plain.rumi")]
     assert plain["epsg"] is None and plain["geometry"] is None and plain["transform"] is None
+    assert plain["nodata"] is None and plain["scales"] == [1.0] and plain["descriptions"] == [None]
+
+
+def test_catalog_rows_hold_the_sidecar_metadata(tmp_path):
+    _write(tmp_path, "m.rumi", seed=1, shape=(2, 40, 50), tile=32, nodata=0, descriptions=["red", "nir"],
+           scales=[1e-4, 1e-4], offsets=[-0.1, -0.1], units=["1", "1"])
+    row = rumimm.catalog(tmp_path).to_pylist()[0]
+    assert row["nodata"] == 0.0 and row["descriptions"] == ["red", "nir"]
+    assert row["scales"] == [1e-4, 1e-4] and row["offsets"] == [-0.1, -0.1] and row["units"] == ["1", "1"]
 
 
 def test_catalog_takes_writer_blobs_and_globs_and_reports_progress(scenes, tmp_path, monkeypatch):

@@ -161,10 +161,11 @@ def test_worker_processes(files, method):
     assert np.array_equal(np.concatenate([b for _, b in got]), want)
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_torch_dataloader(files):
     """PyTorch's DataLoader batches through __getitems__, in-process and in fork/spawn workers."""
-    # the torch extra (rumimm never imports torch); CI's main run installs it, the other Pythons' runs do not
-    torch = pytest.importorskip("torch")
+    import torch  # the torch marker: CI installs it; rumimm itself never imports torch
     from torch.utils.data import DataLoader
 
     ds = _dataset(files, n=24, seed=2)
@@ -186,3 +187,156 @@ def test_bad_arguments(files):
         rumimm.ChipDataset([], 8, n=1)
     with pytest.raises(ValueError, match="got 3 sources but 1 headers"):
         rumimm.ChipDataset([p for p, _, _ in files], 8, n=1, headers=[files[0][1]])
+
+
+# -- chips a model can use: dtype, scale, nodata, samples; catalog rows checked first ------------------
+@pytest.fixture
+def nodata_files(tmp_path):
+    """Two 2 x 64 x 80 uint16 files with nodata 0 in a corner, scales and offsets in their sidecars."""
+    out = []
+    for i in range(2):
+        a = eo_scene(bands=2, height=64, width=80, dtype="uint16", seed=10 + i) + 1
+        a[:, :8, :8] = 0
+        path = str(tmp_path / f"n{i}.rumi")
+        blob = rumimm.write(path, a, tile=32, transform=_transform(i), crs=32633, nodata=0,
+                            scales=[1e-4, 2e-4], offsets=[-0.1, 0.0])
+        out.append((path, blob, a))
+    return out
+
+
+def test_a_float_dtype_gives_chips_torch_can_do_arithmetic_on(nodata_files):
+    ds = _dataset(nodata_files, size=16, n=6, dtype="float32")
+    chip = ds[0]
+    assert chip.dtype == np.float32 and np.array_equal(chip, _expected(ds, nodata_files, 0).astype(np.float32))
+    assert ds.__getitems__([0, 1]).dtype == np.float32
+
+
+def test_scale_file_gives_physical_values_and_a_number_multiplies(nodata_files):
+    ds = _dataset(nodata_files, size=16, grid=True, scale="file")
+    raw = _expected(ds, nodata_files, 3).astype(np.float32)
+    want = np.stack([raw[0] * np.float32(1e-4) + np.float32(-0.1), raw[1] * np.float32(2e-4)])
+    assert ds[3].dtype == np.float32 and np.array_equal(ds[3], want)
+    ds = _dataset(nodata_files, size=16, grid=True, scale=1 / 10000, dtype="float64")
+    assert np.array_equal(ds[3], _expected(ds, nodata_files, 3) * (1 / 10000))
+    with pytest.raises(ValueError, match="float dtype"):
+        _dataset(nodata_files, size=16, n=2, scale=2.0, dtype="uint16")
+    with pytest.raises(ValueError, match="one per band read"):
+        _dataset(nodata_files, size=16, n=2, scale=[1.0, 2.0, 3.0])
+
+
+def test_nodata_is_filled_and_samples_carry_a_valid_mask_bounds_and_crs(nodata_files):
+    ds = _dataset(nodata_files, size=16, grid=True, dtype="float32", fill_nodata=np.nan, output="sample")
+    corner = next(i for i in range(len(ds)) if tuple(ds.chips[i, 1:]) == (0, 0))
+    s = ds[corner]
+    assert set(s) == {"image", "valid", "bounds", "crs"} and s["crs"] == "EPSG:32633"
+    assert s["valid"].shape == (2, 16, 16) and not s["valid"][:, :8, :8].any() and s["valid"][:, 8:, 8:].all()
+    assert np.isnan(s["image"][:, :8, :8]).all() and not np.isnan(s["image"][:, 8:, 8:]).any()
+    f = int(ds.chips[corner, 0])
+    assert tuple(s["bounds"]) == (500000.0 + 2000.0 * f, 4200000.0 - 160.0, 500160.0 + 2000.0 * f, 4200000.0)
+    batch = ds.__getitems__([corner, corner + 1])
+    assert len(batch) == 2 and np.array_equal(batch[0]["image"], s["image"], equal_nan=True)
+    assert batch[1]["valid"].shape == (2, 16, 16) and batch[1]["bounds"].shape == (4,) and batch[1]["crs"] == "EPSG:32633"
+    one = _dataset(nodata_files, size=16, grid=True, bands=1, output="sample")[corner]
+    assert one["image"].shape == one["valid"].shape == (16, 16) and not one["valid"][:8, :8].any()
+
+
+def test_bad_catalog_rows_are_rumi_errors_before_anything_is_sized(nodata_files, tmp_path):
+    import pyarrow as pa
+
+    from rumimm.errors import RumiError
+
+    (p0, b0, _), (p1, b1, _) = nodata_files
+    tables = {
+        "no path": pa.table({"path": pa.array([p0, None]), "blob": pa.array([b0, b1])}),
+        "no blob": pa.table({"path": pa.array([p0, p1]), "blob": pa.array([b0, None], pa.binary())}),
+        "must be binary": pa.table({"path": pa.array([p0, p1]), "blob": pa.array(["x", "y"])}),
+        "must be strings": pa.table({"path": pa.array([1, 2]), "blob": pa.array([b0, b1])}),
+        "'transform' must be lists": pa.table({"path": pa.array([p0, p1]), "blob": pa.array([b0, b1]),
+                                             "transform": pa.array(["a", "b"])}),
+    }
+    for match, table in tables.items():
+        with pytest.raises(RumiError, match=match):
+            rumimm.ChipDataset(table, 16, n=2)
+        with pytest.raises(RumiError, match=match):
+            rumimm.ImageCollection.from_catalog(table)
+
+
+def test_a_grid_too_large_to_hold_is_refused_before_it_is_allocated(tmp_path):
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from rumimm.errors import RumiError
+    from rumimm.format import blob as blob_format
+    from rumimm.format.grid import FrameUnit
+
+    # a valid 28-byte blob: a 2**20 x 2**20 uint8 image of 1-pixel tiles, every frame 20 bytes (no residual bits)
+    giant = blob_format._HEADER.pack(blob_format.MAGIC, blob_format.VERSION, 1 << 20, 1 << 20, 1, 1, 1, 8, 1,
+                                     int(FrameUnit.TILE), 20, 0)
+    assert len(giant) == 28 and rumimm.parse_blobs([giant])["image_width"][0] == 1 << 20
+    table = pa.table({"path": pa.array([str(tmp_path / "giant.rumi")]), "blob": pa.array([giant], pa.binary())})
+    tracemalloc.start()
+    try:
+        with pytest.raises(RumiError, match="has 1,099,511,627,776 chips, more than"):
+            rumimm.ChipDataset(table, 1, grid=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20  # was 2-4 GB before any file was opened
+
+
+def test_label_rasters_come_with_their_chips_aligned_by_grid_or_georeferencing(files, tmp_path):
+    labels, label_arrays = [], []
+    for i, (path, _, array) in enumerate(files):
+        lab = (array[0] % 5).astype(np.uint8)[np.newaxis]
+        if i == 1:  # a larger label raster starting 3 rows up and 5 columns left: aligned by georeferencing
+            big = np.full((1, 170, 210), 255, np.uint8)
+            big[:, 3:163, 5:205] = lab
+            t = _transform(i)
+            rumimm.write(tmp_path / f"l{i}.rumi", big, tile=64, transform=(t[0], 0.0, t[2] - 50.0, 0.0, t[4], t[5] + 30.0),
+                         crs=32633)
+        else:
+            rumimm.write(tmp_path / f"l{i}.rumi", lab, tile=64, transform=_transform(i), crs=32633)
+        labels.append(str(tmp_path / f"l{i}.rumi"))
+        label_arrays.append(lab)
+    ds = _dataset(files, size=32, n=12, seed=5, labels=labels)
+    for i in range(len(ds)):
+        chip, label = ds[i]
+        path, ((y0, y1), (x0, x1)) = ds.locate(i)
+        f = [p for p, _, _ in files].index(path)
+        assert np.array_equal(chip, files[f][2][:, y0:y1, x0:x1])
+        assert np.array_equal(label, label_arrays[f][:, y0:y1, x0:x1])
+    pairs = ds.__getitems__([0, 3])
+    assert len(pairs) == 2 and pairs[1][0].shape == (3, 32, 32) and pairs[1][1].shape == (1, 32, 32)
+    assert np.array_equal(pairs[1][1], ds[3][1])
+    sample = _dataset(files, size=32, n=4, seed=5, labels=labels, output="sample")[2]
+    assert sample["mask"].shape == (1, 32, 32)
+    wrong = tmp_path / "wrong.rumi"
+    rumimm.write(wrong, np.zeros((1, 160, 200), np.uint8), tile=64, transform=(20.0, 0, 500000.0, 0, -20.0, 4200000.0),
+                 crs=32633)
+    from rumimm.errors import RumiError
+
+    with pytest.raises(RumiError, match="label pixel size"):
+        _dataset(files, size=32, n=4, labels=[str(wrong), labels[1], labels[2]])
+    with pytest.raises(ValueError, match="one label per image"):
+        _dataset(files, size=32, n=4, labels=labels[:2])
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_samples_and_label_pairs_collate_in_a_torch_dataloader(nodata_files, tmp_path):
+    import torch  # the torch marker: CI installs it
+    from torch.utils.data import DataLoader
+
+    labels = []
+    for i, (path, _, array) in enumerate(nodata_files):
+        labels.append(str(tmp_path / f"lab{i}.rumi"))
+        rumimm.write(labels[-1], (array[:1] % 3).astype(np.uint8), tile=32, transform=_transform(i), crs=32633)
+    ds = _dataset(nodata_files, size=16, n=8, dtype="float32", output="sample", labels=labels)
+    batch = next(iter(DataLoader(ds, batch_size=4)))
+    assert batch["image"].shape == (4, 2, 16, 16) and batch["image"].dtype == torch.float32
+    assert batch["mask"].shape == (4, 1, 16, 16) and batch["valid"].dtype == torch.bool
+    assert batch["bounds"].shape == (4, 4) and batch["crs"] == ["EPSG:32633"] * 4
+    assert torch.isfinite((batch["image"] - 1).mean())
+    images, masks = next(iter(DataLoader(_dataset(nodata_files, size=16, n=8, labels=labels), batch_size=4)))
+    assert images.shape == (4, 2, 16, 16) and masks.shape == (4, 1, 16, 16)

@@ -181,7 +181,7 @@ def test_missing_files_are_reported_on_stderr_with_status_2(capsys, files, tmp_p
 
 @pytest.mark.parametrize("argv", [[], ["frobnicate"], ["info"], ["index"], ["info", "--bogus", "x"],
                                   ["index", "x.rumi", "-o", "b", "--hex"], ["demo", "--size", "0"],
-                                  ["demo", "--bands", "0"], ["demo", "--tile", "0"], ["demo", "--size", "big"],
+                                  ["demo", "--count", "0"], ["demo", "--tile", "0"], ["demo", "--size", "big"],
                                   ["demo", "--out", "/missing/dir"], ["quicklook", "x.rumi", "x.png", "--bands", "1,2"],
                                   ["quicklook", "x.rumi", "x.png", "--bands", "0"], ["convert", "in.tif"],
                                   ["export", "x.rumi", "x.tif", "--tile", "-16"], ["convert", "a", "b", "--unit", "row"]])
@@ -210,6 +210,7 @@ def test_subcommands_register_in_one_place():
         del cli.COMMANDS["_probe"]
 
 
+@pytest.mark.slow
 def test_python_dash_m_rumimm_runs_the_command_line(files):
     d, paths, _ = files
     root = Path(__file__).resolve().parents[1]
@@ -222,7 +223,7 @@ def test_python_dash_m_rumimm_runs_the_command_line(files):
 
 
 def test_the_demo_subcommand_writes_reads_and_checks_every_pixel(tmp_path, capsys):
-    assert cli.main(["demo", "--out", str(tmp_path), "--size", "300", "--tile", "64", "--bands", "3"]) == 0
+    assert cli.main(["demo", "--out", str(tmp_path), "--size", "300", "--tile", "64", "--count", "3"]) == 0
     out, err = capsys.readouterr()
     assert "validate: compliant" in out and err == ""
     assert out.count("exact=True") == 4 and "exact=False" not in out
@@ -231,7 +232,7 @@ def test_the_demo_subcommand_writes_reads_and_checks_every_pixel(tmp_path, capsy
 
 
 def test_the_demo_labels_its_reads_by_what_they_read_and_says_its_file_is_temporary(capsys):
-    assert cli.main(["demo", "--size", "100", "--bands", "2", "--tile", "64"]) == 0
+    assert cli.main(["demo", "--size", "100", "--count", "2", "--tile", "64"]) == 0
     out = capsys.readouterr().out
     reads = re.findall(r"read (\d+)x(\d+) .*?-> \((?:\d+, )?(\d+), (\d+)\)", out)
     assert len(reads) == 3 and all(a == c and b == d for a, b, c, d in reads), reads
@@ -240,7 +241,7 @@ def test_the_demo_labels_its_reads_by_what_they_read_and_says_its_file_is_tempor
 
 
 def test_a_small_demo_tile_is_warned_about_in_one_line(tmp_path, capsys):
-    assert cli.main(["demo", "--out", str(tmp_path), "--size", "40", "--bands", "1", "--tile", "7"]) == 0
+    assert cli.main(["demo", "--out", str(tmp_path), "--size", "40", "--count", "1", "--tile", "7"]) == 0
     err = capsys.readouterr().err
     assert err.startswith("rumimm: warning: tile 7 is small") and err.count("\n") == 1
 
@@ -305,13 +306,15 @@ def test_convert_then_export_round_trips_through_the_command_line(capsys, tif, t
                          "--blob", tmp_path / "x.blob")
     assert code == 0
     assert out.startswith(f"{tmp_path / 'x.rumi'}: ") and f"header blob in {tmp_path / 'x.blob'}" in out
-    assert err == f"rumimm: warning: {src}: rumi cannot hold nodata 0.0: they are not in {tmp_path / 'x.rumi'}\n"
+    assert err == ""  # the nodata goes into the sidecar x.rumi.aux.xml
+    assert (tmp_path / "x.rumi.aux.xml").is_file()
     assert (tmp_path / "x.blob").read_bytes() == index(tmp_path / "x.rumi")
     code, out, err = run(capsys, "export", tmp_path / "x.rumi", tmp_path / "x.tif", "--header", tmp_path / "x.blob",
                          "--compress", "deflate")
     assert code == 0 and err == "" and out.startswith(f"{tmp_path / 'x.tif'}: GeoTIFF, ")
     with rasterio.open(tmp_path / "x.tif") as ds:
         assert np.array_equal(ds.read(), data) and ds.crs.to_epsg() == 32633 and ds.profile["compress"] == "deflate"
+        assert ds.nodata == 0
 
 
 def test_convert_reads_a_gdal_virtual_path(capsys, tif, tmp_path):
@@ -373,8 +376,111 @@ def test_quicklook_writes_a_stretched_png(capsys, tif, tmp_path):
     assert pixels.min() == 0 and pixels.max() == 255
     assert np.array_equal(pixels, np.moveaxis(stretch(data[[2, 1, 0], ::3, ::3]), 0, -1))
     code, _, err = run(capsys, "quicklook", tmp_path / "x.rumi", tmp_path / "y.png", "--bands", "5")
-    assert code == 2 and err == f"rumimm: --bands: band 5 does not exist; {tmp_path / 'x.rumi'} has 4 bands " \
-                                "(numbered 1 to 4)\n"
+    assert code == 2 and err == (f"rumimm quicklook: error: argument --bands: band 5 does not exist; "
+                                 f"{tmp_path / 'x.rumi'} has 4 bands (numbered 1 to 4) (see rumimm quicklook --help)\n")
+
+
+# ------------------------------------------------------------------ frictions of issue 21
+def test_convert_of_a_corrupt_tiff_names_the_file_and_gdals_reason(capsys, tmp_path):
+    import rasterio
+
+    data = np.random.default_rng(1).integers(0, 4000, (1, 64, 64), dtype=np.uint16)
+    with rasterio.open(tmp_path / "t.tif", "w", driver="GTiff", dtype="uint16", count=1, height=64, width=64,
+                       tiled=True, blockxsize=16, blockysize=16, compress="deflate") as ds:
+        ds.write(data)
+    raw = bytearray((tmp_path / "t.tif").read_bytes())
+    raw[-600:] = b"\xff" * 600
+    (tmp_path / "corrupt.tif").write_bytes(bytes(raw))
+    code, out, err = run(capsys, "convert", tmp_path / "corrupt.tif", tmp_path / "c.rumi")
+    assert code == 2 and out == ""
+    assert err.startswith(f"rumimm: {tmp_path / 'corrupt.tif'}: GDAL cannot read rows ")
+    assert "See previous exception" not in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "c.rumi").exists()
+
+
+def test_export_to_a_directory_fails_before_writing_and_names_the_directory(capsys, tif, tmp_path):
+    src, _ = tif
+    run(capsys, "convert", src, tmp_path / "x.rumi", "--tile", "64")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, out, err = run(capsys, "export", tmp_path / "x.rumi", out_dir)
+    assert code == 2 and err == f"rumimm: {out_dir}: is a directory; name the file to write\n"
+    assert os.listdir(out_dir) == []
+
+
+def test_info_of_a_directory_or_a_fifo_says_what_it_is(capsys, tmp_path):
+    code, _, err = run(capsys, "info", tmp_path)
+    assert code == 2 and err == f"rumimm: {tmp_path}: is a directory, not a rumi file\n"
+    os.mkfifo(tmp_path / "pipe")
+    code, _, err = run(capsys, "info", tmp_path / "pipe")  # opening it must not wait for a writer
+    assert code == 2 and err == f"rumimm: {tmp_path / 'pipe'}: not a regular file; a rumi file is read at offsets " \
+                                "and mapped\n"
+
+
+def test_a_geographic_crs_on_a_metre_grid_is_refused(capsys, tmp_path):
+    import rasterio
+    from affine import Affine
+
+    with rasterio.open(tmp_path / "m.tif", "w", driver="GTiff", dtype="uint8", count=1, height=8, width=8,
+                       transform=Affine(10, 0, 500000, 0, -10, 4200000)) as ds:  # a transform, no CRS
+        ds.write(np.zeros((1, 8, 8), np.uint8))
+    code, _, err = run(capsys, "convert", tmp_path / "m.tif", tmp_path / "m.rumi", "--crs", "4326")
+    assert code == 2 and "EPSG:4326 is geographic (degrees), but the transform puts the image at x 500000" in err
+    code, _, err = run(capsys, "convert", tmp_path / "m.tif", tmp_path / "m.rumi", "--drop-georef")
+    assert code == 0 and err == ""
+    with rumimm.open(tmp_path / "m.rumi") as img:
+        assert img.crs is None
+
+
+def test_argument_errors_come_before_any_warning_about_the_file(capsys, tmp_path):
+    import rasterio
+    from affine import Affine
+
+    with rasterio.open(tmp_path / "o.tif", "w", driver="GTiff", dtype="uint8", count=1, height=64, width=64,
+                       crs="EPSG:32633", transform=Affine(10, 0, 500000, 0, -10, 4200000)) as ds:
+        ds.write(np.zeros((1, 64, 64), np.uint8))
+        ds.build_overviews([2])  # a warning: overviews are not kept
+    code, _, err = run(capsys, "convert", tmp_path / "o.tif", tmp_path / "o.rumi", "--codec", "bogus")
+    assert code == 2 and err.startswith("rumimm: codec 'bogus' is not a preset") and "warning" not in err
+    code, _, err = run(capsys, "convert", tmp_path / "o.tif", tmp_path / "o.rumi")
+    assert code == 0 and err == (f"rumimm: warning: {tmp_path / 'o.tif'}: rumi cannot hold overviews (1 level): "
+                                 f"not in {tmp_path / 'o.rumi'}\n")
+
+
+@pytest.mark.slow
+def test_a_closed_output_pipe_ends_quietly(tmp_path):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, np.zeros((1, 8, 8), np.uint8), tile=8)
+    r, w = os.pipe()
+    os.close(r)  # what `rumimm info x | head -1` leaves once head has its line
+    proc = subprocess.run([sys.executable, "-m", "rumimm", "info", str(path)], stdout=w, stderr=subprocess.PIPE,
+                          cwd=Path(rumimm.__file__).parent.parent)
+    os.close(w)
+    assert proc.stderr == b"" and proc.returncode == 141  # was "rumimm: Broken pipe", status 2
+
+
+def test_quicklook_writes_the_format_its_name_says_or_refuses_it(capsys, tif, tmp_path):
+    from PIL import Image as PILImage
+
+    src, _ = tif
+    run(capsys, "convert", src, tmp_path / "x.rumi", "--tile", "64")
+    code, out, _ = run(capsys, "quicklook", tmp_path / "x.rumi", tmp_path / "x.jpg")
+    assert code == 0 and out.endswith(f"JPEG of {tmp_path / 'x.rumi'}\n")
+    with PILImage.open(tmp_path / "x.jpg") as pic:
+        assert pic.format == "JPEG"
+    code, _, err = run(capsys, "quicklook", tmp_path / "x.rumi", tmp_path / "x.gif")
+    assert code == 2 and err.startswith("rumimm quicklook: error: argument OUT: ") and "(got '.gif')" in err
+    assert not (tmp_path / "x.gif").exists()
+
+
+def test_clean_of_a_missing_path_is_an_error_and_of_a_clean_folder_says_so(capsys, tmp_path):
+    code, _, err = run(capsys, "clean", tmp_path / "missing")
+    assert code == 2 and err == f"rumimm: {tmp_path / 'missing'}: no such file or directory (give a directory or a " \
+                                ".rumi file)\n"
+    code, out, _ = run(capsys, "clean", tmp_path)
+    assert code == 0 and out == f"{tmp_path}: no temporary files of killed writers\n"
+    code, out, _ = run(capsys, "clean", tmp_path / "gone.rumi")  # a .rumi file may be gone: its temp files are not
+    assert code == 0
 
 
 def test_stretch_maps_percentiles_to_0_and_255_and_non_finite_to_0():
@@ -420,6 +526,7 @@ def test_info_says_when_frames_come_from_another_writers_graph(capsys, tmp_path)
     assert code == 0 and lines["codec"] == "not a rumimm preset (another writer's graph)", out
 
 
+@pytest.mark.slow
 def test_the_command_line_imports_its_optional_packages_only_for_the_commands_that_need_them():
     code = ("import sys; from rumimm.cli import main; main(['--help']); "
             "heavy = ('rumimm.writer.writer', 'rumimm.integrations.geotiff', 'rumimm.integrations.preview', 'rasterio', 'affine', 'PIL', 'tqdm'); "
@@ -429,3 +536,22 @@ def test_the_command_line_imports_its_optional_packages_only_for_the_commands_th
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                           check=False)
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+def test_info_shows_the_sidecars_nodata_and_descriptions(capsys, tmp_path):
+    path = tmp_path / "m.rumi"
+    rumimm.write(path, np.zeros((2, 8, 8), np.float32), tile=8, nodata=float("nan"), descriptions=["a", "b"])
+    code, out, _ = run(capsys, "info", path)
+    lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and lines["nodata"] == "nan, nan" and lines["descriptions"] == "a, b"
+    code, out, _ = run(capsys, "info", path, "--json")
+    d = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))  # NaN as GDAL writes it
+    assert d["nodata"] == ["nan", "nan"] and d["descriptions"] == ["a", "b"]
+
+
+def test_demo_takes_the_band_count_as_count_and_the_old_bands_with_a_warning(capsys, tmp_path):
+    assert cli.main(["demo", "--out", str(tmp_path), "--size", "64", "--tile", "64", "--bands", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "rumimm: warning: demo --bands N is the band count, now --count N" in err
+    with rumimm.open(tmp_path / "demo.rumi") as img:
+        assert img.count == 2

@@ -32,6 +32,7 @@ def scene(tmp_path_factory):
 
 
 # -- the graph -------------------------------------------------------------------------
+@pytest.mark.slow
 def test_default_chunks_are_the_frame_grid(scene):
     files, a = scene
     tile = rumimm.to_dask(*files["tile"])
@@ -53,6 +54,7 @@ def test_other_chunks(scene, chunks):
     assert np.allclose(arr.mean(axis=(1, 2)).compute(), a.mean(axis=(1, 2)))
 
 
+@pytest.mark.slow
 def test_every_sample_encoding_computes_like_rumimm_reads(tmp_path, rng):
     for enc in dtypes.ENCODINGS.values():
         a = random_samples(enc, 2 * 13 * 17, rng, 7).reshape(2, 13, 17)
@@ -89,6 +91,7 @@ def test_an_unreadable_blob_file_is_refused_as_rumimm_open_refuses_it(scene, tmp
         rumimm.to_dask(path, header=12)
 
 
+@pytest.mark.slow
 def test_to_dask_needs_no_xarray(scene, tmp_path):
     import subprocess
     import sys
@@ -102,6 +105,7 @@ def test_to_dask_needs_no_xarray(scene, tmp_path):
     assert int(out.stdout) == int(scene[1].sum(dtype="u8"))
 
 
+@pytest.mark.slow
 def test_the_graph_carries_the_path_one_blob_and_windows(tmp_path):
     # 2 x 40 x 40 tiles = 3200 frames: the blob is a few kB, a chunk's task a few dozen bytes
     a = eo_scene(2, 320, 320, "uint16", seed=2)
@@ -189,6 +193,14 @@ def _compiles():
     return len(_COMPILES)
 
 
+def _kernels_loaded():
+    """Run on a worker: wait for the kernels its first reads started loading on a thread (``reader.jit``)."""
+    from rumimm.reader import jit
+
+    jit.wait()
+    return jit.state()
+
+
 def _handles(path):
     """Run on a worker: (descriptors open on ``path``, mappings of it).
 
@@ -207,6 +219,7 @@ def _handles(path):
 
 @pytest.fixture(scope="module")
 def client():
+    """A two-process LocalCluster; starting it takes ~15 s here, so every test using it is marked slow."""
     from dask.distributed import Client, LocalCluster
 
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
@@ -227,11 +240,13 @@ def test_reductions_on_a_local_cluster_equal_numpy(scene, client):
     assert len(client.scheduler_info()["workers"]) == 2
 
 
+@pytest.mark.slow
 def test_workers_compile_once_and_keep_no_handles(scene, client):
     files, a = scene
     path, blob = files["tile"]
     arr = rumimm.to_dask(path, header=blob, chunks=(3, 32, 64))  # 12 frames a chunk: the kernels read it
-    assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))  # warm: kernels ready everywhere
+    assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))  # warm: starts loading the kernels
+    assert set(client.run(_kernels_loaded).values()) == {"ready"}
     before_compiles = client.run(_compiles)
     assert all(n > 0 for n in before_compiles.values())  # the counter sees the first tasks' compiles
     before_handles = client.run(_handles, path)
@@ -243,6 +258,7 @@ def test_workers_compile_once_and_keep_no_handles(scene, client):
     assert all(fds == 0 for fds, _ in after.values()) and after == before_handles
 
 
+@pytest.mark.slow
 def test_xarray_chunks_compute_on_the_cluster(scene, client):
     files, a = scene
     path, blob = files["cell"]

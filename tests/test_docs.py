@@ -4,10 +4,11 @@ Blocks of one file run in order in one namespace, in a fresh temporary working
 directory, so a page reads as one session.  A block that should not run is fenced
 differently (```text, ```console, ```pycon-norun).  A block whose first line is
 ``# requires: module[, module]`` names packages beyond the core ones; they are in the
-``test`` extra, so a missing one fails the page rather than skipping the example.
-The exceptions are ``OPTIONAL_ELSEWHERE``: packages the test extra leaves out and CI
-installs in one of its runs.  Without them the page runs without those blocks, and the
-whole page runs (every block, in order) where they are installed.
+``test`` extra, so a missing one fails the page rather than skipping the example.  The
+exception is torch (not in the test extra: a multi-GB install): a page that requires it
+carries the ``torch`` marker and skips only when torch is absent; CI installs it.  A block
+that requires torchgeo (Python >= 3.12, installed by CI's 3.12 run only) is left out where
+torchgeo is absent, and the whole page, every block in order, runs where it is installed.
 
 ``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
 """
@@ -28,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 
-#: Packages a page may require that the test extra leaves out, and the CI run that has them.
-OPTIONAL_ELSEWHERE = {"torch": "CI's main run (.[test,torch])", "torchgeo": "CI's Python 3.12 run (.[test,torchgeo])"}
+#: Packages a page's blocks may require that only another CI run installs: left out where absent.
+OPTIONAL_ELSEWHERE = {"torchgeo": "CI's Python 3.12 run (.ci/pythons.sh: .[test,torchgeo])"}
 
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _REQUIRES = re.compile(r"^#\s*requires:\s*(.+)$")
@@ -48,9 +49,7 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
 def _requirements(code: str) -> list[str]:
     first = code.lstrip().splitlines()[0] if code.strip() else ""
     m = _REQUIRES.match(first)
-    if not m:
-        return []
-    return [n.strip() for n in m.group(1).split(",") if n.strip()]
+    return [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
 
 
 def _missing_requirements(code: str) -> list[str]:
@@ -92,7 +91,19 @@ def run_page(path: Path, skip_absent=()) -> int:
 PAGES_WITH_CODE = [p for p in PAGES if python_blocks(p)]
 
 
-@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=[p.name for p in PAGES_WITH_CODE])
+# pages whose examples take more than a second here (conversions, clusters, loaders): left out of -m "not slow"
+SLOW_PAGES = {"geotiff.md", "howto.md", "training.md", "xarray.md"}
+
+
+def _needs_torch(page: Path) -> bool:
+    return any("torch" in _requirements(code) for _, code in python_blocks(page))
+
+
+def _marks(page: Path) -> list:
+    return [m for m, on in ((pytest.mark.torch, _needs_torch(page)), (pytest.mark.slow, page.name in SLOW_PAGES)) if on]
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, id=p.name, marks=_marks(p)) for p in PAGES_WITH_CODE])
 def test_every_python_block_of_the_page_runs_in_order(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert run_page(page, skip_absent=OPTIONAL_ELSEWHERE) >= 1
@@ -103,10 +114,11 @@ PAGES_WITH_OPTIONAL = [(p, sorted({n for _, code in python_blocks(p) for n in _r
 PAGES_WITH_OPTIONAL = [(p, names) for p, names in PAGES_WITH_OPTIONAL if names]
 
 
+# not slow: the one run with torchgeo runs the fast subset, and this is where those blocks run
 @pytest.mark.parametrize("page, names", PAGES_WITH_OPTIONAL, ids=[p.name for p, _ in PAGES_WITH_OPTIONAL])
 def test_a_page_with_optional_blocks_runs_whole_where_they_are_installed(page, names, tmp_path, monkeypatch):
-    for name in names:  # CI installs each of them in one of its runs (OPTIONAL_ELSEWHERE)
-        pytest.importorskip(name, reason=f"{name} is installed in {OPTIONAL_ELSEWHERE[name]}")
+    for name in ["torch", *names] if _needs_torch(page) else names:
+        pytest.importorskip(name, reason=f"{name} is installed in {OPTIONAL_ELSEWHERE.get(name, 'the main run')}")
     monkeypatch.chdir(tmp_path)
     assert run_page(page) == len(python_blocks(page))
 
@@ -170,10 +182,10 @@ recipes.
 
 _GROUPS = (
     ("Reading", ["open", "Image", "Cube", "ImageCollection", "read_batch"]),
-    ("Writing", ["write", "Writer", "clean"]),
+    ("Writing", ["write", "Writer", "convert", "clean"]),
     ("xarray and Dask", ["to_dask", "to_rumi"]),
     ("GeoTIFF and previews", ["from_geotiff", "to_geotiff", "quicklook"]),
-    ("Header blobs and checking files", ["Header", "parse_blobs", "index", "validate", "Report"]),
+    ("Header blobs and checking files", ["Header", "parse_header", "parse_blobs", "index", "validate", "Report"]),
     ("Catalogs and training chips", ["catalog", "write_catalog", "read_catalog", "select_bbox", "ChipDataset"]),
     ("Settings and tables", ["set_num_threads", "get_num_threads", "DTYPES", "PRESETS", "__version__"]),
     ("Errors", ["RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning"]),
@@ -272,8 +284,9 @@ def render_api() -> str:
                 rows = ["| name | numpy dtype | sample_format | bits_per_sample |", "|---|---|---:|---:|"]
                 for (sf, bits), enc in ENCODINGS.items():
                     rows.append(f"| `{enc.name}` | `{enc.dtype}` | {sf} | {bits} |")
-                lines.append("### `rumimm.DTYPES`\n\nA dict, encoding name -> the numpy dtype rumimm reads and "
-                             "writes for it; the 28 rumi sample encodings.\n\n" + "\n".join(rows) + "\n")
+                lines.append("### `rumimm.DTYPES`\n\nA read-only mapping, encoding name -> the numpy dtype rumimm "
+                             "reads and writes for it; the 28 rumi sample encodings (looking up an ml_dtypes "
+                             "type imports ml_dtypes).\n\n" + "\n".join(rows) + "\n")
                 continue
             if inspect.isclass(obj) and issubclass(obj, BaseException):
                 bases = ", ".join(f"`{b.__name__}`" for b in obj.__bases__)

@@ -85,6 +85,7 @@ def test_each_pair_maps_to_the_numpy_dtype_of_its_meaning(key, expected):
     assert dtypes.encoding(*key).dtype == expected
 
 
+@pytest.mark.slow
 def test_every_pair_outside_the_table_is_rejected_with_format_error():
     valid = set(SPEC_PAIRS)
     rejected = 0
@@ -133,3 +134,37 @@ def test_storage_views_round_trip_every_sample_bit_exactly(rng):
         values = raw.view(enc.dtype)
         stored = values.view(enc.storage_dtype)
         assert stored.view(np.uint8).tobytes() == raw.tobytes(), enc.name
+
+
+@pytest.mark.slow
+def test_ml_dtypes_types_resolve_on_first_use_in_a_process_that_never_imported_it():
+    # the table is lazy for ml_dtypes' types: a name, a DTYPES lookup or an encoding's dtype imports it
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from rumimm.format import dtypes
+import rumimm
+names = sorted(rumimm.DTYPES)
+meta = [(e.name, e.itemsize, str(e.storage_dtype)) for e in dtypes.ENCODINGS.values()]
+untouched = "ml_dtypes" not in sys.modules and "bfloat16" in names and ("int4", 1, "uint8") in meta
+by_name = dtypes.encoding_for_dtype("bfloat16").name
+loaded = "ml_dtypes" in sys.modules
+import ml_dtypes
+print(untouched, by_name, loaded, rumimm.DTYPES["int4"] == ml_dtypes.int4,
+      dtypes.encoding_for_dtype(ml_dtypes.float8_e4m3fn).name, len(rumimm.DTYPES))
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # "-c" imports this checkout's rumimm
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
+    assert out.split() == ["True", "bfloat16", "True", "True", "float8_e4m3fn", "28"]
+
+
+def test_a_caller_holding_an_ml_dtypes_type_finds_its_encoding(monkeypatch):
+    # a process that imported ml_dtypes itself (here: the test) before rumimm resolved its types
+    monkeypatch.setattr(dtypes, "_DTYPE", {k: v for k, v in dtypes._DTYPE.items() if k not in dtypes._ML_NAMES})
+    monkeypatch.setattr(dtypes, "_BY_DTYPE", {spec: {k: v for k, v in table.items() if v.name not in dtypes._ML_NAMES}
+                                              for spec, table in dtypes._BY_DTYPE.items()})
+    assert dtypes.encoding_for_dtype(np.dtype(ml_dtypes.int2)).name == "int2"
+    assert dtypes.ENCODINGS[(102, 16)].dtype == np.dtype(ml_dtypes.bfloat16)

@@ -39,6 +39,7 @@ def test_the_matrix_layout_is_the_spec_layout():
     assert len(m) == 16 and all(isinstance(v, float) for v in m)
 
 
+@pytest.mark.slow
 @given(st.tuples(finite, finite, finite, finite, finite, finite))
 def test_six_coefficients_survive_the_16_double_round_trip_both_ways(t):
     m = matrix_from_transform(t)

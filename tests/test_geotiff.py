@@ -88,12 +88,12 @@ def test_cell_frames_and_an_ungeoreferenced_image_round_trip(tmp_path):
 def test_every_other_gdal_type_round_trips_rumi_to_geotiff_to_rumi(tmp_path, dtype):
     rng = np.random.default_rng(2)
     data = (rng.normal(0, 1e3, (2, 19, 23)) * (1 + 1j if np.dtype(dtype).kind == "c" else 1)).astype(dtype)
-    rumimm.write(tmp_path / "a.rumi", data, tile=16, transform=ROTATED, crs=4326)
+    rumimm.write(tmp_path / "a.rumi", data, tile=16, transform=ROTATED, crs=32633)
     to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif")
     blob = from_geotiff(tmp_path / "a.tif", tmp_path / "b.rumi", tile=16)
     with rumimm.open(tmp_path / "b.rumi", header=blob) as img:
         assert img.dtype == np.dtype(dtype) and np.array_equal(img[:], data)
-        assert img.transform == tuple(ROTATED)[:6] and img.crs == "EPSG:4326"
+        assert img.transform == tuple(ROTATED)[:6] and img.crs == "EPSG:32633"
 
 
 def _first_ifd_tags(path, codes):
@@ -218,39 +218,84 @@ def test_cog_export_writes_a_cloud_optimized_geotiff(tmp_path):
         assert ds.overviews(1) and np.array_equal(ds.read(), data) and ds.transform == NORTH_UP
 
 
-def test_what_rumi_cannot_hold_is_listed_in_one_warning(tmp_path):
+def test_nodata_descriptions_tags_and_colour_maps_survive_the_round_trip(tmp_path):
     data = sample("uint8", (1, 40, 40))
     src = make_tif(tmp_path / "rich.tif", data, nodata=0)
     with rasterio.open(src, "r+") as ds:
-        ds.set_band_description(1, "elevation")
+        ds.set_band_description(1, "classes")
         ds.update_tags(source="survey")
+        ds.update_tags(1, meaning="land cover")
         ds.write_colormap(1, {0: (0, 0, 0, 255), 1: (255, 0, 0, 255)})
         ds.build_overviews([2])
     with pytest.warns(RumiWarning) as record:
         blob = from_geotiff(src, tmp_path / "r.rumi", tile=16)
-    assert len(record) == 1
+    assert len(record) == 1  # only what neither rumi nor its sidecar holds
     message = str(record[0].message)
-    for item in ("nodata 0.0", "band descriptions", "tags (source)", "overviews (1 levels)", "a colour map"):
-        assert item in message
-    assert message.startswith(str(src)) and "r.rumi" in message
+    assert message == f"{src}: rumi cannot hold overviews (1 level): not in {tmp_path / 'r.rumi'}"
     with rumimm.open(tmp_path / "r.rumi", header=blob) as img:
         assert np.array_equal(img[:], data)
+        assert img.nodata == 0.0 and img.descriptions == ("classes",)
+        assert img.tags() == {"source": "survey"} and img.tags(1) == {"meaning": "land cover"}
+        assert img.colormap(1)[1] == (255, 0, 0, 255) and img.colorinterp == ("palette",)
+    to_geotiff(tmp_path / "r.rumi", tmp_path / "back.tif")
+    with rasterio.open(tmp_path / "back.tif") as ds:
+        assert ds.nodata == 0.0 and ds.descriptions == ("classes",)
+        assert ds.tags()["source"] == "survey" and ds.tags(1)["meaning"] == "land cover"
+        assert ds.colormap(1)[1] == (255, 0, 0, 255) and ds.colorinterp[0].name == "palette"
+        assert np.array_equal(ds.read(), data)
 
 
-def test_masks_units_and_colour_interpretation_are_listed_too(tmp_path):
+def test_alpha_rgb_units_scales_offsets_and_nan_nodata_survive_the_round_trip(tmp_path):
+    from rasterio.enums import ColorInterp
+
+    data = sample("float32", (4, 32, 32))
+    src = make_tif(tmp_path / "f.tif", data, nodata=float("nan"))
+    with rasterio.open(src, "r+") as ds:
+        ds.colorinterp = (ColorInterp.red, ColorInterp.green, ColorInterp.blue, ColorInterp.alpha)
+        ds.units = ("W m-2 sr-1", "W m-2 sr-1", "W m-2 sr-1", "")
+        ds.scales = (0.5, 0.5, 0.5, 1.0)
+        ds.offsets = (-1.0, -1.0, -1.0, 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        blob = from_geotiff(src, tmp_path / "f.rumi", tile=16)
+    with rumimm.open(tmp_path / "f.rumi", header=blob) as img:
+        assert all(math.isnan(v) for v in img.nodatavals)
+        assert img.colorinterp == ("red", "green", "blue", "alpha")
+        assert img.units == ("W m-2 sr-1",) * 3 + (None,)
+        assert img.scales == (0.5, 0.5, 0.5, 1.0) and img.offsets == (-1.0, -1.0, -1.0, 0.0)
+    to_geotiff(tmp_path / "f.rumi", tmp_path / "back.tif")
+    with rasterio.open(tmp_path / "back.tif") as ds:
+        assert math.isnan(ds.nodata)
+        assert [c.name for c in ds.colorinterp] == ["red", "green", "blue", "alpha"]
+        assert ds.units == ("W m-2 sr-1",) * 3 + (None,) or ds.units == ("W m-2 sr-1",) * 3 + ("",)
+        assert ds.scales == (0.5, 0.5, 0.5, 1.0) and ds.offsets == (-1.0, -1.0, -1.0, 0.0)
+        assert np.array_equal(ds.read(), data, equal_nan=True)
+
+
+def test_a_mask_band_is_listed_as_lost(tmp_path):
     data = sample("uint8", (3, 32, 32))
     with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
         with rasterio.open(tmp_path / "m.tif", "w", driver="GTiff", dtype="uint8", count=3, height=32, width=32,
                            crs="EPSG:4326", transform=Affine(0.1, 0, 10, 0, -0.1, 50), photometric="rgb") as ds:
             ds.write(data)
             ds.write_mask(np.ones((32, 32), bool))
-            ds.units = ("m", "", "")
     with pytest.warns(RumiWarning) as record:
         from_geotiff(tmp_path / "m.tif", tmp_path / "m.rumi", tile=32)
     assert len(record) == 1
-    message = str(record[0].message)
-    for item in ("units, scales or offsets", "a mask band", "colour interpretation (red, green, blue)"):
-        assert item in message
+    assert "a mask band" in str(record[0].message)
+    with rumimm.open(tmp_path / "m.rumi") as img:
+        assert img.colorinterp == ("red", "green", "blue")
+
+
+def test_a_nodata_the_rumi_dtype_cannot_hold_is_listed(tmp_path):
+    data = (sample("uint8", (1, 16, 16)) & 1).astype("uint8")
+    with rasterio.open(tmp_path / "b.tif", "w", driver="GTiff", dtype="uint8", count=1, height=16, width=16,
+                       nbits=1, nodata=255, crs="EPSG:32633", transform=NORTH_UP) as ds:
+        ds.write(data)
+    with pytest.warns(RumiWarning, match="nodata 255.0 of band 1 is not a bool value"):
+        from_geotiff(tmp_path / "b.tif", tmp_path / "b.rumi", tile=16)
+    with rumimm.open(tmp_path / "b.rumi") as img:
+        assert img.dtype == np.bool_ and img.nodata is None
 
 
 def test_a_plain_geotiff_converts_without_a_warning(tmp_path):
@@ -260,26 +305,105 @@ def test_a_plain_geotiff_converts_without_a_warning(tmp_path):
         from_geotiff(src, tmp_path / "p.rumi", tile=16)
 
 
-def test_a_crs_that_is_not_exactly_epsg_is_refused_with_what_to_do(tmp_path):
+def test_a_crs_without_its_own_code_is_stored_as_the_epsg_code_gdal_identifies(tmp_path):
     data = sample("uint8", (1, 16, 16))
-    near = make_tif(tmp_path / "near.tif", data, crs="+proj=utm +zone=33 +ellps=WGS84 +units=m +no_defs")
-    with pytest.raises(CRSError, match=r"close to EPSG:32633; if it is EPSG:32633, pass crs=32633") as info:
-        from_geotiff(near, tmp_path / "n.rumi", tile=16)
-    assert "gdalwarp -t_srs" in str(info.value) and str(near) in str(info.value)
-    assert not (tmp_path / "n.rumi").exists()
-    blob = from_geotiff(near, tmp_path / "n.rumi", tile=16, crs=32633)  # what the message says to do
+    utm = make_tif(tmp_path / "utm.tif", data, crs="+proj=utm +zone=33 +ellps=WGS84 +units=m +no_defs")
+    with pytest.warns(RumiWarning, match="has no EPSG code of its own; stored as EPSG:32633: it has EPSG:32633's "
+                                         "projection, parameters and ellipsoid") as record:
+        blob = from_geotiff(utm, tmp_path / "n.rumi", tile=16)
+    assert len(record) == 1
     with rumimm.open(tmp_path / "n.rumi", header=blob) as img:
         assert img.crs == "EPSG:32633" and img.transform == tuple(NORTH_UP)[:6]
-    custom = make_tif(tmp_path / "custom.tif", data, crs="+proj=tmerc +lon_0=13.3 +k=0.9999 +ellps=GRS80 +units=m")
-    with pytest.raises(CRSError, match="has no EPSG code and rumi stores only EPSG codes; reproject it first"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # saying which code it is silences the identification
+        from_geotiff(utm, tmp_path / "n.rumi", tile=16, crs=32633)
+
+
+def test_a_crs_no_epsg_code_fits_is_refused_naming_the_nearest(tmp_path):
+    data = sample("uint8", (1, 16, 16))
+    custom = make_tif(tmp_path / "custom.tif", data, crs="+proj=tmerc +lon_0=13.3 +k=0.9999 +ellps=GRS80 +units=m",
+                      transform=Affine(10, 0, 400000, 0, -10, 5800000))
+    with pytest.raises(CRSError, match="custom.tif: the CRS .* has no EPSG code with the same projection, parameters "
+                                       "and ellipsoid; nearest: EPSG:") as info:
         from_geotiff(custom, tmp_path / "c.rumi", tile=16)
+    assert "gdalwarp -t_srs" in str(info.value)
+    geos = make_tif(tmp_path / "geos.tif", data, crs="+proj=geos +h=35785831 +lon_0=0 +ellps=WGS84 +units=m",
+                    transform=Affine(3000, 0, -100000, 0, -3000, 100000))
+    with pytest.raises(CRSError, match="has no EPSG equivalent"):
+        from_geotiff(geos, tmp_path / "g.rumi", tile=16)
+    assert not (tmp_path / "c.rumi").exists() and not (tmp_path / "g.rumi").exists()
+    blob = from_geotiff(geos, tmp_path / "g.rumi", tile=16, drop_georef=True)  # the pixels alone
+    with rumimm.open(tmp_path / "g.rumi", header=blob) as img:
+        assert img.crs is None and np.array_equal(img[:], data)
+
+
+def test_a_geotransform_without_a_crs_needs_crs_or_drop_georef(tmp_path):
+    data = sample("uint8", (1, 16, 16))
     bare = make_tif(tmp_path / "bare.tif", data, crs=None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
         with rasterio.open(bare, "r+") as ds:
             ds.transform = NORTH_UP
-    with pytest.raises(CRSError, match="geotransform but no CRS; pass crs=<EPSG code>"):
+    with pytest.raises(CRSError, match=r"geotransform but no CRS; pass crs=<EPSG code> .* or drop_georef=True"):
         from_geotiff(bare, tmp_path / "b.rumi", tile=16)
+    with pytest.raises(CRSError, match="EPSG:4326 is geographic .* beyond longitudes"):
+        from_geotiff(bare, tmp_path / "b.rumi", tile=16, crs=4326)  # metres are not degrees
+    blob = from_geotiff(bare, tmp_path / "b.rumi", tile=16, crs=32633)
+    with rumimm.open(tmp_path / "b.rumi", header=blob) as img:
+        assert img.crs == "EPSG:32633"
+    blob = from_geotiff(bare, tmp_path / "d.rumi", tile=16, drop_georef=True)
+    with rumimm.open(tmp_path / "d.rumi", header=blob) as img:
+        assert img.crs is None and img.transform is None
+
+
+def test_a_crs_argument_contradicting_the_files_crs_is_refused(tmp_path):
+    src = make_tif(tmp_path / "utm.tif", sample("uint8", (1, 16, 16)))  # EPSG:32633
+    with pytest.raises(CRSError, match=r"crs=EPSG:32634 was given, but the file's CRS .* is EPSG:32633"):
+        from_geotiff(src, tmp_path / "x.rumi", tile=16, crs=32634)
+
+
+@pytest.mark.parametrize("name, crs, transform, code", [
+    ("utm-north-wgs84-ellipsoid", "+proj=utm +zone=18 +ellps=WGS84 +units=m +no_defs",
+     Affine(30, 0, 300000, 0, -30, 4500000), 32618),
+    ("utm-south-wgs84-ellipsoid", "+proj=utm +zone=23 +south +ellps=WGS84 +units=m +no_defs",
+     Affine(30, 0, 300000, 0, -30, 7400000), 32723),
+    ("laea-epsg3035-parameters", "+proj=laea +lat_0=52 +lon_0=10 +x_0=4321000 +y_0=3210000 +ellps=GRS80 +units=m",
+     Affine(100, 0, 4321000, 0, -100, 3210000), 3035),
+    ("esri-wkt-of-5070", "ESRI::5070", Affine(30, 0, 1000000, 0, -30, 2000000), 5070),
+    ("longlat-wgs84-ellipsoid", "+proj=longlat +ellps=WGS84 +no_defs", Affine(0.01, 0, 10, 0, -0.01, 50), 4326),
+    ("british-national-grid-proj", "+proj=tmerc +lat_0=49 +lon_0=-2 +k=0.9996012717 +x_0=400000 +y_0=-100000 "
+     "+ellps=airy +units=m +no_defs", Affine(25, 0, 400000, 0, -25, 300000), 27700),
+])
+def test_crss_gdal_identifies_convert_to_their_code(tmp_path, name, crs, transform, code):
+    import pyproj
+
+    if crs.startswith("ESRI::"):  # the WKT ESRI software writes for EPSG:5070
+        crs = pyproj.CRS.from_epsg(5070).to_wkt("WKT1_ESRI")
+    src = make_tif(tmp_path / f"{name}.tif", sample("uint8", (1, 16, 16)), crs=crs, transform=transform)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RumiWarning)
+        blob = from_geotiff(src, tmp_path / "x.rumi", tile=16)
+    with rumimm.open(tmp_path / "x.rumi", header=blob) as img:
+        assert img.epsg == code
+
+
+def test_an_unreadable_block_names_the_file_and_gdals_reason(tmp_path):
+    src = make_tif(tmp_path / "t.tif", sample("uint16", (1, 64, 64)), compress="deflate", block=16)
+    raw = bytearray(src.read_bytes())
+    raw[-600:] = b"\xff" * 600  # the last blocks' deflate streams
+    (tmp_path / "bad.tif").write_bytes(bytes(raw))
+    with pytest.raises(RumiError, match=r"bad.tif: GDAL cannot read rows \d+ to \d+: .*; the file may be truncated") \
+            as info:
+        from_geotiff(tmp_path / "bad.tif", tmp_path / "bad.rumi", tile=16)
+    assert "See previous exception" not in str(info.value)
+    assert not (tmp_path / "bad.rumi").exists()
+
+
+def test_export_to_a_directory_is_refused_before_anything_is_written(tmp_path):
+    rumimm.write(tmp_path / "x.rumi", sample("uint8", (1, 16, 16)), tile=16)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        to_geotiff(tmp_path / "x.rumi", tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["x.rumi"]
 
 
 @pytest.mark.slow

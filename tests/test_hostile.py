@@ -92,6 +92,7 @@ def _calls(path, blob, array):
     yield "open(header=)", open_blob
 
 
+@pytest.mark.slow
 def test_damaged_files_raise_rumi_error_from_every_entry_point(tmp_path, bases):
     rng = np.random.default_rng(20260815)
     path = tmp_path / "damaged.rumi"
@@ -139,6 +140,7 @@ def _random_blob(rng) -> bytes:
     return head + rng.integers(0, 256, int(rng.integers(0, 48)), dtype=np.uint8).tobytes()
 
 
+@pytest.mark.slow
 def test_random_blobs_are_parsed_or_rejected_with_blob_error_and_never_open_another_file(bases):
     rng = np.random.default_rng(7)
     path, good, array = bases[0]

@@ -104,6 +104,7 @@ def test_the_reference_reads_a_file_from_its_bytes(tmp_path, rng):
     assert same_bits(rumi.read((tmp_path / "f.rumi").read_bytes(), blob), a)
 
 
+@pytest.mark.slow
 def test_a_scene_written_on_the_process_pool_is_read_exactly_by_the_reference(tmp_path, monkeypatch):
     import rumimm.writer.writer as W
     from rumimm.synthetic import eo_scene
@@ -120,7 +121,7 @@ def test_a_scene_written_on_the_process_pool_is_read_exactly_by_the_reference(tm
 # The reference writer is given rumimm's own compressed frames (whatever the codec), so
 # every byte of the two files can be compared: header, IFD, external values, frames, blob.
 # rumi.frames only cuts square tiles; non-square tiles are compared with the spec's own
-# layout in test_writer.py and read back by the reference below.
+# layout in test_writer_layout.py and read back by the reference below.
 LAYOUTS = {  # id: ((B, Y, X), tile, unit)
     "1x1": ((1, 1, 1), 16, "tile"),
     "1x1-3-bands-cell": ((3, 1, 1), 16, "cell"),

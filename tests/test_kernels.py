@@ -50,6 +50,7 @@ def _packed_array(packed: bytes) -> np.ndarray:
     return parent[: max(1, len(packed))] if packed else np.zeros(1, dtype=np.uint8)
 
 
+@pytest.mark.slow
 @settings(max_examples=75, deadline=None)
 @given(residual_sets())
 def test_pack_residuals_matches_the_bit_by_bit_reference(case):
@@ -58,6 +59,7 @@ def test_pack_residuals_matches_the_bit_by_bit_reference(case):
     assert B.pack_residuals(counts, count_min, bits).tobytes() == ref_pack(residuals, bits)
 
 
+@pytest.mark.slow
 @settings(max_examples=75, deadline=None)
 @given(residual_sets(), st.integers(0, 7))
 def test_residuals_match_the_bit_by_bit_reference_from_any_start(case, start):
@@ -97,6 +99,7 @@ def test_zero_bits_means_every_residual_is_zero_and_no_bytes_are_read():
     assert B.pack_residuals(np.full(5, 99, np.uint64), 99, 0).size == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.binary(min_size=0, max_size=60), st.integers(0, 27), st.binary(min_size=1, max_size=4))
 def test_the_single_blob_check_and_the_batch_kernel_agree_on_every_blob(tail, at, patch):
@@ -135,12 +138,15 @@ print(len(glob.glob(os.path.join(os.environ["NUMBA_CACHE_DIR"], "**", "*.nbi"), 
 
 STALE_READ = """
 import sys, numpy as np, rumimm
+from rumimm.reader import engine
+engine.load()  # the kernels now (a read alone would start them loading on a thread and read without them)
 with rumimm.open(sys.argv[1], header=open(sys.argv[2], "rb").read()) as img:
     out = img[:, :, :]
 print(int(out.astype(np.int64).sum()))
 """
 
 
+@pytest.mark.slow
 def test_issue_18_a_cache_index_naming_a_module_that_moved_is_dropped_and_the_read_recompiles(tmp_path):
     """numba unpickles an index before checking its stamp: an upgrade that moves a record type must not fail reads."""
     import subprocess

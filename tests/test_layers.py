@@ -3,20 +3,21 @@
 Read from the source with ``ast`` (function-level imports count too), so a lazy import
 cannot hide a dependency.  The order, lowest first::
 
-    base (errors, _env, progress) < format < codec < kernels < reader < writer < integrations < top (cli, demo, synthetic,
-    torchgeo, rumimm)
+    base (errors, _env, _version, progress) < format < codec < kernels < reader < writer < integrations
+    < top (cli, demo, synthetic, torchgeo, rumimm)
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 import pytest
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
 LAYERS = ["base", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
-BASE = {"rumimm.errors", "rumimm._env", "rumimm.progress"}
+BASE = {"rumimm.errors", "rumimm._env", "rumimm._version", "rumimm.progress"}
 TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__", "rumimm.torchgeo"}
 ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
 
@@ -37,9 +38,14 @@ def layer(mod: str) -> str:
 MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
+@functools.cache
+def _tree(mod: str) -> ast.Module:
+    return ast.parse(MODULES[mod].read_text())  # once per module, for every test here
+
+
 def imports(mod: str):
     """(imported module, names) for every import statement of ``mod``, absolute."""
-    tree = ast.parse(MODULES[mod].read_text())
+    tree = _tree(mod)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -98,7 +104,7 @@ def test_integrations_use_only_the_public_names_of_lower_modules():
 
 
 def _all(mod: str) -> set[str]:
-    tree = ast.parse(MODULES[mod].read_text())
+    tree = _tree(mod)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
             return set(ast.literal_eval(node.value))

@@ -126,6 +126,7 @@ def test_the_library_is_found_inside_the_installed_geozl_package():
     assert Path(path).name == "libgeozl.so"
 
 
+@pytest.mark.slow
 def test_binding_the_library_imports_neither_geozl_nor_cffi():
     code = """
         import sys, rumimm

@@ -229,14 +229,29 @@ def test_a_broken_georeferencing_block_raises_format_error_when_asked_for(tmp_pa
 # -- read(): bands, windows, out -------------------------------------------------------
 def test_read_fills_a_caller_buffer_in_place(img, scene):
     out = np.zeros((2, 10, 20), np.uint16)
-    got = img.read([2, 0], ((5, 15), (30, 50)), out=out)
+    got = img.read([3, 1], ((5, 15), (30, 50)), out=out)
     assert got is out and same(out, scene[[2, 0], 5:15, 30:50])
     strided = np.zeros((2, 10, 40), np.uint16)[:, :, ::2]
-    img.read([2, 0], ((5, 15), (30, 50)), out=strided)
+    img.read([3, 1], ((5, 15), (30, 50)), out=strided)
     assert same(strided, scene[[2, 0], 5:15, 30:50])
     band = np.zeros((37, 53), np.uint16)
-    assert same(img.read(1, out=band), scene[1])
+    assert same(img.read(2, out=band), scene[1])
     assert same(img.read(), scene)
+
+
+def test_read_counts_bands_from_1_as_rasterio_and_bands_keeps_numpy_numbering(img, scene):
+    assert same(img.read(1), scene[0])
+    assert same(img.read([1, 3]), scene[[0, 2]])
+    assert same(img.read(indexes=3), scene[2])
+    assert same(img.read(bands=0), scene[0])  # the 0-based path for code written before indexes
+    assert same(img.read(bands=[2, 0]), scene[[2, 0]])
+    for bad in (0, 4, [1, 0], -1):
+        with pytest.raises(WindowError, match="numbered 1 to 3"):
+            img.read(bad)
+    with pytest.raises(TypeError, match="not both"):
+        img.read(1, bands=0)
+    with pytest.raises(TypeError, match="1-based"):
+        img.read(1.5)
 
 
 def test_read_rejects_a_wrong_buffer_and_windows_outside_the_image(img):
@@ -392,6 +407,7 @@ def _read_in_child(args):
     return image[key]
 
 
+@pytest.mark.slow
 def test_forked_workers_read_after_the_parent_decoded_in_parallel(written, scene):
     path, blob, _ = written
     with rumimm.open(path, blob) as image:
@@ -904,11 +920,11 @@ _FORK_WHILE_MAPPING = r"""
 import os, signal, sys, threading, time
 import numpy as np
 import rumimm
-from rumimm.reader import mapped
+from rumimm.reader import store as mapped
 path, blob = sys.argv[1], bytes.fromhex(sys.argv[2])
 slow = mapped._mmap
 def _slow_mmap(*args, **kw):
-    time.sleep(0.3)  # a thread is inside OpenFile.mapping() when the process forks
+    time.sleep(0.3)  # a thread is inside LocalStore.mapping() when the process forks
     return slow(*args, **kw)
 mapped._mmap = _slow_mmap
 img = rumimm.open(path, blob, cache_bytes=0)

@@ -90,7 +90,7 @@ def test_a_corrupt_frame_raises_the_same_error_on_both_paths(tmp_path, monkeypat
 
 @pytest.mark.parametrize("unit", ["tile", "cell"])
 def test_small_reads_on_two_threads_give_the_same_pixels_decoded_or_cached(tmp_path, monkeypatch, unit):
-    # chips of 1 MiB or more of new frames decode on the decode threads (small_reads.decode_parallel);
+    # chips of 1 MiB or more of new frames decode on the decode threads (the chip executor, reader.small_reads);
     # the threshold is lowered so that these small frames take that path, read twice: decoded, then cached
     from rumimm.reader import small_reads, threads
 

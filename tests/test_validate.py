@@ -386,6 +386,7 @@ def test_a_frame_one_byte_longer_than_its_count_shifts_every_later_offset(tmp_pa
     assert re.search("TileOffsets\\[4\\] \\(row 0, col 1, band 1\\) is \\d+, expected \\d+", violations[0])
 
 
+@pytest.mark.slow
 def test_the_independent_struct_reader_also_rejects_every_broken_file(tmp_path):
     for case in FILE_CASES:
         path = _make(case, tmp_path)

@@ -249,6 +249,7 @@ def apply_plan(plan, frames, nb, ny, nx, ys, xs, bands):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 3), st.integers(1, 23), st.integers(1, 23), st.integers(1, 8), st.integers(1, 8),
        st.booleans(), st.data())

@@ -74,6 +74,7 @@ def run_script(tmp_path, source: str, stdin: bool = False, timeout: float = 60) 
                           timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stdin", [False, True], ids=["script-file", "script-on-stdin"])
 def test_an_unguarded_script_writing_with_two_processes_runs_exactly_once(tmp_path, stdin):
     marker = tmp_path / "runs.txt"
@@ -127,6 +128,7 @@ def _start_killable(tmp_path, threads: int, in_thread: bool):
     return proc, [int(p) for p in pids.split()], tmp.strip(), path
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("in_thread", [False, True], ids=["main-thread", "other-thread"])
 def test_sigkill_of_a_writer_leaves_no_worker_and_no_shared_memory(tmp_path, in_thread):
@@ -149,6 +151,7 @@ def test_sigkill_of_a_writer_leaves_no_worker_and_no_shared_memory(tmp_path, in_
     assert not os.path.exists(tmp) and not path.exists()
 
 
+@pytest.mark.slow
 def test_the_next_write_of_a_path_removes_a_killed_serial_writers_temporary_file(tmp_path):
     proc, workers, tmp, path = _start_killable(tmp_path, threads=1, in_thread=False)
     proc.kill()
@@ -213,4 +216,4 @@ def test_the_clean_command_lists_what_it_removed(tmp_path, capsys):
     assert cli_main(["clean", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"removed {stale}\n"
     assert cli_main(["clean", str(tmp_path / "s.rumi")]) == 0
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().out == f"{tmp_path / 's.rumi'}: no temporary files of killed writers\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -177,6 +178,7 @@ def test_vectorized_indexing_goes_through_xarrays_adapters(scene):
     assert same_bits(got, a[:, [1, 50, 69], [0, 30, 89]])
 
 
+@pytest.mark.slow
 def test_every_sample_encoding_reads_like_rumimm(tmp_path, rng):
     # all 28: ML floats, sub-byte integers (unpacked) and the structured complex types
     for enc in dtypes.ENCODINGS.values():
@@ -382,3 +384,125 @@ def test_to_rumi_refuses_what_rumi_cannot_hold(tmp_path, rng):
     with pytest.raises(ValueError, match="2 or 3 dims"):
         rumimm.to_rumi(xr.DataArray(np.zeros((2, 2, 2, 2), np.uint8)), tmp_path / "d.rumi")
     assert not list(tmp_path.iterdir())  # nothing written, not even a temporary file
+
+
+# -- coordinates bitwise equal to rioxarray's; band metadata as rioxarray gives it --------------
+def _transforms(n: int, seed: int = 21):
+    rng = np.random.default_rng(seed)
+    out = [(0.000277777777777778, 0.0, -75.0001388888889, 0.0, -0.000277777777777778, 45.0001388888889),
+           (30.0, 0.0, 499980.0, 0.0, -30.0, 4500000.0), (0.1, 0.0, -180.0, 0.0, -0.1, 90.0),
+           (1 / 3, 0.0, 0.1, 0.0, -1 / 7, 0.3)]
+    for _ in range(n):
+        res = float(rng.choice([1e-4, 1e-3, 0.1, 10, 30, 250])) * (1 + rng.uniform(-0.01, 0.01))
+        out.append((res, 0.0, float(rng.uniform(-170, 170)) if res < 1 else float(rng.uniform(2e5, 8e5)), 0.0,
+                    -res * float(rng.uniform(0.5, 2)), float(rng.uniform(-80, 80)) if res < 1 else float(rng.uniform(1e6, 9e6))))
+    return out
+
+
+@pytest.mark.parametrize("transform", _transforms(40))
+def test_coordinates_are_bitwise_rioxarrays_for_the_same_transform(transform):
+    from rioxarray.rioxarray import affine_to_coords
+
+    from rumimm.integrations.xarray_backend import pixel_centres
+
+    nx, ny = 791, 718
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # affine 3's note on its * operator
+        want = affine_to_coords(Affine(*transform), nx, ny)
+    x, y = pixel_centres((transform[2], transform[0], transform[1], transform[5], transform[3], transform[4]), nx, ny)
+    assert x.tobytes() == want["x"].tobytes() and y.tobytes() == want["y"].tobytes()
+
+
+@pytest.mark.parametrize("point", [False, True])
+def test_a_dataset_aligns_exactly_with_rioxarrays_of_the_same_file(tmp_path, point):
+    transform = (0.000277777777777778, 0.0, -75.0001388888889, 0.0, -0.000277777777777778, 45.0001388888889)
+    path = tmp_path / "deg.rumi"
+    rumimm.write(path, np.zeros((3, 718, 791), np.uint8), tile=64, transform=transform, crs=4326,
+                 pixel_is_point=point)
+    ours = open_da(path)
+    with rioxarray.open_rasterio(path) as theirs:  # GDAL reads a rumi file's header as a GeoTIFF's
+        assert ours.x.values.tobytes() == theirs.x.values.tobytes()
+        assert ours.y.values.tobytes() == theirs.y.values.tobytes()
+        a, b = xr.align(ours, theirs.rio.write_crs(4326), join="exact")  # raised before the coordinates agreed
+        assert a.shape == b.shape == (3, 718, 791)
+
+
+@pytest.fixture(scope="module")
+def described(tmp_path_factory):
+    """A 2-band int16 file with nodata, scales, offsets, descriptions and units, and the same as a GeoTIFF."""
+    folder = tmp_path_factory.mktemp("meta")
+    rng = np.random.default_rng(8)
+    a = rng.integers(-50, 50, (2, 40, 50), dtype=np.int16)
+    a[:, :5, :7] = -999
+    path = folder / "m.rumi"
+    rumimm.write(path, a, tile=16, transform=UTM, crs=32633, nodata=-999, scales=[0.5, 0.25],
+                 offsets=[10.0, -3.0], descriptions=["temperature", "pressure"], units=["K", "hPa"],
+                 tags={"SOURCE": "model"})
+    rumimm.to_geotiff(path, folder / "m.tif")
+    return path, folder / "m.tif", a
+
+
+def test_band_metadata_become_rioxarrays_attributes(described):
+    path, tif, _ = described
+    ours = open_da(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # rioxarray: "scales differ across bands"
+        theirs = rioxarray.open_rasterio(tif)
+    for name in ("_FillValue", "scales", "offsets", "long_name", "units", "SOURCE"):
+        assert ours.attrs[name] == theirs.attrs[name], name
+    assert type(ours.attrs["_FillValue"]) is type(theirs.attrs["_FillValue"]) is np.int16
+
+
+@pytest.mark.parametrize("kw", [{"masked": True}, {"mask_and_scale": True}])
+def test_masked_and_mask_and_scale_read_as_rioxarray_reads(described, kw):
+    path, tif, _ = described
+    ours = open_da(path, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        theirs = rioxarray.open_rasterio(tif, **kw)
+    assert ours.dtype == theirs.dtype == np.float32
+    assert np.array_equal(ours.values, theirs.values, equal_nan=True)
+    assert np.array_equal(ours[1, 2:9, 3:12].values, theirs[1, 2:9, 3:12].values, equal_nan=True)
+    assert np.array_equal(ours[:, 4, ::3].values, theirs[:, 4, ::3].values, equal_nan=True)
+    assert ours.encoding["_FillValue"] == theirs.encoding["_FillValue"]
+    assert "_FillValue" not in ours.attrs
+
+
+def test_a_masked_stack_masks_each_image_by_its_band_nodata(described, tmp_path):
+    path, _, a = described
+    ds = xr.open_dataset([path, path], engine="rumimm", masked=True)
+    got = ds["band_data"][:, 1, 0:6, 0:8].values
+    assert got.shape == (2, 6, 8) and np.isnan(got[:, :5, :7]).all()
+    assert np.array_equal(got[0, 5], a[1, 5, :8].astype(np.float32))
+
+
+def test_to_rumi_keeps_rioxarrays_nodata_scales_descriptions_and_units(described, tmp_path):
+    path, tif, a = described
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        raw = rioxarray.open_rasterio(tif)
+        masked = rioxarray.open_rasterio(tif, mask_and_scale=True)
+    rumimm.to_rumi(raw, tmp_path / "raw.rumi", tile=16)
+    with rumimm.open(tmp_path / "raw.rumi") as img:
+        assert img.nodata == -999 and img.scales == (0.5, 0.25) and img.offsets == (10.0, -3.0)
+        assert img.descriptions == ("temperature", "pressure") and img.units == ("K", "hPa")
+        assert np.array_equal(img[:], a)
+    rumimm.to_rumi(masked, tmp_path / "m.rumi", tile=16)
+    with rumimm.open(tmp_path / "m.rumi") as img:  # values already masked and scaled: NaN nodata, no scales
+        assert np.isnan(img.nodata) and img.scales == (1.0, 1.0) and img.dtype == np.float32
+        assert np.array_equal(img[:], masked.values, equal_nan=True)
+
+
+def test_to_rumi_identifies_a_crs_without_its_own_code_as_convert_does(tmp_path):
+    from rumimm.errors import RumiWarning
+
+    da = xr.DataArray(np.zeros((1, 20, 30), np.uint8), dims=("band", "y", "x"),
+                      coords={"x": 300015.0 + 30 * np.arange(30), "y": 4499985.0 - 30 * np.arange(20)})
+    da = da.rio.write_crs("+proj=utm +zone=18 +ellps=WGS84 +units=m +no_defs")
+    with pytest.warns(RumiWarning, match="stored as EPSG:32618"):
+        rumimm.to_rumi(da, tmp_path / "u.rumi", tile=16)
+    with rumimm.open(tmp_path / "u.rumi") as img:
+        assert img.crs == "EPSG:32618" and img.transform == (30.0, 0.0, 300000.0, 0.0, -30.0, 4500000.0)
+    geos = da.rio.write_crs("+proj=geos +h=35785831 +lon_0=0 +ellps=WGS84 +units=m")
+    with pytest.raises(CRSError, match="no EPSG equivalent"):
+        rumimm.to_rumi(geos, tmp_path / "g.rumi", tile=16)

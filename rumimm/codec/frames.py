@@ -133,7 +133,7 @@ def frame_declaration(frame) -> tuple[int, "zl.Type | None", int]:
     raise CodecError(reason)
 
 
-def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame") -> None:
+def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame", components: bool = False) -> None:
     """Check what an OpenZL frame declares before it is decoded.
 
     A rumi frame must hold one output of ``Type.Numeric`` (``Type.Struct`` for
@@ -141,7 +141,8 @@ def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame")
     storage width.  The header says the type and the byte size, not the element
     width, so this rules out a frame of the right byte count but the wrong type
     (Serial, String) without decoding it; the width is checked after decoding.
-    ``frame`` is read as :func:`frame_declaration` reads it.
+    ``frame`` is read as :func:`frame_declaration` reads it.  ``components``: spec 0.2
+    also lets a complex128 frame hold its float64 components as ``Type.Numeric``.
 
     Raises
     ------
@@ -153,6 +154,8 @@ def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame")
     width = enc.storage_dtype.itemsize
     want_type = zl.Type.Struct if width == STRUCT_WIDTH else zl.Type.Numeric
     expected = int(n_samples) * width
+    if components and width == STRUCT_WIDTH:
+        want_type = (zl.Type.Struct, zl.Type.Numeric)
     try:
         frame_format_version(frame)
     except CodecError as exc:
@@ -164,8 +167,9 @@ def check_frame_header(frame, encoding, n_samples: int, *, label: str = "frame")
             from None
     if outputs != 1:
         raise CodecError(f"{label} holds {outputs} outputs, expected 1")
-    if out_type != want_type:
-        raise CodecError(f"{label} decodes to {out_type.name} data, expected {want_type.name}")
+    if out_type not in (want_type if isinstance(want_type, tuple) else (want_type,)):
+        names = " or ".join(t.name for t in (want_type if isinstance(want_type, tuple) else (want_type,)))
+        raise CodecError(f"{label} decodes to {out_type.name} data, expected {names}")
     if size != expected:
         raise CodecError(
             f"{label} declares {size} bytes of samples, expected {expected} ({n_samples} samples of width {width})"

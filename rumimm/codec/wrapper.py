@@ -213,6 +213,7 @@ class FrameDecoder:
         *,
         index: int | None = None,
         where: str = "",
+        components: bool = False,
     ) -> np.ndarray:
         """Decode one frame to a flat array of ``encoding.storage_dtype``.
 
@@ -227,6 +228,9 @@ class FrameDecoder:
             Exact number of samples expected (``h * w`` or ``B * h * w``).
         index, where : optional
             Frame index and message prefix (``rumimm.errors.where(path)``) for errors.
+        components : bool
+            Spec 0.2: a complex128 frame may also hold its float64 components
+            (``Type.Numeric`` of width 8, twice the samples).
 
         Returns
         -------
@@ -253,7 +257,7 @@ class FrameDecoder:
         want_type = zl.Type.Struct if struct else zl.Type.Numeric
 
         data = as_bytes(frame)
-        check_frame_header(data, enc, n, label=label)
+        check_frame_header(data, enc, n, label=label, components=components)
         try:
             outs = self._dctx.decompress(data)
         except Exception as exc:
@@ -264,6 +268,8 @@ class FrameDecoder:
         if len(outs) != 1:
             raise CodecError(f"{label} decoded to {len(outs)} outputs, expected 1")
         out = outs[0]
+        if struct and components and out.type == zl.Type.Numeric and out.elt_width == 8 and out.num_elts == 2 * n:
+            return out.content.as_nparray().reshape(-1).view(enc.storage_dtype)
         if out.type != want_type or out.elt_width != width or out.num_elts != n:
             raise CodecError(
                 f"{label}: decoded {out.num_elts} samples of width {out.elt_width}, expected {n} of width {width}"

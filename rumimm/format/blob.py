@@ -137,6 +137,11 @@ class Header:
     count_min: int
     count_bits: int
 
+    #: The specification this blob follows (``format.v2.Header2`` says ``"0.2"``).
+    spec = "0.1"
+    #: Time steps: always one in spec 0.1.
+    time_count = 1
+
     @classmethod
     def parse(cls, blob, *, path=None) -> "Header":
         """Check ``blob`` against every rule of the spec and return its Header."""
@@ -196,7 +201,7 @@ class Header:
         return self.encoding.dtype
 
     @property
-    def shape(self) -> tuple[int, int, int]:
+    def shape(self) -> tuple[int, ...]:  # (B, Y, X); a 0.2 Header2 of several steps adds T first
         return self.grid.shape
 
     @cached_property
@@ -244,7 +249,7 @@ class Header:
         return out
 
     @cached_property
-    def _frame_bytes(self) -> np.ndarray:
+    def counts_u64(self) -> np.ndarray:
         """The byte counts as one contiguous uint64 array for the read engine, shared by its images.
 
         Writable only so that the kernels see one array type; nothing writes to it.

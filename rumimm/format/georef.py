@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from rumimm.errors import CRSError
 
 __all__ = [
@@ -25,7 +27,20 @@ __all__ = [
     "resolve_crs",
     "resolve_transform",
     "crs_kind",
+    "check_extent",
+    "GEOREF_BYTES",
+    "split_georef_block",
 ]
+
+#: The two georeferencing tag values stored right before the first frame: ModelTransformation
+#: (16 doubles, 128 bytes) then GeoKeyDirectory (16 shorts, 32 bytes).
+MATRIX_BYTES = 128
+GEOREF_BYTES = MATRIX_BYTES + 32
+
+
+def split_georef_block(block) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix, keys) of the 160-byte georeferencing block: 16 float64 and 16 uint16, little-endian."""
+    return np.frombuffer(block, "<f8", 16, 0), np.frombuffer(block, "<u2", 16, MATRIX_BYTES)
 
 MODEL_PROJECTED = 1
 MODEL_GEOGRAPHIC = 2
@@ -163,6 +178,31 @@ def crs_kind(code: int) -> int:
     if crs.is_geographic:
         return MODEL_GEOGRAPHIC
     raise CRSError(f"EPSG:{code} is a {crs.type_name}, neither projected nor geographic; {_GEOTIFF_HINT}")
+
+
+#: Longitudes a geographic raster may span: -180 to 180, or 0 to 360 (global grids of climate models).
+LON_RANGE = (-180.0, 360.0)
+
+
+def check_extent(epsg: int, transform, shape) -> None:
+    """CRSError when a geographic CRS's image corners lie beyond its longitudes or latitudes.
+
+    A metre grid labelled EPSG:4326 is the usual mistake this catches.  Corners may
+    overshoot by half a pixel (pixel-centre grids from -180 to 180 and pole to pole).
+    """
+    if crs_kind(int(epsg)) != MODEL_GEOGRAPHIC:
+        return
+    a, b, c, d, e, f = (float(v) for v in transform)
+    height, width = shape
+    xs = [c + a * px + b * py for px, py in ((0, 0), (width, 0), (0, height), (width, height))]
+    ys = [f + d * px + e * py for px, py in ((0, 0), (width, 0), (0, height), (width, height))]
+    tx, ty = 0.5 * (abs(a) + abs(b)) + 1e-9, 0.5 * (abs(d) + abs(e)) + 1e-9
+    lo, hi = LON_RANGE
+    if min(xs) < lo - tx or max(xs) > hi + tx or min(ys) < -90 - ty or max(ys) > 90 + ty:
+        raise CRSError(f"EPSG:{epsg} is geographic (degrees), but the transform puts the image at x "
+                       f"{min(xs):.6g} to {max(xs):.6g}, y {min(ys):.6g} to {max(ys):.6g}, beyond longitudes "
+                       f"{lo:g} to {hi:g} and latitudes -90 to 90; the coordinates are in another CRS: pass its "
+                       "EPSG code")
 
 
 def geokeys(epsg: int | None, pixel_is_point: bool = False) -> tuple[int, ...]:

@@ -14,12 +14,13 @@ from functools import cached_property
 
 import numpy as np
 
+from rumimm.format.bigtiff import ifd_end, ifd_size
+
 __all__ = ["FrameUnit", "Grid", "base_frame_offset", "ceildiv", "frame_unit"]
 
 #: Fixed sizes from the spec's Placement section.
-TIFF_HEADER_SIZE = 16
-IFD_SIZE = 8 + 20 * 11 + 8  # 236
-IFD_END = TIFF_HEADER_SIZE + IFD_SIZE  # 252
+IFD_SIZE = ifd_size(11)  # 236: spec 0.1.0's eleven tags
+IFD_END = ifd_end(11)  # 252
 
 
 class FrameUnit(enum.IntEnum):

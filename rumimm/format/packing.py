@@ -55,3 +55,28 @@ def pack_residuals(counts: np.ndarray, count_min: int, bits: int) -> np.ndarray:
     out = np.packbits(planes.reshape(-1), bitorder="little")
     assert out.shape[0] == -(-n * bits // 8)
     return out
+
+
+def pack_bits(values: np.ndarray, bits: int) -> np.ndarray:
+    """uint64 ``values`` at ``bits`` bits each (0 to 64), LSB first, zero-padded to a whole byte."""
+    n = values.shape[0]
+    if bits == 0 or n == 0:
+        return np.zeros(0, np.uint8)
+    v = np.ascontiguousarray(values, dtype=np.uint64)[:, None]
+    planes = ((v >> np.arange(bits, dtype=np.uint64)) & np.uint64(1)).astype(np.uint8)
+    return np.packbits(planes.reshape(-1), bitorder="little")
+
+
+def unpack_bits(packed: np.ndarray, n: int, bits: int) -> np.ndarray:
+    """``n`` values of ``bits`` bits (0 to 64) from ``packed`` (uint8), LSB first, as uint64.
+
+    ``packed`` must hold at least ``ceil(n * bits / 8)`` bytes (the caller checks sizes).
+    """
+    if bits == 0 or n == 0:
+        return np.zeros(n, np.uint64)
+    flat = np.unpackbits(np.asarray(packed, np.uint8)[:-(-n * bits // 8)], bitorder="little")[:n * bits]
+    planes = flat.reshape(n, bits).astype(np.uint64)
+    out = np.zeros(n, np.uint64)
+    for j in range(bits):
+        out |= planes[:, j] << np.uint64(j)
+    return out

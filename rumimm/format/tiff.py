@@ -11,15 +11,17 @@ from __future__ import annotations
 import enum
 import functools
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from rumimm.format.dtypes import Encoding
 from rumimm.errors import BlobError, FormatError, where
-from rumimm.format.grid import IFD_END, TIFF_HEADER_SIZE, Grid
+from rumimm.format.bigtiff import TIFF_HEADER_SIZE, entry_offset, ifd_end, value_offset
+from rumimm.format.grid import IFD_END, Grid
 
-__all__ = ["Tag", "TiffType", "FIXED_TAGS", "IfdEntry", "build_prefix", "read_entries", "check_blob_prefix",
+__all__ = ["Tag", "TagV2", "TiffType", "FIXED_TAGS", "FIXED_TAGS_V2", "Profile", "PROFILE_V1", "PROFILE_V2", "IfdEntry", "build_prefix", "read_entries", "check_blob_prefix",
            "explain_blob_mismatch", "OPENZL_MAGIC", "OPENZL_FORMAT_VERSIONS", "BIGTIFF_MAGIC", "N_TAGS"]
 
 BIGTIFF_MAGIC = b"II\x2b\x00\x08\x00\x00\x00"
@@ -48,7 +50,7 @@ class TiffType(enum.IntEnum):
 
 
 class Tag(enum.IntEnum):
-    """The eleven tags of a rumi IFD, in rising order."""
+    """The eleven tags of a rumi IFD, in rising order (spec 0.2 adds :class:`TagV2`)."""
 
     IMAGE_WIDTH = 256
     """Image width in pixels."""
@@ -75,7 +77,7 @@ class Tag(enum.IntEnum):
 
 
 #: tag -> (type, count as a function of (B, N)); the order is the file order.
-FIXED_TAGS: dict[Tag, tuple[TiffType, object]] = {
+FIXED_TAGS: dict[Tag, tuple[TiffType, Callable[[int, int], int]]] = {
     Tag.IMAGE_WIDTH: (TiffType.LONG, lambda b, n: 1),
     Tag.IMAGE_LENGTH: (TiffType.LONG, lambda b, n: 1),
     Tag.BITS_PER_SAMPLE: (TiffType.SHORT, lambda b, n: b),
@@ -89,7 +91,45 @@ FIXED_TAGS: dict[Tag, tuple[TiffType, object]] = {
     Tag.GEO_KEY_DIRECTORY: (TiffType.SHORT, lambda b, n: 16),
 }
 
+class TagV2(enum.IntEnum):
+    """The two tags spec 0.2 adds after the eleven of :class:`Tag`."""
+
+    FRAME_UNIT = 65000
+    """The frame layout, 0 to 9 (``rumimm.format.units``)."""
+    TIME_COUNT = 65001
+    """The time step count T."""
+
+
+#: Spec 0.2 adds two tags after the eleven of 0.1.
+FIXED_TAGS_V2: dict[Tag, tuple[TiffType, object]] = {
+    **FIXED_TAGS,
+    TagV2.FRAME_UNIT: (TiffType.SHORT, lambda b, n: 1),
+    TagV2.TIME_COUNT: (TiffType.LONG, lambda b, n: 1),
+}
+
 _ENTRY = struct.Struct("<HHQ8s")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The envelope of one spec version: the file's first 16 bytes and its fixed tags."""
+
+    spec: str
+    head: bytes
+    tags: dict
+
+    @property
+    def n_tags(self) -> int:
+        return len(self.tags)
+
+    @property
+    def ifd_end(self) -> int:
+        """Byte after the IFD (header 16 + count 8 + 20 per entry + next-IFD 8)."""
+        return ifd_end(len(self.tags))
+
+
+PROFILE_V1 = Profile("0.1", BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE), FIXED_TAGS)
+PROFILE_V2 = Profile("0.2", b"RUMI" + struct.pack("<HHQ", 1, 0, TIFF_HEADER_SIZE), FIXED_TAGS_V2)
 
 
 @dataclass(frozen=True)
@@ -107,10 +147,15 @@ class IfdEntry:
 
 
 def build_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
-                 matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes:
-    """BigTIFF header + IFD + external values: every byte before the first frame."""
-    b = grid.samples_per_pixel
-    values: dict[Tag, bytes] = {
+                 matrix: tuple[float, ...], keys: tuple[int, ...], *, profile: Profile = PROFILE_V1,
+                 bands: int | None = None, extra: dict | None = None) -> bytes:
+    """File header + IFD + external values: every byte before the first frame.
+
+    Spec 0.1 by default; ``profile=PROFILE_V2`` with the file's band count ``bands`` and
+    the values of the two 0.2 tags in ``extra`` for spec 0.2.
+    """
+    b = grid.samples_per_pixel if bands is None else bands
+    values: dict[int, bytes] = {
         Tag.IMAGE_WIDTH: struct.pack("<I", grid.image_width),
         Tag.IMAGE_LENGTH: struct.pack("<I", grid.image_length),
         Tag.BITS_PER_SAMPLE: np.full(b, enc.bits_per_sample, dtype="<u2").tobytes(),
@@ -122,26 +167,28 @@ def build_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndar
         Tag.SAMPLE_FORMAT: np.full(b, enc.sample_format, dtype="<u2").tobytes(),
         Tag.MODEL_TRANSFORMATION: struct.pack("<16d", *matrix),
         Tag.GEO_KEY_DIRECTORY: struct.pack("<16H", *keys),
+        **(extra or {}),
     }
-    head, external = _layout(grid, values.__getitem__, external=True)
+    head, external = _layout(grid, values.__getitem__, external=True, profile=profile, bands=b)
     out = head + b"".join(external)
     if len(out) != grid.base_frame_offset:
         raise ValueError(f"prefix is {len(out)} bytes, expected base_frame_offset {grid.base_frame_offset}")
     return out
 
 
-def _layout(grid: Grid, value_of, *, external: bool) -> tuple[bytes, list[bytes]]:
+def _layout(grid: Grid, value_of, *, external: bool, profile: Profile = PROFILE_V1,
+            bands: int | None = None) -> tuple[bytes, list[bytes]]:
     """(header + IFD bytes, external values) with ``value_of(tag)`` giving each value's bytes.
 
     External values are asked for only when ``external``: the IFD holds just their
     pointers, which depend on (B, N) alone, so the expected IFD of a file is built
     without materialising its N-entry arrays.
     """
-    b, n = grid.samples_per_pixel, grid.n_frames
-    ifd = [struct.pack("<Q", N_TAGS)]
+    b, n = (grid.samples_per_pixel if bands is None else bands), grid.n_frames
+    ifd = [struct.pack("<Q", profile.n_tags)]
     values: list[bytes] = []
-    cursor = IFD_END
-    for tag, (typ, count) in FIXED_TAGS.items():
+    cursor = profile.ifd_end
+    for tag, (typ, count) in profile.tags.items():
         c = count(b, n)
         nbytes = c * typ.size
         data = value_of(tag) if nbytes <= 8 or external else None
@@ -156,14 +203,18 @@ def _layout(grid: Grid, value_of, *, external: bool) -> tuple[bytes, list[bytes]
                 values.append(data)
         ifd.append(_ENTRY.pack(int(tag), int(typ), c, field))
     ifd.append(struct.pack("<Q", 0))  # no next IFD
-    return BIGTIFF_MAGIC + struct.pack("<Q", TIFF_HEADER_SIZE) + b"".join(ifd), values
+    return profile.head + b"".join(ifd), values
+
+
+#: (header + IFD bytes, external values) of a grid under a profile (see ``_layout``).
+layout_ifd = _layout
 
 
 def read_entries(buf, count: int) -> list[IfdEntry]:
     """Decode ``count`` raw entries from the IFD at byte 16 of ``buf``."""
     out = []
     for i in range(count):
-        pos = TIFF_HEADER_SIZE + 8 + 20 * i
+        pos = entry_offset(i)
         tag, typ, cnt, field = _ENTRY.unpack_from(buf, pos)
         out.append(IfdEntry(tag, typ, cnt, field))
     return out
@@ -205,7 +256,7 @@ def _ifd_template(g: Grid, bits_per_sample: int, sample_format: int, counts) -> 
     b, n = g.samples_per_pixel, g.n_frames
     out = []
     for i, (tag, (typ, count)) in enumerate(FIXED_TAGS.items()):
-        at, cnt = 24 + 20 * i, count(b, n)
+        at, cnt = entry_offset(i), count(b, n)
         out.append((tag, typ, cnt, ifd[at + 12:at + 12 + min(cnt * typ.size, 8)]))
     return out
 
@@ -224,7 +275,7 @@ def _expected_ifd(grid: Grid, bits_per_sample: int, sample_format: int, counts) 
     mask[:24] = b"\xff" * 24
     for i, (typ, count) in enumerate(FIXED_TAGS.values()):
         used = 12 + min(count(b, n) * typ.size, 8)
-        mask[24 + 20 * i:24 + 20 * i + used] = b"\xff" * used
+        mask[entry_offset(i):entry_offset(i) + used] = b"\xff" * used
     mask[IFD_END - 8:IFD_END] = b"\xff" * 8  # next-IFD offset 0
     m = int.from_bytes(mask, "little")
     return int.from_bytes(bytes(prefix[:IFD_END]), "little") & m, m
@@ -294,14 +345,14 @@ def explain_blob_mismatch(read, hdr, path) -> None:
                         "another file")
 
     def field(i, fmt):
-        return struct.unpack_from(fmt, buf, 24 + 20 * i + 12)[0]
+        return struct.unpack_from(fmt, buf, value_offset(i))[0]
 
     for name, got, want in (("image_width", field(0, "<I"), g.image_width),
                             ("image_length", field(1, "<I"), g.image_length),
                             ("samples_per_pixel", field(3, "<H"), g.samples_per_pixel),
                             ("tile_width", field(4, "<H"), g.tile_width),
                             ("tile_length", field(5, "<H"), g.tile_length),
-                            ("frame count", struct.unpack_from("<Q", buf, 24 + 20 * 6 + 4)[0], g.n_frames)):
+                            ("frame count", struct.unpack_from("<Q", buf, entry_offset(6) + 4)[0], g.n_frames)):
         if got != want:
             mismatch.append(f"{name} is {got} in the file but {want} in the blob")
     b, n = g.samples_per_pixel, g.n_frames
@@ -316,7 +367,7 @@ def explain_blob_mismatch(read, hdr, path) -> None:
     # inline fields, which the spec leaves open).
     for i, (tag, typ, cnt, value) in enumerate(_ifd_template(g, hdr.bits_per_sample, hdr.sample_format,
                                                              _inline_counts(hdr))):
-        at = 24 + 20 * i
+        at = entry_offset(i)
         got = struct.unpack_from("<HHQ", buf, at)
         name = f"{int(tag)} ({tag.name})"
         if got != (int(tag), int(typ), cnt):

@@ -27,7 +27,8 @@ __all__ = ["catalog", "write_catalog", "read_catalog", "select_bbox", "catalog_i
 
 #: Columns of a catalog table, in order.
 CATALOG_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "tile_height", "tile_width", "unit",
-                   "epsg", "transform", "left", "bottom", "right", "top", "bbox", "geometry")
+                   "epsg", "transform", "left", "bottom", "right", "top", "bbox", "geometry", "nodata",
+                   "descriptions", "scales", "offsets", "units", "spec", "time_count", "time")
 
 _CRS84 = "OGC:CRS84"
 _EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a UTM tile bend in degrees)
@@ -54,8 +55,11 @@ def _row(path: str, blob):
         blob = index(path)
     with Image(path, blob, cache_bytes=0) as img:
         geo = img.georef
-        return (path, bytes(img.header), img.shape, str(img.dtype), img.tile, img.frame_unit, geo.epsg,
-                geo.transform, img.bounds)
+        meta = (img.nodata, list(img.descriptions), list(img.scales), list(img.offsets), list(img.units))
+        time = None if img.time is None else [
+            "/".join(v.isoformat() for v in t) if isinstance(t, tuple) else t.isoformat() for t in img.time]
+        return (path, bytes(img.header), (img.count, img.height, img.width), str(img.dtype), img.tile,
+                img.frame_unit, geo.epsg, geo.transform, img.bounds, meta, (img.spec, img.time_count, time))
 
 
 def _corners(transform, height: int, width: int, n: int = 1) -> np.ndarray:
@@ -104,8 +108,12 @@ def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = N
         Columns ``CATALOG_COLUMNS``: path, blob, bands, height, width, dtype (numpy
         name), tile_height, tile_width, unit ("tile"/"cell"), epsg (null when the file
         has no CRS), transform (6 floats, GDAL/affine order), left/bottom/right/top (in
-        the file's CRS), bbox (GeoParquet covering of the geometry) and geometry (WKB
-        footprint).  The schema carries GeoParquet 1.1 metadata.
+        the file's CRS), bbox (GeoParquet covering of the geometry), geometry (WKB
+        footprint), and from each file's PAM sidecar: nodata (the first band's, null
+        without), descriptions, scales, offsets and units (one entry per band; a spec
+        0.2 file's band texts are its descriptions); spec ("0.1" or "0.2"), time_count
+        and, for spec 0.2 files, time (ISO strings, ``start/end`` for intervals; null for
+        spec 0.1).  The schema carries GeoParquet 1.1 metadata.
     """
     from rumimm.progress import Progress
 
@@ -175,6 +183,14 @@ def _table(rows):
         "top": pa.array(col(8, 3), pa.float64()),
         "bbox": pa.array(boxes, box_type),
         "geometry": pa.array(geoms, pa.binary()),
+        "nodata": pa.array([None if r[9][0] is None else float(r[9][0]) for r in rows], pa.float64()),
+        "descriptions": pa.array([r[9][1] for r in rows], pa.list_(pa.string())),
+        "scales": pa.array([r[9][2] for r in rows], pa.list_(pa.float64())),
+        "offsets": pa.array([r[9][3] for r in rows], pa.list_(pa.float64())),
+        "units": pa.array([r[9][4] for r in rows], pa.list_(pa.string())),
+        "spec": pa.array([r[10][0] for r in rows], pa.string()),
+        "time_count": pa.array([r[10][1] for r in rows], pa.int64()),
+        "time": pa.array([r[10][2] for r in rows], pa.list_(pa.string())),
     })
     assert table.num_rows == n
     return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(table, crs)).encode()})

@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
-__all__ = ["ChipDataset"]
+from rumimm.errors import RumiError
+
+__all__ = ["ChipDataset", "MAX_CHIPS"]
+
+#: Most chips a dataset holds (its table takes 24 bytes a chip: 1.5 GiB at this bound).
+MAX_CHIPS = 1 << 26
 
 
 def _size(size) -> tuple[int, int]:
@@ -35,11 +41,13 @@ def _sources(sources, headers):
 
     if isinstance(sources, (str, os.PathLike)) or type(sources).__module__.startswith("pyarrow"):
         from rumimm.integrations.catalogs import read_catalog
+        from rumimm.reader.catalog_table import check_rows
 
         table = read_catalog(sources, columns=["path", "blob", "transform"]) \
             if isinstance(sources, (str, os.PathLike)) else sources
+        paths, blobs, _ = check_rows(table)  # the same RumiErrors as from_catalog, before anything is sized
         transforms = table.column("transform").to_pylist() if "transform" in table.column_names else None
-        return table.column("path").to_pylist(), table.column("blob").to_pylist(), transforms
+        return paths, blobs, transforms
     items = list(sources)
     if headers is not None:
         headers = list(headers)
@@ -58,6 +66,66 @@ def _sources(sources, headers):
             blobs.append(bytes(img.header))
             transforms.append(img.transform)
     return paths, blobs, transforms
+
+
+def _align_labels(labels, label_headers, paths, blobs):
+    """(label paths, blobs, (F, 2) pixel offsets, (F, 4) limits) of label rasters aligned with the images.
+
+    A label raster goes with the image in the same position.  Both georeferenced: the
+    same CRS and pixel size and an origin a whole number of pixels away (the offset, so
+    the label may be a larger or shifted raster).  Otherwise: the same height and width.
+    The limits are the image rows and columns the label covers.
+    """
+    from rumimm.reader.image import Image
+
+    lpaths, lblobs, _ = _sources(labels, label_headers)
+    if len(lpaths) != len(paths):
+        raise ValueError(f"got {len(paths)} image files but {len(lpaths)} label rasters; give one label per image")
+    offsets = np.zeros((len(paths), 2), np.int64)
+    limits = np.zeros((len(paths), 4), np.int64)
+    for i in range(len(paths)):
+        with Image(paths[i], blobs[i], cache_bytes=0) as img, Image(lpaths[i], lblobs[i], cache_bytes=0) as lab:
+            (_, h, w), (_, lh, lw) = img.shape, lab.shape
+            t, lt = img.transform, lab.transform
+            if t is None or lt is None:
+                if (lh, lw) != (h, w):
+                    raise RumiError(f"{lpaths[i]}: label raster is {lh} x {lw}, its image {paths[i]} {h} x {w}; "
+                                    "without georeferencing on both they must have the same grid")
+                dy = dx = 0
+            else:
+                if lab.crs != img.crs:
+                    raise RumiError(f"{lpaths[i]}: label CRS {lab.crs} differs from {paths[i]}'s {img.crs}")
+                a, b, c, d, e, f = t
+                la, lb, lc, ld, le, lf = lt
+                if (a, b, d, e) != (la, lb, ld, le) or b != 0 or d != 0:
+                    raise RumiError(f"{lpaths[i]}: label pixel size {(la, le)} differs from {paths[i]}'s {(a, e)} "
+                                    "(or a grid is rotated); resample the labels onto the image grid")
+                fx, fy = (c - lc) / a, (f - lf) / e
+                dx, dy = round(fx), round(fy)
+                if abs(fx - dx) > 1e-6 or abs(fy - dy) > 1e-6:
+                    raise RumiError(f"{lpaths[i]}: label grid is offset by ({fy:.6g}, {fx:.6g}) pixels from "
+                                    f"{paths[i]}'s, not whole pixels; resample the labels onto the image grid")
+        offsets[i] = (dy, dx)
+        limits[i] = (max(0, -dy), min(h, lh - dy), max(0, -dx), min(w, lw - dx))
+    return lpaths, lblobs, offsets, limits
+
+
+def _output_args(dtype, scale, fill_nodata, output):
+    """(dtype, scale, fill_nodata, output) checked: what each chip becomes after it is read."""
+    if output not in ("array", "sample"):
+        raise ValueError(f"output must be 'array' or 'sample', got {output!r}")
+    dtype = None if dtype is None else np.dtype(dtype)
+    if scale is not None and not isinstance(scale, str):
+        values = np.atleast_1d(np.asarray(scale, np.float64))
+        if values.ndim != 1 or not np.all(np.isfinite(values)):
+            raise ValueError(f"scale must be 'file', a finite number or one per band, got {scale!r}")
+        scale = values
+    elif scale is not None and scale != "file":
+        raise ValueError(f"scale must be 'file' (each file's scales and offsets), a number or one per band, "
+                         f"got {scale!r}")
+    if scale is not None and dtype is not None and dtype.kind not in "fc":
+        raise ValueError(f"scaled chips need a float dtype, got {dtype}")
+    return dtype, scale, fill_nodata, output
 
 
 def _pixel_limits(transform, bounds, height: int, width: int):
@@ -111,10 +179,37 @@ class ChipDataset:
         Files kept open per process (least recently used are closed).
     cache_bytes : int, optional
         Decoded-frame cache of the files, as in :func:`rumimm.open` (0: none).
+    dtype : dtype-like, optional
+        The chips' dtype (default: the files').  torch has almost no arithmetic for
+        ``uint16``/``uint32`` tensors: ask for ``"float32"`` (or ``"int32"``) here, and
+        the cast is done once per batch in numpy, before the tensor is made.
+    scale : "file", float or sequence of float, optional
+        Multiply the chips: ``"file"`` applies each file's own scales and offsets (its
+        sidecar's; physical values), a number or one per selected band multiplies.
+        Scaled chips are ``float32`` unless ``dtype`` says another float.
+    fill_nodata : number, optional
+        Replace samples equal to their band's nodata (from each file's sidecar) by this
+        value (``float("nan")`` for a float ``dtype``).
+    labels : sequence of Image or path, catalog table or Parquet path, optional
+        One label raster per file, for segmentation: on the same grid, or (both
+        georeferenced) in the same CRS and pixel size with an origin a whole number of
+        pixels away.  Chips lie where the label covers the image; each chip comes with
+        its label window: ``(image, label)`` arrays (a ``transform`` gets the pair), or a
+        ``"mask"`` entry in a sample.  Labels are read as stored (all their bands).
+        A batch (``__getitems__``) is then a list of N pairs or samples.
+    label_headers : sequence of bytes, optional
+        Blobs of ``labels`` given as paths.
+    output : {"array", "sample"}
+        ``"sample"``: each chip is a TorchGeo-style dict ``{"image": (bands, h, w),
+        "valid": bool (bands, h, w) False where the sample is its band's nodata,
+        "bounds": (left, bottom, right, top) in the file's CRS (NaN without one),
+        "crs": "EPSG:<code>" or None}``; a batch is a list of N of them (torch's default
+        collate makes one dict of stacked tensors of it).
 
     Notes
     -----
-    ``ds[i]`` is a (bands, h, w) array (the file's numpy dtype, ``bool`` for 1-bit
+    ``ds[i]`` is a (bands, h, w) array ((T, bands, h, w) when the files are spec 0.2
+    files of T > 1 time steps, all with the same T) (the file's numpy dtype, ``bool`` for 1-bit
     samples, ``ml_dtypes`` types for bfloat16 and friends); ``ds.__getitems__(idx)``
     reads them all in one call and returns one (N, bands, h, w) array (a list when a
     ``transform`` is set).  ``ds.chips`` holds the (file, y0, x0) of every chip and
@@ -123,25 +218,48 @@ class ChipDataset:
 
     def __init__(self, sources, size, *, n: int | None = None, grid: bool = False, stride=None, weights=None,
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
-                 max_open: int = 1024, cache_bytes=None):
-        from rumimm.reader.blob_column import parse_blobs
+                 max_open: int = 1024, cache_bytes=None, dtype=None, scale=None, fill_nodata=None,
+                 output: str = "array", labels=None, label_headers=None):
+        from rumimm.reader.blob_column import parse_blobs_any
 
         self.size = _size(size)
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
         if int(worker_threads) < 1 or int(max_open) < 1:
             raise ValueError("worker_threads and max_open must be >= 1")
+        self.dtype, self.scale, self.fill_nodata, self.output = _output_args(dtype, scale, fill_nodata, output)
         self.paths, self.blobs, transforms = _sources(sources, headers)
         if not self.paths:
             raise ValueError("a ChipDataset needs at least one file")
-        fields = parse_blobs(self.blobs)
+        fields = parse_blobs_any(self.blobs)
+        steps = fields["time_count"]
+        other = np.flatnonzero(steps != steps[0])
+        if other.size:  # spec 0.2 files of T > 1 steps give (T, bands, h, w) chips: one T for all
+            i = int(other[0])
+            raise ValueError(f"{self.paths[i]} has {int(steps[i])} time step(s) but {self.paths[0]} has "
+                             f"{int(steps[0])}; a ChipDataset returns one shape")
         self.bands = bands
         self.transform = transform
         self.worker_threads = int(worker_threads)
         self.max_open = int(max_open)
         self.cache_bytes = cache_bytes
         self._check_uniform(fields)
+        self.label_paths: Any = None  # with labels: set together by _align_labels
+        self.label_blobs: Any = None
+        self.label_offsets: Any = None
+        if labels is not None:
+            self.label_paths, self.label_blobs, self.label_offsets, label_limits = \
+                _align_labels(labels, label_headers, self.paths, self.blobs)
+        if self.scale is not None and not isinstance(self.scale, str) and self.scale.size > 1:
+            chosen = int(fields["samples_per_pixel"][0]) if bands is None else np.atleast_1d(bands).size
+            if self.scale.size != chosen:
+                raise ValueError(f"scale has {self.scale.size} values; give one, or one per band read ({chosen})")
         limits = self._limits(fields, transforms, bounds)
+        if labels is not None:  # chips only where the label raster covers the image
+            limits[:, 0] = np.maximum(limits[:, 0], label_limits[:, 0])
+            limits[:, 1] = np.minimum(limits[:, 1], label_limits[:, 1])
+            limits[:, 2] = np.maximum(limits[:, 2], label_limits[:, 2])
+            limits[:, 3] = np.minimum(limits[:, 3], label_limits[:, 3])
         if grid:
             self.chips = self._grid(limits, stride)
         else:
@@ -183,8 +301,8 @@ class ChipDataset:
         return lim
 
     def _random(self, lim, n: int, weights, seed) -> np.ndarray:
-        if n < 0:
-            raise ValueError(f"n must be >= 0, got {n}")
+        if not 0 <= n <= MAX_CHIPS:
+            raise ValueError(f"n must be in [0, {MAX_CHIPS:,}], got {n}")
         h, w = self.size
         fits = ((lim[:, 1] - lim[:, 0]) >= h) & ((lim[:, 3] - lim[:, 2]) >= w)
         p = np.ones(lim.shape[0]) if weights is None else np.asarray(weights, np.float64)
@@ -202,6 +320,13 @@ class ChipDataset:
     def _grid(self, lim, stride) -> np.ndarray:
         h, w = self.size
         sy, sx = (h, w) if stride is None else _size(stride)
+        ny = np.maximum(0, (lim[:, 1] - lim[:, 0] - h) // sy + 1)
+        nx = np.maximum(0, (lim[:, 3] - lim[:, 2] - w) // sx + 1)
+        total = sum(int(a) * int(b) for a, b in zip(ny, nx))  # Python ints: no overflow from hostile sizes
+        if total > MAX_CHIPS:
+            raise RumiError(f"a grid of {h} x {w} chips, step {sy} x {sx}, over these files has {total:,} chips, more "
+                            f"than {MAX_CHIPS:,} (the chip table alone would need {24 * total:,} bytes); use a larger "
+                            "stride, a bounds filter or random chips (n=)")
         parts = []
         for i, (y0, y1, x0, x1) in enumerate(lim):
             ys = np.arange(y0, y1 - h + 1, sy)
@@ -222,6 +347,20 @@ class ChipDataset:
             img = self._images[i] = Image(self.paths[i], self.blobs[i], cache_bytes=self.cache_bytes)
         else:
             self._images.move_to_end(i)
+        return img
+
+    def _label_image(self, i: int):
+        """The label raster of file ``i``, opened with its blob (kept open beside the images)."""
+        from rumimm.reader.image import Image
+
+        if self._pid != os.getpid():
+            self._enter_worker()
+        key = ("label", i)
+        img = self._images.get(key)
+        if img is None:
+            img = self._images[key] = Image(self.label_paths[i], self.label_blobs[i], cache_bytes=self.cache_bytes)
+        else:
+            self._images.move_to_end(key)
         return img
 
     def _enter_worker(self) -> None:
@@ -260,12 +399,97 @@ class ChipDataset:
         return i + n if i < 0 else i
 
     def __getitem__(self, i):
-        return self._finish(self._read(np.array([self._index(i)]))[0], single=True)
+        idx = np.array([self._index(i)])
+        block = self._read(idx)
+        return self._finish(self._with_labels(self._sample(block, idx, single=True), idx, single=True), single=True)
 
     def __getitems__(self, indices):
-        """Chips ``indices`` read in one batch: an (N, bands, h, w) array (a list with a transform)."""
+        """Chips ``indices`` read in one batch: an (N, bands, h, w) array (a list with a transform).
+
+        With ``output="sample"`` or ``labels``, a list of N samples or (image, label) pairs,
+        views of arrays read in one batch, which torch's default collate stacks.
+        """
         idx = np.array([self._index(i) for i in indices], np.int64)
-        return self._finish(self._read(idx), single=False)
+        return self._finish(self._with_labels(self._sample(self._read(idx), idx, single=False), idx, single=False),
+                            single=False)
+
+    def _with_labels(self, chips, idx: np.ndarray, single: bool):
+        """Add the label chips: ``(image, label)`` for arrays, a ``"mask"`` entry for samples."""
+        if self.label_paths is None:
+            return chips
+        from rumimm.reader.cube import read_batch
+
+        rows = self.chips[idx]
+        images = [self._label_image(int(f)) for f in rows[:, 0]]
+        origins = rows[:, 1:] + self.label_offsets[rows[:, 0]]
+        try:
+            labels = read_batch(images, origins, size=self.size)
+        finally:
+            self._trim()
+        if single:
+            labels = labels[0]
+        if isinstance(chips, dict):
+            return {**chips, "mask": labels}
+        return chips, labels
+
+    def _band_list(self, count: int) -> list[int]:
+        if self.bands is None:
+            return list(range(count))
+        return [int(b) % count for b in np.atleast_1d(self.bands)]
+
+    def _sample(self, block: np.ndarray, idx: np.ndarray, single: bool):
+        """The chips as asked: nodata filled, scaled, cast, and as arrays or samples."""
+        if self.scale is None and self.fill_nodata is None and self.output == "array":
+            if self.dtype is not None and block.dtype != self.dtype:
+                block = block.astype(self.dtype)  # one cast per batch, before any tensor is made
+            return block[0] if single else block
+        rows = self.chips[idx]
+        need_valid = self.output == "sample" or self.fill_nodata is not None
+        valid = np.ones(block.shape, bool) if need_valid else None
+        out_dtype = self.dtype or (np.dtype(np.float32) if self.scale is not None else block.dtype)
+        out = block.astype(out_dtype)  # a copy: nodata is filled and bands scaled in place
+        squeeze = self.bands is not None and np.ndim(self.bands) == 0
+        for k, (f, _, _) in enumerate(rows):
+            img = self._image(int(f))
+            bands = self._band_list(img.count)
+            chip, raw = out[k], block[k]
+            if squeeze:
+                chip, raw = chip[np.newaxis], raw[np.newaxis]
+            for j, b in enumerate(bands):
+                if valid is not None:  # need_valid
+                    nod = img.nodatavals[b]
+                    if nod is not None:
+                        bad = np.isnan(raw[j]) if isinstance(nod, float) and nod != nod else raw[j] == nod
+                        (valid[k] if not squeeze else valid[k][np.newaxis])[j] = ~bad
+                if self.scale is not None:
+                    sc, off = (img.scales[b], img.offsets[b]) if isinstance(self.scale, str) else \
+                        (self.scale[j if self.scale.size > 1 else 0], 0.0)
+                    if sc != 1 or off != 0:
+                        chip[j] = chip[j] * np.asarray(sc, out_dtype) + np.asarray(off, out_dtype)
+        if self.fill_nodata is not None and valid is not None:  # fill_nodata makes valid
+            out[~valid] = self.fill_nodata
+        if self.output == "array":
+            return out[0] if single else out
+        assert valid is not None  # a sample always carries its valid mask
+        sample: dict[str, Any] = {"image": out, "valid": valid, "bounds": self._bounds(rows),
+                                  "crs": [self._image(int(f)).crs for f in rows[:, 0]]}
+        if single:
+            sample = {"image": out[0], "valid": valid[0], "bounds": sample["bounds"][0], "crs": sample["crs"][0]}
+        return sample
+
+    def _bounds(self, rows) -> np.ndarray:
+        """(N, 4) (left, bottom, right, top) of chips in their files' CRSs (NaN without georeferencing)."""
+        h, w = self.size
+        out = np.full((rows.shape[0], 4), np.nan)
+        for k, (f, y, x) in enumerate(rows):
+            t = self._image(int(f)).transform
+            if t is None:
+                continue
+            a, b, c, d, e, g = t
+            xs = [c + a * px + b * py for px, py in ((x, y), (x + w, y), (x, y + h), (x + w, y + h))]
+            ys = [g + d * px + e * py for px, py in ((x, y), (x + w, y), (x, y + h), (x + w, y + h))]
+            out[k] = (min(xs), min(ys), max(xs), max(ys))
+        return out
 
     def _read(self, idx: np.ndarray) -> np.ndarray:
         from rumimm.reader.cube import read_batch
@@ -278,11 +502,16 @@ class ChipDataset:
             self._trim()
 
     def _finish(self, block, single: bool):
-        if self.transform is None:
-            return block
+        """Apply ``transform``; a batch of samples or pairs becomes a list of them (what DataLoader collates)."""
+        fn = self.transform if self.transform is not None else (lambda item: item)
         if single:
-            return self.transform(block)
-        return [self.transform(chip) for chip in block]
+            return fn(block)
+        if isinstance(block, dict):
+            n = len(block["image"])
+            return [fn({k: v[i] for k, v in block.items()}) for i in range(n)]
+        if isinstance(block, tuple):  # (images, labels): the transform sees each pair (augment both alike)
+            return [fn((chip, label)) for chip, label in zip(*block)]
+        return block if self.transform is None else [fn(chip) for chip in block]
 
     # -- pickling -----------------------------------------------------------------------
     def __getstate__(self) -> dict:

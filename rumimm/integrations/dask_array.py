@@ -20,26 +20,28 @@ import numpy as np
 __all__ = ["to_dask", "frame_chunks"]
 
 
-def frame_chunks(img) -> tuple[int, int, int]:
-    """The frame grid as Dask chunk sizes: (1 or B, tile_length, tile_width)."""
-    b = img.shape[0]
+def frame_chunks(img) -> tuple[int, ...]:
+    """The frame grid as Dask chunk sizes: (1 or B, tile_length, tile_width); for a spec 0.2
+    file of several steps (1 or T, 1 or B, tile_length, tile_width)."""
+    from rumimm.format.grid import FrameUnit
+
+    cell = img.header.frame_unit == FrameUnit.CELL
     tl, tw = img.tile
-    return (b if img.frame_unit == "cell" else 1, tl, tw)
+    return tuple(n if cell else 1 for n in img.shape[:-2]) + (tl, tw)
 
 
-def read_chunk(source, bands, ys, xs) -> np.ndarray:
-    """One task: open ``source = (path, blob)``, read ``[b0:b1, y0:y1, x0:x1]``, close."""
+def read_chunk(source, *bounds) -> np.ndarray:
+    """One task: open ``source = (path, blob)``, read ``[b0:b1, y0:y1, x0:x1]`` (one (start, stop) per axis), close."""
     from rumimm.reader.image import open as open_image
 
     path, blob = source
     with open_image(path, blob, cache_bytes=0) as img:
-        return img[bands[0]:bands[1], ys[0]:ys[1], xs[0]:xs[1]]
+        return img[tuple(slice(a, b) for a, b in bounds)]
 
 
 def _read_block(source=None, edges=None, block_id=None) -> np.ndarray:
     """The task of chunk ``block_id``: its window from the chunk ``edges`` of each axis."""
-    b, y, x = ((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id))
-    return read_chunk(source, b, y, x)
+    return read_chunk(source, *((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id)))
 
 
 def to_dask(source, header=None, chunks=None, *, name=None):
@@ -64,7 +66,7 @@ def to_dask(source, header=None, chunks=None, *, name=None):
     Returns
     -------
     dask.array.Array
-        Shape ``(B, Y, X)``, the file's dtype.
+        Shape ``(B, Y, X)`` (``(T, B, Y, X)`` for a spec 0.2 file of several steps), the file's dtype.
 
     Examples
     --------
@@ -97,5 +99,5 @@ def to_dask(source, header=None, chunks=None, *, name=None):
     # and the edges are layer-wide keywords, pickled once with the graph, not per task.
     name = name or f"rumimm-{tokenize(path, blob, chunks)}"
     edges = tuple(tuple(int(v) for v in np.cumsum((0,) + c)) for c in chunks)
-    return da.map_blocks(_read_block, dtype=dtype, chunks=chunks, name=name, meta=np.empty((0, 0, 0), dtype),
+    return da.map_blocks(_read_block, dtype=dtype, chunks=chunks, name=name, meta=np.empty((0,) * len(shape), dtype),
                          source=(path, blob), edges=edges)

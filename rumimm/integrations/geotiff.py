@@ -2,11 +2,14 @@
 
 Both directions move one row of tiles (or GeoTIFF blocks) at a time through rasterio
 windows and :class:`rumimm.Writer`, so peak memory is about one row of tiles whatever
-the image size, and both write atomically.  Transform and CRS are carried exactly (the
-transform's six coefficients as GDAL reads them, the CRS only if it *is* an EPSG code).
-PixelIsPoint files are read and written with ``GTIFF_POINT_GEO_IGNORE`` so their
-matrix is not shifted by half a pixel on the way.  What rumi cannot hold (nodata,
-descriptions, tags, overviews, masks, colour maps, ...) is listed in one warning.
+the image size, and both write atomically.  The transform is carried exactly (its six
+coefficients as GDAL reads them); the CRS as its EPSG code, found as GDAL identifies
+CRSs without a code of their own (:mod:`rumimm.format.crs_identify`: one warning names
+the code).  PixelIsPoint files are read and written with ``GTIFF_POINT_GEO_IGNORE`` so
+their matrix is not shifted by half a pixel on the way.  Nodata, band descriptions,
+colour interpretation, scales, offsets, units, colour maps and tags go into the rumi
+file's PAM sidecar (``NAME.rumi.aux.xml``) and come back out on export; what neither
+holds (overviews, mask bands, GCPs, RPCs) is listed in one warning.
 
 Sample types map one to one where GDAL has them: the 8 to 64-bit integers, float32/64,
 complex64/128; rumi's bool, uint2 and uint4 are GDAL ``Byte`` with ``NBITS`` 1, 2, 4,
@@ -22,7 +25,8 @@ import numpy as np
 
 from rumimm.writer.atomic import replacing, temp_path
 from rumimm.errors import CRSError, RumiError, RumiWarning, where
-from rumimm.reader.rasterio_surface import COMPRESSIONS_WITH_PREDICTOR, GDAL_NATIVE, NBITS_IN, gtiff_profile, require
+from rumimm.reader.rasterio_surface import (COMPRESSIONS_WITH_PREDICTOR, GDAL_NATIVE, NBITS_IN, gtiff_profile, nodata_key,
+                                            require)
 
 __all__ = ["COMPRESSIONS_WITH_PREDICTOR", "from_geotiff", "gtiff_profile", "to_geotiff"]
 
@@ -38,6 +42,44 @@ def _env(rasterio, **options):
 # --------------------------------------------------------------------------- #
 # rumi -> GeoTIFF
 # --------------------------------------------------------------------------- #
+def _restore_metadata(out, img) -> list[str]:
+    """Put an image's sidecar metadata on a GeoTIFF being created; return what a GeoTIFF cannot take."""
+    meta = getattr(img, "metadata", None)
+    if meta is None or meta.is_empty():
+        return []
+    from rasterio.enums import ColorInterp
+
+    lost = []
+    bands = meta.bands
+    if len({nodata_key(b.nodata) for b in bands}) > 1:
+        lost.append(f"per-band nodata {[b.nodata for b in bands]} (a GeoTIFF has one nodata; none was written)")
+    for i, b in enumerate(bands, 1):
+        if b.description:
+            out.set_band_description(i, b.description)
+        if b.unit:
+            out.set_band_unit(i, b.unit)
+        if b.tags:
+            out.update_tags(i, **b.tags)
+        if b.colormap:
+            try:
+                out.write_colormap(i, b.colormap)
+            except Exception as exc:  # noqa: BLE001 - GDAL refuses tables on some band types
+                lost.append(f"the colour map of band {i} ({' '.join(str(exc).split())})")
+    if any(b.scale is not None for b in bands):
+        out.scales = tuple(1.0 if b.scale is None else b.scale for b in bands)
+    if any(b.offset is not None for b in bands):
+        out.offsets = tuple(0.0 if b.offset is None else b.offset for b in bands)
+    if any(b.colorinterp is not None for b in bands):
+        out.colorinterp = [ColorInterp[b.colorinterp or ("gray" if i == 0 else "undefined")]
+                           for i, b in enumerate(bands)]
+    if meta.tags:
+        out.update_tags(**meta.tags)
+    for domain, items in meta.domains.items():
+        if domain != "RUMIMM" and items:
+            out.update_tags(ns=domain, **items)
+    return lost
+
+
 def _to_gdal(block: np.ndarray, gdal_dtype: str) -> np.ndarray:
     """A block of rumi samples as the GDAL dtype that holds them (a view for the 1-byte types)."""
     if block.dtype == np.dtype(gdal_dtype):
@@ -105,6 +147,7 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
         src, header = src.path, bytes(src.header)
     threads = resolve_threads(threads)
     with open_image(src, header=header, cache_bytes=0) as img, replacing(dst) as tmp:
+        _one_step(img)
         profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                 bigtiff=bigtiff)
         profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
@@ -137,6 +180,9 @@ def _write_gtiff(rasterio, img, path: str, profile: dict, progress) -> None:
     with out, Progress(progress, len(rows), desc="export", unit="row") as bar:
         if img.pixel_is_point:
             out.update_tags(AREA_OR_POINT="Point")
+        lost = _restore_metadata(out, img)
+        if lost:
+            warnings.warn(f"{where(img.path)}a GeoTIFF cannot hold {'; '.join(lost)}", RumiWarning, stacklevel=3)
         for y0 in rows:
             y1 = min(y0 + step, height)
             out.write(_to_gdal(img[:, y0:y1, :], profile["dtype"]), window=rasterio.windows.Window(0, y0, width, y1 - y0))
@@ -168,68 +214,101 @@ def _source_dtype(ds) -> np.dtype:
     return np.dtype(name)
 
 
-def _exact_crs(ds, crs) -> tuple[object, object]:
-    """(transform, crs) to store, or CRSError saying what to do."""
+def _source_georef(ds, crs, drop_georef: bool) -> tuple[object, object, str | None]:
+    """(transform, EPSG code, note) to store, or CRSError saying what to do.
+
+    ``note`` says how a CRS without a code of its own was identified (for one warning).
+    """
+    from rumimm.format.crs_identify import identify, short_name
     from rumimm.format.georef import resolve_crs
 
+    if drop_georef:
+        return None, None, None
     identity = ds.transform.is_identity
     if crs is not None:
         if identity:
             raise CRSError(f"{where(ds.name)}crs={crs!r} was given but the file has no geotransform")
-        return tuple(ds.transform)[:6], resolve_crs(crs)
+        code = resolve_crs(crs)
+        if ds.crs is not None:
+            try:
+                found = identify(ds.crs, _centre(ds))
+            except CRSError:
+                found = None  # the file's CRS has no code: the caller says which it is
+            if found is not None and found.epsg != code:
+                raise CRSError(f"{where(ds.name)}crs=EPSG:{code} was given, but the file's CRS "
+                               f"({short_name(ds.crs)}) is EPSG:{found.epsg} ({found.name}); drop crs= to keep it, "
+                               "or reproject the file (gdalwarp -t_srs) if it is to be in another CRS")
+        return tuple(ds.transform)[:6], code, None
     if ds.crs is None:
         if identity:
-            return None, None
+            return None, None, None
         raise CRSError(f"{where(ds.name)}the file has a geotransform but no CRS; pass crs=<EPSG code> "
-                       "(rumimm convert --crs EPSG:<code>) with the CRS it is in")
-    exact = ds.crs.to_epsg(100)
-    if exact is None:
-        near = ds.crs.to_epsg()
-        name = " ".join(ds.crs.to_proj4().replace("=True", "").split())  # to_string() names the near EPSG code
-        name = name if len(name) <= 80 else name[:77] + "..."
-        if near is not None:
-            raise CRSError(f"{where(ds.name)}the CRS ({name}) is not exactly an EPSG code, only close to "
-                           f"EPSG:{near}; if it is EPSG:{near}, pass crs={near} (rumimm convert --crs "
-                           f"EPSG:{near}), else reproject it first (gdalwarp -t_srs EPSG:<code>)")
-        raise CRSError(f"{where(ds.name)}the CRS ({name}) has no EPSG code and rumi stores only EPSG codes; "
-                       "reproject it first (gdalwarp -t_srs EPSG:<code>), or pass crs=<code> if it is one")
+                       "(rumimm convert --crs EPSG:<code>) with the CRS it is in, or drop_georef=True "
+                       "(--drop-georef) to convert the pixels without georeferencing")
     try:
-        return tuple(ds.transform)[:6], resolve_crs(exact)
+        found = identify(ds.crs, _centre(ds))
+        code = resolve_crs(found.epsg)
     except CRSError as exc:
         raise CRSError(f"{where(ds.name)}{exc}") from None
+    note = None if found.exact else f"{where(ds.name)}the CRS ({short_name(ds.crs)}) has no EPSG code of its own; " \
+                                    f"stored as EPSG:{code}: {found.note}"
+    return tuple(ds.transform)[:6], code, note
+
+
+def _centre(ds) -> tuple[float, float]:
+    """The image centre in CRS units."""
+    a, b, c, d, e, f = tuple(ds.transform)[:6]
+    u, v = ds.width / 2.0, ds.height / 2.0
+    return (a * u + b * v + c, d * u + e * v + f)
+
+
+def _source_metadata(ds, dtype) -> tuple[object, list[str]]:
+    """(Metadata for the sidecar, what of it does not fit the rumi dtype) of a GDAL dataset."""
+    from rasterio.enums import ColorInterp
+
+    from rumimm.format.pam import Metadata
+
+    count = ds.count
+    lost = []
+    nodata: list | None = list(ds.nodatavals)
+    if any(v is not None for v in ds.nodatavals):
+        try:
+            Metadata.from_args(count, nodata=nodata).check_dtype(dtype)
+        except ValueError as exc:
+            lost.append(str(exc))
+            nodata = None
+    interp: list | None = [c.name for c in ds.colorinterp]
+    if all(c in (ColorInterp.gray, ColorInterp.undefined) for c in ds.colorinterp):
+        interp = None  # what GDAL reports for any file without a colour interpretation
+    maps = {}
+    for i in ds.indexes:
+        try:
+            maps[i] = {int(k): tuple(int(c) for c in v) for k, v in ds.colormap(i).items()}
+        except ValueError:
+            pass
+    scales, offsets = list(ds.scales), list(ds.offsets)
+    units = [u or None for u in ds.units]
+    tags = {k: v for k, v in ds.tags().items() if k != "AREA_OR_POINT"}
+    meta = Metadata.from_args(
+        count, nodata=nodata, descriptions=[d or None for d in ds.descriptions], colorinterp=interp,
+        scales=scales if any(v != 1 for v in scales) else None,
+        offsets=offsets if any(v != 0 for v in offsets) else None,
+        units=units if any(units) else None, colormaps=maps or None, tags=tags,
+        band_tags={i: ds.tags(i) for i in ds.indexes if ds.tags(i)} or None)
+    return meta, lost
 
 
 def _unheld(ds) -> list[str]:
-    """What a dataset carries that rumi cannot hold, as short phrases."""
-    from rasterio.enums import ColorInterp, MaskFlags
+    """What a dataset carries that neither rumi nor its PAM sidecar holds, as short phrases."""
+    from rasterio.enums import MaskFlags
 
     found = []
-    if any(v is not None for v in ds.nodatavals):
-        found.append(f"nodata {ds.nodata!r}")
-    if any(ds.descriptions):
-        found.append("band descriptions")
-    tags = {k for k in ds.tags() if k != "AREA_OR_POINT"}
-    band_tags = any(ds.tags(i) for i in ds.indexes)
-    if tags or band_tags:
-        found.append("tags" + (f" ({', '.join(sorted(tags))})" if tags else ""))
-    if any(ds.units) or any(s != 1 for s in ds.scales) or any(o != 0 for o in ds.offsets):
-        found.append("units, scales or offsets")
     levels = ds.overviews(1)
     if levels:
-        found.append(f"overviews ({len(levels)} levels)")
+        found.append(f"overviews ({len(levels)} level{'s' if len(levels) != 1 else ''})")
     flags = ds.mask_flag_enums
     if any(MaskFlags.per_dataset in f and MaskFlags.alpha not in f for f in flags):
-        found.append("a mask band")
-    if any(MaskFlags.alpha in f for f in flags):
-        found.append("the alpha role of a band (its samples are kept)")
-    try:
-        ds.colormap(1)
-        found.append("a colour map")
-    except ValueError:
-        pass
-    interp = [c for c in ds.colorinterp if c not in (ColorInterp.gray, ColorInterp.undefined, ColorInterp.alpha)]
-    if interp:
-        found.append(f"colour interpretation ({', '.join(c.name for c in ds.colorinterp)})")
+        found.append("a mask band (convert it to a band, or to nodata, first)")
     if ds.gcps[0]:
         found.append("ground control points")
     if ds.rpcs:
@@ -238,7 +317,8 @@ def _unheld(ds) -> list[str]:
 
 
 def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, header_out=None, progress=None,
-                 threads=None, verify: bool = False) -> bytes:
+                 threads=None, verify: bool = False, drop_georef: bool = False, format=None, bands=None,
+                 time=None) -> bytes:  # noqa: A002
     """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
 
     Parameters
@@ -250,11 +330,20 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
     tile, unit, codec, threads, verify
         As for :func:`rumimm.write`.
     crs : int or str, optional
-        The EPSG code to store when the file's CRS is not exactly one (see Raises).
+        The EPSG code to store for a file with a geotransform but no CRS, or with a
+        CRS no EPSG code fits.  A file whose CRS is identified as another code is refused.
     header_out : str or os.PathLike, optional
         Also write the header blob to this file.
     progress : None, bool or callable
         ``True`` for a bar, or ``progress(done, total)`` after each row of tiles.
+    drop_georef : bool
+        Convert the pixels only, without georeferencing (for a file with a geotransform
+        but no CRS, or a CRS no EPSG code fits).
+    format, bands, time
+        As for :func:`rumimm.write`: ``format="0.2"`` writes spec 0.2, which needs
+        ``time`` (one coordinate) and keeps a text per band: ``bands``, else the
+        file's band descriptions when every band has a distinct one, else
+        ``"band 1"``, ``"band 2"``, ...
 
     Returns
     -------
@@ -264,16 +353,25 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
     Raises
     ------
     CRSError
-        The CRS is not exactly an EPSG projected or geographic CRS, or the file has a
-        transform but no CRS; the message says what to pass or how to reproject.
+        No EPSG code has the file's projection, parameters and ellipsoid, or the file
+        has a transform but no CRS, or ``crs`` contradicts the file's CRS or its
+        coordinates; the message says what to pass or how to reproject.
     RumiError
-        Bands of different dtypes, or a GDAL type rumi has no encoding for.
+        Bands of different dtypes, a GDAL type rumi has no encoding for, or a block
+        GDAL cannot read (the message names the file, the rows and GDAL's reason).
 
     Warns
     -----
     RumiWarning
-        Once, listing what the file carries that rumi cannot hold (nodata, band
-        descriptions, tags, overviews, masks, colour maps, ...).
+        When the CRS has no EPSG code of its own but has one's projection, parameters
+        and ellipsoid (the warning names the code stored); and once listing what
+        neither rumi nor its sidecar holds (overviews, mask bands, GCPs, RPCs).
+
+    Notes
+    -----
+    Nodata, band descriptions, colour interpretation (alpha included), scales, offsets,
+    units, colour maps and tags go into the PAM sidecar ``dst + ".aux.xml"`` (see
+    :func:`rumimm.write`); :func:`to_geotiff` puts them back.
     """
     from rumimm.progress import Progress
     from rumimm.writer.writer import Writer
@@ -285,28 +383,55 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
             ds = rasterio.open(src)
         with ds:
             dtype = _source_dtype(ds)
-            transform, epsg = _exact_crs(ds, crs)
+            transform, epsg, crs_note = _source_georef(ds, crs, drop_georef)
             point = ds.tags().get("AREA_OR_POINT", "Area").lower() == "point"
-            lost = _unheld(ds)
-            if lost:
-                warnings.warn(f"{where(ds.name)}rumi cannot hold {'; '.join(lost)}: they are not in "
-                              f"{os.fspath(dst)}", RumiWarning, stacklevel=2)
+            metadata, unfit = _source_metadata(ds, dtype)
+            lost = unfit + _unheld(ds)
+            if format == "0.2" and bands is None:
+                named = [d for d in ds.descriptions if d]
+                bands = (list(ds.descriptions) if len(named) == ds.count and len(set(named)) == ds.count
+                         else [f"band {i + 1}" for i in range(ds.count)])
             height, width = ds.height, ds.width
             Window = rasterio.windows.Window
+            # the Writer checks every argument before anything is said about the file
             with Writer(dst, (ds.count, height, width), dtype, tile=tile, unit=unit, transform=transform, crs=epsg,
-                        pixel_is_point=point, codec=codec, threads=threads, verify=verify) as w, \
+                        pixel_is_point=point, codec=codec, threads=threads, verify=verify, metadata=metadata,
+                        format=format, bands=bands, time=time) as w, \
                     Progress(progress, w.rows, desc="convert", unit="row") as bar:
+                if crs_note:
+                    warnings.warn(crs_note, RumiWarning, stacklevel=2)
+                if lost:
+                    warnings.warn(f"{where(ds.name)}rumi cannot hold {'; '.join(lost)}: not in {os.fspath(dst)}",
+                                  RumiWarning, stacklevel=2)
                 for r in range(w.rows):
                     y0, y1 = w.row_span(r)
-                    block = ds.read(window=Window(0, y0, width, y1 - y0))
+                    block = _read_rows(rasterio, ds, Window(0, y0, width, y1 - y0))
                     w.write_row(r, block if block.dtype == dtype else _from_gdal(block, dtype))
                     del block
                     bar.advance()
-    blob = w.header
+    blob = w.close()  # closed by the with block: the same blob again
     if header_out is not None:
         with replacing(header_out) as tmp, open(tmp, "wb") as fh:
             fh.write(blob)
     return blob
+
+
+def _read_rows(rasterio, ds, window) -> np.ndarray:
+    """Rows of a GDAL dataset, or RumiError naming the file, the rows and GDAL's own reason."""
+    try:
+        return ds.read(window=window)
+    except rasterio.errors.RasterioError as exc:
+        reasons: list[str] = []
+        e: BaseException | None = exc
+        while e is not None and len(reasons) < 4:  # rasterio chains GDAL's message as the cause
+            text = " ".join(str(e).split())
+            if text and "See previous exception" not in text:
+                reasons.append(text)
+            e = e.__cause__ or e.__context__
+        why = "; ".join(dict.fromkeys(reasons)) or type(exc).__name__
+        rows = f"rows {window.row_off} to {window.row_off + window.height - 1}"
+        raise RumiError(f"{where(ds.name)}GDAL cannot read {rows}: {why}; the file may be truncated or "
+                        "corrupt") from None
 
 
 def _from_gdal(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -314,3 +439,9 @@ def _from_gdal(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if block.dtype.itemsize == 1 and dtype.itemsize == 1:
         return block.view(dtype)
     return block.astype(dtype)  # float32 holding NBITS=16 halves -> float16, exact
+
+
+def _one_step(img) -> None:
+    if img.ndim == 4:
+        raise RumiError(f"{img.path} has {img.shape[0]} time steps (T, B, Y, X); a GeoTIFF holds one (B, Y, X) "
+                        "image: write a step of it (rumimm.write(path, img[t], format='0.2', ...)) and export that")

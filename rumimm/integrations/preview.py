@@ -9,8 +9,11 @@ Pillow writes the PNG (``pip install 'rumimm[preview]'``).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
+
+from rumimm.errors import RumiError
 
 __all__ = ["PERCENTILES", "quicklook", "stretch"]
 
@@ -54,6 +57,19 @@ def _bands(bands, count: int) -> list[int]:
     return chosen
 
 
+#: Picture formats a quick look is written in, by the file name's extension.
+FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}
+
+
+def picture_format(dst) -> str:
+    """Pillow's format name for ``dst``'s extension, or ValueError naming the ones known."""
+    ext = os.path.splitext(os.fspath(dst))[1].lower()
+    if ext not in FORMATS:
+        raise ValueError(f"{os.fspath(dst)}: a quick look is written as PNG, JPEG, TIFF or WebP; name it "
+                         f"{', '.join(FORMATS)} (got {ext or 'no extension'!r})")
+    return FORMATS[ext]
+
+
 def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percentiles=PERCENTILES) -> tuple[int, int]:
     """Write a PNG preview of a rumi image; return its (height, width).
 
@@ -62,7 +78,8 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
     src : str, os.PathLike or Image
         The rumi file (opened with ``header`` if given) or an open Image.
     dst : str or os.PathLike
-        The PNG to create or replace (atomically).
+        The picture to create or replace (atomically): PNG, or JPEG, TIFF or WebP by its
+        extension (``.png``, ``.jpg``/``.jpeg``, ``.tif``/``.tiff``, ``.webp``).
     bands : int or sequence of 3 ints, optional
         0-based band(s): one for grey, three for red, green, blue.  Default: the first
         three bands, or the first if there are fewer than three.
@@ -85,12 +102,16 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
 
     if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) or max_size < 1:
         raise ValueError(f"max_size must be a positive int, got {max_size!r}")
+    kind = picture_format(dst)
     try:
         from PIL import Image as PILImage
     except ImportError:
         raise ImportError("quick looks need Pillow; pip install 'rumimm[preview]'") from None
     img = src if isinstance(src, Image) else open_image(src, header=header)
     try:
+        if img.ndim == 4:
+            raise RumiError(f"{img.path} has {img.shape[0]} time steps (T, B, Y, X); a quick look shows one "
+                            "(B, Y, X) image")
         count, height, width = img.shape
         chosen = _bands(bands, count)
         step = max(1, math.ceil(max(height, width) / max_size))
@@ -100,5 +121,5 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
             img.close()
     picture = PILImage.fromarray(rgb[0] if len(chosen) == 1 else np.ascontiguousarray(np.moveaxis(rgb, 0, -1)))
     with replacing(dst) as tmp:
-        picture.save(tmp, format="PNG")
+        picture.save(tmp, format=kind)
     return rgb.shape[1:]

@@ -21,10 +21,10 @@ import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
+from rumimm.errors import RumiError, where
 from rumimm.integrations.dask_array import frame_chunks
-from rumimm.errors import RumiError
 
-__all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "spatial_coords", "gdal_transform"]
+__all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "spatial_coords", "gdal_transform", "pixel_centres"]
 
 VARIABLE = "band_data"  # the name rioxarray's own xarray backend gives a raster's values
 
@@ -62,16 +62,56 @@ class RumiBackendArray(BackendArray):
     Pickles as the source does (path and blob), so Dask graphs stay small.
     """
 
-    def __init__(self, source):
+    def __init__(self, source, decode=None):
         self.source = source
         self.shape = tuple(source.shape)
-        self.dtype = np.dtype(source.dtype)
+        self.decode = decode
+        self.dtype = np.dtype(source.dtype) if decode is None else decode.dtype
 
     def __getitem__(self, key):
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._raw)
 
     def _raw(self, key: tuple):
-        return _outer_read(self.source, key)
+        block = _outer_read(self.source, key)
+        return block if self.decode is None else self.decode.apply(block, key, len(self.shape) - 3)
+
+
+class Decode:
+    """rioxarray's ``masked`` / ``mask_and_scale`` for one image's bands: nodata to NaN, then scale and offset.
+
+    As rioxarray: masking promotes the dtype as xarray does (``maybe_promote``: float32
+    for 8 and 16-bit integers and float32, float64 otherwise) and puts NaN where a
+    band's sample equals its nodata; scaling then multiplies each band by its scale and
+    adds its offset, in that dtype.
+    """
+
+    def __init__(self, dtype, nodatavals, scales, offsets, scale: bool):
+        from xarray.core.dtypes import maybe_promote
+
+        self.dtype, self.fill = maybe_promote(np.dtype(dtype))
+        self.nodata = list(nodatavals)
+        self.scales = np.asarray(scales, np.float64)
+        self.offsets = np.asarray(offsets, np.float64)
+        self.scale = scale and bool(np.any(self.scales != 1) or np.any(self.offsets != 0))
+
+    def apply(self, block: np.ndarray, key: tuple, band_axis: int) -> np.ndarray:
+        bands = np.arange(len(self.nodata))[key[band_axis]]
+        # where the band axis is in the block: the axes before it that an integer did not drop
+        axis = sum(1 for k in key[:band_axis] if not isinstance(k, (int, np.integer)))
+        trailing = sum(1 for k in key[band_axis + 1:] if not isinstance(k, (int, np.integer)))
+        out = block.astype(self.dtype)
+        for j, b in enumerate(np.atleast_1d(bands)):
+            view = out if np.ndim(bands) == 0 else np.moveaxis(out, axis, 0)[j]
+            raw = block if np.ndim(bands) == 0 else np.moveaxis(block, axis, 0)[j]
+            nod = self.nodata[int(b)]
+            if nod is not None:
+                view[np.isnan(raw) if isinstance(nod, float) and nod != nod else raw == nod] = self.fill
+        if self.scale:
+            shape = () if np.ndim(bands) == 0 else (len(bands),) + (1,) * trailing
+            scales = self.scales[bands].reshape(shape).astype(self.dtype)
+            offsets = self.offsets[bands].reshape(shape).astype(self.dtype)
+            out = out * scales + offsets
+        return out
 
 
 def gdal_transform(transform, pixel_is_point: bool) -> tuple[float, ...]:
@@ -81,9 +121,24 @@ def gdal_transform(transform, pixel_is_point: bool) -> tuple[float, ...]:
     rasterio and rioxarray) shift it by half a pixel to describe pixel areas.
     """
     a, b, c, d, e, f = transform
-    if pixel_is_point:
-        c, f = c - 0.5 * (a + b), f - 0.5 * (d + e)
+    if pixel_is_point:  # GDAL's own arithmetic, so the result is GDAL's to the bit
+        c, f = c - (a * 0.5 + b * 0.5), f - (d * 0.5 + e * 0.5)
     return (c, a, b, f, d, e)
+
+
+def pixel_centres(gt, nx: int, ny: int) -> tuple[np.ndarray, np.ndarray]:
+    """1-D pixel-centre x and y of a north-up GDAL geotransform, bitwise equal to rioxarray's.
+
+    rioxarray (``affine_to_coords``) moves the transform by half a pixel with affine's
+    matrix product and applies it to (column, 0) and (0, row); the same operations in
+    the same order give the same doubles, so Datasets from both align exactly.
+    """
+    c, a, b, f, d, e = (float(v) for v in gt)
+    c_half = a * 0.5 + b * 0.5 + c
+    f_half = d * 0.5 + e * 0.5 + f
+    x = np.arange(nx) * a + np.zeros(nx) * b + c_half
+    y = np.zeros(ny) * d + np.arange(ny) * e + f_half
+    return x, y
 
 
 @lru_cache(maxsize=64)
@@ -112,8 +167,9 @@ def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, 
     coords = {"spatial_ref": xr.Variable((), np.int64(0), attrs)}
     c, a, b, f, d, e = gt
     if b == 0 and d == 0:
-        coords["x"] = xr.Variable("x", c + a * (np.arange(nx) + 0.5), {"axis": "X"})
-        coords["y"] = xr.Variable("y", f + e * (np.arange(ny) + 0.5), {"axis": "Y"})
+        x, y = pixel_centres(gt, nx, ny)
+        coords["x"] = xr.Variable("x", x, {"axis": "X"})
+        coords["y"] = xr.Variable("y", y, {"axis": "Y"})
     var_attrs = {"AREA_OR_POINT": "Point" if pixel_is_point else "Area", "transform": tuple(transform)}
     return coords, var_attrs
 
@@ -121,9 +177,11 @@ def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, 
 def _frame_chunks(images, leading) -> dict:
     """Preferred chunks on the frame grid; a stack mixing frame units gets one band per chunk."""
     grids = [frame_chunks(im) for im in images]
-    bands, tl, tw = min(grids)
+    *lead, bands, tl, tw = min(grids)
     chunks = {"band": bands, "y": tl, "x": tw}
-    return chunks if leading is None else {leading: 1, **chunks}
+    if leading is None:
+        return chunks
+    return {leading: lead[0] if lead else 1, **chunks}  # a spec 0.2 file's own time axis, or a stack
 
 
 def _open_source(obj, header, cache_bytes, verify):
@@ -158,24 +216,87 @@ def _open_source(obj, header, cache_bytes, verify):
                     "an Image, a Cube or an ImageCollection")
 
 
+def metadata_attrs(img) -> dict:
+    """The attributes rioxarray gives a raster's variable from its band metadata.
+
+    ``_FillValue`` (the first band's nodata, in the image's dtype), ``scale_factor`` and
+    ``add_offset`` (or ``scales``/``offsets`` when bands differ), ``long_name`` (the
+    descriptions), ``units`` and the dataset and first band's tags.  Nothing for a file
+    without a sidecar.
+    """
+    meta = img.metadata
+    if meta.is_empty():
+        return {}
+    attrs: dict = {**meta.tags, **meta.bands[0].tags}
+    if img.nodata is not None:
+        attrs["_FillValue"] = np.dtype(img.dtype).type(img.nodata)
+    scales, offsets = img.scales, img.offsets
+    if len(set(scales)) > 1:
+        attrs["scales"] = scales
+    else:
+        attrs["scale_factor"] = scales[0]
+    if len(set(offsets)) > 1:
+        attrs["offsets"] = offsets
+    else:
+        attrs["add_offset"] = offsets[0]
+    if any(img.descriptions):
+        attrs["long_name"] = img.descriptions[0] if len(set(img.descriptions)) == 1 else img.descriptions
+    if any(img.units):
+        attrs["units"] = img.units[0] if len(img.units) == 1 else img.units
+    return attrs
+
+
+def _decoding(img, attrs: dict, encoding: dict, masked: bool, mask_and_scale: bool):
+    """The Decode of ``masked``/``mask_and_scale``; moves the attributes it applies to ``encoding``, as rioxarray."""
+    masked = masked or mask_and_scale
+    if not masked:
+        return None
+    if mask_and_scale:
+        for name in ("scale_factor", "scales", "add_offset", "offsets"):
+            if name in attrs:
+                encoding[name] = attrs.pop(name)
+    if "_FillValue" in attrs:
+        encoding["_FillValue"] = attrs.pop("_FillValue")
+    return Decode(img.dtype, img.nodatavals, img.scales, img.offsets, mask_and_scale)
+
+
 def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, drop_variables=None,
-                      cache_bytes=None, verify=True) -> xr.Dataset:
+                      cache_bytes=None, verify=True, masked=False, mask_and_scale=False) -> xr.Dataset:
     """The Dataset the backend returns; see :class:`RumiBackendEntrypoint`."""
     source, images, owned = _open_source(obj, header, cache_bytes, verify)
     try:
         img = images[0]
-        leading = None if source.ndim == 3 else stack_dim
+        own_time = img.ndim == 4  # a spec 0.2 file of several time steps: its own time axis
+        if own_time and source is not img:
+            raise RumiError(f"{where(img.path)}has {img.shape[0]} time steps of its own; open it by itself, not "
+                            "stacked with other files")
+        leading = None if source.ndim == 3 else ("time" if own_time else stack_dim)
         dims = ("band", "y", "x") if leading is None else (leading, "band", "y", "x")
-        lazy = indexing.LazilyIndexedArray(RumiBackendArray(source))
         geo = next((im for im in images if im.crs is not None), img)
         coords, attrs = spatial_coords(img.shape, geo.transform, geo.epsg, geo.pixel_is_point)
-        coords["band"] = xr.Variable("band", np.arange(1, img.shape[0] + 1))
-        if leading is not None:
+        attrs.update(metadata_attrs(img))
+        decode_encoding: dict = {}
+        decode = _decoding(img, attrs, decode_encoding, masked, mask_and_scale)
+        lazy = indexing.LazilyIndexedArray(RumiBackendArray(source, decode))
+        coords["band"] = xr.Variable("band", np.arange(1, img.count + 1))
+        if img.trailer is not None and source is img:  # spec 0.2: band texts and time
+            coords["description"] = xr.Variable("band", np.array(img.descriptions, dtype=object))
+            if own_time:
+                times = img.trailer.datetime64()
+                if img.time_kind == "interval":
+                    coords["time"] = xr.Variable("time", times[:, 0])
+                    coords["time_end"] = xr.Variable("time", times[:, 1])
+                else:
+                    coords["time"] = xr.Variable("time", times)
+            else:
+                attrs = {**attrs, "time": str(img.time[0]) if img.time_kind == "instant" else
+                         "/".join(str(v) for v in img.time[0])}
+        if leading is not None and not own_time:
             labels = np.arange(source.shape[0]) if stack_labels is None else np.asarray(stack_labels)
             if labels.shape != (source.shape[0],):
                 raise ValueError(f"stack_labels must have {source.shape[0]} entries, got {labels.shape}")
             coords[leading] = xr.Variable(leading, labels)
-        encoding = {"preferred_chunks": _frame_chunks(images, leading), "dtype": img.dtype}
+        encoding = {"preferred_chunks": _frame_chunks(images, leading), "dtype": img.dtype, **decode_encoding}
         if "spatial_ref" in coords:
             encoding["grid_mapping"] = "spatial_ref"
         var = xr.Variable(dims, lazy, attrs, encoding)
@@ -207,8 +328,16 @@ class RumiBackendEntrypoint(BackendEntrypoint):
         Its coordinate values (default 0..N-1).
     cache_bytes, verify
         As for :func:`rumimm.open`, for the files opened by path.
+    masked : bool
+        As rioxarray's: samples equal to their band's nodata read as NaN (the dtype
+        promoted as xarray promotes it) and ``_FillValue`` moves to the encoding.
+    mask_and_scale : bool
+        Also apply each band's scale and offset (``scale_factor``/``add_offset`` move to
+        the encoding).  Both default to False, as ``rioxarray.open_rasterio``.
 
-    The Dataset holds ``band_data`` (dims ``(band, y, x)``, bands numbered from 1
+    The band metadata of the file's sidecar become attributes as rioxarray makes them:
+    ``_FillValue`` (nodata), ``scale_factor``, ``add_offset``, ``long_name``, ``units``
+    and the tags.  The Dataset holds ``band_data`` (dims ``(band, y, x)``, bands numbered from 1
     as rioxarray does), pixel-centre ``x``/``y`` for north-up georeferenced files and
     a ``spatial_ref`` coordinate when the file has a CRS.
     """
@@ -216,12 +345,13 @@ class RumiBackendEntrypoint(BackendEntrypoint):
     description = "Open rumi rasters (.rumi) lazily, reading windows through rumimm"
     url = "https://github.com/rumimm/rumimm/blob/main/docs/xarray.md"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "header", "stack_dim", "stack_labels",
-                               "cache_bytes", "verify")
+                               "cache_bytes", "verify", "masked", "mask_and_scale")
 
     def open_dataset(self, filename_or_obj, *, drop_variables=None, header=None, stack_dim="time",
-                     stack_labels=None, cache_bytes=None, verify=True):
+                     stack_labels=None, cache_bytes=None, verify=True, masked=False, mask_and_scale=False):
         return open_rumi_dataset(filename_or_obj, header=header, stack_dim=stack_dim, stack_labels=stack_labels,
-                                 drop_variables=drop_variables, cache_bytes=cache_bytes, verify=verify)
+                                 drop_variables=drop_variables, cache_bytes=cache_bytes, verify=verify,
+                                 masked=bool(masked), mask_and_scale=bool(mask_and_scale))
 
     def guess_can_open(self, filename_or_obj) -> bool:
         try:

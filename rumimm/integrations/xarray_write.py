@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_rumi", "georef_of"]
+__all__ = ["to_rumi", "georef_of", "metadata_of"]
 
 _X_NAMES = ("x", "lon", "longitude")
 _Y_NAMES = ("y", "lat", "latitude")
@@ -76,7 +76,90 @@ def georef_of(da) -> dict:
         a, b, c, d, e, f = t
     if point:
         c, f = c + 0.5 * (a + b), f + 0.5 * (d + e)
-    return {"transform": (a, b, c, d, e, f), "crs": crs, "pixel_is_point": point}
+    height, width = da.sizes[y], da.sizes[x]
+    return {"transform": (a, b, c, d, e, f), "crs": _epsg_of(crs, (a, b, c, d, e, f), height, width),
+            "pixel_is_point": point}
+
+
+def _epsg_of(crs, transform, height: int, width: int) -> int:
+    """The EPSG code of the array's CRS, identified as ``from_geotiff`` identifies a file's (one warning when inexact)."""
+    import warnings
+
+    from rumimm.errors import RumiWarning
+    from rumimm.format.crs_identify import identify, short_name
+
+    a, b, c, d, e, f = transform
+    centre = (a * width / 2 + b * height / 2 + c, d * width / 2 + e * height / 2 + f)
+    found = identify(crs, centre)
+    if not found.exact:
+        warnings.warn(f"the array's CRS ({short_name(crs)}) has no EPSG code of its own; stored as "
+                      f"EPSG:{found.epsg}: {found.note}", RumiWarning, stacklevel=4)
+    return found.epsg
+
+
+def metadata_of(da, count: int) -> dict:
+    """``nodata``, ``scales``, ``offsets``, ``descriptions`` and ``units`` for :func:`rumimm.write`, as rioxarray keeps them.
+
+    ``_FillValue`` (attribute or encoding: where ``masked``/``mask_and_scale`` moved it),
+    ``scale_factor``/``add_offset`` (or per-band ``scales``/``offsets``), ``long_name``
+    and ``units``.  A masked array (``_FillValue`` in its encoding) gets NaN as nodata; scales
+    and offsets already applied (``mask_and_scale``) are not stored again.
+    """
+    def get(name):
+        return da.attrs.get(name, da.encoding.get(name))
+
+    def per_band(value, cast):
+        if value is None:
+            return None
+        values = [value] * count if np.ndim(value) == 0 or isinstance(value, str) else list(value)
+        return [cast(v) for v in values] if len(values) == count else None
+
+    out = {}
+    fill = get("_FillValue")
+    if fill is not None:
+        fill = np.asarray(fill).item()
+        if "_FillValue" not in da.attrs and np.issubdtype(da.dtype, np.floating):
+            fill = float("nan")  # masked on reading: NaN marks the missing samples now, not the raw value
+        if not (isinstance(fill, float) and np.isnan(fill) and not np.issubdtype(da.dtype, np.floating)):
+            out["nodata"] = fill
+    scales = per_band(get("scales") if get("scales") is not None else get("scale_factor"), float)
+    offsets = per_band(get("offsets") if get("offsets") is not None else get("add_offset"), float)
+    if "scale_factor" not in da.encoding and "scales" not in da.encoding:  # not already applied (mask_and_scale)
+        if scales is not None and any(v != 1 for v in scales):
+            out["scales"] = scales
+        if offsets is not None and any(v != 0 for v in offsets):
+            out["offsets"] = offsets
+    names = per_band(da.attrs.get("long_name"), str)
+    if names is not None:
+        out["descriptions"] = names
+    units = per_band(da.attrs.get("units"), str)
+    if units is not None:
+        out["units"] = units
+    return out
+
+
+def _spec02_labels(da, other: list, out: dict) -> list:
+    """Band texts and time for a spec 0.2 write from the array's own labels; returns the (time, band) dims.
+
+    ``time`` comes from a ``time`` dimension's coordinate (``time_end`` too makes intervals)
+    or, for one step, a ``time`` attribute (``"start/end"`` for an interval), as the rumimm
+    backend gives them; band texts from a ``description`` coordinate on the band dimension.
+    """
+    tdim = "time" if "time" in other else (other[0] if len(other) == 2 else None)
+    bdim = next((d for d in other if d != tdim), None)
+    if bdim is not None and "description" in da.coords and da.coords["description"].dims == (bdim,):
+        out["bands"] = [str(v) for v in da.coords["description"].values]
+    if tdim is not None and tdim in da.coords:
+        starts = [np.datetime64(v, "s") for v in da.coords[tdim].values]
+        if "time_end" in da.coords and da.coords["time_end"].dims == (tdim,):
+            ends = [np.datetime64(v, "s") for v in da.coords["time_end"].values]
+            out["time"] = list(zip(starts, ends))
+        else:
+            out["time"] = starts
+    elif tdim is None and isinstance(da.attrs.get("time"), str):
+        t = da.attrs["time"]
+        out["time"] = [tuple(t.split("/", 1)) if "/" in t else t]
+    return [d for d in (tdim, bdim) if d is not None]
 
 
 def to_rumi(obj, path, **write_kwargs) -> bytes:
@@ -87,13 +170,17 @@ def to_rumi(obj, path, **write_kwargs) -> bytes:
     obj : xarray.DataArray, numpy.ndarray or dask.array.Array
         2-D ``(y, x)`` or 3-D with one non-spatial dim (``band``); the spatial dims
         are found by name (``x``/``y``, ``lon``/``lat``) or are the last two, and the
-        array is transposed to ``(band, y, x)``.  A Dask-backed array is computed
-        one row of tiles at a time.
+        array is transposed to ``(band, y, x)``.  With ``format="0.2"`` also 4-D
+        ``(time, band, y, x)``; the time coordinate (and ``time_end``) and a
+        ``description`` coordinate on the band dim give ``time`` and ``bands`` unless
+        they are passed.  A Dask-backed array is computed one row of tiles at a time.
     path : str or os.PathLike
         The ``.rumi`` file to create or replace atomically.
     **write_kwargs
         As for :func:`rumimm.write` (``tile``, ``unit``, ``codec``, ...).  An explicit
-        ``transform``, ``crs`` or ``pixel_is_point`` overrides what the array carries.
+        ``transform``, ``crs`` or ``pixel_is_point`` overrides what the array carries, and so
+        do ``nodata``, ``scales``, ``offsets``, ``descriptions`` and ``units``, which are
+        otherwise taken from rioxarray's attributes (see :func:`metadata_of`).
 
     Returns
     -------
@@ -114,12 +201,17 @@ def to_rumi(obj, path, **write_kwargs) -> bytes:
     from rumimm.writer.writer import write
 
     if hasattr(obj, "dims") and hasattr(obj, "coords"):
-        if obj.ndim not in (2, 3):
-            raise ValueError(f"a rumi image needs 2 or 3 dims (band, y, x), got dims {tuple(obj.dims)}")
+        v2 = write_kwargs.get("format") == "0.2"
+        if obj.ndim not in ((2, 3, 4) if v2 else (2, 3)):
+            raise ValueError(f"a rumi image needs 2 or 3 dims (band, y, x), or (time, band, y, x) with "
+                             f"format='0.2', got dims {tuple(obj.dims)}")
         y, x = _spatial_dims(obj)
         georef = georef_of(obj)
-        georef.update(write_kwargs)
         other = [d for d in obj.dims if d not in (y, x)]
+        if v2:
+            other = _spec02_labels(obj, other, georef)
+        georef.update(metadata_of(obj, obj.sizes[other[-1]] if other else 1))
+        georef.update(write_kwargs)
         # the DataArray itself is the source: write() slices it a row of tiles at a time,
         # which loads (or computes, if Dask-backed) only that row
         return write(path, obj.transpose(*other, y, x), **georef)

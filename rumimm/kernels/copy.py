@@ -117,7 +117,7 @@ class Placement(NamedTuple):
     verify: bool  # OpenZL checksums
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _run_group(g, frames, place, scratch, stride, slot):
     """Decode group ``g``'s frame (unless cached), then copy each of its entries."""
     plan, bands, out, ys, xs, isz, mask, verify = place
@@ -146,45 +146,29 @@ def _run_group(g, frames, place, scratch, stride, slot):
         e = plan[j]
         rowbytes = e[P_FW] * isz
         item = base + e[P_ITEM] * s_item
-        if e[P_SLOT] >= 0:
-            _copy_rows(iaddr, 0, rowbytes, e[P_FY], e[P_FX], e[P_CY], e[P_CX], ys, xs, isz,
-                       item + e[P_SLOT] * s_slot, s_row, e[P_DY], e[P_DX])
-        else:
-            plane = e[P_FH] * rowbytes
-            for s in range(bands.shape[0]):
-                _copy_rows(iaddr, bands[s] * plane, rowbytes, e[P_FY], e[P_FX], e[P_CY], e[P_CX], ys, xs,
-                           isz, item + s * s_slot, s_row, e[P_DY], e[P_DX])
+        slot0, nslots, plane = e[P_SLOT], 1, 0  # a tile frame: one plane, to one slot
+        if slot0 < 0:  # a cell frame: the selected band planes, to every slot
+            slot0, nslots, plane = 0, bands.shape[0], e[P_FH] * rowbytes
+        for s in range(nslots):  # one copy site: each inlined copy costs compile time on a first run
+            _copy_rows(iaddr, bands[s] * plane, rowbytes, e[P_FY], e[P_FX], e[P_CY], e[P_CX], ys, xs, isz,
+                       item + (slot0 + s) * s_slot, s_row, e[P_DY], e[P_DX])
     return True
 
 
 @njit(cache=True, nogil=True)
-def decode_copy(frames, place, scratch, stride, first, last, step, slot):
-    """Run groups ``range(first, last, step)`` of ``frames`` on the calling thread, without the GIL.
+def decode_copy(frames, place, scratch, stride, counter, slot):
+    """Run the groups of ``frames`` on the calling thread, without the GIL, taking them one at a
+    time from ``counter[0]`` (int64, atomic); returns the first failed group it ran, or -1.
 
     Each group's frame is decoded (at its ``dec`` address, or, when that is 0, in slot
     ``slot`` of ``scratch``, slots ``stride`` bytes apart), sub-byte samples are masked
     to their low bits, and each entry's rectangle is copied into ``place.out`` (uint8,
-    4-D: item, slot, row, column byte).  A failed group copies nothing.  Returns the
-    first failed group, or -1.
+    4-D: item, slot, row, column byte).  A failed group copies nothing.
 
-    Threads running the same call on disjoint groups with their own scratch slots
-    share nothing but the output, where their rectangles never overlap.
-    """
-    bad = -1
-    for g in range(first, last, step):
-        ok = _run_group(g, frames, place, scratch, stride, slot)
-        if not ok and bad < 0:
-            bad = g
-    return bad
-
-
-@njit(cache=True, nogil=True)
-def decode_copy_shared(frames, place, scratch, stride, counter, slot):
-    """As :func:`decode_copy`, taking groups one at a time from ``counter[0]`` (atomic).
-
-    Several threads run this at once on one ``counter`` (each with its own scratch
-    ``slot``) until every group is taken; a thread that starts late takes fewer.
-    Returns the first failed group this thread ran, or -1.
+    One thread with a counter at 0 runs every group.  Several threads run it at once on
+    one ``counter`` (each with its own scratch ``slot``) until every group is taken; a
+    thread that starts late takes fewer.  They share nothing but the output, where their
+    rectangles never overlap.  (One kernel for both: each kernel costs compile time.)
     """
     n = frames.gstart.shape[0] - 1
     bad = -1

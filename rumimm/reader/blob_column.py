@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rumimm.format.blob import VALID_PAIRS, BLOB_FIELDS, rule_broken
 from rumimm.errors import BlobError
+from rumimm.format.blob import BLOB_FIELDS, TOO_SHORT, VALID_PAIRS, check_one, rule_broken
 
-__all__ = ["parse_blobs"]
+__all__ = ["parse_blobs", "parse_blobs_any"]
 
 
 def _as_uint8(blob) -> np.ndarray:
@@ -111,9 +111,13 @@ _PARALLEL_ROWS = 1 << 16  # below this a second thread costs more than it saves
 
 def _check_in_parallel(data, starts, fields, status) -> None:
     """``check_blobs`` over row ranges on the reader's decode threads (the kernel is nogil)."""
+    from rumimm.reader import jit
     from rumimm.reader.engine import load
     from rumimm.reader.threads import parallel_slot, release_parallel, run_workers
 
+    if jit.state() == "off":  # forked while the parent loaded the kernels: this process never will
+        _check_each(data, starts, fields, status)
+        return
     K = load()
     m = starts.size - 1
     workers = parallel_slot(m // _PARALLEL_ROWS) if m >= 2 * _PARALLEL_ROWS else 1
@@ -130,3 +134,55 @@ def _check_in_parallel(data, starts, fields, status) -> None:
         run_workers(part, workers)
     finally:
         release_parallel()
+
+
+def _check_each(data, starts, fields, status) -> None:
+    """``check_blobs`` blob by blob with numpy (``blob.check_one``: the same rules, order and codes)."""
+    for i in range(starts.size - 1):
+        code, f = check_one(data[starts[i]:starts[i + 1]].tobytes())
+        status[i] = code
+        if code == TOO_SHORT:  # the kernel reads no field of a blob shorter than its header
+            f = {"blob_size": f["blob_size"]}
+        fields[i] = [f.get(name, 0) for name in BLOB_FIELDS]
+
+
+def parse_blobs_any(blobs, specs=None) -> dict:
+    """:func:`parse_blobs` for a column that may hold spec 0.2 blobs (rumi-eo 0.18+ headers).
+
+    Spec 0.1 blobs are checked in the one numba pass; a blob that is not a valid 0.1 blob,
+    or whose row says ``specs[i] == "0.2"``, is parsed as a spec 0.2 blob
+    (``format.v2.Header2``), one at a time.  Returns the ``BLOB_FIELDS`` columns plus
+    ``time_count`` (1 for spec 0.1) and ``spec`` (1 or 2); ``frame_unit`` of a spec 0.2 row is its
+    frame unit (0 to 9).  BlobError names the first
+    blob that is valid in neither spec.
+    """
+    from rumimm.format.v2 import Header2
+
+    if type(blobs).__module__.startswith("pyarrow"):
+        blobs = blobs.to_pylist()
+    blobs = list(blobs)
+    m = len(blobs)
+    out = parse_blobs(blobs, errors="status")
+    status = out.pop("status")
+    out["time_count"] = np.ones(m, np.int64)
+    out["spec"] = np.ones(m, np.int64)
+    specs = [None] * m if specs is None else list(specs)
+    for i in range(m):
+        if not status[i] and specs[i] != "0.2":
+            continue
+        rule1 = None if not status[i] else rule_broken(int(status[i]), {k: int(out[k][i]) for k in BLOB_FIELDS})
+        if specs[i] == "0.1":
+            raise BlobError(f"blob {i} of {m}: {rule1}")
+        try:
+            hdr = Header2.parse(blobs[i])
+        except BlobError as exc:
+            rule2 = str(exc).removeprefix("header blob (spec 0.2): ")
+            if specs[i] == "0.2":
+                raise BlobError(f"blob {i} of {m}: {rule2} (spec 0.2)") from None
+            raise BlobError(f"blob {i} of {m}: {rule1} (nor a spec 0.2 blob: {rule2})") from None
+        for name in BLOB_FIELDS:
+            out[name][i] = len(hdr.blob) if name == "blob_size" else int(getattr(hdr, name))
+        out["frame_unit"][i] = hdr.layout
+        out["time_count"][i] = hdr.time_count
+        out["spec"][i] = 2
+    return out

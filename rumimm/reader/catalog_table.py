@@ -11,7 +11,7 @@ import os
 
 from rumimm.errors import RumiError
 
-__all__ = ["read_catalog", "select_bbox", "catalog_images"]
+__all__ = ["read_catalog", "select_bbox", "catalog_images", "check_rows"]
 
 
 def read_catalog(path, *, columns=None, bbox=None):
@@ -63,6 +63,50 @@ def _where(table, where):
     return table.filter(where)
 
 
+def check_rows(table):
+    """(paths, blobs, fields) of a catalog table, every row checked before anything is sized from it.
+
+    The ``path`` column must be strings and the ``blob`` column binary, neither with a
+    null; every blob is parsed (``fields``: :func:`rumimm.reader.blob_column.parse_blobs_any`,
+    spec 0.1 blobs in one :func:`rumimm.parse_blobs` pass, spec 0.2 ones one by one).  A ``transform`` column, if any, must be lists of 6 floats.
+
+    Raises
+    ------
+    RumiError
+        A missing column, a column of another type, a null, or a bad blob (BlobError),
+        naming the column and the first bad row.
+    """
+    import pyarrow as pa
+
+    from rumimm.reader.blob_column import parse_blobs_any
+
+    names = getattr(table, "column_names", None)
+    if names is None:
+        raise RumiError(f"a catalog is a pyarrow Table, got {type(table).__name__}")
+    for name, ok, kind in (("path", lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "strings"),
+                           ("blob", lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), "binary")):
+        if name not in names:
+            raise RumiError(f"catalog has no {name!r} column; build it with rumimm.catalog")
+        column = table.column(name)
+        if not ok(column.type):
+            raise RumiError(f"catalog column {name!r} must be {kind}, got {column.type}")
+        if column.null_count:
+            row = next(i for i, v in enumerate(column.is_null().to_pylist()) if v)
+            raise RumiError(f"catalog row {row} has no {name}")
+    if "transform" in names:
+        t = table.column("transform").type
+        if not ((pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t))
+                and pa.types.is_floating(t.value_type)):
+            raise RumiError(f"catalog column 'transform' must be lists of 6 floats, got {t}")
+        bad = [i for i, v in enumerate(table.column("transform").to_pylist()) if v is not None and len(v) != 6]
+        if bad:
+            raise RumiError(f"catalog row {bad[0]}: transform must have 6 values")
+    column = table.column("blob")
+    specs = table.column("spec").to_pylist() if "spec" in names else None
+    fields = parse_blobs_any(column, specs)  # every blob checked before any file is touched (spec 0.1 in one pass)
+    return table.column("path").to_pylist(), column.to_pylist(), fields
+
+
 def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool = True):
     """(paths, blobs, Images) of a catalog's rows, opened with their blobs (no IFD is read).
 
@@ -70,17 +114,11 @@ def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool 
     expression (``pc.field("epsg") == 32633``) or a boolean mask.  Every blob is checked
     by one :func:`rumimm.parse_blobs` call before any file is opened.
     """
-    from rumimm.reader.blob_column import parse_blobs
     from rumimm.reader.image import Image
 
     table = read_catalog(table_or_path) if isinstance(table_or_path, (str, os.PathLike)) else table_or_path
     table = _where(table, where)
-    paths = table.column("path").to_pylist()
-    column = table.column("blob")
-    parse_blobs(column)  # every blob checked in one pass, before any file is touched
-    blobs = column.to_pylist()
-    if any(p is None for p in paths):
-        raise RumiError(f"catalog row {paths.index(None)} has no path")
+    paths, blobs, _ = check_rows(table)
     images = []
     try:
         for path, blob in zip(paths, blobs):

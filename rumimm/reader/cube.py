@@ -15,8 +15,10 @@ import numpy as np
 
 from rumimm.reader import engine
 from rumimm.errors import RumiError, WindowError
-from rumimm.reader.rasterio_surface import RasterioSurface
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.image import Image
+from rumimm.format import units
+from rumimm.format.georef import split_georef_block
 from rumimm.format.window import Run, select, window_bounds
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
@@ -75,6 +77,14 @@ def _unique(images):
 
 def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
     """Read runs ``y``, ``x`` shifted by (y0[n], x0[n]) of images[n] for every n into out4 (uint8 4-D)."""
+    if any(im.spec == "0.2" and units.interleaved(im.header.layout) for im in images):
+        # spec 0.2 cells interleaved per pixel (h w b, ...): each image places its own frames
+        y0s, x0s = np.broadcast_to(y0, (len(images),)), np.broadcast_to(x0, (len(images),))
+        for n, im in enumerate(images):
+            block = im._read_block(bands, Run(int(y0s[n]) + y.start, y.step, y.count),
+                                   Run(int(x0s[n]) + x.start, x.step, x.count), None)
+            out4[n] = block.view(np.uint8).reshape(out4.shape[1:])
+        return
     uniq, index = _unique(images)
     windows = np.empty((len(images), 3), np.int64)
     windows[:, 0] = index
@@ -85,15 +95,38 @@ def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
 
 def _georef_block(img: Image) -> bytes | None:
     """The 160 bytes of the two georeferencing tags, or None when no CRS is set."""
-    block = img._georef_bytes()
-    keys = np.frombuffer(block, "<u2", 16, 128)
+    block = img.georef_block()
+    _, keys = split_georef_block(block)
     if int(keys[7]) == 0:  # GTModelTypeGeoKey 0: undefined georeferencing
         return None
     return block
 
 
+def _common_steps(images) -> int | None:
+    """T when the images are spec 0.2 files of T > 1 steps that one read can batch, None for (B, Y, X) images."""
+    first = images[0]
+    if all(img.ndim == 3 for img in images):
+        return None
+    for i, img in enumerate(images):
+        if img.ndim != 4 or img.time_count != first.time_count:
+            raise RumiError(f"image {i} ({img.path}) has {img.time_count} time step(s) but image 0 "
+                            f"({first.path}) {first.time_count}; read_batch returns one array")
+        if img.header.grid.band_major != first.header.grid.band_major:
+            raise RumiError(f"image {i} ({img.path}) orders its frames {img.frame_unit!r} and image 0 "
+                            f"{first.frame_unit!r}, one band-major and one time-major; batch them separately")
+    return first.time_count
+
+
+def _one_step(images) -> None:
+    for img in images:
+        if img.ndim == 4:
+            raise RumiError(f"{img.path} is a spec 0.2 file of {img.shape[0]} time steps, (T, B, Y, X); stacks and "
+                            "batches take images of one step: index the file itself (img[t, :, y0:y1, x0:x1])")
+
+
 def _check_aligned(images) -> None:
     first = images[0]
+    _one_step(images)
     ref_geo = None
     for i, img in enumerate(images):
         for name in ("shape", "tile", "dtype"):
@@ -206,6 +239,11 @@ class Cube(RasterioSurface):
         return self._images[0]
 
     @property
+    def metadata(self):
+        """The first image's band metadata (nodata, descriptions, ...; see ``Image.metadata``)."""
+        return self._images[0].metadata
+
+    @property
     def transform(self):
         return self._georeferenced().transform
 
@@ -232,12 +270,13 @@ class Cube(RasterioSurface):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, bands=None, window=None, out=None):
+    def read(self, indexes=None, window=None, out=None, *, bands=None):
         """Every image's bands in a window: (N, n, h, w), or (N, h, w) for an int band.
 
-        Arguments as :meth:`rumimm.Image.read`.
+        Arguments as :meth:`rumimm.Image.read`: ``indexes`` from 1 (rasterio's), or ``bands`` from 0.
         """
         img0 = self._images[0]
+        bands = indexes_to_bands(indexes, bands, img0.shape[0])
         from rumimm.format.window import select_read
 
         sel = select_read(bands, window, img0.shape)
@@ -421,7 +460,8 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
     Returns
     -------
     numpy.ndarray
-        (N, n_bands, h, w), or (N, h, w) for an int band.  Frames shared by
+        (N, n_bands, h, w), or (N, h, w) for an int band; for spec 0.2 files of T > 1
+        time steps (all with the same T), (N, T, n_bands, h, w) or (N, T, h, w).  Frames shared by
         several windows are decoded once; all are decoded in one parallel pass.
 
     Raises
@@ -440,18 +480,19 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
             nb = 0 if bands is None else (1 if isinstance(bands, (int, np.integer)) else len(bands))
             return np.empty((0, nb, h, w) if not isinstance(bands, (int, np.integer)) else (0, h, w), np.uint8)
         dtype = images[0].dtype
+        steps = _common_steps(images)  # spec 0.2 files of T > 1 steps: (N, T, n_bands, h, w)
         for i, img in enumerate(images):
             if img.dtype != dtype:
                 raise RumiError(f"image {i} ({img.path}) is {img.dtype} but image 0 is {dtype}; "
                                 "read_batch returns one array")
-            _, ny, nx = img.shape
+            ny, nx = img.height, img.width
             if not (0 <= y0[i] and y0[i] + h <= ny and 0 <= x0[i] and x0[i] + w <= nx):
                 raise WindowError(f"window {i} [{y0[i]}:{y0[i] + h}, {x0[i]}:{x0[i] + w}] leaves image {i} "
                                   f"({img.path}) of {ny} x {nx} pixels")
         drop = isinstance(bands, (int, np.integer)) and not isinstance(bands, bool)
-        nbands = min(img.shape[0] for img in images)
+        nbands = min(img.count for img in images)
         if bands is None:
-            if any(img.shape[0] != images[0].shape[0] for img in images):
+            if any(img.count != images[0].count for img in images):
                 raise WindowError("images have different band counts; pass bands=")
             blist = np.arange(nbands, dtype=np.int64)
         else:
@@ -462,20 +503,28 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
                 raise WindowError(f"bands {blist.tolist()} out of range for images with {nbands} bands")
             blist = np.where(blist < 0, blist + nbands, blist)
         uniq = np.unique(blist)
-        remap = None
+        remap: tuple | None = None
         if uniq.size != blist.size:
             remap = (slice(None), np.searchsorted(uniq, blist))
             blist = uniq
         if drop:
             remap = (slice(None), 0)
-        shape = (n, blist.size, h, w)
+        shape: tuple[int, ...] = (n, blist.size, h, w)
+        read_bands = blist
+        if steps:
+            # every (step, band) pair is a virtual band of the grid, read in (step, band) order
+            read_bands = images[0].header.grid.virtual_bands(np.arange(steps), blist).reshape(-1)
+            shape = (n, steps, blist.size, h, w)
+            if remap is not None:
+                remap = (remap[0], slice(None), *remap[1:])
         final = shape if remap is None else np.empty(shape, np.uint8)[remap].shape
         if out is not None:
             _check_out(out, final, dtype)
         direct = out is not None and remap is None and out.flags.c_contiguous
         block = out if direct else np.empty(shape, dtype)
         if block.size:
-            _read_stack(images, blist, y0, x0, Run(0, 1, h), Run(0, 1, w), block.view(np.uint8))
+            _read_stack(images, read_bands, y0, x0, Run(0, 1, h), Run(0, 1, w),
+                        block.reshape(n, read_bands.size, h, w).view(np.uint8))
         result = block if remap is None else block[remap]
         if out is not None and not direct:
             out[...] = result

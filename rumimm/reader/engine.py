@@ -1,34 +1,28 @@
-"""The read engine: plan -> cache -> decode + place, for one image or a stack of them.
+"""The read engine: windows to frames, and the kernel executor of the planner.
 
 Every read (``Image``, ``Cube``, ``ImageCollection``, ``read_batch``) hands the engine
-:class:`FrameSource` records, one per open file, and a *plan*: one int64 row per
-(frame, output slot) saying which rectangle of a decoded frame goes where in the
-output (``kernels.plan_window`` / ``plan_batch``).  :func:`execute` then
-
-1. groups the entries by frame (a frame several windows need is decoded once),
-2. takes the frames the cache holds, decides whether the new ones are kept,
-3. checks each new frame's OpenZL header once per open image,
-4. decodes and places everything in one ``nogil`` kernel call
-   (``kernels.decode_copy``), on the calling thread or on a few threads,
-5. maps a failed frame to one :class:`~rumimm.errors.CodecError` and stores the
-   new frames in the cache.
-
-Whole frames (:func:`decode_frames`) go through the same kernel with an empty copy
-list.  A window of at most :data:`SMALL_READ_FRAMES` frames (a chip) skips the kernels:
-``small_reads`` runs the same steps in Python, decoding each frame with the same C
-function (``codec.geozl_lib``, through ctypes, GIL released) and placing it with numpy
-slicing, so a process that only reads chips never loads numba (0.3 s or more at
-the first read).  Both share the cache, the header checks and the error mapping
-(``frame_checks``).  Output is always copied out of the decoded frame, so a small chip
-never keeps a whole frame alive.
+:class:`FrameSource` records, one per open file.  :func:`read_window` sends a window of
+at most :data:`SMALL_READ_FRAMES` frames (a chip) to the chip executor
+(``small_reads``: geozl's C decoder through ctypes, numpy placement, no numba, so a
+process that only reads chips never loads numba, 0.3 s or more at the first read);
+larger windows and batches get a *plan* from the kernels (``kernels.plan_window`` /
+``plan_batch``: one int64 row per (frame, output slot) saying which rectangle of a
+decoded frame goes where) and run through :func:`execute`: entries are grouped by frame
+(a frame several windows need is decoded once), the planner (``reader.planner``) takes
+the cached frames and hands out buffers, each new frame's header is checked once per open
+image, one ``nogil`` kernel call (``kernels.decode_copy``) decodes and places everything
+on the calling thread or a few threads, and the planner's ``finish`` maps a failure to
+one :class:`~rumimm.errors.CodecError` and fills the cache.  Whole frames
+(:func:`decode_frames`) go to the chip executor.  Output is always copied out of the
+decoded frame, so a chip never keeps a whole frame alive.
 
 Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
-:func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read;
-:func:`load` adds numba and the kernels at the first read that needs them.  Both run
-under one module lock, and a fork waits for it (``os.register_at_fork``): the hook
-takes that lock and numba's compiler lock before the fork and releases both after it
-in parent and child, so a child never inherits a lock held by a thread that does not
-exist in it, and no import or compilation happens later inside the read path.
+:func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read,
+under a module lock a fork waits for (``os.register_at_fork``).  numba and the kernels
+load on a background thread (``reader.jit``), started by the first read that would use
+them; until they are ready, windows of up to :data:`LOADING_READ_BYTES` of frames go to the chip
+executor (a whole window, or each window of a batch) and larger ones wait.  A fork does
+not wait for the loader (``jit`` says what a child forked meanwhile can do).
 """
 
 from __future__ import annotations
@@ -36,12 +30,13 @@ from __future__ import annotations
 import concurrent.futures.thread  # noqa: F401  (imported before any fork can wait on load(): see _before_fork)
 import logging  # noqa: F401  (numba imports it; both register fork hooks of their own)
 import os
-import sys
 import threading
 
 import numpy as np
 
-from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, align, lookup, thread_scratch
+from rumimm.reader import jit as _jit
+from rumimm.reader.planner import check_new, finish, plan_frames
+from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource
 from rumimm.format.window import Run, segments
 
 __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
@@ -50,8 +45,13 @@ __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "dec
 #: A window of at most this many frames is read without numba (geozl's decoder through ctypes).
 SMALL_READ_FRAMES = 4
 
+#: While the kernels load, a window whose frames decode to at most this many bytes goes without
+#: them; a larger one waits: on its decode threads the chip executor holds every frame of a window
+#: (compressed and decoded) at once and places them after, 2-3x slower than the kernels on 128 MiB
+#: (a 4 x 4096 x 4096 uint16 image), about as fast up to 8 MiB (docs/dev/startup.md).
+LOADING_READ_BYTES = 32 << 20
+
 _load_lock = threading.RLock()
-_local = threading.local()  # the compiler lock a fork hook took, released after the fork
 K = None  # rumimm.kernels once loaded
 _geozl = None  # rumimm.codec.geozl_lib once loaded (the C decoder through ctypes)
 _checks = None  # rumimm.reader.frame_checks once loaded (frame headers, errors, the openzl.ext fallback decoder)
@@ -89,68 +89,52 @@ def _load_decoder() -> bool:
 def load():
     """Import numba, the kernels, OpenZL and geozl's C decoder, once; return the kernels.
 
-    Called by the first read that needs the kernels; safe to call from many threads at
-    once.  It also applies ``cache.tune_malloc`` (glibc's allocator keeps the decoder's
-    scratch memory instead of returning it to the kernel after every frame: half a
-    frame's decode time; ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
+    Waits for the background loader (``reader.jit``); safe to call from many threads at
+    once.  :func:`_load_decoder` also applies ``cache.tune_malloc`` (glibc's allocator
+    keeps the decoder's scratch memory instead of returning it to the kernel after every
+    frame: half a frame's decode time; ``docs/performance.md``), unless ``RUMIMM_TUNE_MALLOC=0``.
     """
     global K
-    if K is not None:
-        return K
-    with _load_lock:
-        if K is None:
-            _load_decoder()
-            from rumimm import kernels
-            from rumimm.kernels import native
-
-            native.available()  # the same library, its entry points registered for the kernels
-            _warm(kernels)
-            K = kernels
+    if K is None:
+        _load_decoder()
+        K = _jit.wait()
     return K
 
 
-def _warm(kern) -> None:
-    """Run the single-image kernels once on empty input, with the argument types of a real read.
+def _without_kernels(nbytes: int) -> bool:
+    """Whether a window whose frames decode to ``nbytes`` goes to the chip executor rather than wait for the kernels.
 
-    Loads them from numba's cache (or compiles them) here, under the load lock, with
-    every lazy import numba's dispatch makes on a first call (``numpy.ma``, for one):
-    after :func:`load` a read imports and compiles nothing.
+    Yes while they load (the loader is started here), up to LOADING_READ_BYTES, and always in
+    a process that never can load them (forked while its parent did: ``jit``).  Call after
+    :func:`_load_decoder` returned True.
     """
-    import numpy.ma  # noqa: F401  (numba's typeof of an ndarray imports it on first use)
-
-    grid = np.ones(kern.GRID_COLS, np.int64)
-    bands = np.zeros(1, np.int64)
-    one = Run(0, 1, 1)
-    plan = kern.plan_window(grid, bands, one, one, 1)
-    u64, i64 = np.zeros(1, np.uint64), np.zeros(1, np.int64)
-    frames = kern.Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64)
-    place = kern.Placement(plan, bands, np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True)
-    kern.decode_copy(frames, place, _NO_SCRATCH, 0, 0, 0, 1, 0)
-
-
-def _compiler_lock():
-    mod = sys.modules.get("numba.core.compiler_lock")
-    return None if mod is None else mod.global_compiler_lock
+    global K
+    if K is None:
+        K = _jit.kernels()
+    if K is not None:
+        return False
+    state = _jit.state()
+    return state == "off" or (state == "loading" and nbytes <= LOADING_READ_BYTES)
 
 
 def _before_fork() -> None:
     _load_lock.acquire()
-    lock = _compiler_lock()
-    if lock is not None:
-        lock.acquire()
-    _local.fork_held = lock
+    _jit.before_fork()
 
 
-def _after_fork() -> None:
-    lock = getattr(_local, "fork_held", None)
-    _local.fork_held = None
-    if lock is not None:
-        lock.release()
+def _after_fork_in_parent() -> None:
+    _jit.after_fork_in_parent()
+    _load_lock.release()
+
+
+def _after_fork_in_child() -> None:
+    _jit.after_fork_in_child()
     _load_lock.release()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 # --------------------------------------------------------------------------- the engine
@@ -166,108 +150,94 @@ def _group(plan, sources):
     return plan, np.append(starts, plan.shape[0]).astype(np.int64), plan[starts]
 
 
-def execute(sources, plan, bands, ys: int, xs: int, out4, *, group: bool = True) -> None:
-    """Decode and copy every entry of ``plan`` into ``out4`` (uint8, (items, slots, rows, row bytes)).
+def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) -> None:
+    """Decode and copy every entry of ``plan`` into ``out`` (uint8, (items, slots, rows, row bytes)).
 
     ``sources`` are the files the plan's P_IMAGE column refers to (one dtype).  With
     ``group``, entries of one frame are gathered first, so a frame several entries
     need decodes once; without it the entries must be one per frame, of sources[0].
+    The planner (``reader.planner``) splits the frames into cached and new ones and
+    hands out buffers; the kernels decode the new ones straight from the mappings.
     """
     if K is None:
         load()
     single = len(sources) == 1
     if group and not (single and plan.shape[0] == 1):
-        plan, gstart, heads = _group(plan, sources)
+        plan, starts, heads = _group(plan, sources)
     else:
-        gstart = np.arange(plan.shape[0] + 1, dtype=np.int64)
+        starts = np.arange(plan.shape[0] + 1, dtype=np.int64)
         heads = plan
-    ks = np.ascontiguousarray(heads[:, K.P_FRAME])
-    ngroups = ks.shape[0]
-    owners = [0] * ngroups if single else heads[:, K.P_IMAGE].tolist()
-    keep = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns
-    tables = [s.frame_table() for s in sources]
-    if single:
-        src, size, _ = tables[0]
-        fidx = ks
-    else:
-        own = np.asarray(owners)
-        src = np.empty(ngroups, np.uint64)
-        size = np.empty(ngroups, np.uint64)
-        for i, (s_src, s_size, _) in enumerate(tables):
-            m = own == i
-            src[m] = s_src[ks[m]]
-            size[m] = s_size[ks[m]]
-        fidx = np.arange(ngroups, dtype=np.int64)
-    klist = ks.tolist()
-    nbytes = heads[:, K.P_NBYTES]
-    dec = np.zeros(ngroups, np.uint64)
-    need = np.ones(ngroups, np.uint8)
+    frame_idx = np.ascontiguousarray(heads[:, K.P_FRAME])
+    n = frame_idx.shape[0]
+    owners = [0] * n if single else heads[:, K.P_IMAGE].tolist()
+    frames = frame_idx.tolist()
+    sizes = heads[:, K.P_NBYTES].tolist()
+    alive = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns
+    chunks = _threads.parallel_slot(n) if _NATIVE and sum(sizes) >= PARALLEL_MIN_BYTES else 1
+    try:
+        # the kernels place a frame as soon as it is decoded: one scratch slot per thread
+        batch = plan_frames(sources, owners, frames, sizes, slots=chunks if _NATIVE else None)
+        missing = batch.missing
+        if chunks > 1:
+            useful = len(missing) if sum(sizes[g] for g in missing) >= PARALLEL_MIN_BYTES else 1
+            if useful < 2:  # most were cached: threads no longer pay off
+                _threads.release_parallel()
+                chunks = 1
+            chunks = min(chunks, useful) if chunks > 1 else 1
+        need = np.zeros(n, np.uint8)
+        if missing and not _NATIVE:
+            from rumimm.reader.frame_checks import fallback_frames
 
-    # -- frames already decoded
-    found = lookup(sources, owners, klist)
-    if found is None:
-        missing = list(range(ngroups))
-    else:
-        missing = []
-        for g, hit in enumerate(found):
-            if hit is None:
-                missing.append(g)
-            else:
-                keep.append(hit[0])
-                dec[g] = hit[1]
-                need[g] = 0
-    sizes = [int(nbytes[g]) for g in missing]
-    new_bytes = sum(sizes)
-    store = found is not None and bool(missing) and all(
-        s.cache is not None and s.cache.admits(new_bytes) for s in sources)
-
-    # -- frames to decode: into new buffers the cache keeps, or a scratch slot per thread
-    chunks = 1
-    fresh = []
-    scratch = _NO_SCRATCH
-    stride = 0
-    if missing and not _NATIVE:
-        fresh = _checks.fallback_frames(sources, [klist[g] for g in missing], [owners[g] for g in missing])
-        for g, frame in zip(missing, fresh):
-            dec[g] = frame.ctypes.data
-            need[g] = 0
-        keep.extend(fresh)
-    elif missing:
-        for g in missing:
-            _checks.check_header(sources[owners[g]], klist[g])
-        if new_bytes >= PARALLEL_MIN_BYTES:  # threads pay off only with enough work
-            chunks = _threads.parallel_slot(len(missing))
-        if store:
-            for g, n in zip(missing, sizes):
-                frame = np.empty(n, np.uint8)
-                dec[g] = frame.ctypes.data
-                fresh.append(frame)
-            keep.extend(fresh)
-        else:
-            stride = align(max(sizes))
-            scratch = thread_scratch(stride * chunks)[0]
-            keep.append(scratch)
-    status = np.zeros(ngroups, np.int64)
-    fs0 = sources[0]
-    frames = K.Frames(src, size, fidx, dec, need, gstart, status)
-    place = K.Placement(plan, bands, out4, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
-    if chunks > 1:
-        try:
-            counter = np.zeros(1, np.int64)
-            bad = _threads.run_workers(lambda w: K.decode_copy_shared(frames, place, scratch, stride, counter, w),
-                                       chunks)
+            decoded = fallback_frames(sources, [frames[g] for g in missing], [owners[g] for g in missing])
+            for g, frame in zip(missing, decoded):
+                batch.decoded[g][:] = frame
+        elif missing:
+            mapped = [s.mapping() for s in sources]
+            check_new(batch, {g: _frame_view(mapped[owners[g]], batch.source(g), frames[g]) for g in missing})
+            need[missing] = 1
+        addresses = np.array(batch.addresses, np.uint64)
+        if missing and _NATIVE and not batch.store:
+            addresses[missing] = 0  # the kernels decode into their thread's scratch slot
+        src, size, fidx = _frame_table(sources, owners, frame_idx, single)
+        status = np.zeros(n, np.int64)
+        fs0 = sources[0]
+        scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
+        kframes = K.Frames(src, size, fidx, addresses, need, starts, status)
+        place = K.Placement(plan, bands, out, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
+        counter = np.zeros(1, np.int64)
+        if chunks > 1:
+            bad = _threads.run_workers(
+                lambda w: K.decode_copy(kframes, place, scratch, batch.stride, counter, w), chunks)
             bad = min((b for b in bad if b >= 0), default=-1)
-        finally:
+        else:
+            bad = K.decode_copy(kframes, place, scratch, batch.stride, counter, 0)
+    finally:
+        if chunks > 1:
             _threads.release_parallel()
-    else:
-        bad = K.decode_copy(frames, place, scratch, stride, 0, ngroups, 1, 0)
-    if bad >= 0:
-        raise _checks.frame_error(sources[owners[bad]], klist[bad], int(status[bad]))
-    if store and fresh:
-        for g, frame in zip(missing, fresh):
-            fs = sources[owners[g]]
-            fs.cache.put_many([(fs.token, klist[g])], [frame], [int(dec[g])])
-    del keep
+    finish(batch, bad, int(status[bad]) if bad >= 0 else 0)
+    del alive
+
+
+def _frame_table(sources, owners, frame_idx, single: bool):
+    """(addresses, byte counts, index into them) of each group's frame, for the kernels."""
+    if single:
+        src, size = sources[0].frame_addresses()
+        return src, size, frame_idx
+    n = frame_idx.shape[0]
+    own = np.asarray(owners)
+    src = np.empty(n, np.uint64)
+    size = np.empty(n, np.uint64)
+    for i, s in enumerate(sources):
+        s_src, s_size = s.frame_addresses()
+        m = own == i
+        src[m] = s_src[frame_idx[m]]
+        size[m] = s_size[frame_idx[m]]
+    return src, size, np.arange(n, dtype=np.int64)
+
+
+def _frame_view(mapping: np.ndarray, fs: FrameSource, k: int) -> np.ndarray:
+    start, nbytes = fs.frame_range(k)
+    return mapping[start:start + nbytes]
 
 
 def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarray:
@@ -282,7 +252,7 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
         out = np.empty((nb, y.count, x.count), fs.dtype)
     if not (nb and y.count and x.count):
         return out
-    fs.opened()
+    fs.live_store()
     g = fs.grid
     r, fy = divmod(y.start, g.tile_length)
     c, fx = divmod(x.start, g.tile_width)
@@ -291,7 +261,8 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
     else:
         rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
         cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
-    if len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES and _load_decoder():
+    if _load_decoder() and (len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES
+                            or _without_kernels(_window_bytes(fs, bands, y, x))):
         _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
     kern = K if K is not None else load()
@@ -307,13 +278,39 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     column; ``out4`` is uint8 (N, len(bands), y.count, x.count * itemsize).  All windows
     are planned together, so a frame several windows need is decoded once.
     """
-    kern = K if K is not None else load()
     for s in sources:
-        s.opened()  # a closed image fails here, even with nothing to read; execute maps the files
+        s.live_store()  # a closed image fails here, even with nothing to read; execute maps the files
+    if _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
+        _read_each(sources, windows, bands, y, x, out4)
+        return
+    kern = K if K is not None else load()
     grids = np.concatenate([s.grid_rows for s in sources])
     plan = kern.plan_batch(grids, windows, bands, _run(y), _run(x), sources[0].isz)
     if plan.shape[0]:
         execute(sources, plan, bands, y.step, x.step, out4)
+
+
+def _window_bytes(fs: FrameSource, bands, y, x) -> int:
+    """At most the decoded bytes of the frames a window of runs ``y``, ``x`` touches, wherever it lies."""
+    g = fs.grid
+    down = min(g.tiles_down, (y.count - 1) * y.step // g.tile_length + 2)
+    across = min(g.tiles_across, (x.count - 1) * x.step // g.tile_width + 2)
+    frame = g.tile_length * g.tile_width * fs.isz * (g.samples_per_pixel if fs.cell else 1)
+    return down * across * (1 if fs.cell else bands.shape[0]) * frame
+
+
+def _read_each(sources, windows, bands, y, x, out4) -> None:
+    """``read_windows`` without the kernels: each window to the chip executor, one by one."""
+    for n, (i, y0, x0) in enumerate(windows.tolist()):
+        fs = sources[i]
+        rows = segments(y0 + y.start, y.step, y.count, fs.grid.tile_length, fs.grid.image_length).tolist()
+        cols = segments(x0 + x.start, x.step, x.count, fs.grid.tile_width, fs.grid.image_width).tolist()
+        item = out4[n]
+        direct = item.flags.c_contiguous
+        out = item.view(fs.dtype) if direct else np.empty(item.shape[:2] + (x.count,), fs.dtype)
+        _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
+        if not direct:
+            item[...] = out.view(np.uint8)
 
 
 def _run(r) -> Run:
@@ -323,18 +320,9 @@ def _run(r) -> Run:
 
 def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
     """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype."""
-    native = _load_decoder()
-    out = []
-    for k in ks:
-        k = int(k)
-        if not native:
-            raw = _checks.fallback_frames((fs,), [k], [0])[0]
-        else:
-            f = fs.opened()
-            fs.checked()
-            raw = np.empty(fs.grid.frame_samples(k) * fs.isz, np.uint8)
-            status = _small.decode_copied(fs, f, k, raw, raw.ctypes.data)
-            if status is not None:
-                raise _checks.frame_error(fs, k, int(status))
-        out.append(raw.view(fs.dtype).reshape(fs.grid.frame_shape(k)))
-    return out
+    fs.live_store()
+    if _load_decoder():
+        return _small.read_whole_frames(fs, ks)
+    ks = [int(k) for k in ks]
+    raw = _checks.fallback_frames((fs,), ks, [0] * len(ks))
+    return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw)]

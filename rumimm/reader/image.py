@@ -24,37 +24,44 @@ from functools import cached_property
 
 import numpy as np
 
-from rumimm.reader import cache as _cache
-from rumimm.reader import engine
-from rumimm.format.blob import Header
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
-from rumimm.format.georef import parse_geokeys
-from rumimm.reader.mapped import OpenFile
-from rumimm.reader.rasterio_surface import RasterioSurface
+from rumimm.format.blob import Header
+from rumimm.format.georef import GEOREF_BYTES, parse_geokeys, split_georef_block
 from rumimm.format.tiff import check_blob_prefix
-from rumimm.reader.validate import index_mapping  # the full IFD walk, used only when no blob is given
+from rumimm.format.trailer import Trailer, parse_trailer
+from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, parse_header
 from rumimm.format.window import Run, Selection, select, select_read
+from rumimm.reader import cache as _cache
+from rumimm.reader import engine, layouts
+from rumimm.reader.store import LocalStore
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
+from rumimm.reader.validate import inspect_mapping  # the full IFD walk, used only when no blob is given
 
 __all__ = ["Image", "open", "read_frames", "load_header"]
 
 _tokens = itertools.count(1)
+_TIME_AXES = ("time", "band", "y", "x")
 
 
-def load_header(header, path):
-    """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file."""
-    if header is None or isinstance(header, Header):
+def load_header(header, path, spec=None):
+    """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file.
+
+    ``spec`` (``"0.1"``, ``"0.2"`` or None) is the file's specification, from its first bytes.
+    """
+    if header is None:
         return header
-    if type(header) is bytes:
-        return Header.parse(header, path=path)
+    if isinstance(header, Header) or type(header) is bytes:
+        return parse_header(header, spec=spec, path=path)
     if isinstance(header, (str, os.PathLike)):
         try:
             with builtins.open(header, "rb") as fh:
-                return Header.parse(fh.read(), path=path)
+                data = fh.read()
         except OSError as exc:
             raise BlobError(f"{where(path)}cannot read the header blob file {os.fspath(header)!r}: "
                             f"{exc.strerror or exc}") from exc
+        return parse_header(data, spec=spec, path=path)
     try:
-        return Header.parse(header, path=path)
+        return parse_header(header, spec=spec, path=path)
     except TypeError:
         raise TypeError(f"header must be the blob bytes, a Header or the path of a blob file, got "
                         f"{type(header).__name__}") from None
@@ -94,28 +101,42 @@ class Image(RasterioSurface):
         False is ~5% faster and still checks the decoded size.
     """
 
-    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True):
+    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, format=None):
         self.path = os.fspath(path)
-        hdr = load_header(header, self.path)
+        if format not in (None, "0.1", "0.2"):
+            raise ValueError(f"format must be '0.1' or '0.2', got {format!r}")
+        cache: _cache.FrameCache | None
         if cache_bytes is None:
             cache, private = _cache.shared(), False
         else:
             _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
-        file = OpenFile(self.path)
+        file = LocalStore(self.path)
+        trailer = None
         try:
+            spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
+            if format is not None and format != spec:
+                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with "
+                                  f"{'RUMI' if spec == '0.2' else 'a BigTIFF header'}), but format={format!r} was given")
+            hdr = load_header(header, self.path, spec)
             if hdr is None:
-                hdr = Header.parse(index_mapping(file.mapping(), self.path), path=self.path)
+                rep = inspect_mapping(file.mapping(), self.path, strict=True)
+                hdr = parse_header(rep.blob, spec=spec, path=self.path)
+                trailer = rep.trailer
                 magic0 = int.from_bytes(file.read(hdr.base_frame_offset, 4), "little")
+            elif spec == "0.2":
+                magic0, trailer = _check_blob2(file, hdr, self.path)
             else:
                 magic0 = _check_blob(file, hdr, self.path)
         except BaseException:
             file.close()  # not left to the traceback, which may outlive this call
             raise
         self._init(hdr, cache_bytes, verify)
+        self._trailer = trailer
         self._cache = cache
         self._token = token = next(_tokens)
-        self._source = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify), magic0)
+        self._source: engine.FrameSource | None = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify),
+                                                                     magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
@@ -124,7 +145,7 @@ class Image(RasterioSurface):
         self._enc = hdr.encoding
         self._dtype = self._enc.dtype
         self._isz = self._enc.itemsize
-        self._shape = self._grid.shape
+        self._shape = tuple(hdr.shape)  # (B, Y, X), or (T, B, Y, X) for a spec 0.2 file of several steps
         self._cache_arg = cache_bytes
         self._verify = bool(verify)
 
@@ -135,7 +156,7 @@ class Image(RasterioSurface):
         if src is None:
             return
         self._source = None
-        src.file = None  # closed now, or when a read in flight that holds it returns
+        src.store = None  # closed now, or when a read in flight that holds it returns
         if self._finalizer is not None:
             self._finalizer()
 
@@ -150,12 +171,13 @@ class Image(RasterioSurface):
         self.close()
 
     def __reduce__(self):
-        return (_reopen, (self.path, self._header.blob, self._cache_arg, self._verify, self.closed))
+        return (_reopen, (self.path, self._header.blob, self._cache_arg, self._verify, self.closed,
+                          self._header.spec, self._trailer))
 
     def __repr__(self) -> str:
-        b, y, x = self._shape
+        shape = ", ".join(str(v) for v in self._shape)
         state = "closed " if self.closed else ""
-        return (f"<{state}rumimm.Image {self.path!r} ({b}, {y}, {x}) {self._enc.name} "
+        return (f"<{state}rumimm.Image {self.path!r} ({shape}) {self._enc.name} "
                 f"tile {self._grid.tile_length}x{self._grid.tile_width} {self.frame_unit}>")
 
     # -- metadata -------------------------------------------------------------------
@@ -165,8 +187,8 @@ class Image(RasterioSurface):
         return self._header
 
     @property
-    def shape(self) -> tuple[int, int, int]:
-        """(B, Y, X): bands, rows, columns."""
+    def shape(self) -> tuple[int, ...]:
+        """(B, Y, X): bands, rows, columns; (T, B, Y, X) for a spec 0.2 file of T > 1 time steps."""
         return self._shape
 
     @property
@@ -175,12 +197,11 @@ class Image(RasterioSurface):
 
     @property
     def ndim(self) -> int:
-        return 3
+        return len(self._shape)
 
     @property
     def size(self) -> int:
-        b, y, x = self._shape
-        return b * y * x
+        return int(np.prod(self._shape, dtype=object))
 
     @property
     def nbytes(self) -> int:
@@ -190,15 +211,15 @@ class Image(RasterioSurface):
     @property
     def count(self) -> int:
         """Band count B (rasterio's name)."""
-        return self._shape[0]
+        return self._header.samples_per_pixel
 
     @property
     def height(self) -> int:
-        return self._shape[1]
+        return self._grid.image_length
 
     @property
     def width(self) -> int:
-        return self._shape[2]
+        return self._grid.image_width
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -207,8 +228,45 @@ class Image(RasterioSurface):
 
     @property
     def frame_unit(self) -> str:
-        """``"tile"`` (one band per frame) or ``"cell"`` (all bands per frame)."""
+        """``"tile"`` (one band per frame) or ``"cell"`` (all bands per frame); spec 0.2 files
+        give the decoded frame's axes instead, as rumi-eo's ``frame_layout`` (``"t b h w"``)."""
+        if isinstance(self._header, Header2):
+            return self._header.layout_name
         return self._grid.unit.name.lower()
+
+    @property
+    def spec(self) -> str:
+        """The rumi specification the file follows: ``"0.1"`` or ``"0.2"``."""
+        return self._header.spec
+
+    @property
+    def time_count(self) -> int:
+        """Time steps T (1 for every spec 0.1 file)."""
+        return self._header.time_count
+
+    @property
+    def descriptions(self) -> tuple:
+        """Band descriptions (rasterio's name): a spec 0.2 file's band texts (its trailer), else each
+        band's description from the PAM sidecar, or None."""
+        if self._trailer is None:
+            return super().descriptions
+        return self._trailer.bands
+
+    @property
+    def time(self) -> list | None:
+        """Spec 0.2 time coordinates, as rumi-eo gives them: ``datetime.date`` for whole days, else
+        UTC ``datetime``; ``(start, end)`` tuples for intervals.  None for spec 0.1 files."""
+        return None if self._trailer is None else self._trailer.time
+
+    @property
+    def time_kind(self) -> str | None:
+        """``"instant"`` or ``"interval"`` (spec 0.2), else None."""
+        return None if self._trailer is None else self._trailer.time_kind
+
+    @property
+    def trailer(self) -> Trailer | None:
+        """The spec 0.2 trailer (``rumimm.format.trailer.Trailer``), None for spec 0.1."""
+        return self._trailer
 
     @property
     def encoding(self):
@@ -229,13 +287,22 @@ class Image(RasterioSurface):
         They sit at fixed places right before the first frame (the matrix 160 bytes
         before it, the key directory 32 bytes before it), so no IFD is parsed.
         """
-        block = self._georef_bytes()
-        matrix = np.frombuffer(block, "<f8", 16, 0)
-        keys = np.frombuffer(block, "<u2", 16, 128)
+        matrix, keys = split_georef_block(self.georef_block())
         geo, bad = parse_geokeys(keys, matrix)
         if bad or geo is None:
             raise FormatError(f"{where(self.path)}{bad[0] if bad else 'unreadable georeferencing'}")
         return geo
+
+    @cached_property
+    def metadata(self):
+        """Band metadata from the file's PAM sidecar ``path + ".aux.xml"`` (``rumimm.format.pam.Metadata``).
+
+        Read on first use.  No sidecar: empty metadata.  An unreadable one: empty
+        metadata and a ``RumiWarning`` (see ``nodata``, ``descriptions``, ... for the fields).
+        """
+        from rumimm.reader.sidecar import read_metadata
+
+        return read_metadata(self.path, self.count, bytes(self._header))
 
     @property
     def transform(self) -> tuple[float, ...] | None:
@@ -265,7 +332,7 @@ class Image(RasterioSurface):
         if t is None:
             return None
         a, b, c, d, e, f = t
-        _, y, x = self._shape
+        y, x = self._shape[-2:]
         xs = [c + a * px + b * py for px, py in ((0, 0), (x, 0), (0, y), (x, y))]
         ys = [f + d * px + e * py for px, py in ((0, 0), (x, 0), (0, y), (x, y))]
         return (min(xs), min(ys), max(xs), max(ys))
@@ -285,27 +352,33 @@ class Image(RasterioSurface):
         out.update(path=self.path, crs=self.crs, epsg=self.epsg,
                    transform=None if self.transform is None else list(self.transform),
                    pixel_is_point=self.pixel_is_point)
+        if self._trailer is not None:
+            tr = self._trailer
+            out.update(bands=list(tr.bands), time_kind=tr.time_kind,
+                       time=[[v.isoformat() for v in t] if isinstance(t, tuple) else t.isoformat() for t in tr.time])
         return out
 
     # -- reading ----------------------------------------------------------------------
     def __getitem__(self, key):
-        sel = select(key, self._shape)
-        block = self._read_block(sel.lists[0], sel.y, sel.x, None)
+        sel = select(key, self._shape, _TIME_AXES if len(self._shape) == 4 else None)
+        if len(sel.lists) == 2:  # (T, B, Y, X): the (step, band) pairs are virtual bands of the grid
+            block = self._read_steps(sel.lists[0], sel.lists[1], sel.y, sel.x)
+        else:
+            block = self._read_block(sel.lists[0], sel.y, sel.x, None)
         return block if sel.remap is None else block[sel.remap]
 
     def __array__(self, dtype=None, copy=None):
-        a = self._read_block(np.arange(self._shape[0], dtype=np.int64), Run(0, 1, self._shape[1]),
-                             Run(0, 1, self._shape[2]), None)
+        a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, bands=None, window=None, out=None):
-        """Read bands of a window, optionally into a caller's buffer.
+    def read(self, indexes=None, window=None, out=None, *, bands=None):
+        """Read bands of a window, optionally into a caller's buffer, as rasterio's ``read``.
 
         Parameters
         ----------
-        bands : int or sequence of int, optional
-            0-based band(s); an int gives a 2-D (h, w) result, a list (n, h, w).
-            Default: every band.
+        indexes : int or sequence of int, optional
+            Band number(s) counted from 1, as rasterio: ``read(1)`` is the first band.
+            An int gives a 2-D (h, w) result, a list (n, h, w).  Default: every band.
         window : optional
             ``((y0, y1), (x0, x1))``, ``(slice(y0, y1), slice(x0, x1))`` or a
             rasterio ``Window``.  Default: the whole image.  It must lie inside
@@ -313,6 +386,10 @@ class Image(RasterioSurface):
         out : numpy.ndarray, optional
             Written in place and returned; must have the result's shape and this
             image's dtype.
+        bands : int or sequence of int, optional
+            Instead of ``indexes``: band(s) counted from 0, as ``img[b]`` counts them
+            (what ``read``'s first argument meant in rumimm 0.1.0: ``read(b)`` became
+            ``read(bands=b)`` or ``read(b + 1)``).
 
         Returns
         -------
@@ -323,17 +400,38 @@ class Image(RasterioSurface):
         ------
         WindowError
             A band or window outside the image.
+        TypeError
+            Both ``indexes`` and ``bands``.
         CodecError
             A frame is corrupt (the message names it and its grid position).
         """
+        bands = indexes_to_bands(indexes, bands, self.count)
+        if len(self._shape) == 4:
+            sel = select_read(bands, window, self._shape[1:])
+            key = (slice(None), sel.lists[0] if sel.remap is None else bands,
+                   slice(sel.y.start, sel.y.start + sel.y.count), slice(sel.x.start, sel.x.start + sel.x.count))
+            block = self[key]
+            if out is None:
+                return block
+            if not isinstance(out, np.ndarray) or out.shape != block.shape or out.dtype != self.dtype:
+                raise ValueError(f"out must be an array of shape {block.shape} and dtype {self.dtype}")
+            out[...] = block
+            return out
         sel = select_read(bands, window, self._shape)
         return _read_into(self, sel, out)
 
 
-    def _georef_bytes(self) -> bytes:
-        """The 160 bytes of the two georeferencing tag values (matrix, key directory) before frame 0."""
+    def raw_frame(self, k: int) -> bytes:
+        """Frame ``k`` as stored in the file: its OpenZL bytes, not decoded (``rumimm info`` reads frame 0)."""
+        fs = self._open_source()
+        if not 0 <= int(k) < fs.n_frames:
+            raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
+        return bytes(fs.read_frame(int(k)))
+
+    def georef_block(self) -> bytes:
+        """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
         base = self._grid.base_frame_offset
-        return bytes(self._open_source().opened().read(base - 160, 160))
+        return bytes(self._open_source().live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
 
     def _open_source(self) -> engine.FrameSource:
         src = self._source
@@ -342,11 +440,42 @@ class Image(RasterioSurface):
         return src
 
     def _read_block(self, bands: np.ndarray, y: Run, x: Run, out):
-        """Decode the (len(bands), y.count, x.count) block into ``out`` or a new array."""
+        """Decode the (len(bands), y.count, x.count) block into ``out`` or a new array.
+
+        ``bands`` are the grid's bands: for a spec 0.2 file its virtual bands (``format.units``).
+        """
+        if isinstance(self._grid, Grid2) and self._grid.interleaved:
+            return layouts.read_interleaved(self._open_source(), bands, y, x, out)
         return engine.read_window(self._open_source(), bands, y, x, out)
 
+    def _read_steps(self, steps: np.ndarray, bands: np.ndarray, y: Run, x: Run) -> np.ndarray:
+        """The (len(steps), len(bands), y.count, x.count) block of a spec 0.2 file of several steps."""
+        assert isinstance(self._grid, Grid2)  # only a spec 0.2 file has steps
+        virtual = self._grid.virtual_bands(steps, bands).reshape(-1)
+        block = self._read_block(virtual, y, x, None)
+        return block.reshape(steps.shape[0], bands.shape[0], y.count, x.count)
 
-def _check_blob(file: OpenFile, hdr: Header, path) -> int:
+
+def _check_blob2(file: LocalStore, hdr: Header2, path) -> tuple[int, Trailer]:
+    """A given 0.2 blob must describe this file: its 292 bytes of header and IFD, then its trailer.
+
+    The trailer runs from the end of the frames the blob locates to the end of the file, so
+    parsing it checks the file size too.  Returns frame 0's magic and the trailer.
+    """
+    size = file.size
+    if size < hdr.frames_end:
+        raise BlobError(f"{where(path)}file has {size} bytes but the header blob's frames end at byte "
+                        f"{hdr.frames_end}; truncated, or the blob belongs to another file")
+    magic0 = check_blob_prefix2(file.read, hdr, path)
+    tail = bytes(file.read(hdr.frames_end, size - hdr.frames_end))
+    try:
+        trailer = parse_trailer(tail, hdr.samples_per_pixel, hdr.time_count, path=path)
+    except FormatError as exc:
+        raise BlobError(f"{exc}; or the header blob belongs to another file") from None
+    return magic0, trailer
+
+
+def _check_blob(file: LocalStore, hdr: Header, path) -> int:
     """A given blob must describe this file: its first bytes first, then the file size.
 
     The IFD check needs only the 252 bytes of header and IFD, so a blob of another
@@ -359,6 +488,7 @@ def _check_blob(file: OpenFile, hdr: Header, path) -> int:
     magic0 = check_blob_prefix(file.read, hdr, path)
     if size != hdr.file_size:
         _size_error(size, hdr, path)
+    assert magic0 is not None  # None only for a file that ends before frame 0, refused by the size check
     return magic0
 
 
@@ -390,28 +520,32 @@ def _read_into(img: Image, sel: Selection, out):
     return out
 
 
-def _reopen(path, blob, cache_bytes, verify, closed=False):
+def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=None):
     if not closed:
-        return Image(path, blob, cache_bytes=cache_bytes, verify=verify)
+        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, format=spec)
     img = Image.__new__(Image)  # a closed image stays closed: no file is opened
     img.path = path
-    img._init(Header.parse(blob, path=path), cache_bytes, verify)
+    img._init(parse_header(blob, spec=spec, path=path), cache_bytes, verify)
+    img._trailer = trailer
     img._source = img._cache = img._finalizer = None
     img._token = 0
     return img
 
 
-def open(path, header=None, *, cache_bytes=None, verify: bool = True) -> Image:  # noqa: A001
-    """Open a rumi file for reading.
+def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=None) -> Image:
+    """Open a rumi file for reading: spec 0.1.0 or spec 0.2 (rumi-eo 0.18 and later).
+
+    The two are told apart by the file's first bytes (a BigTIFF header or ``RUMI``).
 
     Parameters
     ----------
     path : str or os.PathLike
         The ``.rumi`` file.
     header : bytes or Header, optional
-        Its header blob, as returned by ``rumimm.write``.  With it the IFD is not
-        walked (fast, e.g. for a data loader opening many files): the file size
-        and the 252 bytes of header and IFD are checked against the blob.
+        Its header blob, as returned by ``rumimm.write`` (or rumi-eo's ``write`` and
+        ``info(source=...).header``).  With it the IFD is not walked (fast, e.g. for a
+        data loader opening many files): the file size and the header and IFD
+        bytes are checked against the blob (spec 0.2: and the trailer parsed).
         Without it the whole file profile is checked and the blob rebuilt.
     cache_bytes : int, optional
         Decoded-frame cache: None shares the process-wide cache (64 MiB by
@@ -419,12 +553,16 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True) -> Image: 
         a private cache of n bytes.
     verify : bool
         Verify OpenZL checksums while decoding (default True).
+    format : {None, "0.1", "0.2"}
+        The specification the file must follow; None accepts either.
 
     Returns
     -------
     Image
-        A lazy (B, Y, X) array: ``img[:, y0:y1, x0:x1]`` decodes only the frames
-        the window touches.  A context manager; picklable (reopens in the child).
+        A lazy (B, Y, X) array, or (T, B, Y, X) for a spec 0.2 file of T > 1 time
+        steps: ``img[:, y0:y1, x0:x1]`` decodes only the frames the window touches.
+        Spec 0.2 band texts and time are ``img.descriptions`` and ``img.time``.
+        A context manager; picklable (reopens in the child).
 
     Raises
     ------
@@ -441,18 +579,23 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True) -> Image: 
     ...     chip = img[:, 1024:1280, 2048:2304]                   # (B, 256, 256)
     ...     red = img[2]                                          # (Y, X)
     """
-    return Image(path, header, cache_bytes=cache_bytes, verify=verify)
+    return Image(path, header, cache_bytes=cache_bytes, verify=verify, format=format)
 
 
 def read_frames(img: Image, frames) -> list[np.ndarray]:
     """Decode whole frames of an image (frame indices) into new arrays of their shape.
 
     Returns one ndarray per frame, shaped (h, w) for tile frames and (B, h, w) for
-    cell frames, in the image's dtype.  Mostly for tests and tools.
+    cell frames, in the image's dtype; a spec 0.2 cell frame in its layout's axes
+    (``(T, B, h, w)`` for ``t b h w``, ``(h, w, B)`` for ``h w b``).  Mostly for tests and tools.
     """
     src = img._open_source()
     ks = [int(k) for k in frames]
     for k in ks:
         if not 0 <= k < img.n_frames:
             raise WindowError(f"frame {k} is out of range for {img.n_frames} frames")
-    return engine.decode_frames(src, ks)
+    out = engine.decode_frames(src, ks)
+    grid = img._grid
+    if isinstance(grid, Grid2):
+        out = [layouts.frame_array(grid, k, f) for k, f in zip(ks, out, strict=True)]
+    return out

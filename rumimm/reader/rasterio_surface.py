@@ -14,10 +14,12 @@ import math
 
 import numpy as np
 
+from rumimm.errors import WindowError
+
 from rumimm.errors import RumiError
 
 __all__ = ["OFFSETS", "RasterioSurface", "require", "gtiff_profile", "gdal_type", "COMPRESSIONS_WITH_PREDICTOR",
-           "NBITS_OUT", "NBITS_IN", "GDAL_NATIVE"]
+           "NBITS_OUT", "NBITS_IN", "GDAL_NATIVE", "indexes_to_bands", "nodata_key"]
 
 #: Where in a pixel ``xy`` puts the point: (column, row) offsets from the pixel's corner.
 OFFSETS = {"center": (0.5, 0.5), "ul": (0.0, 0.0), "ur": (1.0, 0.0), "ll": (0.0, 1.0), "lr": (1.0, 1.0)}
@@ -52,6 +54,37 @@ def _inverse(a, b, c, d, e, f) -> tuple[float, ...]:
 def _apply(t, u, v):
     a, b, c, d, e, f = t
     return a * u + b * v + c, d * u + e * v + f
+
+
+def _nodata_number(v):
+    """A nodata value as rasterio gives it: a float, unless an integer a float cannot hold exactly."""
+    return v if isinstance(v, int) and abs(v) > 2**53 else float(v)
+
+
+def _band_index(bidx, count: int) -> int:
+    """The 0-based index of 1-based band ``bidx``, or an IndexError."""
+    if isinstance(bidx, bool) or not isinstance(bidx, (int, np.integer)) or not 1 <= bidx <= count:
+        raise WindowError(f"band index {bidx!r} is out of range: bands are numbered 1 to {count} (as rasterio's)")
+    return int(bidx) - 1
+
+
+def indexes_to_bands(indexes, bands, count: int):
+    """The 0-based ``bands`` selection of ``read(indexes, ..., bands=)``: 1-based ``indexes`` as rasterio, or ``bands``.
+
+    ``indexes`` (an int or a sequence of ints from 1) is rasterio's argument; ``bands``
+    keeps the 0-based numbering of numpy indexing (``img[b]``) for code written for it.
+    """
+    if indexes is None:
+        return bands
+    if bands is not None:
+        raise TypeError("read() takes indexes (1-based, as rasterio) or bands (0-based, as img[b]), not both")
+    if isinstance(indexes, (int, np.integer)) and not isinstance(indexes, bool):
+        return _band_index(indexes, count)
+    try:
+        values = list(indexes)
+    except TypeError:
+        raise TypeError(f"indexes must be an int or a sequence of ints (1-based), got {type(indexes).__name__}") from None
+    return [_band_index(i, count) for i in values]
 
 
 def _snap_down(v: float) -> int:
@@ -97,6 +130,63 @@ class RasterioSurface:
         import pyproj
 
         return pyproj.CRS.from_user_input(self.crs)
+
+    # -- band metadata (from the PAM sidecar; see rumimm.format.pam) ------------------------
+    @property
+    def nodatavals(self) -> tuple:
+        """Each band's nodata value (a float, an int beyond 2**53 for 64-bit integers), or None."""
+        return tuple(None if b.nodata is None else _nodata_number(b.nodata) for b in self.metadata.bands)
+
+    @property
+    def nodata(self):
+        """The first band's nodata value, or None (rasterio's ``nodata``)."""
+        return self.nodatavals[0]
+
+    @property
+    def descriptions(self) -> tuple:
+        """Each band's description, or None."""
+        return tuple(b.description for b in self.metadata.bands)
+
+    @property
+    def colorinterp(self) -> tuple[str, ...]:
+        """Each band's colour interpretation as a rasterio ``ColorInterp`` name.
+
+        Unset: ``"gray"`` for band 1 and ``"undefined"`` for the others, what GDAL
+        reports for a rumi file (``ColorInterp[name]`` gives rasterio's member).
+        """
+        return tuple(b.colorinterp or ("gray" if i == 0 else "undefined") for i, b in enumerate(self.metadata.bands))
+
+    @property
+    def scales(self) -> tuple[float, ...]:
+        """Each band's scale (1.0 when unset): physical value = sample * scale + offset."""
+        return tuple(1.0 if b.scale is None else b.scale for b in self.metadata.bands)
+
+    @property
+    def offsets(self) -> tuple[float, ...]:
+        """Each band's offset (0.0 when unset)."""
+        return tuple(0.0 if b.offset is None else b.offset for b in self.metadata.bands)
+
+    @property
+    def units(self) -> tuple:
+        """Each band's unit, or None."""
+        return tuple(b.unit for b in self.metadata.bands)
+
+    def tags(self, bidx: int = 0, ns: str | None = None) -> dict[str, str]:
+        """Tags of the dataset (``bidx=0``) or of band ``bidx`` (1-based), as rasterio's ``tags``.
+
+        ``ns`` names another metadata domain of the dataset.
+        """
+        meta = self.metadata
+        if bidx == 0:
+            return dict(meta.tags) if not ns else dict(meta.domains.get(ns, {}))
+        return {} if ns else dict(meta.bands[_band_index(bidx, len(meta.bands))].tags)
+
+    def colormap(self, bidx: int) -> dict[int, tuple[int, int, int, int]]:
+        """Band ``bidx``'s (1-based) colour map ``{value: (r, g, b, a)}``; ValueError when it has none (rasterio)."""
+        table = self.metadata.bands[_band_index(bidx, len(self.metadata.bands))].colormap
+        if not table:
+            raise ValueError(f"band {bidx} has no colour map")
+        return dict(table)
 
     def index(self, x, y, op=math.floor):
         """(row, col) of the pixel holding the point (x, y) in CRS units, as rasterio's ``index``.
@@ -215,6 +305,11 @@ def gdal_compression(name) -> str:
     return value
 
 
+def nodata_key(v):
+    """A nodata value as a set member: NaNs equal each other."""
+    return "nan" if isinstance(v, float) and v != v else v
+
+
 def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=None, interleave=None,
                   bigtiff: str = "IF_SAFER") -> dict:
     """rasterio creation keywords (all but ``driver``) for a tiled GeoTIFF of ``img``.
@@ -250,6 +345,16 @@ def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=No
     if img.crs is not None:
         profile["crs"] = require("rasterio.crs").CRS.from_user_input(img.crs)
         profile["transform"] = require("affine").Affine(*img.transform)
+    meta = getattr(img, "metadata", None)
+    if meta is not None:  # the PAM sidecar's nodata and the photometric its colours need
+        nodata = {nodata_key(b.nodata) for b in meta.bands}
+        if len(nodata) == 1 and None not in nodata:
+            profile["nodata"] = meta.bands[0].nodata  # a GeoTIFF has one nodata for all bands
+        interp = [b.colorinterp for b in meta.bands]
+        if img.shape[-3] == 1 and meta.bands[0].colormap and gdal_dtype in ("uint8", "uint16"):
+            profile["photometric"] = "palette"
+        elif interp[:3] == ["red", "green", "blue"]:
+            profile["photometric"] = "rgb"
     if nbits is not None:
         profile["nbits"] = nbits
     if compress is not None:

@@ -1,174 +1,155 @@
-"""Chips: windows of at most ``engine.SMALL_READ_FRAMES`` frames, read without numba.
+"""The chip executor: windows of at most ``engine.SMALL_READ_FRAMES`` frames and whole frames, without numba.
 
-The same steps as ``engine.execute``, frame by frame in Python: a cached frame is used
-as is; a new one is copied out of the file with one ``pread``, its OpenZL header checked
-once per open image, decoded by geozl's C decoder through ctypes (GIL released) into a
-buffer the cache keeps or into this thread's scratch, its decoded byte count checked
-and sub-byte samples masked; the first failure raises one ``CodecError``
-(``frame_checks.frame_error``); rectangles are placed by numpy slicing.  A process that
-only reads chips never loads numba (0.3 s or more at the first read).  Imported by
-``engine._load_decoder``, with OpenZL and geozl's library.
+The planner (``reader.planner``) says which frames are cached and where new ones decode;
+this executor reads each new frame's bytes from the source's store (one ``pread`` for a
+local file), checks its header, decodes it with geozl's C decoder through ctypes (GIL
+released), checks the decoded byte count and masks sub-byte samples, then places the
+rectangles by numpy slicing.  New frames holding :data:`~rumimm.reader.source.PARALLEL_MIN_BYTES`
+or more in all are decoded on the decode threads.  A process that only reads chips never
+loads numba (0.3 s or more at the first read).  Imported by ``engine._load_decoder``, with
+OpenZL and geozl's library.
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
-from rumimm.reader import frame_checks as _checks
-from rumimm.reader import threads as _threads
 from rumimm.codec import geozl_lib as _geozl
-from rumimm.reader.source import PARALLEL_MIN_BYTES, SCRATCH_KEEP_BYTES, FrameSource, align, lookup, thread_scratch
+from rumimm.reader import threads as _threads
+from rumimm.reader.planner import FrameBatch, check_new, finish, plan_frames
+from rumimm.reader.source import PARALLEL_MIN_BYTES, SCRATCH_KEEP_BYTES, FrameSource
 
-__all__ = ["read_small", "decode_copied"]
+__all__ = ["ChipPart", "read_small", "read_whole_frames"]
 
 _local = threading.local()
 
 
-def decode_into(fs: FrameSource, src: int, nbytes: int, frame: np.ndarray, dst: int):
-    """Decode the ``nbytes``-byte frame at address ``src`` into ``frame`` (at address ``dst``).
+class ChipPart:
+    """What one frame gives a chip: its index, its decoded shape, and where its rectangle goes."""
 
-    geozl's C decoder, GIL released.  Checks the decoded byte count and masks sub-byte
-    samples; returns None, or the failing status for ``frame_error``.
-    """
-    got = _geozl.decompress(src, nbytes, dst, frame.shape[0], fs.verify)
-    if got != frame.shape[0]:
-        return got if got < 0 else _geozl.STATUS_SIZE_MISMATCH
-    if fs.mask != 0xFF:
-        np.bitwise_and(frame, fs.mask, out=frame)
-    return None
+    __slots__ = ("frame", "shape", "nbytes", "into", "take")
 
-
-def raw_buffer(nbytes: int) -> tuple[np.ndarray, int]:
-    """This thread's buffer for a frame's compressed bytes, and its address (kept up to SCRATCH_KEEP_BYTES)."""
-    held = getattr(_local, "raw", None)
-    if held is not None and held[0].shape[0] >= nbytes:
-        return held
-    buf = np.empty(max(nbytes + (nbytes >> 2), 1 << 16), np.uint8)  # room for the next, larger frames
-    held = (buf, buf.ctypes.data)
-    if nbytes <= SCRATCH_KEEP_BYTES:
-        _local.raw = held
-    return held
+    def __init__(self, frame: int, shape: tuple, into: tuple, take: tuple):
+        self.frame = frame  # index in the file
+        self.shape = shape  # (planes, rows, columns, itemsize) of the decoded frame, as bytes
+        self.nbytes = shape[0] * shape[1] * shape[2] * shape[3]
+        self.into = into  # index of the output (uint8, (bands, rows, columns, itemsize)) it fills
+        self.take = take  # index of the decoded frame it copies
 
 
-def decode_copied(fs: FrameSource, f, k: int, frame: np.ndarray, dst: int):
-    """Copy frame k's bytes out of the file with one pread, check its header once, decode it into ``frame``.
+class _Decoded(NamedTuple):
+    """A new frame decoded into its buffer: None, or the failing decoder status."""
 
-    A chip's frames are read this way rather than through the mapping: as fast
-    (the copy costs what faulting a fresh mapping's pages in costs), and a file
-    truncated while open gives an error, not SIGBUS.  ``f`` is ``fs.file``.
-    """
-    off = fs.header.offsets
-    start = int(off[k])
-    nbytes = int(off[k + 1]) - start
-    buf, addr = raw_buffer(nbytes)
-    raw = buf[:nbytes]
-    f.read_into(raw, start)
-    _checks.check_header(fs, k, raw, frame.shape[0])
-    return decode_into(fs, addr, nbytes, frame, dst)
+    group: int
+    status: int | None
 
 
 def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int, out) -> None:
-    """Read a window of few frames with geozl's C decoder through ctypes, no numba.
+    """Read a window of few frames into ``out`` ((bands, rows, columns), the file's dtype).
 
-    ``rows`` and ``cols`` are ``window.segments`` lists.  The same steps as
-    ``engine.execute``, frame by frame: a cached frame is used as is; a new one is copied
-    out of the file, its header checked once, decoded (GIL released) into a buffer the
-    cache keeps or into this thread's scratch, its decoded byte count checked and
-    sub-byte samples masked (:func:`decode_copied`); the first failure raises one
-    ``frame_error``.  Rectangles are placed by numpy slicing.  Frames holding 1 MiB or
-    more in all are decoded on the decode threads, from the mapping (:func:`decode_parallel`).
+    ``rows`` and ``cols`` are ``window.segments`` lists: (grid position, first, count,
+    output offset) along each axis.
     """
     g = fs.grid
     cell = fs.cell
     planes = g.samples_per_pixel if cell else 1
     dst = out.view(np.uint8).reshape(out.shape + (fs.isz,))
     slots = [(slice(None), None)] if cell else list(enumerate(bands.tolist()))
-    jobs = []  # (frame, frame shape, decoded bytes, out index, frame index)
+    parts = []
     for r, fy, cy, dy in rows:
         for c, fx, cx, dx in cols:
             fh, fw = g.edge_size(r, c)
             shape = (planes, fh, fw, fs.isz)
-            size = planes * fh * fw * fs.isz
             into = (slice(dy, dy + cy), slice(dx, dx + cx))
             take = (slice(fy, fy + (cy - 1) * ys + 1, ys), slice(fx, fx + (cx - 1) * xs + 1, xs))
             for slot, b in slots:
                 k = g.frame_index(r, c) if cell else g.frame_index(r, c, b)
-                jobs.append((k, shape, size, (slot,) + into, ((bands,) if cell else (0,)) + take))
-    total = sum(job[2] for job in jobs)
-    if len(jobs) > 1 and total >= PARALLEL_MIN_BYTES and decode_parallel(fs, jobs, dst):
-        return
-    cache = fs.cache
-    store = cache is not None and cache.admits(total)  # the admission rule applies to the read as a whole
-    f = fs.opened()  # held until the read returns: the descriptor stays open
-    fs.checked()
-    for k, shape, size, into, take in jobs:
-        hit = None if cache is None else cache.get((fs.token, k))
-        if hit is not None:
-            frame = hit[0]
-        else:
-            if store:
-                frame = np.empty(size, np.uint8)
-                addr = frame.ctypes.data
-            else:
-                scratch, addr = thread_scratch(size)
-                frame = scratch[:size]
-            status = decode_copied(fs, f, k, frame, addr)
-            if status is not None:
-                raise _checks.frame_error(fs, k, int(status))
-            if store:
-                cache.put_many([(fs.token, k)], [frame], [addr])
-        dst[into] = frame.reshape(shape)[take]
+                parts.append(ChipPart(k, shape, (slot,) + into, ((bands,) if cell else (0,)) + take))
+    def place(g: int, frame: np.ndarray) -> None:
+        p = parts[g]
+        dst[p.into] = frame.reshape(p.shape)[p.take]
+
+    finish(_decode(fs, [p.frame for p in parts], [p.nbytes for p in parts], place=place))
 
 
-def decode_parallel(fs: FrameSource, jobs, dst) -> bool:
-    """Decode a few large new frames on the decode threads, from the mapping, and place them.
+def read_whole_frames(fs: FrameSource, ks) -> list[np.ndarray]:
+    """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype."""
+    g = fs.grid
+    frames = [int(k) for k in ks]
+    batch = _decode(fs, frames, [g.frame_samples(k) * fs.isz for k in frames], own=True)
+    return [buf.view(fs.dtype).reshape(g.frame_shape(k)) for k, buf in zip(frames, batch.decoded)]
 
-    Returns False (nothing done) when the parallel slot is taken or only one thread is set.
+
+def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = False, place=None) -> FrameBatch:
+    """Plan the frames and decode the new ones into their buffers; raises the first failure.
+
+    ``own``: every frame is decoded into an array of its own, for the caller to keep
+    (the cache is neither asked nor filled).  Otherwise a new frame decodes into a buffer
+    the cache keeps or into this thread's scratch.  ``place(g, frame)`` is called for
+    every frame once its decoded bytes are ready: decoding serially, right after each new
+    frame is decoded, while it is still in the CPU caches, so one scratch slot serves them
+    all (placing after four 512 KiB frames were decoded cost up to 0.7 ms a chip).
     """
-    chunks = _threads.parallel_slot(len(jobs))
-    if chunks < 2:
-        return False
+    store = fs.live_store()  # held until the read returns: the descriptor stays open
+    n_new = sum(sizes)
+    workers = _threads.parallel_slot(len(frames)) if len(frames) > 1 and n_new >= PARALLEL_MIN_BYTES else 1
     try:
-        klist = [job[0] for job in jobs]
-        found = lookup((fs,), [0] * len(jobs), klist)
-        frames = [None if found is None or found[i] is None else found[i][0] for i in range(len(jobs))]
-        missing = [i for i, f in enumerate(frames) if f is None]
-        chunks = max(1, min(chunks, len(missing)))  # every frame cached: nothing to decode
-        sizes = [jobs[i][2] for i in missing]
-        store = found is not None and fs.cache.admits(sum(sizes))
-        stride = align(max(sizes, default=0))
-        scratch, base = (None, 0) if store or not missing else thread_scratch(stride * len(missing))
-        addrs = {}
-        for n, (i, size) in enumerate(zip(missing, sizes)):
-            if store:
-                frames[i] = np.empty(size, np.uint8)
-                addrs[i] = frames[i].ctypes.data
-            else:
-                frames[i] = scratch[n * stride:n * stride + size]
-                addrs[i] = base + n * stride
-        src, nbytes, _ = fs.frame_table()
-        keep = fs.mapping()  # alive while the decoders read it
-        for i in missing:
-            _checks.check_header(fs, klist[i])
-
-        def work(w):
-            return [(i, decode_into(fs, int(src[klist[i]]), int(nbytes[klist[i]]), frames[i], addrs[i]))
-                    for i in missing[w::chunks]]
-
-        done = _threads.run_workers(work, chunks) if chunks > 1 else [work(0)]
-        del keep
+        batch = plan_frames((fs,), [0] * len(frames), frames, sizes, own=own,
+                            slots=1 if workers < 2 and place is not None else None)
+        missing = batch.missing
+        placed = set()
+        if workers > 1 and len(missing) > 1:
+            raw = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing])))
+            check_new(batch, raw)
+            jobs = missing
+            done = _threads.run_workers(lambda w: [_decode_one(batch, g, raw[g]) for g in jobs[w::workers]],
+                                        min(workers, len(missing)))
+            results = [d for part in done for d in part]
+        else:
+            results = []
+            for g in missing:  # one frame at a time through this thread's buffer: placed before the next
+                raw = _raw_buffer(fs.frame_range(frames[g])[1])
+                store.read_into(raw, fs.frame_range(frames[g])[0])
+                check_new(batch, {g: raw}, groups=(g,))
+                results.append(_decode_one(batch, g, raw))
+                if results[-1].status is not None:
+                    break
+                if place is not None:
+                    place(g, batch.decoded[g])
+                    placed.add(g)
     finally:
-        _threads.release_parallel()
-    status = dict(itertools.chain.from_iterable(done))
-    bad = [i for i in missing if status[i] is not None]
-    if bad:
-        raise _checks.frame_error(fs, klist[bad[0]], int(status[bad[0]]))
-    for (_, shape, _, into, take), frame in zip(jobs, frames):
-        dst[into] = frame.reshape(shape)[take]
-    if store:
-        fs.cache.put_many([(fs.token, klist[i]) for i in missing], [frames[i] for i in missing],
-                          [addrs[i] for i in missing])
-    return True
+        if workers > 1:
+            _threads.release_parallel()
+    bad = next((d for d in sorted(results) if d.status is not None), None)
+    if bad is not None:
+        finish(batch, bad.group, bad.status)
+    if place is not None:
+        for g, frame in enumerate(batch.decoded):
+            if g not in placed:
+                place(g, frame)
+    return batch
+
+
+def _decode_one(batch: FrameBatch, g: int, raw: np.ndarray) -> _Decoded:
+    """Decode group g's frame from ``raw`` into its buffer: geozl's C decoder, GIL released."""
+    fs = batch.source(g)
+    frame = batch.decoded[g]
+    got = _geozl.decompress(raw.ctypes.data, raw.shape[0], batch.addresses[g], frame.shape[0], fs.verify)
+    if got != frame.shape[0]:
+        return _Decoded(g, got if got < 0 else _geozl.STATUS_SIZE_MISMATCH)
+    if fs.mask != 0xFF:
+        np.bitwise_and(frame, fs.mask, out=frame)
+    return _Decoded(g, None)
+
+
+def _raw_buffer(nbytes: int) -> np.ndarray:
+    """This thread's buffer for a frame's compressed bytes (kept up to SCRATCH_KEEP_BYTES)."""
+    held = getattr(_local, "raw", None)
+    if held is None or held.shape[0] < nbytes:
+        held = np.empty(max(nbytes + (nbytes >> 2), 1 << 16), np.uint8)  # room for the next, larger frames
+        if nbytes <= SCRATCH_KEEP_BYTES:
+            _local.raw = held
+    return held[:nbytes]

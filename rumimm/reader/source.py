@@ -1,11 +1,11 @@
-"""What the read engine knows of one open file, and what both of its read paths share.
+"""What the read path knows of one open file: its store, header, cache and per-frame checks.
 
-:class:`FrameSource` is handed to the engine by every reader (``Image``, ``Cube``,
-``ImageCollection``, ``read_batch``): the open file (``mapped.OpenFile``), its header,
-its cache and the per-frame "header checked" flags.  Both read paths (the numba kernels
-in ``engine`` and chips in ``small_reads``) decode into this thread's scratch buffer
-(:func:`thread_scratch`), look frames up in the cache the same way (:func:`lookup`) and go
-parallel past the same size (:data:`PARALLEL_MIN_BYTES`).
+:class:`FrameSource` is handed to the planner by every reader (``Image``, ``Cube``,
+``ImageCollection``, ``read_batch``): the store its frame bytes come from
+(``store.Store``), its header, its cache and the per-frame "header checked" flags.
+Both executors decode into buffers the planner hands out (:func:`thread_scratch` for
+frames the cache does not keep) and go parallel past the same size
+(:data:`PARALLEL_MIN_BYTES`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from rumimm.errors import RumiError, where
 from rumimm.format.grid import FrameUnit
 
-__all__ = ["FrameSource", "thread_scratch", "lookup", "align", "PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES"]
+__all__ = ["FrameSource", "thread_scratch", "align", "PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES"]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
 PARALLEL_MIN_BYTES = 1 << 20
@@ -33,20 +33,20 @@ def align(n: int) -> int:
 
 
 class FrameSource:
-    """What the engine needs of one open file: the file, its frame table and caching.
+    """What the planner needs of one open file: its store, frame table and caching.
 
-    ``Image`` makes one at open (``file`` is a ``mapped.OpenFile``, None once closed);
-    the per-frame "header checked" flags and, for the kernels, the frames' addresses in
-    the mapping are built on first use.
+    ``Image`` makes one at open (``store`` is a ``store.Store``, None once closed); the
+    per-frame "header checked" flags and, for the kernels, the frames' addresses in the
+    mapping are built on first use.
     """
 
-    __slots__ = ("path", "header", "file", "cache", "token", "verify", "magic0", "grid", "enc", "dtype", "isz",
-                 "mask", "n_frames", "cell", "_grid_rows", "src", "typed")
+    __slots__ = ("path", "header", "store", "cache", "token", "verify", "magic0", "grid", "enc", "dtype", "isz",
+                 "mask", "n_frames", "cell", "_grid_rows", "_addresses", "_checked")
 
-    def __init__(self, path: str, header, file, cache, token: int, verify: bool, magic0: int):
+    def __init__(self, path: str, header, store, cache, token: int, verify: bool, magic0: int):
         self.path = path
         self.header = header  # rumimm.format.blob.Header
-        self.file = file
+        self.store = store
         self.cache = cache  # rumimm.reader.cache.FrameCache or None
         self.token = token  # this source's key in the cache
         self.verify = verify
@@ -59,8 +59,8 @@ class FrameSource:
         self.n_frames = g.n_frames
         self.cell = g.unit == FrameUnit.CELL
         self._grid_rows = None
-        self.src = None  # uint64 frame addresses in the mapping
-        self.typed = None  # uint8 per frame: its OpenZL header was checked
+        self._addresses = None  # uint64 frame addresses in the mapping
+        self._checked = None  # uint8 per frame: its OpenZL header was checked
 
     @property
     def grid_rows(self) -> np.ndarray:
@@ -72,29 +72,34 @@ class FrameSource:
                                          g.image_length, g.image_width]], np.int64)
         return self._grid_rows
 
-    def opened(self):
-        """The open file (``mapped.OpenFile``); RumiError once closed."""
-        f = self.file
-        if f is None:
+    def live_store(self):
+        """The store (``store.Store``); RumiError once the image is closed.
+
+        A read holds what this returns until it ends, so closing the image never pulls
+        a descriptor or a mapping from under it.
+        """
+        st = self.store
+        if st is None:
             raise RumiError(f"{where(self.path)}image is closed")
-        return f
+        return st
 
     def mapping(self) -> np.ndarray:
         """The file mapping (made on first use); RumiError once closed."""
-        return self.opened().mapping()
+        return self.live_store().mapping()
 
-    def checked(self) -> np.ndarray:
-        """The per-frame "header checked" flags, allocated on first use."""
-        if self.typed is None:
-            self.typed = np.zeros(self.n_frames, np.uint8)
-        return self.typed
+    @property
+    def header_checked(self) -> np.ndarray:
+        """uint8 per frame: 1 once its OpenZL header was checked on this image (allocated on first use)."""
+        if self._checked is None:
+            self._checked = np.zeros(self.n_frames, np.uint8)
+        return self._checked
 
-    def frame_table(self):
-        """(src, size, typed) for the kernels: frame addresses in the mapping, byte counts, flags."""
-        if self.src is None:
+    def frame_addresses(self):
+        """(addresses, byte counts) of every frame in the mapping, uint64, for the kernels."""
+        if self._addresses is None:
             buf = self.mapping()
-            self.src = self.header.offsets[:-1] + np.uint64(buf.ctypes.data)
-        return self.src, self.header._frame_bytes, self.checked()
+            self._addresses = self.header.offsets[:-1] + np.uint64(buf.ctypes.data)
+        return self._addresses, self.header.counts_u64
 
     def position(self, k: int) -> str:
         row, col, band = self.grid.frame_position(k)
@@ -105,9 +110,15 @@ class FrameSource:
     def label(self, k: int) -> str:
         return f"{where(self.path)}frame {k} of {self.n_frames} ({self.position(k)})"
 
-    def frame_bytes(self, k: int) -> np.ndarray:
-        start = int(self.header.offsets[k])
-        return self.mapping()[start:start + int(self.header.byte_count(k))]
+    def frame_range(self, k: int) -> tuple[int, int]:
+        """(offset, byte count) of frame k in its file."""
+        off = self.header.offsets
+        start = int(off[k])
+        return start, int(off[k + 1]) - start
+
+    def read_frame(self, k: int) -> np.ndarray:
+        """Frame k's bytes, read from the store (a copy)."""
+        return self.live_store().read_ranges([self.frame_range(k)])[0]
 
 
 def thread_scratch(nbytes: int) -> tuple[np.ndarray, int]:
@@ -120,20 +131,3 @@ def thread_scratch(nbytes: int) -> tuple[np.ndarray, int]:
     if nbytes <= SCRATCH_KEEP_BYTES:
         _local.scratch = held
     return held
-
-
-
-def lookup(sources, owners, klist):
-    """Cached frames of each group, or None when no source caches."""
-    first = sources[0].cache
-    if len(sources) == 1:
-        if first is None:
-            return None
-        token = sources[0].token
-        return first.get_many([(token, k) for k in klist])
-    if all(s.cache is first for s in sources):
-        if first is None:
-            return None
-        return first.get_many([(sources[o].token, k) for o, k in zip(owners, klist)])
-    return [None if sources[o].cache is None else sources[o].cache.get((sources[o].token, k))
-            for o, k in zip(owners, klist)]

@@ -15,12 +15,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rumimm.format import dtypes
+from rumimm.format.bigtiff import entry_offset, value_offset
 from rumimm.format.blob import Header, build_header
 from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.georef import Georef, parse_geokeys
-from rumimm.reader.mapped import OpenFile
-from rumimm.format.grid import IFD_END, FrameUnit, Grid, base_frame_offset, ceildiv
-from rumimm.format.tiff import FIXED_TAGS, N_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, Tag, TiffType, read_entries
+from rumimm.reader.store import LocalStore
+from rumimm.format.grid import IFD_END, FrameUnit, Grid, ceildiv
+from rumimm.format.tiff import (FIXED_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, PROFILE_V1, PROFILE_V2, Profile, Tag,
+                                TagV2, TiffType, read_entries)
+from rumimm.format import units
+from rumimm.format.trailer import Trailer, parse_trailer
+from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
 
 __all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "index_mapping"]
 
@@ -34,6 +39,8 @@ _FORBIDDEN_GEOTIFF = {
 
 #: What a Report's ``checked`` may list.
 CHECKED_PROFILE = "file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout"
+CHECKED_PROFILE_V2 = ("file profile (spec 0.2): RUMI header, the 13-tag IFD, tag types, counts and values, frame "
+                      "layout, trailer (band texts, time)")
 CHECKED_MAGIC = "frame magics: every frame starts with OpenZL's magic, one format version"
 CHECKED_HEADERS = "frame headers: one output of the sample type and the byte size of the frame's position"
 CHECKED_DECODE = "frame payloads: every frame decoded, checksums verified, type, element width and size checked"
@@ -54,6 +61,10 @@ class Report:
     georef: Georef | None = None
     format_version: int | None = None
     header_violations: list[str] = field(default_factory=list)
+    #: The specification the file follows, ``"0.1"`` or ``"0.2"`` (None when not even that is clear).
+    spec: str | None = None
+    #: Spec 0.2: the band texts and time coordinates.
+    trailer: Trailer | None = None
     #: What was checked, in order (``CHECKED_*``); a check is listed once it ran over the whole file.
     checked: list[str] = field(default_factory=list)
 
@@ -63,7 +74,7 @@ class Report:
 
     @property
     def header(self) -> Header | None:
-        return None if self.blob is None else Header.parse(self.blob, path=self.path)
+        return None if self.blob is None else parse_header(self.blob, spec=self.spec, path=self.path)
 
     def __str__(self) -> str:
         if self.ok:
@@ -73,7 +84,8 @@ class Report:
 
 class _Findings:
     def __init__(self, path, strict: bool):
-        self.path, self.strict, self.items = path, strict, []
+        self.path, self.strict = path, strict
+        self.items: list[str] = []
 
     def add(self, msg: str, *, stop: bool = False):
         if self.strict:
@@ -84,10 +96,12 @@ class _Findings:
 
 
 def _tag_name(tag: int) -> str:
-    try:
-        return f"{tag} ({Tag(tag).name})"
-    except ValueError:
-        return f"{tag} ({_FORBIDDEN_GEOTIFF[tag]})" if tag in _FORBIDDEN_GEOTIFF else str(tag)
+    for enum in (Tag, TagV2):
+        try:
+            return f"{tag} ({enum(tag).name})"
+        except ValueError:
+            pass
+    return f"{tag} ({_FORBIDDEN_GEOTIFF[tag]})" if tag in _FORBIDDEN_GEOTIFF else str(tag)
 
 
 def _read(buf, off: int, n: int, typ: TiffType) -> np.ndarray:
@@ -101,7 +115,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> R
     """
     path = os.fspath(path)
     try:
-        file = OpenFile(path)
+        file = LocalStore(path)
     except FormatError as exc:  # an empty file
         if strict:
             raise
@@ -114,7 +128,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> R
         finally:
             file.close()  # the map goes now, or with the last view a traceback still holds
     if header is not None:
-        rep.header_violations = compare_header(header, rep.blob, path)
+        rep.header_violations = compare_header(header, rep.blob, path, spec=rep.spec)
         rep.checked.append(CHECKED_BLOB)
         if strict and rep.header_violations:
             raise BlobError(f"{where(path)}{rep.header_violations[0]}")
@@ -135,11 +149,14 @@ def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic
 
 def index_mapping(buf: np.ndarray, path) -> bytes:
     """:func:`index` of a file already mapped: its canonical blob, or FormatError."""
-    return inspect_mapping(buf, path, strict=True).blob
+    return _strict_blob(inspect_mapping(buf, path, strict=True))
 
 
 def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
     """Every rule of the spec, one function per section, in file order."""
+    if size >= 4 and bytes(buf[:4]) == FILE_MAGIC:
+        return _check_v2(buf, size, f, rep, frames)
+    rep.spec = "0.1"
     _check_bigtiff_header(buf, size, f)
     by_tag = _check_ifd(buf, size, f)
     grid = _check_image(by_tag, f)
@@ -148,6 +165,40 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
     rep.georef = _check_georeferencing(values, f)
     rep.blob = build_header(grid, enc, _check_frame_layout(size, values, grid, f))
     _check_frames(buf, f, rep, frames)
+
+
+def _check_v2(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
+    """Spec 0.2: the RUMI header, the 13-tag IFD, the frames, then the TAIL trailer."""
+    rep.spec = "0.2"
+    _check_rumi_header(buf, size, f)
+    by_tag = _check_ifd(buf, size, f, PROFILE_V2)
+    grid = _check_image_v2(by_tag, f)
+    values = _check_placement(buf, size, by_tag, grid, f, PROFILE_V2)
+    enc = _check_sample_encoding(values, f, spec="0.2")
+    rep.georef = _check_georeferencing(values, f)
+    counts = _check_frame_layout(size, values, grid, f, trailer=True)
+    end = grid.base_frame_offset + int(counts.sum())
+    try:
+        rep.trailer = parse_trailer(buf[end:size], grid.bands, grid.times)
+    except FormatError as exc:
+        f.add(str(exc), stop=True)
+    rep.blob = build_header2(grid, enc, counts)
+    _check_frames(buf, f, rep, frames)
+
+
+def _check_rumi_header(buf, size: int, f: _Findings) -> None:
+    """File header (spec 0.2): ``RUMI``, version 1, reserved 0, the IFD at byte 16."""
+    if size < 16:
+        f.add(f"file is {size} bytes, shorter than the 16-byte RUMI header", stop=True)
+    version, reserved, first_ifd = struct.unpack_from("<HHQ", buf, 4)
+    if version != 1:
+        f.add(f"file header version is {version}, expected 1", stop=True)
+    if reserved != 0:
+        f.add(f"file header reserved field is {reserved}, expected 0")
+    if first_ifd != 16:
+        f.add(f"IFD offset is {first_ifd}; the rumi IFD starts at byte 16", stop=True)
+    if size < PROFILE_V2.ifd_end:
+        f.add(f"file is {size} bytes, too short for the 276-byte IFD at byte 16 (truncated)", stop=True)
 
 
 def _check_bigtiff_header(buf, size: int, f: _Findings) -> None:
@@ -173,20 +224,20 @@ def _check_bigtiff_header(buf, size: int, f: _Findings) -> None:
 
 
 
-def _check_ifd(buf, size: int, f: _Findings) -> dict:
-    """Fixed IFD: exactly the 11 tags, in rising order, and one IFD; returns the entries by tag."""
+def _check_ifd(buf, size: int, f: _Findings, profile: Profile = PROFILE_V1) -> dict:
+    """Fixed IFD: exactly the 11 tags (13 in spec 0.2), in rising order, and one IFD; returns the entries by tag."""
     (count,) = struct.unpack_from("<Q", buf, 16)
     readable = min(count, (size - 24) // 20, 64)
     entries = read_entries(buf, readable)
     tags = [e.tag for e in entries]
-    expected = list(FIXED_TAGS)
-    if count != N_TAGS:
+    expected = list(profile.tags)
+    if count != profile.n_tags:
         extra = [t for t in tags if t not in expected]
         missing = [t for t in expected if t not in tags]
         detail = "".join([f"; extra tags: {', '.join(_tag_name(t) for t in extra)}" if extra else "",
                           f"; missing tags: {', '.join(_tag_name(t) for t in missing)}" if missing else ""])
-        f.add(f"IFD has {count} tags, expected exactly 11{detail}", stop=True)
-    (next_ifd,) = struct.unpack_from("<Q", buf, 16 + 8 + 20 * N_TAGS)
+        f.add(f"IFD has {count} tags, expected exactly {profile.n_tags}{detail}", stop=True)
+    (next_ifd,) = struct.unpack_from("<Q", buf, entry_offset(profile.n_tags))
     if next_ifd != 0:
         f.add(f"next-IFD offset is {next_ifd}; a rumi file has exactly one IFD (no overviews, masks or auxiliary IFDs)")
     if tags != expected:
@@ -199,9 +250,10 @@ def _check_ifd(buf, size: int, f: _Findings) -> dict:
         if sorted(tags) == expected:
             f.add("IFD tags are not in rising tag order")
         raise _Stop
-    by_tag = {Tag(e.tag): e for e in entries}
-    for tag in (Tag.IMAGE_WIDTH, Tag.IMAGE_LENGTH, Tag.SAMPLES_PER_PIXEL, Tag.TILE_WIDTH, Tag.TILE_LENGTH):
-        typ, _ = FIXED_TAGS[tag]
+    by_tag = {e.tag: e for e in entries}
+    scalars = [Tag.IMAGE_WIDTH, Tag.IMAGE_LENGTH, Tag.SAMPLES_PER_PIXEL, Tag.TILE_WIDTH, Tag.TILE_LENGTH]
+    for tag in scalars + [t for t in (TagV2.FRAME_UNIT, TagV2.TIME_COUNT) if t in profile.tags]:
+        typ, _ = profile.tags[tag]
         e = by_tag[tag]
         if e.type != typ or e.count != 1:
             f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) and 1",
@@ -233,29 +285,67 @@ def _check_image(by_tag: dict, f: _Findings) -> Grid:
         f.add(f"tag {_tag_name(Tag.TILE_OFFSETS)} has {n_entries} entries; expected {g} (cell frames) or "
               f"{g * bands} (tile frames) for a {tl} x {tw} grid of {g} positions and {bands} bands", stop=True)
     grid = Grid(width, length, tw, tl, bands, unit)
-    n = grid.n_frames
-    for tag, (typ, cnt) in FIXED_TAGS.items():
+    _check_types_and_counts(by_tag, PROFILE_V1, bands, grid.n_frames, f)
+    return grid
+
+
+def _check_types_and_counts(by_tag: dict, profile: Profile, bands: int, n: int, f: _Findings) -> None:
+    for tag, (typ, cnt) in profile.tags.items():
         e = by_tag[tag]
         want = cnt(bands, n)
         if e.type != typ or e.count != want:
             f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) "
                   f"and {want}", stop=True)
+
+
+def _scalar(by_tag: dict, profile: Profile, tag) -> int:
+    typ, _ = profile.tags[tag]
+    return int(np.frombuffer(by_tag[tag].field, dtype=np.dtype(typ.code).newbyteorder("<"), count=1)[0])
+
+
+def _check_image_v2(by_tag: dict, f: _Findings) -> Grid2:
+    """Image, tiles, bands, time steps and the frame unit (spec 0.2); every tag's type and count."""
+    def scalar(tag):
+        return _scalar(by_tag, PROFILE_V2, tag)
+
+    width, length = scalar(Tag.IMAGE_WIDTH), scalar(Tag.IMAGE_LENGTH)
+    bands, tw, tl = scalar(Tag.SAMPLES_PER_PIXEL), scalar(Tag.TILE_WIDTH), scalar(Tag.TILE_LENGTH)
+    unit, times = scalar(TagV2.FRAME_UNIT), scalar(TagV2.TIME_COUNT)
+    if width == 0 or length == 0:
+        f.add(f"image is {width} x {length} pixels; a rumi image has at least one pixel", stop=True)
+    if tw == 0 or tl == 0:
+        f.add(f"tile is {tw} x {tl}; TileWidth and TileLength must be > 0", stop=True)
+    if bands == 0:
+        f.add("SamplesPerPixel is 0, expected at least 1", stop=True)
+    if times == 0:
+        f.add("TimeCount is 0, expected at least 1", stop=True)
+    rule = units.check_unit(unit, bands, times)
+    if rule:
+        f.add(f"tag {_tag_name(TagV2.FRAME_UNIT)}: {rule}", stop=True)
+    grid = Grid2.of(width, length, tw, tl, bands, times, unit)
+    n_entries = by_tag[Tag.TILE_OFFSETS].count
+    if n_entries != grid.n_frames:
+        f.add(f"tag {_tag_name(Tag.TILE_OFFSETS)} has {n_entries} entries; frame_unit {unit} of a {tl} x {tw} grid "
+              f"of {grid.n_positions} positions, {bands} bands and {times} time steps has {grid.n_frames} frames",
+              stop=True)
+    _check_types_and_counts(by_tag, PROFILE_V2, bands, grid.n_frames, f)
     return grid
 
 
-def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings):
+def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings, profile: Profile = PROFILE_V1):
     """Placement: values over 8 bytes follow the IFD in rising tag order with no gaps.
 
     Returns ``values(tag)``, the tag's values read from where they are.
     """
-    bands, n = grid.samples_per_pixel, grid.n_frames
-    cursor = IFD_END
-    where_value: dict[Tag, int] = {}
-    for tag, (typ, cnt) in FIXED_TAGS.items():
+    bands, n = (grid.bands if isinstance(grid, Grid2) else grid.samples_per_pixel), grid.n_frames
+    cursor = profile.ifd_end
+    where_value: dict[int, int] = {}
+    order = list(profile.tags)
+    for tag, (typ, cnt) in profile.tags.items():
         e = by_tag[tag]
         nbytes = e.count * typ.size
         if nbytes <= 8:
-            where_value[tag] = 16 + 8 + 20 * list(FIXED_TAGS).index(tag) + 12  # inline field
+            where_value[tag] = value_offset(order.index(tag))  # inline field
             continue
         if e.pointer != cursor:
             f.add(f"tag {_tag_name(tag)} value is at byte {e.pointer}, expected {cursor}: external values follow the "
@@ -265,24 +355,24 @@ def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings):
                   f"{size}-byte file (truncated)", stop=True)
         where_value[tag] = cursor
         cursor += nbytes
-    base = base_frame_offset(bands, n)
+    base = grid.base_frame_offset
     if cursor != base:  # cannot differ once types and counts are right; kept as a guard
         f.add(f"external values end at byte {cursor}, but base_frame_offset is {base}", stop=True)
 
     def values(tag):
-        typ, cnt = FIXED_TAGS[tag]
+        typ, cnt = profile.tags[tag]
         return _read(buf, where_value[tag], cnt(bands, n), typ)
 
     return values
 
 
-def _check_sample_encoding(values, f: _Findings):
+def _check_sample_encoding(values, f: _Findings, spec: str = "0.1"):
     """Sample encodings: one valid (SampleFormat, BitsPerSample) pair for every band."""
     bps, sfs = values(Tag.BITS_PER_SAMPLE), values(Tag.SAMPLE_FORMAT)
     if np.any(bps != bps[0]) or np.any(sfs != sfs[0]):
         f.add("bands use different (SampleFormat, BitsPerSample) pairs; all bands must use the same pair", stop=True)
     try:
-        enc = dtypes.encoding(int(sfs[0]), int(bps[0]))
+        enc = dtypes.encoding(int(sfs[0]), int(bps[0]), spec=spec)
     except FormatError as exc:
         f.add(str(exc), stop=True)
     return enc
@@ -296,7 +386,7 @@ def _check_georeferencing(values, f: _Findings):
     return georef
 
 
-def _check_frame_layout(size: int, values, grid: Grid, f: _Findings) -> np.ndarray:
+def _check_frame_layout(size: int, values, grid: Grid, f: _Findings, *, trailer: bool = False) -> np.ndarray:
     """Frames: no sparse frame, one contiguous run in frame-index order from base_frame_offset
     to the end of the file; returns the byte counts."""
     n, base = grid.n_frames, grid.base_frame_offset
@@ -326,16 +416,16 @@ def _check_frame_layout(size: int, values, grid: Grid, f: _Findings) -> np.ndarr
     end = int(expect[-1]) + int(counts[-1])
     if end > size:
         f.add(f"last frame ends at byte {end} but the file has {size} bytes (truncated)", stop=True)
-    if end < size:
+    if end < size and not trailer:  # spec 0.2: the trailer follows (checked by the caller)
         f.add(f"{size - end} bytes follow the last frame (ends at byte {end}); nothing may follow the frame run")
     return counts
 
 
 def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
     """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
-    hdr = Header.parse(rep.blob, path=rep.path)
+    hdr = parse_header(rep.blob, spec=rep.spec, path=rep.path)
     offsets, counts, grid = hdr.offsets[:-1], hdr.counts, hdr.grid
-    rep.checked.append(CHECKED_PROFILE)
+    rep.checked.append(CHECKED_PROFILE_V2 if rep.spec == "0.2" else CHECKED_PROFILE)
     if frames in ("magic", "headers", "decode"):
         if not _check_frame_magic(buf, offsets, counts, grid, f, rep):
             return
@@ -357,7 +447,7 @@ def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) ->
         f.add(f"frame {int(short[0])} is {int(counts[short[0]])} bytes, too short to be an OpenZL frame")
         return False
     idx = offsets.astype(np.int64)[:, None] + np.arange(4)
-    magic = np.asarray(buf[idx]).astype(np.uint32)
+    magic: np.ndarray = np.asarray(buf[idx]).astype(np.uint32)
     magic = magic[:, 0] | (magic[:, 1] << 8) | (magic[:, 2] << 16) | (magic[:, 3] << 24)
     version = magic.astype(np.int64) - OPENZL_MAGIC  # magic = FRAME_MAGIC + format version
     bad = np.flatnonzero((version < MIN_FORMAT_VERSION) | (version > MAX_FORMAT_VERSION))
@@ -390,7 +480,8 @@ def _check_frame_headers(buf, hdr: Header, f: _Findings) -> None:
         row, col, band = grid.frame_position(k)
         label = f"frame {k} (row {row}, col {col}, band {band})"
         try:
-            check_frame_header(buf[int(offs[k]):int(offs[k + 1])], hdr.encoding, grid.frame_samples(k), label=label)
+            check_frame_header(buf[int(offs[k]):int(offs[k + 1])], hdr.encoding, grid.frame_samples(k), label=label,
+                               components=hdr.spec == "0.2")
         except RumiError as exc:
             f.add(str(exc))
 
@@ -403,24 +494,29 @@ def _check_frame_decode(buf, hdr: Header, f: _Findings) -> None:
     for k in range(hdr.n_frames):
         frame = np.asarray(buf[int(offs[k]) : int(offs[k + 1])])
         try:
-            dec.decode(frame, hdr.encoding, hdr.grid.frame_samples(k), index=k)
+            dec.decode(frame, hdr.encoding, hdr.grid.frame_samples(k), index=k, components=hdr.spec == "0.2")
         except RumiError as exc:
             f.add(str(exc))
 
 
-def compare_header(header, blob: bytes | None, path) -> list[str]:
-    """How ``header`` (blob bytes or a Header) differs from a file's canonical ``blob``: [] or the first difference."""
+def compare_header(header, blob: bytes | None, path, spec: str | None = "0.1") -> list[str]:
+    """How ``header`` (blob bytes or a Header) differs from a file's canonical ``blob``: [] or the first difference.
+
+    ``spec`` is the file's specification (None: unknown, the blob's own layout decides).
+    """
     try:
-        given = Header.parse(header, path=path)
+        given = parse_header(header, spec=spec, path=path)
     except BlobError as exc:
         return [str(exc).removeprefix(where(path))]
     if blob is None:
         return []
     if given.blob == blob:
         return []
-    canon = Header.parse(blob)
-    diffs = [name for name in ("image_width", "image_length", "tile_width", "tile_length", "samples_per_pixel",
-                               "bits_per_sample", "sample_format", "frame_unit", "count_min", "count_bits")
+    canon = parse_header(blob, spec=given.spec)
+    diffs = [name for name in ("image_width", "image_length", "time_count", "tile_width", "tile_length",
+                               "samples_per_pixel", "bits_per_sample", "sample_format", "frame_unit", "layout",
+                               "count_min", "count_bits")
+             if hasattr(canon, name)
              if getattr(given, name) != getattr(canon, name)
              # with one band the tile and cell layouts are the same bytes: either unit describes the file
              and not (name == "frame_unit" and canon.samples_per_pixel == 1)]
@@ -467,4 +563,9 @@ def index(path) -> bytes:
     FormatError
         At the first rule the file breaks, naming the file, the field and the rule.
     """
-    return inspect_file(path, strict=True).blob
+    return _strict_blob(inspect_file(path, strict=True))
+
+
+def _strict_blob(rep: Report) -> bytes:
+    assert rep.blob is not None  # a strict inspection raises FormatError where it would leave none
+    return rep.blob

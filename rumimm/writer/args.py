@@ -7,16 +7,19 @@ format cannot hold).  The TIFF field limits below are the only copy the writer h
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 
 import numpy as np
 
-from rumimm.writer.atomic import path_str
-from rumimm.format.dtypes import Encoding, encoding_for_dtype
 from rumimm.errors import RumiError
-from rumimm.format.georef import UNDEFINED_MATRIX, geokeys, matrix_from_transform, resolve_crs, resolve_transform
+from rumimm.format.dtypes import Encoding, encoding_for_dtype
+from rumimm.format.georef import (UNDEFINED_MATRIX, check_extent, geokeys, matrix_from_transform, resolve_crs,
+                                  resolve_transform)
+from rumimm.writer.atomic import path_str
 
-__all__ = ["MAX_TILE", "MAX_DIM", "MAX_BANDS", "MAX_COUNT", "MAX_FRAME_BYTES", "resolve_threads"]
+__all__ = ["MAX_TILE", "MAX_DIM", "MAX_BANDS", "MAX_COUNT", "MAX_FRAME_BYTES", "resolve_threads", "resolve_spec",
+           "resolve_shape2", "resolve_bands", "resolve_time", "resolve_layout"]
 
 MAX_TILE = 0xFFFF  # TileWidth / TileLength are SHORT
 MAX_DIM = 0xFFFFFFFF  # ImageWidth / ImageLength are LONG
@@ -88,22 +91,23 @@ def check_frame_size(shape: tuple[int, int, int], tile: tuple[int, int], cell: b
                          f"{MAX_FRAME_BYTES} OpenZL compresses in one frame; use a smaller tile")
 
 
-def resolve_encoding(dtype) -> Encoding:
-    """The rumi encoding of ``dtype``, after normalising byte order."""
+def resolve_encoding(dtype, spec: str = "0.1") -> Encoding:
+    """The rumi encoding of ``dtype`` in ``spec``, after normalising byte order."""
     dt = np.dtype(dtype)
     try:
-        return encoding_for_dtype(dt)
+        return encoding_for_dtype(dt, spec)
     except RumiError:
         if dt.fields is not None:  # structured complex ints / float16 in big-endian
             try:
-                return encoding_for_dtype(dt.newbyteorder("<"))
+                return encoding_for_dtype(dt.newbyteorder("<"), spec)
             except RumiError:
                 pass
         raise
 
 
-def resolve_georef(transform, crs, pixel_is_point) -> tuple[tuple[float, ...], tuple[int, ...], int | None]:
-    """(matrix16, geokeys16, epsg) for the two georeferencing tags."""
+def resolve_georef(transform, crs, pixel_is_point, shape=None) -> tuple[tuple[float, ...], tuple[int, ...], int | None]:
+    """(matrix16, geokeys16, epsg) for the two georeferencing tags; with ``shape`` (Y, X), a geographic
+    CRS is checked against the image's corners (:func:`rumimm.format.georef.check_extent`)."""
     if not isinstance(pixel_is_point, (bool, np.bool_)):
         raise TypeError(f"pixel_is_point must be True or False, got {pixel_is_point!r}")
     if (transform is None) != (crs is None):
@@ -114,6 +118,8 @@ def resolve_georef(transform, crs, pixel_is_point) -> tuple[tuple[float, ...], t
         return UNDEFINED_MATRIX, geokeys(None, bool(pixel_is_point)), None
     t = resolve_transform(transform)
     epsg = resolve_crs(crs)
+    if shape is not None:
+        check_extent(epsg, t, shape)
     return matrix_from_transform(t), geokeys(epsg, bool(pixel_is_point)), epsg
 
 
@@ -139,3 +145,151 @@ def resolve_format_version(format_version) -> int:
     if not _is_int(format_version):
         raise TypeError(f"format_version must be an int, got {format_version!r}")
     return int(format_version)
+
+
+# --------------------------------------------------------------------------- spec 0.2
+
+
+def resolve_spec(fmt) -> str:
+    """``"0.1"`` (the default) or ``"0.2"``."""
+    if fmt is None:
+        return "0.1"
+    if fmt not in ("0.1", "0.2"):
+        raise ValueError(f"format must be '0.1' or '0.2', got {fmt!r}")
+    return fmt
+
+
+def resolve_shape2(shape) -> tuple[int, int, int, int]:
+    """(T, B, Y, X) of a spec 0.2 write from a 2-, 3- or 4-D shape (RumiError beyond the field ranges)."""
+    try:
+        shape = tuple(int(v) for v in shape)
+    except TypeError:
+        raise TypeError(f"shape must be (T, B, Y, X), (B, Y, X) or (Y, X), got {shape!r}") from None
+    if len(shape) == 4:
+        t, *rest = shape
+        if t < 1:
+            raise RumiError(f"array must not be empty, got shape (T, B, Y, X) = {shape}")
+        if t > MAX_DIM:
+            raise RumiError(f"time step count T must be <= {MAX_DIM}, got {t}")
+        return (t, *resolve_shape(rest))
+    if len(shape) not in (2, 3):
+        raise RumiError(f"array must be 2-D (Y, X), 3-D (B, Y, X) or 4-D (T, B, Y, X), got {len(shape)}-D "
+                        f"shape {shape}")
+    return (1, *resolve_shape(shape))
+
+
+def resolve_bands(bands, count: int) -> tuple[str, ...]:
+    """One non-empty, unique text per band (spec 0.2 stores them in the trailer)."""
+    from rumimm.format.trailer import check_band_texts
+
+    if bands is None:
+        raise TypeError("format='0.2' stores a text per band; pass bands=[...] with one per band, in band order "
+                        "(e.g. 'B4, Red, 665nm')")
+    if isinstance(bands, str):
+        raise TypeError(f"bands is a list with one text per band; wrap a single text as bands=[{bands!r}]")
+    bands = list(bands)
+    if len(bands) != count:
+        raise ValueError(f"bands needs one text per band, so {count}; got {len(bands)}")
+    check_band_texts(bands)
+    return tuple(bands)
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+def _seconds(value, i: int) -> int:
+    """Seconds since 1970-01-01 UTC of one coordinate: a date, a datetime, an ISO string or a datetime64."""
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            raise ValueError(f"time coordinate {i} is NaT")
+        unit, step = np.datetime_data(value.dtype)
+        per_second = {"ms": 10**3, "us": 10**6, "ns": 10**9, "ps": 10**12, "fs": 10**15, "as": 10**18}.get(unit)
+        if per_second is None:  # seconds or coarser: exact in seconds
+            return int(value.astype("datetime64[s]").astype(np.int64))
+        ticks = int(value.astype(np.int64)) * step
+        if ticks % per_second:
+            raise ValueError(f"time coordinate {i} ({value}) carries a fraction of a second; rumi records whole "
+                             "seconds; round the value before writing")
+        return ticks // per_second
+    if isinstance(value, str):
+        try:
+            value = _dt.datetime.fromisoformat(value) if ("T" in value or " " in value.strip()) \
+                else _dt.date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"time coordinate {i} ({value!r}) is not an ISO date or datetime") from None
+    if isinstance(value, _dt.datetime):
+        if value.microsecond:
+            raise ValueError(f"time coordinate {i} ({value.isoformat()}) carries a fraction of a second; rumi "
+                             "records whole seconds; round the value before writing")
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.UTC)
+        delta = value - _EPOCH
+        return delta.days * 86400 + delta.seconds
+    if isinstance(value, _dt.date):
+        return (value - _EPOCH.date()).days * 86400
+    raise TypeError(f"a time coordinate is a date, a datetime, an ISO string or a numpy.datetime64, got "
+                    f"{type(value).__name__}")
+
+
+def resolve_time(time, steps: int) -> tuple[int, list[int]]:
+    """(kind, seconds) of ``time=``: one instant per step, or one ``(start, end)`` pair per step."""
+    from rumimm.format.trailer import INSTANT, INTERVAL, check_time_order
+
+    if time is None:
+        raise TypeError("format='0.2' labels every time step; pass time=[...] with one date per step, or a "
+                        "(start, end) pair for a step without a single instant")
+    if isinstance(time, (str, _dt.date, np.datetime64)):
+        raise TypeError(f"time is a list with one entry per time step; wrap a single coordinate as time=[{time!r}]")
+    if isinstance(time, tuple) and len(time) == 2 and not isinstance(time[0], (tuple, list)):
+        raise TypeError("a tuple is one step's start and end, so it cannot be the list of steps; wrap it as "
+                        "time=[(start, end)]")
+    if isinstance(time, np.ndarray) and time.dtype.kind == "M":  # (T,) instants or (T, 2) intervals
+        items = list(time) if time.ndim == 1 else [tuple(row) for row in time]
+    else:
+        items = list(time)
+    if len(items) != steps:
+        raise ValueError(f"time needs one entry per time step, so {steps}; got {len(items)}")
+    pairs = [isinstance(v, (tuple, list)) for v in items]
+    if any(pairs) and not all(pairs):
+        raise ValueError("a file records one kind of time step, so the list is either all plain coordinates "
+                         "(instants) or all pairs (intervals), not a mix")
+    if all(pairs):
+        seconds = []
+        for i, v in enumerate(items):
+            if len(v) != 2:
+                raise ValueError(f"time step {i} must be a (start, end) pair, got {len(v)} values")
+            seconds += [_seconds(v[0], i), _seconds(v[1], i)]
+        kind = INTERVAL
+    else:
+        seconds = [_seconds(v, i) for i, v in enumerate(items)]
+        kind = INSTANT
+    check_time_order(kind, seconds)
+    return kind, seconds
+
+
+def resolve_layout(unit, bands: int, times: int) -> int:
+    """The spec 0.2 frame unit a write records: ``"tile"``, ``"cell"`` or a planar unit number.
+
+    ``"tile"``: one (h, w) frame per band and step (unit 0); ``"cell"``: every band and
+    step of a grid position in one planar frame (unit 1 for one axis above 1,
+    ``t b h w``, unit 4, for both).  Units 0, 1, 3, 4 and 9 may be named by number; the
+    interleaved layouts (2, 5 to 8) are read but not written.
+    """
+    from rumimm.format import units
+
+    if isinstance(unit, str):
+        if unit not in ("tile", "cell"):
+            raise ValueError(f"unit must be 'tile', 'cell' or a spec 0.2 frame unit number, got {unit!r}")
+        if unit == "tile" or (bands == 1 and times == 1):
+            return 0
+        return 4 if bands > 1 and times > 1 else 1
+    if not _is_int(unit):
+        raise TypeError(f"unit must be 'tile', 'cell' or an int, got {unit!r}")
+    unit = int(unit)
+    rule = units.check_unit(unit, bands, times)
+    if rule:
+        raise ValueError(rule)
+    if units.interleaved(unit):
+        raise ValueError(f"frame unit {unit} ({units.unit_axes(unit, bands, times)}) interleaves samples per pixel; "
+                         "rumimm reads it but writes the planar units 0, 1, 3, 4 and 9")
+    return unit

@@ -19,6 +19,7 @@ import errno
 import os
 import re
 import secrets
+import stat
 from contextlib import contextmanager
 
 __all__ = ["AtomicFile", "clean", "replacing", "stale_temp_files", "temp_path", "TEMP_PATTERN"]
@@ -49,9 +50,12 @@ def _target(path) -> tuple[str, int | None]:
     """
     target = os.path.realpath(os.fspath(path))
     try:
-        return target, os.stat(target).st_mode & 0o7777
+        st = os.stat(target)
     except (FileNotFoundError, NotADirectoryError):
         return target, None
+    if stat.S_ISDIR(st.st_mode):  # refused before anything is written, not at the final rename
+        raise IsADirectoryError(errno.EISDIR, "is a directory; name the file to write", os.fspath(path))
+    return target, st.st_mode & 0o7777
 
 
 def temp_path(dst) -> str:
@@ -74,8 +78,8 @@ def replacing(dst):
     through a symlink replaces the link's target, a replaced file keeps its mode, and
     what killed writers of the same target left is removed.
     """
-    tmp = temp_path(dst)
     target, mode = _target(dst)
+    tmp = temp_path(dst)
     try:
         yield tmp
         if mode is not None:

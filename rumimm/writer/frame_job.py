@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rumimm.format.dtypes import Encoding
 from rumimm.errors import CodecError, RumiError
+from rumimm.format.dtypes import Encoding
 from rumimm.format.grid import FrameUnit, Grid
 from rumimm.writer.args import MAX_COUNT
 
@@ -25,6 +25,8 @@ class JobArgs(NamedTuple):
     format_version: int
     verify: bool
     n_frames: int
+    #: Spec 0.2: complex128 frames are compressed as their float64 components (what rumi-eo reads).
+    components: bool = False
 
 
 class FrameSpec(NamedTuple):
@@ -45,12 +47,18 @@ class FrameJob:
         self.args = args
         self.enc = args.encoding
         self.n_frames = args.n_frames
-        self.encoder = _codec.FrameEncoder(args.codec, args.encoding, args.format_version)
+        frame_enc = args.encoding
+        if args.components:
+            from rumimm.format.dtypes import encoding_for_dtype
+
+            frame_enc = encoding_for_dtype(np.float64)
+        self.encoder = _codec.FrameEncoder(args.codec, frame_enc, args.format_version)
         self.decoder = _codec.FrameDecoder() if args.verify else None
 
     def encode(self, k: int, frame: np.ndarray) -> bytes:
         try:
-            data = bytes(self.encoder.encode(frame))
+            parts = np.ascontiguousarray(frame).view(np.float64) if self.args.components else frame
+            data = bytes(self.encoder.encode(parts))
         except RumiError as exc:
             raise type(exc)(f"frame {k} of {self.n_frames}: {exc}") from exc
         except Exception as exc:
@@ -66,7 +74,7 @@ class FrameJob:
 
     def _verify(self, k: int, frame: np.ndarray, data: bytes) -> None:
         enc = self.enc
-        got = self.decoder.decode(data, enc, frame.size, index=k)
+        got = self.decoder.decode(data, enc, frame.size, index=k, components=self.args.components)
         want = np.ascontiguousarray(frame).reshape(-1)
         if enc.bits_per_sample == 1:
             want = np.not_equal(want, 0).view(np.uint8)  # what a 1-bit sample stores

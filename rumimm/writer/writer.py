@@ -28,17 +28,33 @@ from collections import deque
 
 import numpy as np
 
-from rumimm.writer import encode_pool
-from rumimm.writer.atomic import AtomicFile
-from rumimm.format.blob import build_header
 from rumimm.errors import RumiError, RumiWarning, where
-from rumimm.writer.frame_job import FrameJob, JobArgs, encode_specs, frame_specs
+from rumimm.format.blob import build_header
 from rumimm.format.grid import FrameUnit, Grid, frame_unit
 from rumimm.format.tiff import build_prefix
-from rumimm.writer.args import (check_frame_size, resolve_encoding, resolve_format_version, resolve_georef, resolve_path,
-                         resolve_shape, resolve_threads, resolve_tile)
+from rumimm.format.trailer import build_trailer
+from rumimm.format.v2 import Grid2, build_header2, build_prefix2
+from rumimm.writer import encode_pool
+from rumimm.writer.args import (
+    check_frame_size,
+    resolve_bands,
+    resolve_encoding,
+    resolve_format_version,
+    resolve_georef,
+    resolve_layout,
+    resolve_path,
+    resolve_shape,
+    resolve_shape2,
+    resolve_spec,
+    resolve_threads,
+    resolve_tile,
+    resolve_time,
+)
+from rumimm.writer.atomic import AtomicFile
+from rumimm.writer.frame_job import FrameJob, JobArgs, encode_specs, frame_specs
+from rumimm.writer.sidecar import remove_sidecar, resolve_metadata, write_sidecar
 
-__all__ = ["write", "Writer"]
+__all__ = ["Writer", "write"]
 
 #: Raw bytes from which running encoding workers beat compressing serially.
 PROCESS_MIN_BYTES = 32 << 20
@@ -130,6 +146,24 @@ class Writer:
     progress : None, bool or callable
         ``True`` draws a tqdm bar, a callable is called as ``progress(done, rows)``
         after each grid row reaches the file (see :mod:`rumimm.progress`).
+    metadata : rumimm.format.pam.Metadata, optional
+        Band metadata (nodata, descriptions, ...) for the PAM sidecar ``path + ".aux.xml"``,
+        written with the file (see :func:`write`).  Without it (or with empty metadata)
+        a sidecar left at that path by an earlier file is removed.
+    format : {None, "0.1", "0.2"}
+        The specification to write: spec 0.1.0 (default, read by rumi-eo 0.16) or
+        spec 0.2 (the ``RUMI`` header, 13-tag IFD, 32-byte blob and trailer that
+        rumi-eo 0.18 and later read).  With ``"0.2"``, ``shape`` may be
+        ``(T, B, Y, X)`` and ``unit`` is ``"tile"`` (frame unit 0), ``"cell"``
+        (unit 1, or ``t b h w``, unit 4, when B and T are both above 1) or one of the
+        planar units 0, 1, 3, 4, 9.
+    bands : sequence of str
+        ``format="0.2"`` only, and required there: one non-empty, unique text per band
+        (e.g. ``"B4, Red, 665nm"``).
+    time : sequence
+        ``format="0.2"`` only, and required there: one coordinate per time step (a
+        ``date``, ``datetime``, ISO string or ``numpy.datetime64``; whole UTC seconds,
+        naive datetimes are UTC), or one ``(start, end)`` pair per step.
 
     Attributes
     ----------
@@ -171,28 +205,50 @@ class Writer:
     """
 
     def __init__(self, path, shape, dtype, *, tile=512, unit="tile", transform=None, crs=None,
-                 pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None):
+                 pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None,
+                 metadata=None, format=None, bands=None, time=None):  # noqa: A002
         from rumimm.codec import resolve_codec
         from rumimm.progress import Progress
 
         self.path = resolve_path(path)
-        b, y, x = resolve_shape(shape)
-        self.enc = resolve_encoding(dtype)
+        self.spec = resolve_spec(format)
+        self._trailer = b""
+        if self.spec == "0.2":
+            steps, b, y, x = resolve_shape2(shape)
+            self._user_shape = (b, y, x) if len(tuple(shape)) < 4 else (steps, b, y, x)
+            layout = resolve_layout(unit, b, steps)
+            self.descriptions = resolve_bands(bands, b)
+            kind, seconds = resolve_time(time, steps)
+            self._trailer = build_trailer(self.descriptions, kind, seconds)
+        else:
+            if bands is not None or time is not None:
+                raise ValueError("bands= and time= are stored by spec 0.2 files only; pass format='0.2'")
+            steps, (b, y, x) = 1, resolve_shape(shape)
+            self._user_shape = (b, y, x)
+        self.enc = resolve_encoding(dtype, self.spec)
         tl, tw = resolve_tile(tile)
-        self.unit = frame_unit(unit)
-        if b == 1:
-            # one band: both units give the same frames and layout; record "tile", the
-            # reading rumimm.index (and the reference writer) derive from the IFD
-            self.unit = FrameUnit.TILE
-        check_frame_size((b, y, x), (tl, tw), self.unit == FrameUnit.CELL, self.enc.itemsize)
-        self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point)
-        self.codec = resolve_codec(codec, self.enc)
+        if self.spec == "0.2":
+            self.grid = Grid2.of(x, y, tw, tl, b, steps, layout)
+            self.unit = self.grid.unit
+        else:
+            self.unit = frame_unit(unit)
+            if b == 1:
+                # one band: both units give the same frames and layout; record "tile", the
+                # reading rumimm.index (and the reference writer) derive from the IFD
+                self.unit = FrameUnit.TILE
+            self.grid = Grid(x, y, tw, tl, b, self.unit)
+        check_frame_size(self.grid.shape, (tl, tw), self.unit == FrameUnit.CELL, self.enc.itemsize)
+        self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
+        self.metadata = resolve_metadata(metadata, b, self.enc.dtype)
+        self.codec = resolve_codec(codec, self.enc if not (self.spec == "0.2" and self.enc.itemsize == 16)
+                                   else resolve_encoding(np.float64))
         self.format_version = resolve_format_version(format_version)
         self.threads = resolve_threads(threads)
         self.verify = bool(verify)
-        self.grid = Grid(x, y, tw, tl, b, self.unit)
         # the encoder this process compresses with; building it checks the codec and version
-        self._job = FrameJob(JobArgs(self.codec, self.enc, self.format_version, self.verify, self.grid.n_frames))
+        components = self.spec == "0.2" and self.enc.itemsize == 16  # complex128: rumi-eo reads float64 parts
+        self._job = FrameJob(JobArgs(self.codec, self.enc, self.format_version, self.verify, self.grid.n_frames,
+                                     components))
         self._progress = Progress(progress, self.grid.tiles_down, desc="write", unit="row")
         self.header: bytes | None = None
         self.counts = np.zeros(self.grid.n_frames, dtype=np.uint64)
@@ -204,7 +260,7 @@ class Writer:
             self._file = AtomicFile(self.path)
             try:
                 self._file.fh.seek(self.grid.base_frame_offset)
-                self._backend = self._make_backend(b * y * x * self.enc.itemsize)
+                self._backend = self._make_backend(steps * b * y * x * self.enc.itemsize)
             except BaseException:
                 self._file.discard()
                 raise
@@ -235,9 +291,9 @@ class Writer:
 
     # -- public API -----------------------------------------------------------------
     @property
-    def shape(self) -> tuple[int, int, int]:
-        """(B, Y, X) of the image."""
-        return self.grid.shape
+    def shape(self) -> tuple[int, ...]:
+        """(B, Y, X) of the image; (T, B, Y, X) for a spec 0.2 write of a 4-D shape."""
+        return self._user_shape
 
     @property
     def dtype(self) -> np.dtype:
@@ -314,19 +370,29 @@ class Writer:
             offsets[0] = self.grid.base_frame_offset
             np.cumsum(self.counts[:-1], out=offsets[1:])
             offsets[1:] += np.uint64(self.grid.base_frame_offset)
-            prefix = build_prefix(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
-            blob = build_header(self.grid, self.enc, self.counts)
+            if self.spec == "0.2":
+                prefix = build_prefix2(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
+                blob = build_header2(self.grid, self.enc, self.counts)
+            else:
+                prefix = build_prefix(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
+                blob = build_header(self.grid, self.enc, self.counts)
             fh = self._file.fh
             end = self.grid.base_frame_offset + int(self.counts.sum())
             if self._next_frame != self.grid.n_frames or fh.tell() != end:
                 raise RumiError(f"{where(self.path)}internal error: {self._next_frame} of {self.grid.n_frames} "
                                 f"frames end at byte {fh.tell()}, expected {end}; nothing was written")
+            fh.write(self._trailer)  # spec 0.2: band texts and time after the last frame
             fh.seek(0)
             fh.write(prefix)
+            # the sidecar goes first: a crash between the two renames leaves the old file with a
+            # sidecar whose blob digest is not its own, which open recognises and ignores
+            has_sidecar = write_sidecar(self.path, self.metadata, blob)
             self._file.commit()
         except BaseException:
             self.abort()
             raise
+        if not has_sidecar:
+            remove_sidecar(self.path)  # it described the file just replaced
         self._progress.close()
         self.header = blob
         self._closed = True
@@ -346,7 +412,7 @@ class Writer:
             self._file.discard()
             self._progress.close()
 
-    def __enter__(self) -> "Writer":
+    def __enter__(self) -> Writer:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -364,16 +430,22 @@ class Writer:
                 pass
 
     def __repr__(self) -> str:
-        b, y, x = self.shape
+        shape = ", ".join(str(v) for v in self.shape)
         state = "closed" if self._closed else f"row {self._next_row}/{self.rows}"
-        return (f"<rumimm.Writer {self.path!r} ({b}, {y}, {x}) {self.enc.name} tile "
+        return (f"<rumimm.Writer {self.path!r} ({shape}) {self.enc.name} tile "
                 f"{self.grid.tile_length}x{self.grid.tile_width} {self.unit.name.lower()} {state}>")
 
     # -- internals ------------------------------------------------------------------
     def _check_block(self, r: int, block) -> np.ndarray:
         block = np.asarray(block)
-        b, _, x = self.shape
         y0, y1 = self.row_span(r)
+        if len(self._user_shape) == 4:  # spec 0.2 (T, B, h, X): the step-band pairs become virtual bands
+            t, b, _, x = self._user_shape
+            want4 = (t, b, y1 - y0, x)
+            if block.shape != want4:
+                raise RumiError(f"grid row {r}: block has shape {block.shape}, expected (T, B, h, X) = {want4}")
+            block = (block.transpose(1, 0, 2, 3) if self.grid.band_major else block).reshape(t * b, y1 - y0, x)
+        b, _, x = self.grid.shape
         if block.ndim == 2 and b == 1:
             block = block[np.newaxis]
         want = (b, y1 - y0, x)
@@ -417,19 +489,42 @@ def _source(array):
 
 
 def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel_is_point=False, codec=None,
-          format_version=None, threads=None, verify=False, progress=None) -> bytes:
+          format_version=None, threads=None, verify=False, progress=None, nodata=None, descriptions=None,
+          colorinterp=None, scales=None, offsets=None, units=None, colormaps=None, tags=None,
+          band_tags=None, format=None, bands=None, time=None) -> bytes:  # noqa: A002
     """Write ``array`` as a rumi file and return its header blob.
 
     Parameters
     ----------
     path : str or os.PathLike
         The ``.rumi`` file to create or replace atomically.
-    array : array-like, shape (B, Y, X) or (Y, X)
-        Any of the 28 rumi sample dtypes.  A ``np.memmap`` or any array-like
-        with ``shape``, ``dtype`` and slicing (zarr, h5py, xarray) is read one
+    array : array-like, shape (B, Y, X) or (Y, X); (T, B, Y, X) with ``format="0.2"``
+        Any of the 28 rumi sample dtypes (spec 0.2: its 21).  A ``np.memmap`` or any
+        array-like with ``shape``, ``dtype`` and slicing (zarr, h5py, xarray) is read one
         row of tiles at a time, so it may be larger than RAM.
     tile, unit, transform, crs, pixel_is_point, codec, format_version, threads, verify, progress
         As for :class:`Writer`; ``progress`` advances once per row of tiles.
+    nodata : number or sequence of numbers, optional
+        The value marking missing samples: one for every band, or one per band
+        (None for a band without).  It must be a value of the array's dtype.
+    descriptions, units : sequence of str or None, optional
+        One per band (GDAL's band description and unit type).
+    colorinterp : sequence of str or None, optional
+        One per band: a rasterio ``ColorInterp`` name (``"red"``, ``"alpha"``, ...) or member.
+    scales, offsets : sequence of float or None, optional
+        One per band: physical value = sample * scale + offset.
+    colormaps : dict, optional
+        ``{band (1-based): {value: (r, g, b[, a])}}``.
+    tags, band_tags : dict, optional
+        Dataset tags ``{key: value}`` and ``{band (1-based): {key: value}}``.
+
+        rumi 0.1.0 has no place for these, so they go into a GDAL PAM sidecar,
+        ``path + ".aux.xml"``, written with the file (its rename comes just before the
+        file's); GDAL, rasterio and :func:`rumimm.open` read it.  Without any of them an
+        earlier sidecar at that path is removed.
+    format, bands, time
+        As for :class:`Writer`: ``format="0.2"`` writes today's reference format
+        (rumi-eo 0.18 and later), which needs a text per band and a coordinate per step.
 
     Returns
     -------
@@ -450,14 +545,23 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
     >>> blob = rumimm.write("scene.rumi", scene, tile=512,                     # doctest: +SKIP
     ...                     transform=(10, 0, 500000, 0, -10, 4200000), crs=32633)
     """
+    from rumimm.format.pam import Metadata
+
     src = _source(array)
     two_d = len(src.shape) == 2
+    four_d = len(src.shape) == 4
+    count = 1 if two_d else int(src.shape[1] if four_d else src.shape[0])
+    metadata = Metadata.from_args(count, nodata=nodata, descriptions=descriptions,
+                                  colorinterp=colorinterp, scales=scales, offsets=offsets, units=units,
+                                  colormaps=colormaps, tags=tags, band_tags=band_tags) if len(src.shape) in (2, 3, 4) \
+        else None
     with Writer(path, src.shape, src.dtype, tile=tile, unit=unit, transform=transform, crs=crs,
+                format=format, bands=bands, time=time,
                 pixel_is_point=pixel_is_point, codec=codec, format_version=format_version, threads=threads,
-                verify=verify, progress=progress) as w:
+                verify=verify, progress=progress, metadata=metadata) as w:
         for r in range(w.rows):
             y0, y1 = w.row_span(r)
-            block = src[y0:y1, :] if two_d else src[:, y0:y1, :]
+            block = src[y0:y1, :] if two_d else src[:, :, y0:y1, :] if four_d else src[:, y0:y1, :]
             w.write_row(r, np.asarray(block))
             del block
-    return w.header
+    return w.close()  # closed by the with block: the same blob again

@@ -1,4 +1,14 @@
-"""A rumi file opened read-only: one descriptor, positional reads, and the mapping on demand.
+"""Where frame bytes come from: the ``Store`` interface, and a local file opened read-only.
+
+A :class:`Store` is one object holding a rumi file: ``name`` (for messages), ``size``,
+``version`` (changes when the object changes, so the frame cache never serves an old
+object), ``read(offset, nbytes)`` (fewer bytes at the end), ``read_into(dst, offset)`` (exactly
+``len(dst)`` bytes or ``FormatError``), ``read_ranges(ranges)`` (many ranges at once: a remote
+store coalesces and fetches them concurrently), ``mapping()`` (the whole file as an array,
+local files only, for the numba kernels; None elsewhere) and ``close()``.  The planner
+(``reader.planner``) and its executors read frames only through it.
+
+:class:`LocalStore` is a local file: one descriptor, positional reads, the mapping on demand.
 
 Opening, ``fstat``, positional reads (``pread``) and ``mmap`` all use one descriptor,
 so a reader sees one file whole even while another process replaces it by rename
@@ -6,15 +16,15 @@ so a reader sees one file whole even while another process replaces it by rename
 
 Two ways in, chosen by cost (``docs/dev/engine.md``):
 
-* :meth:`OpenFile.read` / :meth:`OpenFile.read_into` copy a byte range with one
+* :meth:`LocalStore.read` / :meth:`LocalStore.read_into` copy a byte range with one
   ``pread``: what opening (the 252 bytes of header and IFD, the georeferencing) and a
   chip's frames need.  Copying a 300 KB frame out of the page cache costs ~20 us;
   faulting the same pages into a fresh mapping ~50 us, plus ~20 us to map and unmap.
-* :meth:`OpenFile.mapping` maps the whole file (``np.frombuffer`` over an ``mmap``)
+* :meth:`LocalStore.mapping` maps the whole file (``np.frombuffer`` over an ``mmap``)
   on first use, for the numba kernels of larger reads, which decode straight from it.
 
 An open file holds its descriptor until the last holder lets go: a read in flight
-holds the ``OpenFile`` (and any array of the mapping holds the map), so closing an
+holds the ``LocalStore`` (and any array of the mapping holds the map), so closing an
 image never pulls a descriptor or a map from under a read.  Python's ``mmap`` keeps a
 duplicate descriptor of its own before Python 3.13 (``trackfd=False`` avoids it
 since), so a mapped file holds two descriptors there.
@@ -22,21 +32,47 @@ since), so a mapped file holds two descriptors there.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 import sys
+from typing import Protocol
 
 import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
 
-__all__ = ["OpenFile"]
+__all__ = ["Store", "LocalStore", "open_store"]
 
 _PREAD = hasattr(os, "preadv")
 _TRACKFD = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
-class OpenFile:
+class Store(Protocol):
+    """What the read path needs of the object holding a rumi file (see the module docstring)."""
+
+    name: str
+    size: int
+    version: str | None
+
+    def read(self, offset: int, nbytes: int) -> bytes: ...
+
+    def read_into(self, dst: np.ndarray, offset: int) -> None: ...
+
+    def read_ranges(self, ranges) -> list[np.ndarray]: ...
+
+    def mapping(self) -> np.ndarray | None: ...
+
+    def close(self) -> None: ...
+
+
+def open_store(path) -> LocalStore:
+    """The store for ``path``: a local file opened read-only."""
+    return LocalStore(os.fspath(path))
+
+
+class LocalStore:
     """The file at ``path`` opened read-only; ``size`` is its size at open.
 
     Raises
@@ -47,20 +83,27 @@ class OpenFile:
         The file is empty.
     """
 
-    __slots__ = ("path", "fd", "size", "_buf", "_made")
+    __slots__ = ("path", "fd", "size", "version", "_buf", "_made")
 
     def __init__(self, path: str):
         self.path = path
         self.fd = -1
         self._buf = None
         self._made = []  # mappings made by racing threads: the first one made is the one used
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below); no effect on files
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
-            self.size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory, not a rumi file", path)
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device cannot be mapped or read at offsets
+                raise FormatError(f"{where(path)}not a regular file; a rumi file is read at offsets and mapped")
+            self.size = st.st_size
         except BaseException:
             os.close(fd)
             raise
         self.fd = fd
+        self.version = None  # a local file is read through one descriptor: its inode cannot change under it
         if self.size == 0:
             self.close()
             raise FormatError(f"{where(path)}file is empty; expected a BigTIFF header")
@@ -103,6 +146,19 @@ class OpenFile:
         if _PREAD:
             return os.pread(self.fd, n, offset)
         return bytes(self.mapping()[offset:offset + n])
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+    def read_ranges(self, ranges) -> list[np.ndarray]:
+        """The bytes of each (offset, nbytes) range, in order; one ``pread`` each."""
+        out = []
+        for offset, nbytes in ranges:
+            buf = np.empty(int(nbytes), np.uint8)
+            self.read_into(buf, int(offset))
+            out.append(buf)
+        return out
 
     def read_into(self, dst: np.ndarray, offset: int) -> None:
         """Fill ``dst`` (uint8, contiguous) with the bytes at ``offset``; FormatError if the file ends first."""

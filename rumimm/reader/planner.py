@@ -1,0 +1,148 @@
+"""The one planner: which frames a read needs, which the cache holds, where new ones decode, and finishing.
+
+Every read (a chip, a window, chips from many files, whole frames) takes the same steps,
+whatever executes the decoding:
+
+1. :func:`plan_frames`: the read's frames, each once (its source, index and decoded size);
+   the cache's hits; whether the new frames are kept (the cache's admission rule applies to
+   the read's new bytes as a whole); a buffer for each new frame: an array of its own when
+   the cache keeps it, else a slot of this thread's scratch memory.
+2. :func:`check_new`: each new frame's OpenZL header, once per open image.
+3. An executor decodes the new frames into their buffers and places the rectangles:
+   ``engine`` (numba kernels, straight from the file mapping, for larger reads) or
+   ``small_reads`` (geozl's C decoder over bytes read from the source's store, numpy
+   placement, for chips and whole frames).  Frame bytes come only from a ``store.Store``.
+4. :func:`finish`: the first failure as one ``CodecError``; the new frames into the cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rumimm.reader.source import align, thread_scratch
+
+__all__ = ["FrameBatch", "plan_frames", "check_new", "finish"]
+
+
+class FrameBatch:
+    """The frames of one read, each once, and where each one's decoded bytes are or will be.
+
+    Per frame (a "group": every rectangle cut from it): ``owners`` (index into
+    ``sources``), ``frames`` (its index in that file), ``sizes`` (decoded bytes),
+    ``decoded`` (the cached array, or the buffer it decodes into) and ``addresses`` (ints,
+    where ``decoded`` starts).  ``missing`` lists the groups to decode; ``store`` says
+    whether the cache keeps them.  Frames the cache does not keep share ``scratch``: slot
+    ``i % slots`` of ``stride`` bytes for the i-th missing frame.
+    """
+
+    __slots__ = ("sources", "owners", "frames", "sizes", "decoded", "addresses", "missing", "store", "scratch",
+                 "stride", "slots")
+
+    def __init__(self, sources, owners, frames, sizes):
+        self.sources = sources
+        self.owners = owners
+        self.frames = frames
+        self.sizes = sizes
+        self.decoded: list = [None] * len(frames)
+        self.addresses = [0] * len(frames)
+        self.missing: list[int] = []
+        self.store = False
+        self.scratch = None
+        self.stride = 0
+        self.slots = 0
+
+    def source(self, g: int):
+        return self.sources[self.owners[g]]
+
+
+def plan_frames(sources, owners: list[int], frames: list[int], sizes: list[int], slots: int | None = None,
+                own: bool = False) -> FrameBatch:
+    """Look the frames up in the cache and give every new one a buffer.
+
+    ``slots``: how many new frames must be held at once when the cache does not keep
+    them (one per decoding thread for the kernels, which place a frame as soon as it is
+    decoded); None holds all of them (decode first, place after).  ``own``: every frame
+    decodes into a new array the caller keeps; the cache is neither asked nor filled.
+    """
+    batch = FrameBatch(sources, owners, frames, sizes)
+    if own:
+        for g, size in enumerate(sizes):
+            buf = np.empty(size, np.uint8)
+            batch.decoded[g] = buf
+            batch.addresses[g] = buf.ctypes.data
+        batch.missing.extend(range(len(frames)))
+        return batch
+    hits = _lookup(sources, owners, frames)
+    decoded, addresses, missing = batch.decoded, batch.addresses, batch.missing
+    for g in range(len(frames)):
+        hit = None if hits is None else hits[g]
+        if hit is None:
+            missing.append(g)
+        else:
+            decoded[g] = hit[0]
+            addresses[g] = hit[1]
+    if not missing:
+        return batch
+    new_bytes = sum(sizes[g] for g in missing)
+    batch.store = hits is not None and all(s.cache is not None and s.cache.admits(new_bytes) for s in sources)
+    if batch.store:
+        for g in missing:
+            buf = np.empty(sizes[g], np.uint8)
+            decoded[g] = buf
+            addresses[g] = buf.ctypes.data
+        return batch
+    n = len(missing) if slots is None else max(1, min(slots, len(missing)))
+    stride = align(max(sizes[g] for g in missing))
+    scratch, base = thread_scratch(stride * n)
+    batch.scratch, batch.stride, batch.slots = scratch, stride, n
+    for i, g in enumerate(missing):
+        at = (i % n) * stride
+        decoded[g] = scratch[at:at + sizes[g]]
+        addresses[g] = base + at
+    return batch
+
+
+def check_new(batch: FrameBatch, raw=None, groups=None) -> None:
+    """Check each new frame's OpenZL header (once per open image); ``raw[g]``: its bytes when read already.
+
+    ``groups``: only these new frames (default all).
+    """
+    from rumimm.reader.frame_checks import check_header  # OpenZL loads with the first pixel read, not at open
+
+    for g in batch.missing if groups is None else groups:
+        check_header(batch.source(g), batch.frames[g], None if raw is None else raw[g], batch.sizes[g])
+
+
+def finish(batch: FrameBatch, bad: int = -1, status: int = 0) -> None:
+    """Raise the failure of group ``bad`` (its decoder status), or keep the new frames in the cache."""
+    if bad >= 0:
+        from rumimm.reader.frame_checks import frame_error
+
+        raise frame_error(batch.source(bad), batch.frames[bad], int(status))
+    if not (batch.store and batch.missing):
+        return
+    by_cache: dict = {}
+    for g in batch.missing:
+        fs = batch.source(g)
+        keys, arrays, addrs = by_cache.setdefault(id(fs.cache), (fs.cache, [], [], []))[1:]
+        keys.append((fs.token, batch.frames[g]))
+        arrays.append(batch.decoded[g])
+        addrs.append(batch.addresses[g])
+    for cache, keys, arrays, addrs in by_cache.values():
+        cache.put_many(keys, arrays, addrs)
+
+
+def _lookup(sources, owners, frames):
+    """(array, address) or None per frame from the cache, or None when no source caches."""
+    first = sources[0].cache
+    if len(sources) == 1:
+        if first is None:
+            return None
+        token = sources[0].token
+        return first.get_many([(token, k) for k in frames])
+    if all(s.cache is first for s in sources):
+        if first is None:
+            return None
+        return first.get_many([(sources[o].token, k) for o, k in zip(owners, frames)])
+    return [None if sources[o].cache is None else sources[o].cache.get((sources[o].token, k))
+            for o, k in zip(owners, frames)]

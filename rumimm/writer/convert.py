@@ -1,0 +1,176 @@
+"""Convert a rumi file between spec 0.1.0 and spec 0.2 without decoding its frames.
+
+A spec 0.1.0 file and a spec 0.2 file of one time step store the same frames in the
+same order: tile frames (0.1 ``tile``, 0.2 unit 0) and planar cell frames (0.1
+``cell``, 0.2 unit 1, ``b h w``).  Only the envelope differs: the BigTIFF header and
+11-tag IFD against the ``RUMI`` header and 13-tag IFD, the 28-byte against the 32-byte
+blob, and the 0.2 trailer of band texts and time.  :func:`convert` writes the new
+envelope around the frame bytes it copies as they are (atomically, like every write).
+
+A frame is decoded and encoded again only where its bytes cannot serve the other
+reader: complex128 frames (0.1 stores them as 16-byte structs, rumi-eo 0.18+ reads
+float64 components) and interleaved 0.2 cells (``h w b``), which spec 0.1 has no
+layout for.  Sample types one spec lacks (0.1's sub-byte and complex-integer types,
+0.2's fnuz floats) and 0.2 files of several time steps cannot be converted.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from rumimm.errors import RumiError, where
+from rumimm.format import units
+from rumimm.format.blob import build_header
+from rumimm.format.georef import split_georef_block
+from rumimm.format.dtypes import SPEC_ENCODINGS
+from rumimm.format.grid import FrameUnit, Grid
+from rumimm.format.tiff import build_prefix
+from rumimm.format.trailer import build_trailer
+from rumimm.format.v2 import Grid2, build_header2, build_prefix2
+from rumimm.writer.args import resolve_bands, resolve_path, resolve_spec, resolve_time
+from rumimm.writer.atomic import AtomicFile
+
+__all__ = ["convert"]
+
+_COPY_CHUNK = 8 << 20  # bytes of frames copied at a time
+
+
+def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -> bytes:
+    """Write ``source`` (a rumi file of either spec) as a rumi file of spec ``format``; return its header blob.
+
+    Parameters
+    ----------
+    source, dest : str or os.PathLike
+        The rumi file to read and the file to write (replaced atomically; may not be ``source``).
+    format : {"0.2", "0.1"}
+        The specification of ``dest``.
+    bands : sequence of str, optional
+        Spec 0.2 band texts, one per band.  Default: the source's texts (a 0.2
+        source), else ``"band 1"``, ``"band 2"``, ...
+    time : sequence, optional
+        Spec 0.2 time coordinates, one per step (as ``rumimm.write`` takes them).
+        Default: the source's (a 0.2 source); required for a 0.1 source, which has no time.
+    header : bytes, optional
+        The source's header blob (skips the IFD walk of the source, as ``rumimm.open`` does).
+
+    Returns
+    -------
+    bytes
+        The header blob of ``dest`` (what ``rumimm.index(dest)`` returns).
+
+    Raises
+    ------
+    RumiError
+        A sample type or layout the target spec lacks, several time steps for spec
+        0.1, or a bad ``bands``/``time``.
+    """
+    from rumimm.reader.image import Image
+
+    spec = resolve_spec(format)
+    src_path = os.fspath(source)
+    dest = resolve_path(dest)
+    if os.path.exists(dest) and os.path.samefile(src_path, dest):
+        raise ValueError(f"{where(dest)}convert writes a new file; dest must not be the source")
+    with Image(src_path, header, cache_bytes=0) as img:
+        hdr = img.header
+        enc = hdr.encoding
+        if (enc.sample_format, enc.bits_per_sample) not in SPEC_ENCODINGS[spec]:
+            raise RumiError(f"{where(src_path)}sample type {enc.name} has no encoding in rumi spec {spec}; "
+                            "it cannot be converted")
+        matrix, keys = _georef_values(img)
+        b, y, x = hdr.samples_per_pixel, hdr.image_length, hdr.image_width
+        tw, tl = hdr.tile_width, hdr.tile_length
+        grid: Grid  # a Grid2 for spec 0.2
+        if spec == "0.2":
+            texts = resolve_bands(bands if bands is not None else
+                                  (img.descriptions if hdr.spec == "0.2" else [f"band {i + 1}" for i in range(b)]), b)
+            if time is None and hdr.spec == "0.2":
+                kind, seconds = img.trailer.kind, img.trailer.seconds
+            else:
+                kind, seconds = resolve_time(time, hdr.time_count)
+            trailer = build_trailer(texts, kind, seconds)
+            layout = hdr.layout if hdr.spec == "0.2" else (1 if hdr.frame_unit == FrameUnit.CELL and b > 1 else 0)
+            grid = Grid2.of(x, y, tw, tl, b, hdr.time_count, layout)
+        else:
+            if bands is not None or time is not None:
+                raise ValueError("spec 0.1 stores no band texts or time; leave bands and time unset")
+            if hdr.time_count > 1:
+                raise RumiError(f"{where(src_path)}has {hdr.time_count} time steps; spec 0.1 holds one (B, Y, X) "
+                                "image, so only files of one step convert to it")
+            trailer = b""
+            # 0.2 units 0/1/2 of one step: tile frames, or cells (b h w; h w b is made planar below)
+            unit = hdr.frame_unit if hdr.spec == "0.1" else FrameUnit.TILE if hdr.layout == 0 else FrameUnit.CELL
+            grid = Grid(x, y, tw, tl, b, unit)
+        recode = _recode_plan(hdr, spec)
+        src = img._open_source()
+        file = src.live_store()
+        counts = np.array(hdr.counts, dtype=np.uint64)
+        out = AtomicFile(dest)
+        try:
+            fh = out.fh
+            fh.seek(grid.base_frame_offset)
+            if recode is None:  # the frames as they are, in chunks
+                start, end = hdr.base_frame_offset, hdr.offset(hdr.n_frames)
+                for at in range(start, end, _COPY_CHUNK):
+                    fh.write(bytes(file.read(at, min(_COPY_CHUNK, end - at))))
+            else:
+                counts = recode(img, fh)
+            fh.write(trailer)
+            offsets = np.empty(grid.n_frames, np.uint64)
+            offsets[0] = grid.base_frame_offset
+            np.cumsum(counts[:-1], out=offsets[1:])
+            offsets[1:] += np.uint64(grid.base_frame_offset)
+            if isinstance(grid, Grid2):  # spec 0.2
+                prefix = build_prefix2(grid, enc, offsets, counts, matrix, keys)
+                blob = build_header2(grid, enc, counts)
+            else:
+                prefix = build_prefix(grid, enc, offsets, counts, matrix, keys)
+                blob = build_header(grid, enc, counts)
+            fh.seek(0)
+            fh.write(prefix)
+            out.commit()
+        except BaseException:
+            out.discard()
+            raise
+    return blob
+
+
+def _georef_values(img) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """The 16 doubles and 16 shorts of the two georeferencing tags, as the source stores them."""
+    matrix, keys = split_georef_block(img.georef_block())
+    return tuple(float(v) for v in matrix), tuple(int(v) for v in keys)
+
+
+def _recode_plan(hdr, spec: str):
+    """None when every frame keeps its bytes, else a function writing re-encoded frames (returns their sizes).
+
+    Complex128 frames change representation between the specs (0.1 structs, 0.2 float64
+    components), and interleaved 0.2 cells become planar 0.1 cells.
+    """
+    complex128 = hdr.encoding.itemsize == 16
+    interleaved = hdr.spec == "0.2" and units.interleaved(hdr.layout) and spec == "0.1"
+    if not (complex128 and hdr.spec != spec) and not interleaved:
+        return None
+
+    def recode(img, fh) -> np.ndarray:
+        from rumimm.codec import FrameEncoder
+        from rumimm.reader.image import read_frames
+        from rumimm.reader.layouts import frame_planes
+
+        enc = hdr.encoding
+        to_components = spec == "0.2" and complex128
+        encoder = FrameEncoder(None, np.float64 if to_components else enc.dtype)
+        counts = np.empty(hdr.n_frames, np.uint64)
+        for k in range(hdr.n_frames):
+            (frame,) = read_frames(img, [k])
+            if interleaved:
+                frame = frame_planes(img._grid, k, frame)
+            frame = np.ascontiguousarray(frame)
+            data = bytes(encoder.encode(frame.view(np.float64) if to_components else frame))
+            fh.write(data)
+            counts[k] = len(data)
+        return counts
+
+    return recode

@@ -1,0 +1,58 @@
+"""Writing a rumi file's PAM sidecar (``NAME.rumi.aux.xml``) with the file.
+
+The writer calls :func:`write_sidecar` just before it renames the rumi file into
+place, so the sidecar's rename comes first; the sidecar records the new header blob's
+digest, so if the process dies between the two renames the old file is left with a
+sidecar that is recognisably not its own (``rumimm.open`` ignores it, with a warning).
+A write without metadata removes a sidecar left from the file it replaced.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import warnings
+
+from rumimm.errors import RumiWarning
+from rumimm.format.pam import Metadata, build_pam, sidecar_path
+from rumimm.writer.atomic import replacing
+
+__all__ = ["remove_sidecar", "resolve_metadata", "write_sidecar"]
+
+
+def resolve_metadata(metadata, count: int, dtype) -> Metadata | None:
+    """``metadata`` checked against the image (band count, nodata a value of ``dtype``); None when empty."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Metadata):
+        raise TypeError(f"metadata must be a rumimm.format.pam.Metadata, got {type(metadata).__name__}")
+    if len(metadata.bands) != count:
+        raise ValueError(f"metadata describes {len(metadata.bands)} bands, the image has {count}")
+    metadata.check_dtype(dtype)
+    return None if metadata.is_empty() else metadata
+
+
+def write_sidecar(path: str, metadata: Metadata | None, blob: bytes) -> bool:
+    """Write (fsynced, renamed into place) the sidecar of ``path``; False when there is nothing to write."""
+    if metadata is None:
+        return False
+    data = build_pam(metadata, blob)
+    with replacing(sidecar_path(path)) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
+def remove_sidecar(path: str) -> None:
+    """Remove the sidecar of ``path`` if there is one (a warning if it cannot be removed: the file is written)."""
+    name = sidecar_path(path)
+    try:
+        os.unlink(name)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:  # a name this long can have no sidecar
+            return
+        warnings.warn(f"{name}: cannot remove the sidecar of the file replaced ({exc.strerror or exc}); it no longer "
+                      "describes the file (rumimm.open ignores it) but GDAL would apply it", RumiWarning, stacklevel=4)

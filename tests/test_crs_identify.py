@@ -1,0 +1,49 @@
+"""GDAL-style identification of CRSs without an EPSG code of their own (rumimm.format.crs_identify)."""
+
+from __future__ import annotations
+
+import pyproj
+import pytest
+
+from rumimm.errors import CRSError
+from rumimm.format.crs_identify import identify
+
+
+def test_an_epsg_crs_is_itself_exactly():
+    found = identify(pyproj.CRS.from_epsg(32633))
+    assert found.epsg == 32633 and found.exact
+
+
+@pytest.mark.parametrize("crs, centre, code", [
+    ("+proj=utm +zone=18 +ellps=WGS84 +units=m", (500000, 4500000), 32618),  # JAD2001 fits too, narrower
+    ("+proj=utm +zone=18 +ellps=WGS84 +units=m", None, 32618),
+    ("+proj=laea +lat_0=52 +lon_0=10 +x_0=4321000 +y_0=3210000 +ellps=GRS80 +units=m", (4321000, 3210000), 3035),
+    ("+proj=longlat +ellps=WGS84", (10.0, 50.0), 4326),
+    ("+proj=utm +zone=18 +ellps=intl +units=m", (280000, 800000), 24818),  # in Venezuela: PSAD56 the widest
+])
+def test_a_crs_with_one_codes_projection_parameters_and_ellipsoid_is_that_code(crs, centre, code):
+    found = identify(pyproj.CRS.from_user_input(crs), centre)
+    assert found.epsg == code and not found.exact
+    assert f"EPSG:{code}'s projection, parameters and ellipsoid" in found.note
+
+
+def test_several_datums_none_of_which_covers_the_image_are_refused():
+    with pytest.raises(CRSError, match="fits several EPSG codes on different datums, none of whose area of use"):
+        identify(pyproj.CRS.from_user_input("+proj=utm +zone=18 +ellps=intl +units=m"), (500000, 4500000))
+
+
+@pytest.mark.parametrize("crs, match", [
+    ("+proj=utm +zone=18 +ellps=GRS67 +units=m", "no EPSG|nearest"),
+    ("+proj=geos +h=35785831 +lon_0=0 +ellps=WGS84 +units=m", "has no EPSG equivalent"),
+    ("+proj=utm +zone=18 +ellps=WGS84 +units=us-ft", "no EPSG|nearest"),
+    ("+proj=tmerc +lat_0=0 +lon_0=-75 +k=0.9996 +x_0=500001 +y_0=0 +ellps=WGS84 +units=m", "another false easting"),
+])
+def test_a_crs_that_differs_in_anything_is_refused(crs, match):
+    with pytest.raises(CRSError, match=match):
+        identify(pyproj.CRS.from_user_input(crs), (500000, 4500000))
+
+
+def test_a_named_datum_must_match():
+    # NAD27 is on the Clarke 1866 ellipsoid; a UTM on a named NAD27 datum is EPSG:26718, never a WGS 84 code
+    found = identify(pyproj.CRS.from_user_input("+proj=utm +zone=18 +datum=NAD27 +units=m"), (500000, 4500000))
+    assert found.epsg == 26718

@@ -1,0 +1,152 @@
+"""Spec 0.2 files through the rest of rumimm: Cube, read_batch, ChipDataset, catalogs, xarray, Dask,
+GeoTIFF export and quicklook (fixtures written by rumi-eo 0.26.1, ``tests/data/v2``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rumimm
+from rumimm.errors import BlobError, RumiError
+
+DATA = Path(__file__).parent / "data" / "v2"
+sys.path.insert(0, str(DATA))
+import make_fixtures_v2 as make_fixtures  # noqa: E402  (not tests/data/make_fixtures.py, the 0.1 fixtures)
+
+
+def _p(name):
+    return str(DATA / f"{name}.rumi")
+
+
+def test_a_cube_and_a_batch_of_02_images_read_every_layout_of_one_step():
+    a, c = make_fixtures.source("img_u2"), make_fixtures.source("img_u0")
+    cube = rumimm.Cube([_p("img_u2"), _p("img_u2")])
+    np.testing.assert_array_equal(cube[:, [2, 0], 3:9:2, 1:13], np.stack([a, a])[:, [2, 0], 3:9:2, 1:13])
+    got = rumimm.read_batch([_p("img_u2"), _p("img_u2")], np.array([[0, 0], [4, 4]]), size=(8, 8), bands=[2, 0])
+    np.testing.assert_array_equal(got, np.stack([a[[2, 0], :8, :8], a[[2, 0], 4:12, 4:12]]))
+    got = rumimm.read_batch([_p("img_u0"), _p("img_u1")], np.array([[1, 2], [3, 4]]), size=(5, 6))
+    np.testing.assert_array_equal(got[0], c[:, 1:6, 2:8])
+
+
+def test_a_cube_refuses_files_of_several_steps():
+    with pytest.raises(RumiError, match="3 time steps"):
+        rumimm.Cube([_p("cube_u4")] * 2)
+
+
+def test_batches_and_chips_of_files_of_several_steps_have_a_time_axis():
+    c4, c9, c7 = (make_fixtures.source(n) for n in ("cube_u4", "cube_u9", "cube_u7"))
+    got = rumimm.read_batch([_p("cube_u4"), _p("cube_u9")], np.array([[0, 0], [4, 3]]), size=(8, 8), bands=[1, 1, 0])
+    assert got.shape == (2, 3, 3, 8, 8)
+    np.testing.assert_array_equal(got[0], c4[:, [1, 1, 0], :8, :8])
+    np.testing.assert_array_equal(got[1], c9[:, [1, 1, 0], 4:12, 3:11])
+    got = rumimm.read_batch([_p("cube_u7")], np.array([[2, 2]]), size=(8, 8), bands=1)  # interleaved cells
+    np.testing.assert_array_equal(got[0], c7[:, 1, 2:10, 2:10])
+    with pytest.raises(RumiError, match="one band-major and one time-major"):
+        rumimm.read_batch([_p("cube_u4"), _p("cube_u3")], np.array([[0, 0], [0, 0]]), size=(8, 8))
+    with pytest.raises(RumiError, match="has 1 time step"):
+        rumimm.read_batch([_p("cube_u4"), _p("img_u0")], np.array([[0, 0], [0, 0]]), size=(8, 8))
+    ds = rumimm.ChipDataset([_p("cube_u4"), _p("cube_u9")], size=8, n=5, seed=2)
+    batch = ds.__getitems__(list(range(5)))
+    assert batch.shape == (5, 3, 2, 8, 8)
+    for i, (f, y, x) in enumerate(ds.chips):
+        np.testing.assert_array_equal(batch[i], (c4, c9)[int(f)][:, :, y:y + 8, x:x + 8])
+    with pytest.raises(ValueError, match="time step"):
+        rumimm.ChipDataset([_p("cube_u4"), _p("img_u0")], size=8, n=2, bands=[0])
+
+
+def test_chips_come_from_02_files_and_their_headers():
+    headers = [(DATA / "img_u0.header").read_bytes(), (DATA / "img_u1.header").read_bytes()]
+    ds = rumimm.ChipDataset([_p("img_u0"), _p("img_u1")], size=8, n=6, seed=3, headers=headers)
+    src = [make_fixtures.source("img_u0"), make_fixtures.source("img_u1")]
+    batch = ds.__getitems__(list(range(6)))
+    for i, (f, y, x) in enumerate(ds.chips):
+        np.testing.assert_array_equal(batch[i], src[int(f)][:, y:y + 8, x:x + 8])
+
+
+def test_a_catalog_lists_spec_time_and_band_texts_and_reopens_its_rows(tmp_path):
+    pytest.importorskip("pyarrow")
+    paths = [_p("img_u0"), _p("cube_interval"), str(DATA.parent / "u8_geo_utm33n.rumi")]
+    table = rumimm.catalog(paths)
+    rows = table.select(["spec", "time_count", "descriptions", "time", "bands", "height", "unit"]).to_pylist()
+    assert rows[0] == {"spec": "0.2", "time_count": 1, "descriptions": ["B2, Blue", "B3, Green", "B4, Red"],
+                       "time": ["2026-01-01"], "bands": 3, "height": 20, "unit": "h w"}
+    assert rows[1]["time"] == ["2026-01-01/2026-01-16", "2026-02-01/2026-02-15"] and rows[1]["time_count"] == 2
+    assert rows[2]["spec"] == "0.1" and rows[2]["time"] is None
+    rumimm.write_catalog(table, tmp_path / "c.parquet")
+    coll = rumimm.ImageCollection.from_catalog(tmp_path / "c.parquet")
+    assert [im.spec for im in coll.images] == ["0.2", "0.2", "0.1"]
+    from rumimm.reader.blob_column import parse_blobs_any
+
+    fields = parse_blobs_any(table.column("blob"))
+    assert fields["spec"].tolist() == [2, 2, 1] and fields["time_count"].tolist() == [1, 2, 1]
+    with pytest.raises(BlobError, match="blob 0 of 1: .*nor a spec 0.2 blob"):
+        parse_blobs_any([b"LOVE" + bytes(40)])
+
+
+def test_xarray_gives_02_files_a_time_dimension_and_band_descriptions():
+    xr = pytest.importorskip("xarray")
+    da = xr.open_dataarray(_p("cube_u4"), engine="rumimm")
+    assert da.dims == ("time", "band", "y", "x")
+    assert da.time.values.tolist() == np.array(["2026-01-01", "2026-02-01", "2026-03-01"],
+                                               "datetime64[s]").tolist()
+    assert da.description.values.tolist() == ["x", "y"]
+    np.testing.assert_array_equal(da.isel(time=2, band=1, y=slice(3, 9)).values,
+                                  make_fixtures.source("cube_u4")[2, 1, 3:9])
+    iv = xr.open_dataarray(_p("cube_interval"), engine="rumimm")
+    assert "time_end" in iv.coords
+    img = xr.open_dataarray(_p("img_u0"), engine="rumimm")
+    assert img.dims == ("band", "y", "x") and img.attrs["time"] == "2026-01-01" and "x" in img.coords
+
+
+def test_dask_chunks_02_files_on_their_frame_grid():
+    pytest.importorskip("dask")
+    arr = rumimm.to_dask(_p("cube_u4"))
+    assert arr.chunksize == (3, 2, 8, 8)  # t b h w cells
+    np.testing.assert_array_equal(arr.compute(), make_fixtures.source("cube_u4"))
+    assert rumimm.to_dask(_p("cube_u0")).chunksize == (1, 1, 8, 8)
+
+
+def test_geotiff_export_and_quicklook_take_02_images(tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    pytest.importorskip("PIL")
+    rumimm.to_geotiff(_p("img_u0"), tmp_path / "a.tif")
+    with rasterio.open(tmp_path / "a.tif") as ds:
+        np.testing.assert_array_equal(ds.read(), make_fixtures.source("img_u0"))
+        assert ds.crs.to_epsg() == 32633
+    rumimm.quicklook(_p("img_u2"), tmp_path / "q.png")
+    assert (tmp_path / "q.png").stat().st_size > 0
+
+
+def test_geotiff_export_and_quicklook_refuse_files_of_several_steps_clearly(tmp_path):
+    pytest.importorskip("rasterio")
+    pytest.importorskip("PIL")
+    with pytest.raises(RumiError, match="3 time steps"):
+        rumimm.to_geotiff(_p("cube_u4"), tmp_path / "a.tif")
+    with pytest.raises(RumiError, match="3 time steps"):
+        rumimm.quicklook(_p("cube_u4"), tmp_path / "q.png")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["cube_u4", "cube_interval", "img_u0", "cube_seconds"])
+def test_an_02_file_opened_with_xarray_writes_back_with_its_time_and_band_texts(tmp_path, name):
+    xr = pytest.importorskip("xarray")
+    da = xr.open_dataarray(_p(name), engine="rumimm")
+    rumimm.to_rumi(da, tmp_path / "x.rumi", format="0.2", tile=8)
+    with rumimm.open(_p(name)) as a, rumimm.open(tmp_path / "x.rumi") as b:
+        np.testing.assert_array_equal(b[...], a[...])
+        assert (b.time, b.descriptions, b.crs, b.transform) == (a.time, a.descriptions, a.crs, a.transform)
+
+
+def test_time_values_of_every_datetime64_unit_are_whole_seconds_or_refused(tmp_path):
+    arr = np.zeros((1, 4, 4), np.uint8)
+    for t in (np.datetime64("2026-01-01T00:00:05.000", "ms"), np.datetime64("3000-01-01", "D"),
+              np.datetime64("2026-01-01T00:00:07", "ns")):
+        rumimm.write(tmp_path / "t.rumi", arr, tile=4, format="0.2", bands=["a"], time=[t])
+        with rumimm.open(tmp_path / "t.rumi") as img:
+            assert img.trailer.datetime64()[0] == t.astype("datetime64[s]")
+    with pytest.raises(ValueError, match="fraction of a second"):
+        rumimm.write(tmp_path / "u.rumi", arr, tile=4, format="0.2", bands=["a"],
+                     time=[np.datetime64("2026-01-01T00:00:05.5", "ms")])

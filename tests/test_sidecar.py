@@ -1,0 +1,158 @@
+"""Band metadata written with a rumi file (PAM sidecar) and read by open: rumimm.writer.sidecar, rumimm.reader.sidecar."""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import rumimm
+from rumimm.errors import CRSError, RumiWarning
+from rumimm.format.pam import Metadata, build_pam
+
+UTM = (30.0, 0.0, 500000.0, 0.0, -30.0, 4500000.0)
+
+
+def scene(dtype="float32", bands=3):
+    return np.arange(bands * 20 * 30, dtype=dtype).reshape(bands, 20, 30)
+
+
+def write_full(path):
+    return rumimm.write(path, scene(), tile=16, transform=UTM, crs=32618, nodata=-9999.0,
+                        descriptions=["red", "green", "nir"], colorinterp=["red", "green", "undefined"],
+                        scales=[0.5, 0.25, 1.0], offsets=[1.0, 0.0, -2.0], units=["K", "K", None],
+                        tags={"SENSOR": "test"}, band_tags={3: {"WAVELENGTH": "0.86"}})
+
+
+
+
+def test_write_puts_band_metadata_in_a_sidecar_open_reads(tmp_path):
+    path = tmp_path / "x.rumi"
+    write_full(path)
+    assert (tmp_path / "x.rumi.aux.xml").is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with rumimm.open(path) as img:
+            assert img.nodata == -9999.0 and img.nodatavals == (-9999.0,) * 3
+            assert img.descriptions == ("red", "green", "nir")
+            assert img.colorinterp == ("red", "green", "undefined")
+            assert img.scales == (0.5, 0.25, 1.0) and img.offsets == (1.0, 0.0, -2.0)
+            assert img.units == ("K", "K", None)
+            assert img.tags() == {"SENSOR": "test"} and img.tags(3) == {"WAVELENGTH": "0.86"} and img.tags(1) == {}
+
+
+def test_gdal_reads_the_metadata_rumimm_write_gives(tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    path = tmp_path / "x.rumi"
+    write_full(path)
+    with rasterio.open(path) as ds:
+        assert ds.nodatavals == (-9999.0,) * 3
+        assert ds.descriptions == ("red", "green", "nir")
+        assert ds.scales == (0.5, 0.25, 1.0) and ds.offsets == (1.0, 0.0, -2.0)
+        assert ds.tags()["SENSOR"] == "test" and ds.tags(3) == {"WAVELENGTH": "0.86"}
+
+
+def test_a_file_without_metadata_has_none_and_no_sidecar(tmp_path):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, scene("uint16"), tile=16)
+    assert not (tmp_path / "x.rumi.aux.xml").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with rumimm.open(path) as img:
+            assert img.nodata is None and img.nodatavals == (None,) * 3
+            assert img.descriptions == (None,) * 3 and img.scales == (1.0,) * 3 and img.offsets == (0.0,) * 3
+            assert img.colorinterp == ("gray", "undefined", "undefined") and img.tags() == {}
+            with pytest.raises(ValueError, match="no colour map"):
+                img.colormap(1)
+
+
+def test_rewriting_without_metadata_removes_the_old_sidecar(tmp_path):
+    path = tmp_path / "x.rumi"
+    write_full(path)
+    rumimm.write(path, scene(), tile=16)
+    assert not (tmp_path / "x.rumi.aux.xml").exists()
+    with rumimm.open(path) as img:
+        assert img.nodata is None
+
+
+def test_a_sidecar_of_another_version_of_the_file_is_ignored_with_a_warning(tmp_path):
+    path = tmp_path / "x.rumi"
+    write_full(path)
+    stale = (tmp_path / "x.rumi.aux.xml").read_bytes()
+    rumimm.write(path, scene() + 1, tile=16, nodata=5.0)  # another file (other frames, another blob)
+    (tmp_path / "x.rumi.aux.xml").write_bytes(stale)      # what a crash between the two renames would leave
+    with rumimm.open(path) as img, pytest.warns(RumiWarning, match="another version of the file"):
+        assert img.nodata is None
+
+
+@pytest.mark.parametrize("content", [b"garbage", b'<PAMDataset><PAMRasterBand band="9"/></PAMDataset>', None])
+def test_an_unreadable_sidecar_warns_and_the_pixels_still_read(tmp_path, content):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, scene(), tile=16)
+    side = tmp_path / "x.rumi.aux.xml"
+    if content is None:
+        side.mkdir()  # a directory where the sidecar should be
+    else:
+        side.write_bytes(content)
+    with rumimm.open(path) as img:
+        with pytest.warns(RumiWarning, match="x.rumi.aux.xml: .*band metadata .* is not applied"):
+            assert img.nodata is None
+        assert np.array_equal(img[:], scene())
+
+
+def test_a_sidecar_gdal_tools_wrote_without_a_digest_is_applied(tmp_path):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, scene("int16"), tile=16)
+    (tmp_path / "x.rumi.aux.xml").write_bytes(build_pam(Metadata.from_args(3, nodata=-1)))  # as gdal_edit -a_nodata
+    with rumimm.open(path) as img:
+        assert img.nodatavals == (-1.0,) * 3
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"nodata": 300}, ValueError, "not a uint8 value"),
+    ({"nodata": [0, 1]}, ValueError, "one entry per band"),
+    ({"descriptions": "red"}, TypeError, "sequence of one value per band"),
+    ({"colorinterp": ["red", "blue", "mauve"]}, ValueError, "colour interpretation"),
+])
+def test_bad_metadata_is_refused_before_a_file_is_created(tmp_path, kwargs, error, match):
+    path = tmp_path / "x.rumi"
+    with pytest.raises(error, match=match):
+        rumimm.write(path, scene("uint8"), tile=16, **kwargs)
+    assert os.listdir(tmp_path) == []
+
+
+def test_int64_nodata_beyond_a_double_is_exact(tmp_path):
+    path = tmp_path / "x.rumi"
+    big = 2**62 + 1
+    rumimm.write(path, np.zeros((1, 4, 4), np.int64), tile=16, nodata=big)
+    with rumimm.open(path) as img:
+        assert img.nodata == big and isinstance(img.nodata, int)
+
+
+def test_nan_nodata_round_trips(tmp_path):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, scene(), tile=16, nodata=float("nan"))
+    with rumimm.open(path) as img:
+        assert all(math.isnan(v) for v in img.nodatavals)
+
+
+def test_a_colour_map_round_trips(tmp_path):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, np.zeros((1, 8, 8), np.uint8), tile=16, colorinterp=["palette"],
+                 colormaps={1: {0: (0, 0, 0), 1: (255, 0, 0, 128)}})
+    with rumimm.open(path) as img:
+        assert img.colormap(1) == {0: (0, 0, 0, 255), 1: (255, 0, 0, 128)}
+        assert img.colorinterp == ("palette",)
+
+
+def test_a_geographic_crs_with_metre_coordinates_is_refused(tmp_path):
+    with pytest.raises(CRSError, match="EPSG:4326 is geographic .* beyond longitudes"):
+        rumimm.write(tmp_path / "x.rumi", scene(), tile=16, transform=UTM, crs=4326)
+    # a global grid, pixel centres from -180 to 180, and a 0..360 grid are degrees
+    rumimm.write(tmp_path / "g.rumi", np.zeros((1, 181, 361), np.uint8), tile=64,
+                 transform=(1.0, 0.0, -180.5, 0.0, -1.0, 90.5), crs=4326)
+    rumimm.write(tmp_path / "h.rumi", np.zeros((1, 180, 360), np.uint8), tile=64,
+                 transform=(1.0, 0.0, 0.0, 0.0, -1.0, 90.0), crs=4326)

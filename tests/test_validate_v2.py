@@ -1,0 +1,106 @@
+"""``rumimm.index`` and ``rumimm.validate`` on spec 0.2 files: every rule of the 0.2 draft.
+
+Good files come from rumi-eo 0.26.1 (``tests/data/v2``); broken ones are those files
+changed in exactly one place.  ``index`` must return the header rumi-eo returned,
+byte for byte, and raise ``FormatError`` naming the rule for a broken file;
+``validate`` must list the violation.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+import rumimm
+from rumimm.errors import FormatError
+
+DATA = Path(__file__).parent / "data" / "v2"
+MANIFEST = json.loads((DATA / "manifest.json").read_text())
+NAMES = sorted(MANIFEST)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_index_returns_the_header_rumi_eo_wrote_and_validate_finds_nothing(name):
+    path = DATA / f"{name}.rumi"
+    blob = (DATA / f"{name}.header").read_bytes()
+    assert rumimm.index(path) == blob
+    rep = rumimm.validate(path, header=blob, decode=True)
+    assert rep.ok, str(rep)
+    assert rep.spec == "0.2"
+    assert list(rep.trailer.bands) == MANIFEST[name]["bands"]
+
+
+def _entry_at(data: bytes, tag: int) -> int:
+    for i in range(13):
+        if struct.unpack_from("<H", data, 24 + 20 * i)[0] == tag:
+            return 24 + 20 * i
+    raise KeyError(tag)
+
+
+def _patch(data: bytes, at: int, fmt: str, value) -> bytes:
+    b = bytearray(data)
+    struct.pack_into(fmt, b, at, value)
+    return bytes(b)
+
+
+def _tail_at(data: bytes) -> int:
+    return data.rindex(b"TAIL")
+
+
+CASES = {
+    "reserved": (lambda d: _patch(d, 6, "<H", 1), "reserved field is 1, expected 0"),
+    "version": (lambda d: _patch(d, 4, "<H", 2), "file header version is 2, expected 1"),
+    "ifd offset": (lambda d: _patch(d, 8, "<Q", 24), "IFD offset is 24"),
+    "eleven tags": (lambda d: _patch(d, 16, "<Q", 11), "IFD has 11 tags, expected exactly 13"),
+    "unordered": (lambda d: _patch(_patch(d, _entry_at(d, 65000), "<H", 65001), _entry_at(d, 65001), "<H", 65000),
+                  "not in rising tag order"),
+    "unit type": (lambda d: _patch(d, _entry_at(d, 65000) + 2, "<H", 4),
+                  "tag 65000 \\(FRAME_UNIT\\) has type 4 and count 1, expected SHORT"),
+    "unit unregistered": (lambda d: _patch(d, _entry_at(d, 65000) + 12, "<H", 12), "frame_unit 12 is not registered"),
+    "unit invalid": (lambda d: _patch(d, _entry_at(d, 65000) + 12, "<H", 1), "needs exactly one of B and T above 1"),
+    "time count zero": (lambda d: _patch(d, _entry_at(d, 65001) + 12, "<I", 0), "TimeCount is 0"),
+    "time count": (lambda d: _patch(d, _entry_at(d, 65001) + 12, "<I", 4), "has 54 entries; frame_unit 0"),
+    "next ifd": (lambda d: _patch(d, 284, "<Q", 8), "next-IFD offset is 8"),
+    "offsets": (lambda d: _patch(d, 292 + 8, "<Q", struct.unpack_from("<Q", d, 300)[0] + 1),
+                "TileOffsets\\[1\\] .* is \\d+, expected \\d+"),
+    "trailer magic": (lambda d: d[:_tail_at(d)] + b"TALE" + d[_tail_at(d) + 4:], "expected b'TAIL'"),
+    "after trailer": (lambda d: d + b"\0", "nothing may follow the residuals"),
+    "truncated": (lambda d: d[:-3], "truncated"),
+    "band text": (lambda d: d[:_tail_at(d) + 8] + b"y" + d[_tail_at(d) + 9:], "repeats band 0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_file_broken_in_one_place_is_refused_naming_the_rule(case, tmp_path):
+    change, rule = CASES[case]
+    good = (DATA / "cube_u0.rumi").read_bytes()
+    path = tmp_path / "bad.rumi"
+    path.write_bytes(change(good))
+    with pytest.raises(FormatError, match=rule):
+        rumimm.index(path)
+    rep = rumimm.validate(path)
+    assert not rep.ok
+    assert any(__import__("re").search(rule, v) for v in rep.violations), rep.violations
+
+
+def test_a_cell_file_claiming_four_billion_steps_is_refused_before_anything_is_sized_by_them(tmp_path):
+    good = (DATA / "cube_u4.rumi").read_bytes()
+    bad = _patch(good, _entry_at(good, 65001) + 12, "<I", 0xFFFFFFFF)
+    path = tmp_path / "bad.rumi"
+    path.write_bytes(bad)
+    with pytest.raises(FormatError):
+        rumimm.index(path)  # the trailer's residual size no longer matches: refused in constant work
+    rep = rumimm.validate(path)
+    assert not rep.ok
+
+
+def test_a_header_of_the_wrong_spec_is_reported():
+    path = DATA / "img_u1.rumi"
+    v1 = (DATA.parent / "f32_tile_b1.blob").read_bytes()
+    rep = rumimm.validate(path, header=v1)
+    assert not rep.ok and "spec 0.2" in rep.header_violations[0]
+    rep = rumimm.validate(path, header=b"LOVE")
+    assert not rep.ok and "shorter than the 32-byte header" in rep.header_violations[0]
