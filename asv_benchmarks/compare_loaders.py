@@ -427,7 +427,8 @@ def measure_torchgeo(args) -> dict:
     samples = {}
     for sampler in TG_SAMPLERS:
         for mode in TG_MODES:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p))
+            path = os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p)
+            env = dict(os.environ, PYTHONPATH=path)
             threads = "1" if mode == "2 workers" else "2"
             env.update(RUMIMM_NUM_THREADS=threads, GDAL_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
             cmd = [sys.executable, os.path.abspath(__file__), "--torchgeo-worker", mode, sampler, spec_path]

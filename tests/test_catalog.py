@@ -207,5 +207,6 @@ def test_rumimm_torchgeo_without_torchgeo_says_what_to_install(monkeypatch):
         monkeypatch.setitem(sys.modules, name, None)  # an import of it fails, as where it is not installed
     for name in ("rumimm.torchgeo", "rumimm.integrations.torchgeo"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    with pytest.raises(ImportError, match=r"rumimm.torchgeo needs torchgeo \(Python >= 3.12\): pip install 'rumimm\[torchgeo\]'"):
+    wanted = r"rumimm.torchgeo needs torchgeo \(Python >= 3.12\): pip install 'rumimm\[torchgeo\]'"
+    with pytest.raises(ImportError, match=wanted):
         import rumimm.torchgeo  # noqa: F401

@@ -109,9 +109,11 @@ def test_every_python_block_of_the_page_runs_in_order(page, tmp_path, monkeypatc
     assert run_page(page, skip_absent=OPTIONAL_ELSEWHERE) >= 1
 
 
-PAGES_WITH_OPTIONAL = [(p, sorted({n for _, code in python_blocks(p) for n in _requirements(code)} & OPTIONAL_ELSEWHERE.keys()))
-                       for p in PAGES_WITH_CODE]
-PAGES_WITH_OPTIONAL = [(p, names) for p, names in PAGES_WITH_OPTIONAL if names]
+def _optional(page: Path) -> list[str]:
+    return sorted({n for _, code in python_blocks(page) for n in _requirements(code)} & OPTIONAL_ELSEWHERE.keys())
+
+
+PAGES_WITH_OPTIONAL = [(p, _optional(p)) for p in PAGES_WITH_CODE if _optional(p)]
 
 
 # not slow: the one run with torchgeo runs the fast subset, and this is where those blocks run

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyproj
-import shapely
 import pytest
+import shapely
 
 torchgeo = pytest.importorskip("torchgeo")
-# TorchGeo 0.10 deprecates the samplers the issue names (and helpers they call); they still work
+# TorchGeo 0.10 deprecates RandomGeoSampler, GridGeoSampler and RandomBatchGeoSampler (and helpers they
+# call); they still work, and users still have them
 pytestmark = pytest.mark.filterwarnings("ignore:Use torchgeo:DeprecationWarning",
                                         "ignore:Use geopandas:DeprecationWarning")
 
@@ -167,7 +168,7 @@ def test_random_samplers_and_a_dataloader_read_batches_in_one_call(world, monkey
     assert len(batches) == 5
     for batch in batches:
         assert batch["image"].shape == (8, 2, 48, 48)
-        for image, bounds in zip(batch["image"], batch["bounds"]):
+        for image, bounds in zip(batch["image"], batch["bounds"], strict=True):
             assert np.array_equal(image.numpy(), _expected(world, _query(bounds))[[2, 0]].astype(np.float32))
     # a batch is one read per window size, never one per sample (chips inside one scene: one size)
     assert len(calls) < 40 and max(calls) > 1
@@ -175,7 +176,7 @@ def test_random_samplers_and_a_dataloader_read_batches_in_one_call(world, monkey
     loader = DataLoader(ds, sampler=RandomPatchSampler(ds, size=48, length=24, generator=0), batch_size=8,
                         collate_fn=stack_samples)
     for batch in loader:
-        for image, bounds in zip(batch["image"], batch["bounds"]):
+        for image, bounds in zip(batch["image"], batch["bounds"], strict=True):
             assert np.array_equal(image.numpy(), _expected(world, _query(bounds))[[2, 0]].astype(np.float32))
     assert len(calls) < 24
     torch.manual_seed(1)
@@ -184,7 +185,7 @@ def test_random_samplers_and_a_dataloader_read_batches_in_one_call(world, monkey
         batch_sampler = RandomBatchGeoSampler(ds, size=32, batch_size=6, length=24, roi=roi)
         for batch in DataLoader(ds, batch_sampler=batch_sampler, collate_fn=stack_samples):
             assert batch["image"].shape == (6, 2, 32, 32)
-            for image, bounds in zip(batch["image"], batch["bounds"]):
+            for image, bounds in zip(batch["image"], batch["bounds"], strict=True):
                 assert np.array_equal(image.numpy(), _expected(world, _query(bounds))[[2, 0]].astype(np.float32))
         assert sum(calls) >= 24 and len(calls) < 24
     assert calls == [6, 6, 6, 6]  # a batch inside one scene that overlaps no other: one call each
@@ -210,7 +211,7 @@ def test_intersection_with_a_raster_dataset_of_masks(world):
                             collate_fn=stack_samples):
         assert batch["image"].shape == (4, 3, 40, 40) and batch["mask"].shape == (4, 40, 40)
         assert batch["mask"].dtype == torch.long
-        for image, mask, bounds in zip(batch["image"], batch["mask"], batch["bounds"]):
+        for image, mask, bounds in zip(batch["image"], batch["mask"], batch["bounds"], strict=True):
             q = _query(bounds)
             assert np.array_equal(image.numpy(), _expected(world, q).astype(np.float32))
             assert np.array_equal(mask.numpy(), _expected(world, q, "labels").astype(np.int64))
@@ -239,7 +240,8 @@ def test_time_intervals_select_scenes(world):
     ds = RumiDataset(dated)
     assert list(ds.index.index.left) == list(start)
     # scenes 0 and 1 overlap in columns 230..260; in February only scene 1 is there
-    q = (slice(X0 + 2300, X0 + 2600), slice(Y0 - 300, Y0), slice(pd.Timestamp("2024-02-03"), pd.Timestamp("2024-02-04")))
+    feb = slice(pd.Timestamp("2024-02-03"), pd.Timestamp("2024-02-04"))
+    q = (slice(X0 + 2300, X0 + 2600), slice(Y0 - 300, Y0), feb)
     with rumimm.open(world["paths"][1], header=world["blobs"][1]) as img:
         want = img[:, 0:30, 0:30].astype(np.float32)
     assert np.array_equal(ds[q]["image"].numpy(), want)

@@ -65,7 +65,8 @@ def _times(table, time, n: int) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
         if len(pairs) != n:
             raise ValueError(f"time must be one (start, end) pair or one per catalog row ({n}), got {len(pairs)}")
     elif "start_datetime" in table.column_names and "end_datetime" in table.column_names:
-        pairs = list(zip(table.column("start_datetime").to_pylist(), table.column("end_datetime").to_pylist()))
+        pairs = list(zip(table.column("start_datetime").to_pylist(), table.column("end_datetime").to_pylist(),
+                         strict=True))
     elif "datetime" in table.column_names:
         pairs = [(t, t) for t in table.column("datetime").to_pylist()]
     else:
@@ -356,7 +357,7 @@ class RumiDataset(GeoDataset):
             if px[4] is not None:
                 chip = chip[:, :, px[4]]
             outs[n][:, py[0]:py[1], px[0]:px[1]] = chip
-        return [self._sample(q, (x, y), out) for q, ((x, y), _, _, _), out in zip(queries, plans, outs)]
+        return [self._sample(q, (x, y), out) for q, ((x, y), _, _, _), out in zip(queries, plans, outs, strict=True)]
 
     def _sample(self, query, xy, data: np.ndarray) -> dict:
         x, y = xy
