@@ -25,6 +25,7 @@ find_python() {  # newest CPython X.Y from pyenv, else pythonX.Y on PATH; no sil
 
 LOGS=.venv-ci-logs  # install logs and times (a .venv* folder: git ignores it)
 rm -rf "$LOGS" && mkdir -p "$LOGS"
+bash .ci/peer026.sh  # the spec 0.2 peer's venv, which every run's interop tests call (kept if .ci/run made it)
 PY311=$(find_python 3.11)
 PY312=$(find_python 3.12)
 PY313=$(find_python 3.13)
