@@ -5,7 +5,7 @@
 #           rumimm.torchgeo tests run here only (torchgeo needs Python >= 3.12; it brings torch)
 #   3.13    today's resolution, the fast subset
 #   lowest  Python 3.11 with the lowest versions pyproject.toml allows for rumimm's direct
-#           dependencies (uv's --resolution lowest-direct, wheels only), the fast subset
+#           dependencies (uv's --resolution lowest-direct), the fast subset
 # The slow tests run once, in the main run.  The three venvs install concurrently (network and
 # disk) while the test runs go one after another (CPU), each as soon as its venv is ready.  Each
 # part prints its time.
@@ -47,9 +47,9 @@ install_lowest() {
     .venv-ci-uv/bin/python -m pip install --quiet uv
     .venv-ci-uv/bin/uv venv --quiet --python "$PY311" .venv-ci-lowest
     # lowest-direct: every dependency pyproject.toml names (rumimm's and the test extra's) at its floor,
-    # the rest resolved as today; wheels only, as a user without a compiler or GDAL gets them
-    VIRTUAL_ENV=$PWD/.venv-ci-lowest .venv-ci-uv/bin/uv pip install --resolution lowest-direct \
-        --only-binary :all: -e ".[test]"
+    # the rest resolved as today.  A floor with no wheel for this Python is built from source and, for
+    # the compiled ones (GDAL's rasterio), fails here: a user without a compiler gets no further
+    VIRTUAL_ENV=$PWD/.venv-ci-lowest .venv-ci-uv/bin/uv pip install --resolution lowest-direct -e ".[test]"
     echo "$((SECONDS - t0))" > "$LOGS/lowest.seconds"
 }
 
