@@ -155,7 +155,7 @@ def _windows(rows, size: int, bands: int, repeats: int, seed: int) -> dict:
             continue
         ys = rng.integers(0, size - win + 1, size=repeats + 1)
         xs = rng.integers(0, size - win + 1, size=repeats + 1)
-        out[label] = [(b0, b1, int(y), int(y) + win, int(x), int(x) + win) for y, x in zip(ys, xs)]
+        out[label] = [(b0, b1, int(y), int(y) + win, int(x), int(x) + win) for y, x in zip(ys, xs, strict=True)]
     return out
 
 
@@ -407,7 +407,8 @@ def _pool_samples(into: dict, got: dict) -> None:
 
 
 def _spawn_worker(engine: str, spec_path: str, threads: int, workdir: str) -> dict:
-    result = os.path.join(workdir, f"result-{engine.replace(' ', '_').replace('(', '').replace(')', '')}-{threads}.json")
+    tag = engine.replace(' ', '_').replace('(', '').replace(')', '')
+    result = os.path.join(workdir, f"result-{tag}-{threads}.json")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--threads", str(threads),
            "--spec", spec_path, "--result", result]
     proc = subprocess.run(cmd, env=_worker_env(threads), capture_output=True, text=True, check=False)
@@ -517,7 +518,7 @@ def build_table(results: dict) -> str:
                         f"{statistics.median(v):.2f}" if v else "n/a" for v in vals) + " |")
     raw = results["raw_bytes"]
     lines += ["", "| file | size | relative to raw | write time |", "|---|---:|---:|---:|"]
-    for name, f in results["files"].items():
+    for f in results["files"].values():
         lines.append(f"| {f['label']} | {f['bytes'] / 2**20:.1f} MiB | {f['bytes'] / raw:.3f} | "
                      f"{f['write_seconds']:.2f} s |")
     return "\n".join(lines)
@@ -559,7 +560,7 @@ def save_chart(results: dict, path: str) -> None:
               "GDAL GeoTIFF": "#7570b3"}
     fig, axes = plt.subplots(1, len(threads), figsize=(6.5 * len(threads), 5.5), sharey=True, squeeze=False)
     height = 0.8 / len(ENGINES)
-    for ax, n in zip(axes[0], threads):
+    for ax, n in zip(axes[0], threads, strict=True):
         cell = results["timings"][str(n)]
         for j, engine in enumerate(ENGINES):
             vals = [_median(cell[engine][k]["seconds"]) or np.nan for k in keys]

@@ -165,7 +165,7 @@ def _reader(engine: str, spec: dict, threads: int):
                 return out
             return read
         if engine == "rumimm kept open (read_batch)":
-            images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs)]
+            images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs, strict=True)]
             return lambda rows: rumimm.read_batch([images[f] for f in rows[:, 0]], rows[:, 1:], size=(CHIP, CHIP))
         ds = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=0, cache_bytes=0)
         ds.chips = np.asarray(spec["chips"], np.int64)
@@ -507,7 +507,7 @@ def measure(args) -> dict:
                 print(f"round {r + 1}: {engine:34s} {mode:10s} {_text(chips_per_s(res), '.1f'):>8} chips/s"
                       f"{'' if res['exact'] else '  NOT EXACT'}", file=sys.stderr)
     for mode in MODES[:2]:  # the dataset's floor, paired with it run by run
-        for res, fl in zip(samples[f"{MAIN[0]}|{mode}"], samples.pop(f"{FLOOR}|{mode}")):
+        for res, fl in zip(samples[f"{MAIN[0]}|{mode}"], samples.pop(f"{FLOOR}|{mode}"), strict=True):
             res["floor_seconds"] = fl["seconds"]
     raw = args.files * BANDS * args.size * args.size * 2
     return {"samples": samples, "sizes": file_sizes(files, raw), "decoded": bytes_decoded(files, chips),

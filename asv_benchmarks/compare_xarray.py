@@ -70,7 +70,9 @@ def chip_rounds(path, blob, size, rounds, chips, seed) -> dict:
                 ys, xs = slice(int(y0), int(y0) + CHIP), slice(int(x0), int(x0) + CHIP)
                 got = ds.isel(y=ys, x=xs)["band_data"].values  # warm: kernels, and the cache when on
                 assert np.array_equal(got, img[:, ys, xs])
-                pair = [lambda: img[:, ys, xs], lambda: ds.isel(y=ys, x=xs)["band_data"].values]
+                # both closures bind this step's values (they run in this step; bound anyway, symmetrically)
+                pair = [lambda img=img, ys=ys, xs=xs: img[:, ys, xs],
+                        lambda ds=ds, ys=ys, xs=xs: ds.isel(y=ys, x=xs)["band_data"].values]
                 order = (0, 1) if len(direct) % 2 == 0 else (1, 0)  # alternate which goes first
                 t = {i: _time(pair[i]) for i in order}
                 direct.append(t[0])

@@ -19,8 +19,8 @@ def decode_frames(data: np.ndarray, offsets, counts, dst: np.ndarray, dst_offset
     """
     from rumimm.kernels import native as _native
 
-    srcs = [data[int(o):int(o) + int(c)] for o, c in zip(offsets, counts)]
-    dsts = [dst[int(o):int(o) + int(n)] for o, n in zip(dst_offsets, dst_sizes)]
+    srcs = [data[int(o):int(o) + int(c)] for o, c in zip(offsets, counts, strict=True)]
+    dsts = [dst[int(o):int(o) + int(n)] for o, n in zip(dst_offsets, dst_sizes, strict=True)]
     if pool is None or len(srcs) < 2:
-        return np.array([_native.decode_one(s, d, verify) for s, d in zip(srcs, dsts)], np.int64)
+        return np.array([_native.decode_one(s, d, verify) for s, d in zip(srcs, dsts, strict=True)], np.int64)
     return np.array(list(pool.map(lambda s, d: _native.decode_one(s, d, verify), srcs, dsts)), np.int64)

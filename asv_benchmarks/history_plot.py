@@ -25,7 +25,8 @@ ROWS = [
     ("open (with the blob) + one 64 x 64 read, tile frames", "bench_read.Open.time_open_read_64", ("'tile'", "'blob'")),
     ("1024 x 1024 window, all bands, 1 thread", "bench_read.WindowReadThreads.time_read", ("1", "'window 1024'")),
     ("full image (4 x 2048 x 2048 uint16), 1 thread", "bench_read.WindowReadThreads.time_read", ("1", "'full'")),
-    ("cold start: import, open, first 64 x 64 read", "bench_coldstart.ColdStart.timeraw_import_open_read_64", ("'tile'",)),
+    ("cold start: import, open, first 64 x 64 read", "bench_coldstart.ColdStart.timeraw_import_open_read_64",
+     ("'tile'",)),
 ]
 
 
@@ -53,7 +54,7 @@ def _row(data: dict, name: str, params: tuple[str, ...]):
     entry = data["results"].get(name)
     if entry is None:
         return None
-    cols = dict(zip(data["result_columns"], entry))
+    cols = dict(zip(data["result_columns"], entry, strict=False))  # asv drops an entry's trailing None columns
     combos = list(itertools.product(*cols["params"])) if cols["params"] else [()]
     if params not in combos:
         return None
@@ -83,7 +84,7 @@ def main(argv=None) -> None:
     if not commits:
         raise SystemExit(f"no results for any commit of {args.branch} in {args.results_dir}")
     fig, axes = plt.subplots(len(ROWS), 1, figsize=(9, 2.6 * len(ROWS)), sharex=True)
-    for ax, (title, name, params) in zip(axes, ROWS):
+    for ax, (title, name, params) in zip(axes, ROWS, strict=True):
         xs, med, lo, hi, fastest = [], [], [], [], []
         for x, commit in enumerate(commits):
             row = _row(results[commit], name, params)

@@ -10,6 +10,10 @@ Subcommands::
     rumimm quicklook PATH OUT.png [--bands 3,2,1]    a stretched PNG preview
     rumimm demo [--out DIR]                          write, read back and check a synthetic scene
 
+``info``, ``validate`` and ``index`` also read remote URIs of spec 0.1 files (``s3://``,
+``gs://``, ``az://``, ``http(s)://``; credentials and endpoints from the environment,
+``docs/remote.md``).
+
 Exit status: 0 on success (``validate``: the file is compliant), 1 when ``validate``
 finds violations, 2 for usage errors, unreadable files and files too broken to
 describe.  Every error is one line on stderr, ``rumimm: <message>`` (usage errors
@@ -194,7 +198,7 @@ def describe(path, header: bytes | None = None) -> dict:
         g = img.georef
         frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
         geo = g.epsg is not None
-        out = {"path": os.fspath(path), **h.to_dict()}
+        out = {"path": img.path, **h.to_dict()}  # a URI without its query string
         if img.spec == "0.2":
             whole = img.to_dict()
             out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])

@@ -5,9 +5,9 @@ multispectral scene: agricultural parcels with slanted edges, each of one of six
 land-cover spectra, a fractal (1/f^beta) terrain field shared by every band, a
 rougher fractal texture mixed per band, a flat "water" class with fractal
 shorelines, and Gaussian sensor noise.  Spectra follow a Sentinel-2 order (blue,
-green, red, near-infrared), repeated with a small shift for more bands.  One continuous reflectance cube (float32, about 0..1)
-is synthesised and then cast into the requested rumi dtype in the way data of that
-type usually looks (digital numbers, signed offsets, masks, normalised ML features,
+green, red, near-infrared), repeated with a small shift for more bands.  One continuous
+reflectance cube (float32, about 0..1) is synthesised and then cast into the requested
+rumi dtype in the way data of that type usually looks (digital numbers, signed offsets, masks, normalised ML features,
 complex SAR-like samples).  Everything is drawn from ``np.random.default_rng(seed)``
 so identical arguments give identical arrays on one numpy build.
 """

@@ -163,7 +163,7 @@ def _blob_rules(blob: bytes) -> tuple[dict | None, list[str]]:
     problems: list[str] = []
     if len(blob) < BLOB_HEADER_SIZE:
         return None, [f"blob is {len(blob)} bytes, expected at least the {BLOB_HEADER_SIZE}-byte header"]
-    fields = dict(zip(_BLOB_FIELDS, _BLOB_HEADER.unpack_from(blob, 0)))
+    fields = dict(zip(_BLOB_FIELDS, _BLOB_HEADER.unpack_from(blob, 0), strict=True))
     if fields["magic"] != BLOB_MAGIC:
         problems.append(f"blob magic is {blob[0:4].hex(' ')}, expected 4c 4f 56 45")
     if fields["version"] != BLOB_VERSION:
@@ -392,7 +392,8 @@ def parse_file(path) -> dict:
             unit = "tile"
     out.update(tiles_across=across, tiles_down=down, grid=grid, frame_unit=unit)
 
-    frames = list(zip(out["tile_offsets"], out["tile_byte_counts"]))
+    # counts that differ are a problem the checks report (TileOffsets has n entries and TileByteCounts m)
+    frames = list(zip(out["tile_offsets"], out["tile_byte_counts"], strict=False))
     out["frames"] = frames
     magics = []
     for offset, _ in frames:
@@ -532,7 +533,7 @@ def check_file(path, blob: bytes | None = None) -> list[str]:
 
     # Placement: external values right after the IFD in rising tag order, no gaps
     cursor = IFD_OFFSET + IFD_SIZE
-    for tag, tiff_type, count, value_or_offset in sorted(f["entries"]):
+    for tag, _tiff_type, _count, value_or_offset in sorted(f["entries"]):
         if f["inline"][tag]:
             continue
         if value_or_offset != cursor:

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rumimm import kernels as K
-from rumimm.format.blob import BLOB_FIELDS, HEADER_SIZE, MAGIC, VERSION, Header, build_header, pack_residuals
-from rumimm.reader.blob_column import parse_blobs
-from rumimm.format.dtypes import ENCODINGS, encoding
 from rumimm.errors import BlobError, FormatError, RumiError
+from rumimm.format.blob import BLOB_FIELDS, HEADER_SIZE, MAGIC, VERSION, Header, build_header, pack_residuals
+from rumimm.format.dtypes import ENCODINGS, encoding
 from rumimm.format.grid import FrameUnit, Grid
+from rumimm.reader.blob_column import parse_blobs
 
 HEAD = struct.Struct("<IHIIHHHBBBIB")
 

@@ -43,11 +43,12 @@ def test_catalog_rows_hold_what_the_files_say(scenes, tmp_path):
         r = rows[path]
         assert r["blob"] == blob
         assert (r["bands"], r["height"], r["width"]) == array.shape
-        assert (r["dtype"], r["tile_height"], r["tile_width"], r["unit"], r["epsg"]) == ("uint16", 128, 128, "tile", 32633)
+        assert ((r["dtype"], r["tile_height"], r["tile_width"], r["unit"], r["epsg"])
+                == ("uint16", 128, 128, "tile", 32633))
         with rumimm.open(path, header=blob) as img:
             assert tuple(r["transform"]) == img.transform
             assert (r["left"], r["bottom"], r["right"], r["top"]) == img.bounds
-            assert r["bbox"] == dict(zip(("xmin", "ymin", "xmax", "ymax"), img.bounds))
+            assert r["bbox"] == dict(zip(("xmin", "ymin", "xmax", "ymax"), img.bounds, strict=True))
     plain = rows[str(tmp_path / "plain.rumi")]
     assert plain["epsg"] is None and plain["geometry"] is None and plain["transform"] is None
     assert plain["nodata"] is None and plain["scales"] == [1.0] and plain["descriptions"] == [None]
@@ -63,7 +64,8 @@ def test_catalog_rows_hold_the_sidecar_metadata(tmp_path):
 
 def test_catalog_takes_writer_blobs_and_globs_and_reports_progress(scenes, tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(sys.modules["rumimm.reader.validate"], "index", lambda p: pytest.fail(f"indexed {p} although its blob was given"))
+    monkeypatch.setattr(sys.modules["rumimm.reader.validate"], "index",
+                        lambda p: pytest.fail(f"indexed {p} although its blob was given"))
     table = rumimm.catalog([p for p, _, _ in scenes], blobs=[b for _, b, _ in scenes],
                            progress=lambda done, total: calls.append((done, total)))
     assert table.column("blob").to_pylist() == [b for _, b, _ in scenes]
@@ -80,7 +82,7 @@ def test_geoparquet_one_crs(scenes, tmp_path):
     rumimm.write_catalog(table, tmp_path / "cat.parquet")
     frame = gpd.read_parquet(tmp_path / "cat.parquet")
     assert frame.crs.to_epsg() == 32633
-    for (path, blob, _), geom in zip(scenes, frame.geometry):
+    for (path, blob, _), geom in zip(scenes, frame.geometry, strict=True):
         with rumimm.open(path, header=blob) as img:
             assert geom.bounds == pytest.approx(img.bounds)
             assert geom.area == pytest.approx((img.bounds[2] - img.bounds[0]) * (img.bounds[3] - img.bounds[1]))
@@ -129,7 +131,7 @@ def test_from_catalog_never_parses_an_ifd(scenes, tmp_path, monkeypatch):
         monkeypatch.setattr(module, name, no_ifd)
     with rumimm.ImageCollection.from_catalog(tmp_path / "cat.parquet") as coll:
         assert len(coll) == 3
-        for img, (_, _, array) in zip(coll, scenes):
+        for img, (_, _, array) in zip(coll, scenes, strict=True):
             assert np.array_equal(img[:, 10:90, 20:140], array[:, 10:90, 20:140])
     with rumimm.ImageCollection.from_catalog(table, where=pc.field("path") == scenes[2][0]) as coll:
         assert [img.path for img in coll] == [scenes[2][0]]

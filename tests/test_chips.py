@@ -51,7 +51,7 @@ def test_random_chips_are_seeded_and_read_right(files):
         assert np.array_equal(chip, _expected(ds, files, i))
     batch = ds.__getitems__([5, 2, 5, 39])
     assert batch.shape == (4, 3, 48, 48)
-    for got, i in zip(batch, [5, 2, 5, 39]):
+    for got, i in zip(batch, [5, 2, 5, 39], strict=True):
         assert np.array_equal(got, _expected(ds, files, i))
     with pytest.raises(IndexError, match="chip 40 out of range for 40"):
         ds[40]
@@ -117,7 +117,8 @@ def test_sources_catalog_images_and_types(files, tmp_path):
     m = rumimm.ChipDataset([tmp_path / "mask.rumi"], 40, grid=True)
     assert m[0].dtype == np.bool_ and np.array_equal(m[0], mask[:, :40, :40])
     b = rumimm.ChipDataset([tmp_path / "bf.rumi"], 40, grid=True)
-    assert b[3].dtype == ml_dtypes.bfloat16 and np.array_equal(b[3].view(np.uint16), bf[:, 40:80, 40:80].view(np.uint16))
+    assert (b[3].dtype == ml_dtypes.bfloat16
+            and np.array_equal(b[3].view(np.uint16), bf[:, 40:80, 40:80].view(np.uint16)))
     with pytest.raises(ValueError, match="another sample type"):
         rumimm.ChipDataset([tmp_path / "mask.rumi", tmp_path / "bf.rumi"], 8, n=2, bands=0)
 
@@ -235,7 +236,8 @@ def test_nodata_is_filled_and_samples_carry_a_valid_mask_bounds_and_crs(nodata_f
     assert tuple(s["bounds"]) == (500000.0 + 2000.0 * f, 4200000.0 - 160.0, 500160.0 + 2000.0 * f, 4200000.0)
     batch = ds.__getitems__([corner, corner + 1])
     assert len(batch) == 2 and np.array_equal(batch[0]["image"], s["image"], equal_nan=True)
-    assert batch[1]["valid"].shape == (2, 16, 16) and batch[1]["bounds"].shape == (4,) and batch[1]["crs"] == "EPSG:32633"
+    assert (batch[1]["valid"].shape == (2, 16, 16) and batch[1]["bounds"].shape == (4,)
+            and batch[1]["crs"] == "EPSG:32633")
     one = _dataset(nodata_files, size=16, grid=True, bands=1, output="sample")[corner]
     assert one["image"].shape == one["valid"].shape == (16, 16) and not one["valid"][:8, :8].any()
 
@@ -287,14 +289,14 @@ def test_a_grid_too_large_to_hold_is_refused_before_it_is_allocated(tmp_path):
 
 def test_label_rasters_come_with_their_chips_aligned_by_grid_or_georeferencing(files, tmp_path):
     labels, label_arrays = [], []
-    for i, (path, _, array) in enumerate(files):
+    for i, (_path, _, array) in enumerate(files):
         lab = (array[0] % 5).astype(np.uint8)[np.newaxis]
         if i == 1:  # a larger label raster starting 3 rows up and 5 columns left: aligned by georeferencing
             big = np.full((1, 170, 210), 255, np.uint8)
             big[:, 3:163, 5:205] = lab
             t = _transform(i)
-            rumimm.write(tmp_path / f"l{i}.rumi", big, tile=64, transform=(t[0], 0.0, t[2] - 50.0, 0.0, t[4], t[5] + 30.0),
-                         crs=32633)
+            rumimm.write(tmp_path / f"l{i}.rumi", big, tile=64,
+                         transform=(t[0], 0.0, t[2] - 50.0, 0.0, t[4], t[5] + 30.0), crs=32633)
         else:
             rumimm.write(tmp_path / f"l{i}.rumi", lab, tile=64, transform=_transform(i), crs=32633)
         labels.append(str(tmp_path / f"l{i}.rumi"))
@@ -329,7 +331,7 @@ def test_samples_and_label_pairs_collate_in_a_torch_dataloader(nodata_files, tmp
     from torch.utils.data import DataLoader
 
     labels = []
-    for i, (path, _, array) in enumerate(nodata_files):
+    for i, (_path, _, array) in enumerate(nodata_files):
         labels.append(str(tmp_path / f"lab{i}.rumi"))
         rumimm.write(labels[-1], (array[:1] % 3).astype(np.uint8), tile=32, transform=_transform(i), crs=32633)
     ds = _dataset(nodata_files, size=16, n=8, dtype="float32", output="sample", labels=labels)

@@ -184,7 +184,8 @@ def test_missing_files_are_reported_on_stderr_with_status_2(capsys, files, tmp_p
                                   ["demo", "--count", "0"], ["demo", "--tile", "0"], ["demo", "--size", "big"],
                                   ["demo", "--out", "/missing/dir"], ["quicklook", "x.rumi", "x.png", "--bands", "1,2"],
                                   ["quicklook", "x.rumi", "x.png", "--bands", "0"], ["convert", "in.tif"],
-                                  ["export", "x.rumi", "x.tif", "--tile", "-16"], ["convert", "a", "b", "--unit", "row"]])
+                                  ["export", "x.rumi", "x.tif", "--tile", "-16"],
+                                  ["convert", "a", "b", "--unit", "row"]])
 def test_usage_errors_are_one_line_and_exit_2(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
@@ -529,7 +530,8 @@ def test_info_says_when_frames_come_from_another_writers_graph(capsys, tmp_path)
 @pytest.mark.slow
 def test_the_command_line_imports_its_optional_packages_only_for_the_commands_that_need_them():
     code = ("import sys; from rumimm.cli import main; main(['--help']); "
-            "heavy = ('rumimm.writer.writer', 'rumimm.integrations.geotiff', 'rumimm.integrations.preview', 'rasterio', 'affine', 'PIL', 'tqdm'); "
+            "heavy = ('rumimm.writer.writer', 'rumimm.integrations.geotiff', 'rumimm.integrations.preview', "
+            "'rasterio', 'affine', 'PIL', 'tqdm'); "
             "print([m for m in heavy if m in sys.modules])")
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}

@@ -24,8 +24,8 @@ from rumimm.codec import (
     frame_format_version,
     resolve_codec,
 )
-from rumimm.format.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
 from rumimm.errors import CodecError
+from rumimm.format.dtypes import DTYPES, ENCODINGS, encoding_for_dtype
 from rumimm.synthetic import eo_scene
 
 ENCS = list(ENCODINGS.values())
@@ -288,7 +288,8 @@ def test_random_bytes_raise_codec_error(decoder):
 def test_a_valid_frame_of_the_wrong_width_raises_codec_error_naming_the_frame(decoder):
     frame = np.arange(4096, dtype=np.uint16).reshape(64, 64)
     blob = FrameEncoder(None, "uint16").encode(frame)
-    with pytest.raises(CodecError, match=r"^scene.rumi: frame 7: decoded 4096 samples of width 2, expected 8192 of width 1$"):
+    with pytest.raises(CodecError,
+                       match=r"^scene.rumi: frame 7: decoded 4096 samples of width 2, expected 8192 of width 1$"):
         decoder.decode(blob, "uint8", 8192, index=7, where="scene.rumi: ")
     with pytest.raises(CodecError, match="^frame 2: decoded 4096 samples of width 2, expected 2048 of width 4$"):
         decoder.decode(blob, "uint32", 2048, index=2)

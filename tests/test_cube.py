@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import rumimm
-from rumimm.reader import engine
 from rumimm.errors import CodecError, RumiError, WindowError
+from rumimm.reader import engine
 from rumimm.synthetic import eo_scene
 
 SHAPE = (2, 29, 41)
@@ -99,7 +99,7 @@ def test_images_on_different_grids_do_not_make_a_cube(tmp_path, stack):
 
 def test_a_cube_of_open_images_leaves_them_open(stack):
     paths, blobs, arrays = stack
-    images = [rumimm.open(p, b) for p, b in zip(paths, blobs)]
+    images = [rumimm.open(p, b) for p, b in zip(paths, blobs, strict=True)]
     with rumimm.Cube(images) as c:
         assert same(c[:, 0, 0], arrays[:, 0, 0])
     assert not any(img.closed for img in images)

@@ -87,7 +87,8 @@ def test_an_unreadable_blob_file_is_refused_as_rumimm_open_refuses_it(scene, tmp
     with pytest.raises(rumimm.BlobError) as by_dask:
         rumimm.to_dask(path, header=tmp_path / blob_file)
     assert str(by_dask.value) == str(by_open.value) and str(tmp_path / blob_file) in str(by_dask.value)
-    with pytest.raises(TypeError, match="^header must be the blob bytes, a Header or the path of a blob file, got int$"):
+    with pytest.raises(TypeError,
+                       match="^header must be the blob bytes, a Header or the path of a blob file, got int$"):
         rumimm.to_dask(path, header=12)
 
 

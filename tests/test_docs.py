@@ -203,7 +203,7 @@ def _numpydoc_to_md(doc: str) -> str:
     doc = doc.replace("``", "`")
     parts = _SECTION.split(doc)
     out = [parts[0].strip()]
-    for title, body in zip(parts[1::2], parts[2::2]):
+    for title, body in zip(parts[1::2], parts[2::2], strict=True):
         body = body.rstrip()
         if title == "Examples":
             code = "\n".join(ln.replace("# doctest: +SKIP", "").rstrip() for ln in body.splitlines())

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import spec_reader
 
-from rumimm.format import dtypes
 from rumimm.errors import FormatError, RumiError
+from rumimm.format import dtypes
 
 # The spec's table of valid pairs, as the independent struct-based reader holds it.
 SPEC_PAIRS = sorted(spec_reader.VALID_PAIRS)

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rumimm.format import georef
 from rumimm.errors import CRSError, RumiError
+from rumimm.format import georef
 from rumimm.format.georef import (
     UNDEFINED_MATRIX,
     Georef,

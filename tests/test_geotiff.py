@@ -25,8 +25,8 @@ ROTATED = Affine(9.5, 1.25, 399960.0, 0.75, -9.75, 5000040.0)
 
 def make_tif(path, array, *, transform=NORTH_UP, crs="EPSG:32633", block=32, **extra):
     b, h, w = array.shape
-    profile = dict(driver="GTiff", dtype=array.dtype.name, count=b, height=h, width=w, tiled=True, photometric="minisblack",
-                   blockxsize=block, blockysize=block, **extra)
+    profile = dict(driver="GTiff", dtype=array.dtype.name, count=b, height=h, width=w, tiled=True,
+                   photometric="minisblack", blockxsize=block, blockysize=block, **extra)
     if crs is not None:
         profile.update(crs=crs, transform=transform)
     with warnings.catch_warnings():
@@ -539,7 +539,8 @@ def test_from_geotiff_needs_rasterio_only_when_called():
     import subprocess
     import sys
 
-    code = ("import sys, rumimm, rumimm.cli, rumimm.integrations.geotiff, rumimm.integrations.preview, rumimm.reader.rasterio_surface; "
+    code = ("import sys, rumimm, rumimm.cli, rumimm.integrations.geotiff, rumimm.integrations.preview, "
+            "rumimm.reader.rasterio_surface; "
             "bad = [m for m in ('rasterio', 'affine', 'PIL') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr

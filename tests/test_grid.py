@@ -184,15 +184,15 @@ def test_frame_samples_array_matches_the_per_frame_shapes(g):
 
 @given(st.integers(1, 2**32 - 1), st.integers(1, 2**32 - 1), st.integers(1, 65535), st.integers(1, 65535),
        st.integers(1, 65535), st.sampled_from([FrameUnit.TILE, FrameUnit.CELL]))
-def test_grid_sizes_stay_exact_at_the_largest_header_values(w, l, tw, tl, b, unit):
-    g = Grid(w, l, tw, tl, b, unit)
-    across, down = -(-w // tw), -(-l // tl)
+def test_grid_sizes_stay_exact_at_the_largest_header_values(w, h, tw, tl, b, unit):
+    g = Grid(w, h, tw, tl, b, unit)
+    across, down = -(-w // tw), -(-h // tl)
     assert g.n_frames == across * down * (b if unit == FrameUnit.TILE else 1)
     last = g.n_frames - 1
     row, col, band = g.frame_position(last)
     assert (row, col) == (down - 1, across - 1)
     assert g.frame_index(row, col, band) == last
-    assert g.edge_size(row, col) == (l - (down - 1) * tl, w - (across - 1) * tw)
+    assert g.edge_size(row, col) == (h - (down - 1) * tl, w - (across - 1) * tw)
 
 
 def test_one_band_tile_and_cell_grids_have_the_same_frames_and_base():

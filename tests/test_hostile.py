@@ -21,10 +21,10 @@ from conftest import craft
 
 import rumimm
 from rumimm import kernels as K
-from rumimm.format.blob import MAGIC, Header
-from rumimm.reader.blob_column import parse_blobs
-from rumimm.format.dtypes import ENCODINGS
 from rumimm.errors import RumiError
+from rumimm.format.blob import MAGIC, Header
+from rumimm.format.dtypes import ENCODINGS
+from rumimm.reader.blob_column import parse_blobs
 from rumimm.synthetic import eo_scene
 
 _EXTREMES = [0, 1, 2, 3, 255, 256, 65535, 2**31, 2**32 - 1, 2**32, 2**63, 2**64 - 1]
@@ -154,7 +154,7 @@ def test_random_blobs_are_parsed_or_rejected_with_blob_error_and_never_open_anot
     tracemalloc.start()
     try:
         parsed = 0
-        for blob, st in zip(blobs, status):
+        for blob, st in zip(blobs, status, strict=True):
             try:
                 h = Header.parse(blob)
             except RumiError:

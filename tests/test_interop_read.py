@@ -11,8 +11,8 @@ import pytest
 from peer import PEER_READABLE, PEER_WRITABLE, peer_read, peer_write
 
 import rumimm
-from rumimm.reader import engine
 from rumimm.format.dtypes import DTYPES
+from rumimm.reader import engine
 from rumimm.synthetic import eo_scene
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

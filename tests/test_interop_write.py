@@ -164,7 +164,7 @@ def reference_rewrite(path, array, tile, unit, frames, geo) -> bytes:
     """Lay ``frames`` out with ``rumi.write`` (cut by ``rumi.frames``); return its blob."""
     table = rumi.frames(array, tile, unit=unit)
     assert len(table) == len(frames)
-    for frame, data in zip(table, frames):
+    for frame, data in zip(table, frames, strict=True):
         frame.compressed = data
     kwargs = {"pixel_is_point": geo.get("pixel_is_point", False)}
     if "crs" in geo:

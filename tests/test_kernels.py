@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rumimm
-from rumimm.format import blob as B
-from rumimm.reader.blob_column import parse_blobs
 from rumimm import kernels as K
+from rumimm.format import blob as B
 from rumimm.format.dtypes import encoding
 from rumimm.format.grid import FrameUnit, Grid
+from rumimm.reader.blob_column import parse_blobs
 
 
 # -- slow references, straight from the spec's Packing and Decoding sections -------------

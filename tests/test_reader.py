@@ -7,8 +7,8 @@ import gc
 import multiprocessing as mp
 import os
 import pickle
-import subprocess
 import struct
+import subprocess
 import sys
 
 import numpy as np
@@ -18,15 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rumimm
-from rumimm.reader import cache, engine, threads
+from rumimm.errors import BlobError, CodecError, FormatError, RumiError, WindowError
 from rumimm.format import georef
 from rumimm.format.blob import Header, build_header
 from rumimm.format.dtypes import DTYPES, encoding_for_dtype
-from rumimm.errors import BlobError, CodecError, FormatError, RumiError, WindowError
 from rumimm.format.grid import Grid, frame_unit
+from rumimm.format.tiff import build_prefix
+from rumimm.reader import cache, engine, threads
 from rumimm.reader.image import read_frames
 from rumimm.synthetic import eo_scene
-from rumimm.format.tiff import build_prefix
 
 SHAPE = (3, 37, 53)  # ragged: 16 x 16 tiles leave 5-row and 5-column edge frames
 TILE = 16
@@ -309,7 +309,7 @@ def test_chips_keep_only_their_own_pixels_alive(tmp_path, cache_bytes):
             held, _ = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-    assert all(same(c, a[0, y:y + 8, 8:16]) for c, y in zip(chips, range(0, 400, 4)))
+    assert all(same(c, a[0, y:y + 8, 8:16]) for c, y in zip(chips, range(0, 400, 4), strict=True))
     assert held < 100 * 8 * 8 * 2 + 100 * 1024  # 100 chips of 128 bytes, not 100 frames of 512 KiB
 
 
@@ -388,7 +388,7 @@ def test_many_threads_reading_at_once_get_correct_windows(written, scene, cache_
     with rumimm.open(path, blob, cache_bytes=cache_bytes) as image:
         with cf.ThreadPoolExecutor(8) as pool:
             results = list(pool.map(lambda k: image[k], keys))
-    assert all(same(r, scene[k]) for r, k in zip(results, keys))
+    assert all(same(r, scene[k]) for r, k in zip(results, keys, strict=True))
 
 
 def test_an_image_pickles_and_reopens(written, scene):
@@ -415,7 +415,7 @@ def test_forked_workers_read_after_the_parent_decoded_in_parallel(written, scene
         keys = [np.s_[:, 0:20, 0:20], np.s_[1, 10:37, 30:53], np.s_[:]]
         with mp.get_context("fork").Pool(2) as pool:
             results = pool.map(_read_in_child, [(image, k) for k in keys])
-    assert all(same(r, scene[k]) for r, k in zip(results, keys))
+    assert all(same(r, scene[k]) for r, k in zip(results, keys, strict=True))
 
 
 def test_close_is_idempotent_and_a_closed_image_refuses_to_read(written):

@@ -1,4 +1,7 @@
-"""Band metadata written with a rumi file (PAM sidecar) and read by open: rumimm.writer.sidecar, rumimm.reader.sidecar."""
+"""Band metadata written with a rumi file (PAM sidecar) and read by open.
+
+Modules: rumimm.writer.sidecar, rumimm.reader.sidecar.
+"""
 
 from __future__ import annotations
 

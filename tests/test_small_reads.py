@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import rumimm
-from rumimm.reader import engine
-from rumimm.format.blob import Header
 from rumimm.errors import CodecError
+from rumimm.format.blob import Header
+from rumimm.reader import engine
 
 PATHS = {"as shipped": engine.SMALL_READ_FRAMES, "kernels only": 0, "small path only": 1 << 30}
 KEYS = (

@@ -15,10 +15,10 @@ import struct
 import sys
 
 import numpy as np
-import pytest
-
 import peer
+import pytest
 import spec_reader as sr
+
 from rumimm.format.dtypes import DTYPES  # only to make sample arrays; pairs are checked against SPEC_PAIRS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -143,7 +143,7 @@ def test_every_fixture_frame_decodes_with_the_installed_geozl_to_one_numeric_out
     unit = "cell" if sr.parse_blob(_read(os.path.join(DATA, entry["blob"])))["frame_unit"] == 1 else "tile"
     windows = list(_frame_windows(f, unit))
     assert len(windows) == len(f["frames"])
-    for (offset, count), (bs, ys, xs) in zip(f["frames"], windows):
+    for (offset, count), (bs, ys, xs) in zip(f["frames"], windows, strict=True):
         dctx = zl.DCtx()
         geozl.register_decoders(dctx)
         outputs = dctx.decompress(data[offset : offset + count])
@@ -274,7 +274,8 @@ def test_a_georeferenced_peer_file_stores_the_full_matrix_and_three_keys(
     tmp_path, crs, transform, model, key, pixel_is_point
 ):
     path = tmp_path / "g.rumi"
-    blob = peer.peer_write(path, _ramp((2, 20, 20)), tile=16, transform=transform, crs=crs, pixel_is_point=pixel_is_point)
+    blob = peer.peer_write(path, _ramp((2, 20, 20)), tile=16, transform=transform, crs=crs,
+                           pixel_is_point=pixel_is_point)
     assert sr.check_file(path, blob=blob) == []
     f = sr.parse_file(path)
     x_res, row_rot, x_origin, col_rot, y_res, y_origin = transform
@@ -589,15 +590,18 @@ UTM_MATRIX = (10.0, 0.0, 0.0, 5e5, 0.0, -10.0, 0.0, 4e6, 0.0, 0.0, 0.0, 0.0, 0.0
         (None, UTM_KEYS[:4] + (1026,) + UTM_KEYS[5:], "GeoKey ids are"),
         (None, UTM_KEYS[:13] + (34736,) + UTM_KEYS[14:], "location 34736"),
         (UTM_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 0), "undefined georeferencing has matrix"),
-        (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 4326), "expected GeographicTypeGeoKey 2048 = 0"),
-        (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 3072, 0, 1, 0), "expected GeographicTypeGeoKey 2048 = 0"),
+        (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 4326),
+         "expected GeographicTypeGeoKey 2048 = 0"),
+        (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 3072, 0, 1, 0),
+         "expected GeographicTypeGeoKey 2048 = 0"),
     ],
 )  # fmt: skip
 def test_check_file_flags_broken_georeferencing(tmp_path, projected_file, matrix, geokeys, message):
     assert _flags(_patch_georef(tmp_path, projected_file, matrix, geokeys), message)
 
 
-def test_a_geographic_matrix_with_rotation_and_undefined_keys_with_pixel_is_point_are_accepted(tmp_path, projected_file):
+def test_a_geographic_matrix_with_rotation_and_undefined_keys_with_pixel_is_point_are_accepted(tmp_path,
+                                                                                                projected_file):
     rotated = (0.1, 0.02, 0.0, 10.0, 0.03, -0.1, 0.0, 50.0) + (0.0,) * 7 + (1.0,)
     geographic = (1, 1, 0, 3, 1024, 0, 1, 2, 1025, 0, 1, 2, 2048, 0, 1, 4326)
     assert _patch_georef(tmp_path, projected_file, rotated, geographic) == []

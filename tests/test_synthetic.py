@@ -6,8 +6,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 from rumimm.errors import RumiError
+from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 from rumimm.synthetic import eo_scene
 
 
@@ -76,7 +76,8 @@ def test_sub_byte_integers_stay_in_range_with_zero_high_bits(name):
     assert not np.any(a.view(np.uint8) >> bits)
 
 
-@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "bfloat16"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+                                  "bfloat16"])
 def test_ml_floats_are_finite_standardised_features(name):
     a = eo_scene(2, 64, 64, name).astype(np.float32)
     assert np.isfinite(a).all()

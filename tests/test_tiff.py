@@ -35,7 +35,7 @@ TYPE_CODE = {3: "H", 4: "I", 12: "d", 16: "Q"}
 def test_the_tag_and_type_enums_carry_the_spec_codes():
     assert [int(t) for t in Tag] == [t for t, _, _ in SPEC_TAGS]
     assert list(FIXED_TAGS) == list(Tag) and N_TAGS == 11
-    for (tag, (typ, count)), (stag, styp, scount) in zip(FIXED_TAGS.items(), SPEC_TAGS):
+    for (tag, (typ, count)), (stag, styp, scount) in zip(FIXED_TAGS.items(), SPEC_TAGS, strict=True):
         assert int(tag) == stag and int(typ) == styp
         for b, n in [(1, 1), (4, 9), (13, 117)]:
             assert count(b, n) == scount(b, n)
@@ -86,7 +86,7 @@ def test_build_prefix_lays_out_the_spec_ifd_for_any_grid(case):
     assert count == 11 and next_ifd == 0
     assert [(t, ty, c) for t, ty, c, _ in entries] == [(t, ty, c(b, n)) for t, ty, c in SPEC_TAGS]
     cursor = 252  # 16-byte header + 236-byte IFD
-    for tag, typ, cnt, fld in entries:
+    for _tag, typ, cnt, fld in entries:
         size = cnt * TYPE_SIZE[typ]
         if size > 8:  # external values follow the IFD in rising tag order, no gaps
             assert int.from_bytes(fld, "little") == cursor

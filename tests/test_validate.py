@@ -15,10 +15,10 @@ import pytest
 import spec_reader
 from conftest import Crafted, Entry, craft, openzl_frame, patch, set_entry
 
+from rumimm.errors import BlobError, FormatError, RumiError
 from rumimm.format import georef
 from rumimm.format.blob import Header, build_header
 from rumimm.format.dtypes import DTYPES
-from rumimm.errors import BlobError, FormatError, RumiError
 from rumimm.format.grid import FrameUnit, Grid
 from rumimm.reader.validate import Report, index, inspect_file, validate
 

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rumimm import kernels as K
-from rumimm.kernels import plan as kernel_plan
 from rumimm.errors import RumiError, WindowError
 from rumimm.format.window import Run, select, select_read
+from rumimm.kernels import plan as kernel_plan
 
 SHAPE = (3, 11, 13)
 ARRAY = np.arange(np.prod(SHAPE), dtype=np.int64).reshape(SHAPE)

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import rumimm
-from rumimm.writer import atomic
 from rumimm.cli import main as cli_main
+from rumimm.writer import atomic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

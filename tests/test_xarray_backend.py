@@ -14,8 +14,8 @@ from affine import Affine
 from conftest import affine_times, random_samples, same_bits
 
 import rumimm
-from rumimm.format import dtypes
 from rumimm.errors import CodecError, CRSError, RumiError
+from rumimm.format import dtypes
 from rumimm.synthetic import eo_scene
 
 UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
@@ -395,7 +395,8 @@ def _transforms(n: int, seed: int = 21):
     for _ in range(n):
         res = float(rng.choice([1e-4, 1e-3, 0.1, 10, 30, 250])) * (1 + rng.uniform(-0.01, 0.01))
         out.append((res, 0.0, float(rng.uniform(-170, 170)) if res < 1 else float(rng.uniform(2e5, 8e5)), 0.0,
-                    -res * float(rng.uniform(0.5, 2)), float(rng.uniform(-80, 80)) if res < 1 else float(rng.uniform(1e6, 9e6))))
+                    -res * float(rng.uniform(0.5, 2)),
+                    float(rng.uniform(-80, 80)) if res < 1 else float(rng.uniform(1e6, 9e6))))
     return out
 
 

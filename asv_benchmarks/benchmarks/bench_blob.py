@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 
-from ._common import BANDS, SIZE, need, scene, write_scene
-
 import rumimm
+
+from ._common import BANDS, SIZE, need, scene, write_scene
 
 N_BLOBS = 1_000_000
 SCALE = 8  # catalog shapes are written at 1/8 scale: same frame counts, a fraction of the pixels

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
-from ._common import BANDS, SIZE, scene, write_scene
-
 import rumimm
+
+from ._common import BANDS, SIZE, scene, write_scene
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the child process must find rumimm even when it is not installed (a plain checkout)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import BANDS, need, scene, write_scene
-
 import rumimm
+
+from ._common import BANDS, need, scene, write_scene
 
 N_IMAGES = 8
 CUBE_SIZE = 1024

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 
-from ._common import BANDS, CRS, need, scene, SIZE, TILE, TRANSFORM, write_scene
-
 import rumimm
+
+from ._common import BANDS, CRS, SIZE, TILE, TRANSFORM, need, scene, write_scene
 
 
 def _source(path: str) -> None:

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from ._common import need, rumimm, scene, TRANSFORM, write_scene
+from ._common import TRANSFORM, need, rumimm, scene, write_scene
 
 N_FILES = 8
 CHIP = 256
@@ -49,7 +49,7 @@ class ChipBatch:
         rumimm.set_num_threads(threads)
         self.ds = rumimm.ChipDataset(paths, CHIP, headers=blobs, n=BATCH * 64, seed=0, cache_bytes=0)
         self.paths, self.blobs = paths, blobs
-        self.images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs)]
+        self.images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs, strict=True)]
         self.batch = 0
         self.ds.__getitems__(range(BATCH))  # JIT and first-touch outside the timing
 
@@ -135,8 +135,9 @@ def synthetic_catalog(real, n: int, keep: np.ndarray):
                                       names=["xmin", "ymin", "xmax", "ymax"])
     transform = pa.FixedSizeListArray.from_arrays(
         pa.array(np.stack([np.full(n, 10.0), np.zeros(n), left, np.zeros(n), np.full(n, -10.0), top], 1).ravel()), 6)
-    for name, values in (("path", pa.array(paths.tolist(), pa.string())), ("blob", pa.array(blobs.tolist(), pa.binary())),
-                         ("transform", transform), ("left", pa.array(left)), ("bottom", pa.array(bottom)),
+    for name, values in (("path", pa.array(paths.tolist(), pa.string())),
+                         ("blob", pa.array(blobs.tolist(), pa.binary())), ("transform", transform),
+                         ("left", pa.array(left)), ("bottom", pa.array(bottom)),
                          ("right", pa.array(right)), ("top", pa.array(top)), ("bbox", bbox), ("geometry", geometry)):
         table = table.set_column(table.column_names.index(name), name, values)
     geo = json.loads(real.schema.metadata[b"geo"])

@@ -18,9 +18,9 @@ import os
 
 import numpy as np
 
-from ._common import BANDS, SIZE, TILE, scene, write_scene
-
 import rumimm
+
+from ._common import BANDS, SIZE, TILE, scene, write_scene
 
 BIG = 4096  # 4 x 4096 x 4096 uint16 = 128 MiB: far larger than the writer's in-flight rows
 

@@ -9,9 +9,9 @@ cache hits).  ``WindowReadCached`` times the default, cached path separately.
 
 from __future__ import annotations
 
-from ._common import BANDS, SIZE, TILE, band_key, need, scene, window_origin, write_scene
-
 import rumimm
+
+from ._common import BANDS, SIZE, TILE, band_key, need, scene, window_origin, write_scene
 
 UNITS = ("tile", "cell")
 

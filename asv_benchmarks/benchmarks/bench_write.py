@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 
-from ._common import BANDS, need, scene, write_scene
-
 import rumimm
+
+from ._common import BANDS, need, scene, write_scene
 
 WRITE_SIZE = 1024  # 4 x 1024 x 1024: 8 MiB of uint16, 16 MiB of float32
 PRESETS = sorted(getattr(rumimm, "PRESETS", ()))

@@ -8,9 +8,9 @@ Needs the ``xarray`` and ``dask`` extras, and ``distributed`` for ``DaskSumClust
 
 from __future__ import annotations
 
-from ._common import BANDS, need, scene, SIZE, TILE, window_origin, write_scene
-
 import rumimm
+
+from ._common import BANDS, SIZE, TILE, need, scene, window_origin, write_scene
 
 
 def _file():

@@ -26,8 +26,16 @@ builds a graph on an ``openzl.ext.Compressor``.
 
 from __future__ import annotations
 
-from rumimm.codec.frames import (DEFAULT_FORMAT_VERSION, FRAME_MAGIC, MAX_FORMAT_VERSION, MIN_FORMAT_VERSION, check_frame_header,
-                     frame_declaration, frame_format_version, zl)
+from rumimm.codec.frames import (
+    DEFAULT_FORMAT_VERSION,
+    FRAME_MAGIC,
+    MAX_FORMAT_VERSION,
+    MIN_FORMAT_VERSION,
+    check_frame_header,
+    frame_declaration,
+    frame_format_version,
+)
+from rumimm.codec.frames import zl as zl  # openzl.ext, re-exported: the reader checks frames against codec.zl.Type
 from rumimm.codec.presets import DEFAULT_PRESETS, PRESETS, Codec, resolve_codec
 from rumimm.codec.wrapper import FrameDecoder, FrameEncoder
 

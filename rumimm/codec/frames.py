@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import openzl.ext as zl
 
-from rumimm.format.dtypes import Encoding, encoding_for_dtype
 from rumimm.errors import CodecError
+from rumimm.format.dtypes import Encoding, encoding_for_dtype
 from rumimm.format.tiff import OPENZL_MAGIC
 
 #: The OpenZL frame format version rumimm writes: the newest rumi-eo 0.16.0 decodes.

@@ -12,8 +12,8 @@ import openzl.ext as zl
 from openzl.ext import graphs as _g
 from openzl.ext import nodes as _n
 
-from rumimm.format.dtypes import ENCODINGS, Encoding
 from rumimm.codec.frames import STRUCT_WIDTH, as_encoding
+from rumimm.format.dtypes import ENCODINGS, Encoding
 
 # -------------------------------------------------------------------------- graphs
 
@@ -159,7 +159,8 @@ def _geo_key(shape: tuple[int, ...]) -> Hashable:
     return _geometry(shape)
 
 
-def _preset(name, description, *, builder, portable=True, geozl=False, widths=_NUMERIC_WIDTHS, formats=None, key=_no_key):
+def _preset(name, description, *, builder, portable=True, geozl=False, widths=_NUMERIC_WIDTHS, formats=None,
+            key=_no_key):
     return Codec(
         name=name,
         description=description,
@@ -331,7 +332,8 @@ def resolve_codec(codec, encoding) -> Codec:
     elif not isinstance(codec, Codec):
         if not callable(codec):
             raise TypeError(
-                f"codec must be None, a preset name, a Codec or a callable returning a GraphID, got {type(codec).__name__}"
+                "codec must be None, a preset name, a Codec or a callable returning a GraphID, "
+                f"got {type(codec).__name__}"
             )
         fn = codec
         label = getattr(fn, "__qualname__", None) or type(fn).__name__

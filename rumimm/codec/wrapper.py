@@ -7,11 +7,19 @@ from collections.abc import Hashable
 import numpy as np
 import openzl.ext as zl
 
-from rumimm.format.dtypes import Encoding
-from rumimm.errors import CodecError
-from rumimm.codec.frames import (DEFAULT_FORMAT_VERSION, MAX_FORMAT_VERSION, MIN_NUMERIC_FORMAT_VERSION, STRUCT_WIDTH,
-                     as_bytes, as_encoding, failure_reason, check_frame_header)
+from rumimm.codec.frames import (
+    DEFAULT_FORMAT_VERSION,
+    MAX_FORMAT_VERSION,
+    MIN_NUMERIC_FORMAT_VERSION,
+    STRUCT_WIDTH,
+    as_bytes,
+    as_encoding,
+    check_frame_header,
+    failure_reason,
+)
 from rumimm.codec.presets import Codec, geozl_lossless, resolve_codec
+from rumimm.errors import CodecError
+from rumimm.format.dtypes import Encoding
 
 # ------------------------------------------------------------------------ encoding
 
@@ -166,7 +174,8 @@ class FrameEncoder:
             out = cctx.compress([inp])
         except Exception as exc:
             raise CodecError(
-                f"frame of shape {shape} failed to compress with codec {self.codec.name!r} (OpenZL: {failure_reason(exc)})"
+                f"frame of shape {shape} failed to compress with codec {self.codec.name!r} "
+                f"(OpenZL: {failure_reason(exc)})"
             ) from exc
         finally:
             del inp, data

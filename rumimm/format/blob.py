@@ -22,10 +22,10 @@ from typing import Iterable
 
 import numpy as np
 
-from rumimm.format.dtypes import ENCODINGS, Encoding, encoding
 from rumimm.errors import BlobError, where
+from rumimm.format.dtypes import ENCODINGS, Encoding, encoding
 from rumimm.format.grid import FrameUnit, Grid
-from rumimm.format.packing import RESIDUAL_CHUNK, residual_chunks, residual_sum, pack_residuals, residuals  # noqa: F401
+from rumimm.format.packing import RESIDUAL_CHUNK, pack_residuals, residual_chunks, residual_sum, residuals  # noqa: F401
 
 __all__ = ["Header", "build_header", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS", "VALID_PAIRS",
            "rule_broken"]

@@ -164,7 +164,10 @@ def _load_ml() -> dict[str, np.dtype]:
 
 
 class _Dtypes(Mapping):
-    """The read-only name -> dtype table of spec 0.1.0's encodings; an ml_dtypes value imports ml_dtypes when first read."""
+    """The read-only name -> dtype table of spec 0.1.0's encodings.
+
+    An ml_dtypes value imports ml_dtypes when first read.
+    """
 
     _names = {e.name: e for e in ENCODINGS.values()}
 

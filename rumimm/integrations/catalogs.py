@@ -19,9 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from rumimm.writer.atomic import replacing
-
 from rumimm.reader.catalog_table import catalog_images, read_catalog, select_bbox
+from rumimm.writer.atomic import replacing
 
 __all__ = ["catalog", "write_catalog", "read_catalog", "select_bbox", "catalog_images", "CATALOG_COLUMNS"]
 

@@ -35,7 +35,7 @@ def _size(size) -> tuple[int, int]:
     return h, w
 
 
-def _sources(sources, headers):
+def _sources(sources, headers, storage_options=None, transforms_needed=True):
     """(paths, blobs, transforms) of a catalog table/file, an ImageCollection or a list of Images/paths."""
     from rumimm.reader.image import Image
 
@@ -56,15 +56,16 @@ def _sources(sources, headers):
     paths, blobs, transforms = [], [], []
     for i, item in enumerate(items):
         if isinstance(item, Image):
-            paths.append(item.path)
+            paths.append(item.uri)
             blobs.append(bytes(item.header))
-            transforms.append(item.transform)
+            transforms.append(item.transform if transforms_needed else None)
             continue
         blob = None if headers is None else headers[i]
-        with Image(item, blob, cache_bytes=0) as img:  # only the prefix is read when a blob is given
-            paths.append(img.path)
+        with Image(item, blob, cache_bytes=0, storage_options=storage_options) as img:  # no IFD walk with a blob
+            paths.append(img.uri)
             blobs.append(bytes(img.header))
-            transforms.append(img.transform)
+            # only bounds= needs them: a remote file's georeferencing costs a request
+            transforms.append(img.transform if transforms_needed else None)
     return paths, blobs, transforms
 
 
@@ -179,6 +180,12 @@ class ChipDataset:
         Files kept open per process (least recently used are closed).
     cache_bytes : int, optional
         Decoded-frame cache of the files, as in :func:`rumimm.open` (0: none).
+    storage_options : dict, optional
+        For paths that are remote URIs (``s3://``, ``gs://``, ``az://``, ``http(s)://``),
+        as in :func:`rumimm.open`.  From a catalog, no request reads a header; each
+        process (a data-loader worker) opens its own clients.  With the ``fork`` start
+        method, make no remote read in the parent before the workers start (obstore's
+        runtime does not survive a fork; ``docs/remote.md``).
     dtype : dtype-like, optional
         The chips' dtype (default: the files').  torch has almost no arithmetic for
         ``uint16``/``uint32`` tensors: ask for ``"float32"`` (or ``"int32"``) here, and
@@ -219,7 +226,7 @@ class ChipDataset:
     def __init__(self, sources, size, *, n: int | None = None, grid: bool = False, stride=None, weights=None,
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
                  max_open: int = 1024, cache_bytes=None, dtype=None, scale=None, fill_nodata=None,
-                 output: str = "array", labels=None, label_headers=None):
+                 output: str = "array", labels=None, label_headers=None, storage_options=None):
         from rumimm.reader.blob_column import parse_blobs_any
 
         self.size = _size(size)
@@ -228,7 +235,7 @@ class ChipDataset:
         if int(worker_threads) < 1 or int(max_open) < 1:
             raise ValueError("worker_threads and max_open must be >= 1")
         self.dtype, self.scale, self.fill_nodata, self.output = _output_args(dtype, scale, fill_nodata, output)
-        self.paths, self.blobs, transforms = _sources(sources, headers)
+        self.paths, self.blobs, transforms = _sources(sources, headers, storage_options, bounds is not None)
         if not self.paths:
             raise ValueError("a ChipDataset needs at least one file")
         fields = parse_blobs_any(self.blobs)
@@ -243,6 +250,7 @@ class ChipDataset:
         self.worker_threads = int(worker_threads)
         self.max_open = int(max_open)
         self.cache_bytes = cache_bytes
+        self.storage_options = dict(storage_options) if storage_options else None
         self._check_uniform(fields)
         self.label_paths: Any = None  # with labels: set together by _align_labels
         self.label_blobs: Any = None
@@ -322,7 +330,7 @@ class ChipDataset:
         sy, sx = (h, w) if stride is None else _size(stride)
         ny = np.maximum(0, (lim[:, 1] - lim[:, 0] - h) // sy + 1)
         nx = np.maximum(0, (lim[:, 3] - lim[:, 2] - w) // sx + 1)
-        total = sum(int(a) * int(b) for a, b in zip(ny, nx))  # Python ints: no overflow from hostile sizes
+        total = sum(int(a) * int(b) for a, b in zip(ny, nx, strict=True))  # Python ints: no overflow from hostile sizes
         if total > MAX_CHIPS:
             raise RumiError(f"a grid of {h} x {w} chips, step {sy} x {sx}, over these files has {total:,} chips, more "
                             f"than {MAX_CHIPS:,} (the chip table alone would need {24 * total:,} bytes); use a larger "
@@ -344,7 +352,8 @@ class ChipDataset:
             self._enter_worker()
         img = self._images.get(i)
         if img is None:
-            img = self._images[i] = Image(self.paths[i], self.blobs[i], cache_bytes=self.cache_bytes)
+            img = self._images[i] = Image(self.paths[i], self.blobs[i], cache_bytes=self.cache_bytes,
+                                          storage_options=self.storage_options)
         else:
             self._images.move_to_end(i)
         return img
@@ -510,7 +519,7 @@ class ChipDataset:
             n = len(block["image"])
             return [fn({k: v[i] for k, v in block.items()}) for i in range(n)]
         if isinstance(block, tuple):  # (images, labels): the transform sees each pair (augment both alike)
-            return [fn((chip, label)) for chip, label in zip(*block)]
+            return [fn((chip, label)) for chip, label in zip(*block, strict=True)]
         return block if self.transform is None else [fn(chip) for chip in block]
 
     # -- pickling -----------------------------------------------------------------------

@@ -31,27 +31,28 @@ def frame_chunks(img) -> tuple[int, ...]:
 
 
 def read_chunk(source, *bounds) -> np.ndarray:
-    """One task: open ``source = (path, blob)``, read ``[b0:b1, y0:y1, x0:x1]`` (one (start, stop) per axis), close."""
+    """One task: open ``source = (path, blob[, storage_options])``, read ``[b0:b1, y0:y1, x0:x1]`` (one
+    (start, stop) per axis), close."""
     from rumimm.reader.image import open as open_image
 
-    path, blob = source
-    with open_image(path, blob, cache_bytes=0) as img:
+    path, blob, *options = source
+    with open_image(path, blob, cache_bytes=0, storage_options=options[0] if options else None) as img:
         return img[tuple(slice(a, b) for a, b in bounds)]
 
 
 def _read_block(source=None, edges=None, block_id=None) -> np.ndarray:
     """The task of chunk ``block_id``: its window from the chunk ``edges`` of each axis."""
-    return read_chunk(source, *((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id)))
+    return read_chunk(source, *((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id, strict=True)))
 
 
-def to_dask(source, header=None, chunks=None, *, name=None):
+def to_dask(source, header=None, chunks=None, *, name=None, storage_options=None):
     """A Dask array of a rumi file, one task per chunk.
 
     Parameters
     ----------
     source : str, os.PathLike or Image
-        The ``.rumi`` file, or an open :class:`rumimm.Image` (only its path and
-        blob go into the graph).
+        The ``.rumi`` file or a remote URI, or an open :class:`rumimm.Image` (only its
+        path or URI, blob and storage options go into the graph).
     header : bytes, Header or path, optional
         The header blob, or a path to a blob file; with it the IFD is never parsed,
         neither here nor on the workers.  Without it the file is indexed once here.
@@ -62,6 +63,9 @@ def to_dask(source, header=None, chunks=None, *, name=None):
     name : str, optional
         The graph's key prefix (default: derived from the path and blob, so two
         calls on the same file share keys).
+    storage_options : dict, optional
+        For a remote URI (see :func:`rumimm.open`); they travel with the graph, so
+        pass credentials through the workers' environment instead where that matters.
 
     Returns
     -------
@@ -82,11 +86,13 @@ def to_dask(source, header=None, chunks=None, *, name=None):
     if isinstance(source, Image):
         img, owned = source, False
     elif isinstance(source, (str, os.PathLike)):
-        img, owned = open_image(source, header), True  # header= read as rumimm.open reads it
+        img, owned = open_image(source, header, storage_options=storage_options), True  # header= as rumimm.open
     else:
         raise TypeError(f"source must be a path or a rumimm.Image, got {type(source).__name__}")
     try:
-        path, blob = os.path.abspath(img.path), bytes(img.header.blob)
+        path = img.uri if img.remote else os.path.abspath(img.path)
+        blob = bytes(img.header.blob)
+        options = img.storage_options
         shape, dtype = img.shape, img.dtype
         default = frame_chunks(img)
     finally:
@@ -100,4 +106,4 @@ def to_dask(source, header=None, chunks=None, *, name=None):
     name = name or f"rumimm-{tokenize(path, blob, chunks)}"
     edges = tuple(tuple(int(v) for v in np.cumsum((0,) + c)) for c in chunks)
     return da.map_blocks(_read_block, dtype=dtype, chunks=chunks, name=name, meta=np.empty((0,) * len(shape), dtype),
-                         source=(path, blob), edges=edges)
+                         source=(path, blob) if options is None else (path, blob, options), edges=edges)

@@ -23,10 +23,16 @@ import warnings
 
 import numpy as np
 
-from rumimm.writer.atomic import replacing, temp_path
 from rumimm.errors import CRSError, RumiError, RumiWarning, where
-from rumimm.reader.rasterio_surface import (COMPRESSIONS_WITH_PREDICTOR, GDAL_NATIVE, NBITS_IN, gtiff_profile, nodata_key,
-                                            require)
+from rumimm.reader.rasterio_surface import (
+    COMPRESSIONS_WITH_PREDICTOR,
+    GDAL_NATIVE,
+    NBITS_IN,
+    gtiff_profile,
+    nodata_key,
+    require,
+)
+from rumimm.writer.atomic import replacing, temp_path
 
 __all__ = ["COMPRESSIONS_WITH_PREDICTOR", "from_geotiff", "gtiff_profile", "to_geotiff"]
 
@@ -185,7 +191,8 @@ def _write_gtiff(rasterio, img, path: str, profile: dict, progress) -> None:
             warnings.warn(f"{where(img.path)}a GeoTIFF cannot hold {'; '.join(lost)}", RumiWarning, stacklevel=3)
         for y0 in rows:
             y1 = min(y0 + step, height)
-            out.write(_to_gdal(img[:, y0:y1, :], profile["dtype"]), window=rasterio.windows.Window(0, y0, width, y1 - y0))
+            out.write(_to_gdal(img[:, y0:y1, :], profile["dtype"]),
+                      window=rasterio.windows.Window(0, y0, width, y1 - y0))
             bar.advance()
 
 

@@ -96,9 +96,9 @@ def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percen
     ImportError
         Pillow is not installed.
     """
-    from rumimm.writer.atomic import replacing
     from rumimm.reader.image import Image
     from rumimm.reader.image import open as open_image
+    from rumimm.writer.atomic import replacing
 
     if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) or max_size < 1:
         raise ValueError(f"max_size must be a positive int, got {max_size!r}")

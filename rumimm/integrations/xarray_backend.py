@@ -184,7 +184,14 @@ def _frame_chunks(images, leading) -> dict:
     return {leading: lead[0] if lead else 1, **chunks}  # a spec 0.2 file's own time axis, or a stack
 
 
-def _open_source(obj, header, cache_bytes, verify):
+def _local_abspath(item):
+    """A local path made absolute (a Dask worker unpickling the image may run elsewhere); a URI as is."""
+    from rumimm.reader.remote import is_remote
+
+    return item if is_remote(item) else os.path.abspath(item)
+
+
+def _open_source(obj, header, cache_bytes, verify, storage_options=None):
     """(source, images, owned) from a path, an Image, a Cube, an ImageCollection or a list of paths."""
     from rumimm.reader.cube import Cube, ImageCollection
     from rumimm.reader.image import Image, load_header
@@ -192,7 +199,8 @@ def _open_source(obj, header, cache_bytes, verify):
 
     if isinstance(obj, (str, os.PathLike)):
         # absolute: a Dask worker unpickling the image may run in another directory
-        img = open_image(os.path.abspath(obj), header, cache_bytes=cache_bytes, verify=verify)
+        img = open_image(_local_abspath(obj), header, cache_bytes=cache_bytes, verify=verify,
+                         storage_options=storage_options)
         return img, [img], True
     if isinstance(obj, Image):
         return obj, [obj], False
@@ -205,12 +213,13 @@ def _open_source(obj, header, cache_bytes, verify):
     if isinstance(obj, Cube):
         return obj, obj.images, False
     if isinstance(obj, (list, tuple)):
-        items = [item if isinstance(item, Image) else os.path.abspath(item) for item in obj]
+        items = [item if isinstance(item, Image) else _local_abspath(item) for item in obj]
         headers = None if header is None else list(header)
         if headers is not None and len(headers) == len(items):  # the Cube refuses a count that differs
             # a Cube takes blob bytes only: blob files and bad blobs are read and refused as rumimm.open does
-            headers = [h if isinstance(item, Image) else load_header(h, item) for h, item in zip(headers, items)]
-        cube = Cube(items, headers, cache_bytes=cache_bytes, verify=verify)
+            headers = [h if isinstance(item, Image) else load_header(h, item)
+                       for h, item in zip(headers, items, strict=True)]
+        cube = Cube(items, headers, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options)
         return cube, cube.images, True
     raise TypeError(f"cannot open a {type(obj).__name__} with engine='rumimm'; pass a path, a list of paths, "
                     "an Image, a Cube or an ImageCollection")
@@ -261,9 +270,10 @@ def _decoding(img, attrs: dict, encoding: dict, masked: bool, mask_and_scale: bo
 
 
 def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, drop_variables=None,
-                      cache_bytes=None, verify=True, masked=False, mask_and_scale=False) -> xr.Dataset:
+                      cache_bytes=None, verify=True, masked=False, mask_and_scale=False,
+                      storage_options=None) -> xr.Dataset:
     """The Dataset the backend returns; see :class:`RumiBackendEntrypoint`."""
-    source, images, owned = _open_source(obj, header, cache_bytes, verify)
+    source, images, owned = _open_source(obj, header, cache_bytes, verify, storage_options)
     try:
         img = images[0]
         own_time = img.ndim == 4  # a spec 0.2 file of several time steps: its own time axis
@@ -326,8 +336,8 @@ class RumiBackendEntrypoint(BackendEntrypoint):
         (default ``"time"``).
     stack_labels : sequence, optional
         Its coordinate values (default 0..N-1).
-    cache_bytes, verify
-        As for :func:`rumimm.open`, for the files opened by path.
+    cache_bytes, verify, storage_options
+        As for :func:`rumimm.open`, for the files opened by path (or remote URI).
     masked : bool
         As rioxarray's: samples equal to their band's nodata read as NaN (the dtype
         promoted as xarray promotes it) and ``_FillValue`` moves to the encoding.
@@ -345,13 +355,15 @@ class RumiBackendEntrypoint(BackendEntrypoint):
     description = "Open rumi rasters (.rumi) lazily, reading windows through rumimm"
     url = "https://github.com/rumimm/rumimm/blob/main/docs/xarray.md"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "header", "stack_dim", "stack_labels",
-                               "cache_bytes", "verify", "masked", "mask_and_scale")
+                               "cache_bytes", "verify", "masked", "mask_and_scale", "storage_options")
 
     def open_dataset(self, filename_or_obj, *, drop_variables=None, header=None, stack_dim="time",
-                     stack_labels=None, cache_bytes=None, verify=True, masked=False, mask_and_scale=False):
+                     stack_labels=None, cache_bytes=None, verify=True, masked=False, mask_and_scale=False,
+                     storage_options=None):
         return open_rumi_dataset(filename_or_obj, header=header, stack_dim=stack_dim, stack_labels=stack_labels,
                                  drop_variables=drop_variables, cache_bytes=cache_bytes, verify=verify,
-                                 masked=bool(masked), mask_and_scale=bool(mask_and_scale))
+                                 masked=bool(masked), mask_and_scale=bool(mask_and_scale),
+                                 storage_options=storage_options)
 
     def guess_can_open(self, filename_or_obj) -> bool:
         try:

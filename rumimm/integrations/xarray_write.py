@@ -82,7 +82,10 @@ def georef_of(da) -> dict:
 
 
 def _epsg_of(crs, transform, height: int, width: int) -> int:
-    """The EPSG code of the array's CRS, identified as ``from_geotiff`` identifies a file's (one warning when inexact)."""
+    """The EPSG code of the array's CRS, identified as ``from_geotiff`` identifies a file's.
+
+    One warning when the identification is inexact.
+    """
     import warnings
 
     from rumimm.errors import RumiWarning
@@ -98,12 +101,13 @@ def _epsg_of(crs, transform, height: int, width: int) -> int:
 
 
 def metadata_of(da, count: int) -> dict:
-    """``nodata``, ``scales``, ``offsets``, ``descriptions`` and ``units`` for :func:`rumimm.write`, as rioxarray keeps them.
+    """The ``nodata``, ``scales``, ``offsets``, ``descriptions`` and ``units`` arguments of :func:`rumimm.write`.
 
-    ``_FillValue`` (attribute or encoding: where ``masked``/``mask_and_scale`` moved it),
-    ``scale_factor``/``add_offset`` (or per-band ``scales``/``offsets``), ``long_name``
-    and ``units``.  A masked array (``_FillValue`` in its encoding) gets NaN as nodata; scales
-    and offsets already applied (``mask_and_scale``) are not stored again.
+    Read from the array as rioxarray keeps them: ``_FillValue`` (attribute or encoding: where
+    ``masked``/``mask_and_scale`` moved it), ``scale_factor``/``add_offset`` (or per-band
+    ``scales``/``offsets``), ``long_name`` and ``units``.  A masked array (``_FillValue`` in its
+    encoding) gets NaN as nodata; scales and offsets already applied (``mask_and_scale``) are not
+    stored again.
     """
     def get(name):
         return da.attrs.get(name, da.encoding.get(name))
@@ -153,7 +157,7 @@ def _spec02_labels(da, other: list, out: dict) -> list:
         starts = [np.datetime64(v, "s") for v in da.coords[tdim].values]
         if "time_end" in da.coords and da.coords["time_end"].dims == (tdim,):
             ends = [np.datetime64(v, "s") for v in da.coords["time_end"].values]
-            out["time"] = list(zip(starts, ends))
+            out["time"] = list(zip(starts, ends, strict=True))
         else:
             out["time"] = starts
     elif tdim is None and isinstance(da.attrs.get("time"), str):

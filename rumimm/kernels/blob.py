@@ -11,9 +11,30 @@ import numpy as np
 from numba import njit
 
 from rumimm.format.blob import (  # noqa: F401  (the status codes, named once in blob.py)
-    BAD_COUNT_BITS, BAD_MAGIC, BAD_PAIR, BAD_SIZE, BAD_UNIT, BAD_VERSION, COUNT_OVERFLOW, EMPTY_IMAGE, HEADER_SIZE,
-    MAGIC, MAX_FRAMES, NOT_MIN, NOT_MIN_BITS, OK, PADDING_BITS, SINGLE_FRAME_BITS, TOO_MANY_FRAMES, TOO_SHORT,
-    UINT32_MAX, VERSION, ZERO_BANDS, ZERO_COUNT, ZERO_TILE)
+    BAD_COUNT_BITS,
+    BAD_MAGIC,
+    BAD_PAIR,
+    BAD_SIZE,
+    BAD_UNIT,
+    BAD_VERSION,
+    COUNT_OVERFLOW,
+    EMPTY_IMAGE,
+    HEADER_SIZE,
+    MAGIC,
+    MAX_FRAMES,
+    NOT_MIN,
+    NOT_MIN_BITS,
+    OK,
+    PADDING_BITS,
+    SINGLE_FRAME_BITS,
+    TOO_MANY_FRAMES,
+    TOO_SHORT,
+    UINT32_MAX,
+    VERSION,
+    ZERO_BANDS,
+    ZERO_COUNT,
+    ZERO_TILE,
+)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -56,8 +56,17 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from rumimm.codec.geozl_lib import (DECOMPRESS_T, DSIZE_T, DECOMPRESS, DSIZE, STATUS_SIZE_MISMATCH, STATUS_UNAVAILABLE,
-                        functions, library_path, status_message)
+from rumimm.codec.geozl_lib import (
+    DECOMPRESS,
+    DECOMPRESS_T,
+    DSIZE,
+    DSIZE_T,
+    STATUS_SIZE_MISMATCH,
+    STATUS_UNAVAILABLE,
+    functions,
+    library_path,
+    status_message,
+)
 
 __all__ = [
     "available",
@@ -74,7 +83,7 @@ _registered = False
 
 
 def _register(fns) -> None:
-    for name, fn in zip((DECOMPRESS, DSIZE), fns):
+    for name, fn in zip((DECOMPRESS, DSIZE), fns, strict=True):
         _llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 

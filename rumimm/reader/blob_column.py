@@ -57,7 +57,8 @@ def parse_blobs(blobs, offsets=None, *, errors: str = "raise"):
     else:
         data = _as_uint8(blobs)
         starts = np.ascontiguousarray(offsets, dtype=np.int64)
-        if starts.ndim != 1 or starts.size < 1 or starts[0] < 0 or starts[-1] > data.size or np.any(np.diff(starts) < 0):
+        if (starts.ndim != 1 or starts.size < 1 or starts[0] < 0 or starts[-1] > data.size
+                or np.any(np.diff(starts) < 0)):
             raise ValueError("offsets must be non-decreasing, start >= 0 and end inside the data")
     m = starts.size - 1
     fields = np.zeros((m, len(BLOB_FIELDS)), dtype=np.int64)

@@ -25,6 +25,7 @@ import platform
 import threading
 import weakref
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from rumimm._env import env_int
 
@@ -111,7 +112,7 @@ class FrameCache:
         with self._lock:
             items = self._items
             limit = self.max_bytes >> 2
-            for key, array, addr in zip(keys, arrays, addresses):
+            for key, array, addr in zip(keys, arrays, addresses, strict=True):
                 n = array.nbytes
                 if n > limit:
                     continue
@@ -178,6 +179,10 @@ def shared() -> FrameCache:
             if _shared is None:
                 _shared = FrameCache(default_cache_bytes())
     return _shared
+
+
+if TYPE_CHECKING:
+    SHARED: FrameCache  # for checkers and linters; at run time the module __getattr__ below makes it on first use
 
 
 def __getattr__(name: str):

@@ -68,7 +68,8 @@ def check_rows(table):
 
     The ``path`` column must be strings and the ``blob`` column binary, neither with a
     null; every blob is parsed (``fields``: :func:`rumimm.reader.blob_column.parse_blobs_any`,
-    spec 0.1 blobs in one :func:`rumimm.parse_blobs` pass, spec 0.2 ones one by one).  A ``transform`` column, if any, must be lists of 6 floats.
+    spec 0.1 blobs in one :func:`rumimm.parse_blobs` pass, spec 0.2 ones one by one).  A
+    ``transform`` column, if any, must be lists of 6 floats.
 
     Raises
     ------
@@ -107,12 +108,14 @@ def check_rows(table):
     return table.column("path").to_pylist(), column.to_pylist(), fields
 
 
-def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool = True):
+def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
     """(paths, blobs, Images) of a catalog's rows, opened with their blobs (no IFD is read).
 
     ``where`` selects rows first: a bbox ``(xmin, ymin, xmax, ymax)``, a pyarrow compute
     expression (``pc.field("epsg") == 32633``) or a boolean mask.  Every blob is checked
-    by one :func:`rumimm.parse_blobs` call before any file is opened.
+    by one :func:`rumimm.parse_blobs` call before any file is opened.  Paths may be remote
+    URIs (``storage_options`` as for :func:`rumimm.open`): opened with their blobs, they
+    cost no request.
     """
     from rumimm.reader.image import Image
 
@@ -121,8 +124,8 @@ def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool 
     paths, blobs, _ = check_rows(table)
     images = []
     try:
-        for path, blob in zip(paths, blobs):
-            images.append(Image(path, blob, cache_bytes=cache_bytes, verify=verify))
+        for path, blob in zip(paths, blobs, strict=True):
+            images.append(Image(path, blob, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options))
     except BaseException:
         for img in images:
             img.close()

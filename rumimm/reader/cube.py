@@ -13,18 +13,18 @@ import operator
 
 import numpy as np
 
-from rumimm.reader import engine
 from rumimm.errors import RumiError, WindowError
-from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
-from rumimm.reader.image import Image
 from rumimm.format import units
 from rumimm.format.georef import split_georef_block
 from rumimm.format.window import Run, select, window_bounds
+from rumimm.reader import engine
+from rumimm.reader.image import Image
+from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
 
 
-def _open_all(sources, headers, cache_bytes, verify):
+def _open_all(sources, headers, cache_bytes, verify, storage_options=None):
     """Images for a list of Images or paths; returns (images, opened-here flags)."""
     items = list(sources)
     if headers is not None:
@@ -42,7 +42,8 @@ def _open_all(sources, headers, cache_bytes, verify):
             key = (str(item), None if hdr is None else bytes(hdr))
             img = by_path.get(key)
             if img is None:
-                img = by_path[key] = Image(item, hdr, cache_bytes=cache_bytes, verify=verify)
+                img = by_path[key] = Image(item, hdr, cache_bytes=cache_bytes, verify=verify,
+                                           storage_options=storage_options)
                 owned.append(True)
             else:
                 owned.append(False)
@@ -56,7 +57,7 @@ def _open_all(sources, headers, cache_bytes, verify):
 
 def _close_owned(images, owned) -> None:
     """Close the images :func:`_open_all` opened (flag True); leave the caller's open."""
-    for img, own in zip(images, owned):
+    for img, own in zip(images, owned, strict=True):
         if own:
             img.close()
 
@@ -157,8 +158,8 @@ class Cube(RasterioSurface):
         :meth:`close`); Images passed in stay open.
     headers : sequence of bytes, optional
         Header blobs of the paths, in order (see :func:`rumimm.open`).
-    cache_bytes, verify
-        Passed to :func:`rumimm.open` for the paths.
+    cache_bytes, verify, storage_options
+        Passed to :func:`rumimm.open` for the paths (which may be remote URIs).
 
     Indexing follows numpy on (image, band, y, x); each read decodes the frames of
     all selected images in one parallel pass.
@@ -169,8 +170,8 @@ class Cube(RasterioSurface):
     >>> chips = cube[:, :, 512:768, 512:768]                     # (3, B, 256, 256)
     """
 
-    def __init__(self, images, headers=None, *, cache_bytes=None, verify: bool = True):
-        imgs, owned = _open_all(images, headers, cache_bytes, verify)
+    def __init__(self, images, headers=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
+        imgs, owned = _open_all(images, headers, cache_bytes, verify, storage_options)
         try:
             if not imgs:
                 raise ValueError("a Cube needs at least one image")
@@ -319,8 +320,8 @@ class ImageCollection:
     ones into Cubes, :meth:`read_batch` reads equal-size windows from them.
     """
 
-    def __init__(self, images, headers=None, *, cache_bytes=None, verify: bool = True):
-        self._images, self._owned = _open_all(images, headers, cache_bytes, verify)
+    def __init__(self, images, headers=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
+        self._images, self._owned = _open_all(images, headers, cache_bytes, verify, storage_options)
 
     def __len__(self) -> int:
         return len(self._images)
@@ -371,16 +372,19 @@ class ImageCollection:
         return read_batch(self._images, windows, bands=bands, out=out, size=size)
 
     @classmethod
-    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True) -> "ImageCollection":
+    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True,
+                     storage_options=None) -> "ImageCollection":
         """The images of a catalog's rows, opened with their blobs (no IFD is read).
 
         ``table_or_path`` is a :func:`rumimm.catalog` table or its Parquet file;
         ``where`` selects rows: a bbox ``(xmin, ymin, xmax, ymax)`` in the catalog's
-        CRS, a pyarrow compute expression or a boolean mask.
+        CRS, a pyarrow compute expression or a boolean mask.  Paths may be remote URIs
+        (``storage_options`` as for :func:`rumimm.open`); opening them sends no request.
         """
         from rumimm.reader.catalog_table import catalog_images
 
-        _, _, images = catalog_images(table_or_path, where, cache_bytes=cache_bytes, verify=verify)
+        _, _, images = catalog_images(table_or_path, where, cache_bytes=cache_bytes, verify=verify,
+                                      storage_options=storage_options)
         coll = cls(images)
         coll._owned = [True] * len(images)
         return coll
@@ -436,7 +440,7 @@ def _looks_like_many(wins) -> bool:
 
 
 def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=None, cache_bytes=None,
-               verify: bool = True):
+               verify: bool = True, storage_options=None):
     """Read N equal-size windows, window n from image n, into one (N, B, h, w) array.
 
     Parameters
@@ -456,6 +460,8 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
         Filled in place and returned.
     size : (h, w), optional
         Window size, for an (N, 2) array of origins.
+    storage_options : dict, optional
+        For paths that are remote URIs (see :func:`rumimm.open`).
 
     Returns
     -------
@@ -463,6 +469,8 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
         (N, n_bands, h, w), or (N, h, w) for an int band; for spec 0.2 files of T > 1
         time steps (all with the same T), (N, T, n_bands, h, w) or (N, T, h, w).  Frames shared by
         several windows are decoded once; all are decoded in one parallel pass.
+        Remote images: the batch's new frames are fetched together first, one ranged
+        request per run of nearby frames of each object, all in flight at once.
 
     Raises
     ------
@@ -472,7 +480,7 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
     RumiError
         The images do not share a dtype.
     """
-    images, owned = _open_all(sources, headers, cache_bytes, verify)
+    images, owned = _open_all(sources, headers, cache_bytes, verify, storage_options)
     try:
         n = len(images)
         y0, x0, h, w = _parse_windows(windows, n, size)

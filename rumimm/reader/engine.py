@@ -34,10 +34,10 @@ import threading
 
 import numpy as np
 
+from rumimm.format.window import Run, segments
 from rumimm.reader import jit as _jit
 from rumimm.reader.planner import check_new, finish, plan_frames
-from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource
-from rumimm.format.window import Run, segments
+from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, fetch_frames
 
 __all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
            "PARALLEL_MIN_BYTES"]
@@ -72,9 +72,9 @@ def _load_decoder() -> bool:
     if _geozl is None:
         with _load_lock:
             if _geozl is None:
-                from rumimm.reader import frame_checks, small_reads, threads
                 from rumimm._env import env_int
                 from rumimm.codec import geozl_lib
+                from rumimm.reader import frame_checks, small_reads, threads
 
                 if env_int("RUMIMM_TUNE_MALLOC", 0) != 0:  # unset or 1; 0 opts out
                     from rumimm.reader.cache import tune_malloc
@@ -172,7 +172,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
     owners = [0] * n if single else heads[:, K.P_IMAGE].tolist()
     frames = frame_idx.tolist()
     sizes = heads[:, K.P_NBYTES].tolist()
-    alive = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns
+    alive = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns (remote: None)
     chunks = _threads.parallel_slot(n) if _NATIVE and sum(sizes) >= PARALLEL_MIN_BYTES else 1
     try:
         # the kernels place a frame as soon as it is decoded: one scratch slot per thread
@@ -185,20 +185,26 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
                 chunks = 1
             chunks = min(chunks, useful) if chunks > 1 else 1
         need = np.zeros(n, np.uint8)
+        raw = {}  # remote sources: the new frames' bytes, fetched together
         if missing and not _NATIVE:
             from rumimm.reader.frame_checks import fallback_frames
 
             decoded = fallback_frames(sources, [frames[g] for g in missing], [owners[g] for g in missing])
-            for g, frame in zip(missing, decoded):
+            for g, frame in zip(missing, decoded, strict=True):
                 batch.decoded[g][:] = frame
         elif missing:
+            raw = fetch_frames(sources, owners, frames, missing)
             mapped = [s.mapping() for s in sources]
-            check_new(batch, {g: _frame_view(mapped[owners[g]], batch.source(g), frames[g]) for g in missing})
+            check_new(batch, {g: raw[g] if g in raw else _frame_view(mapped[owners[g]], batch.source(g), frames[g])
+                              for g in missing})
             need[missing] = 1
         addresses = np.array(batch.addresses, np.uint64)
         if missing and _NATIVE and not batch.store:
             addresses[missing] = 0  # the kernels decode into their thread's scratch slot
-        src, size, fidx = _frame_table(sources, owners, frame_idx, single)
+        if any(s.remote for s in sources):
+            src, size, fidx = _fetched_table(sources, owners, frames, missing, raw)
+        else:
+            src, size, fidx = _frame_table(sources, owners, frame_idx, single)
         status = np.zeros(n, np.int64)
         fs0 = sources[0]
         scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
@@ -232,6 +238,24 @@ def _frame_table(sources, owners, frame_idx, single: bool):
         m = own == i
         src[m] = s_src[frame_idx[m]]
         size[m] = s_size[frame_idx[m]]
+    return src, size, np.arange(n, dtype=np.int64)
+
+
+def _fetched_table(sources, owners, frames, missing, raw):
+    """(addresses, byte counts, index into them) per group when some sources are remote:
+    the fetched bytes' addresses (kept alive in ``raw`` by the caller), the mapping's for local files."""
+    n = len(frames)
+    src = np.zeros(n, np.uint64)
+    size = np.zeros(n, np.uint64)
+    for g in missing:
+        buf = raw.get(g)
+        if buf is None:
+            if sources[owners[g]].remote:  # not fetched: decoded another way (the openzl.ext fallback)
+                continue
+            s_src, s_size = sources[owners[g]].frame_addresses()
+            src[g], size[g] = s_src[frames[g]], s_size[frames[g]]
+        else:
+            src[g], size[g] = buf.ctypes.data, buf.shape[0]
     return src, size, np.arange(n, dtype=np.int64)
 
 
@@ -280,7 +304,8 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     """
     for s in sources:
         s.live_store()  # a closed image fails here, even with nothing to read; execute maps the files
-    if _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
+    remote = any(s.remote for s in sources)  # remote: the kernels' path fetches every window's frames at once
+    if not remote and _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
         _read_each(sources, windows, bands, y, x, out4)
         return
     kern = K if K is not None else load()
@@ -325,4 +350,4 @@ def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
         return _small.read_whole_frames(fs, ks)
     ks = [int(k) for k in ks]
     raw = _checks.fallback_frames((fs,), ks, [0] * len(ks))
-    return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw)]
+    return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw, strict=True)]

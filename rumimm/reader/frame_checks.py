@@ -18,7 +18,7 @@ import numpy as np
 from rumimm import codec
 from rumimm.codec import geozl_lib
 from rumimm.errors import CodecError
-from rumimm.format.tiff import OPENZL_MAGIC
+from rumimm.format.tiff import OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC
 
 if TYPE_CHECKING:
     from rumimm.reader.source import FrameSource
@@ -40,6 +40,12 @@ def check_pinned(fs: FrameSource, k: int, frame) -> None:
     if frame.shape[0] < 4:
         return  # not an OpenZL frame at all: the decoder says so
     (magic,) = struct.unpack_from("<I", frame, 0)
+    if fs.magic0 is None:  # a remote image opened with a blob: the first frame read sets it
+        lo, hi = OPENZL_FORMAT_VERSIONS
+        if not lo <= magic - OPENZL_MAGIC <= hi:
+            raise CodecError(f"{fs.label(k)} does not start with an OpenZL frame magic (found {magic:#010x}); "
+                             "the header blob belongs to another file or the file is corrupt")
+        fs.magic0 = magic
     if magic != fs.magic0:
         raise CodecError(f"{fs.label(k)} starts with {magic:#010x} but frame 0 with {fs.magic0:#010x} (OpenZL format "
                          f"version {fs.magic0 - OPENZL_MAGIC}); all frames of a file must use one pinned OpenZL "
@@ -114,7 +120,7 @@ def fallback_frames(sources, ks, owners) -> list[np.ndarray]:
     """Decode frames with openzl.ext (holds the GIL) when geozl's library is missing."""
     dec = codec.FrameDecoder()  # per call: an OpenZL DCtx kept in a thread-local could outlive openzl at exit
     out = []
-    for k, i in zip(ks, owners):
+    for k, i in zip(ks, owners, strict=True):
         fs = sources[i]
         frame = fs.read_frame(k)
         check_pinned(fs, k, frame)

@@ -33,9 +33,10 @@ from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, par
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
-from rumimm.reader.store import LocalStore
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
-from rumimm.reader.validate import inspect_mapping  # the full IFD walk, used only when no blob is given
+from rumimm.reader.remote import RemoteStore, is_remote, public_name
+from rumimm.reader.store import LocalStore
+from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD walk, used only when no blob is given
 
 __all__ = ["Image", "open", "read_frames", "load_header"]
 
@@ -85,7 +86,8 @@ class Image(RasterioSurface):
     Parameters
     ----------
     path : str or os.PathLike
-        The ``.rumi`` file.
+        The ``.rumi`` file, or a remote URI (``s3://``, ``gs://``, ``az://``,
+        ``http(s)://``; spec 0.1 files; ``docs/remote.md``).
     header : bytes, Header, str or os.PathLike, optional
         The file's header blob (what ``rumimm.write`` returned), or the path of a
         file holding it.  With it the IFD is not walked: the 252 bytes of header
@@ -99,10 +101,21 @@ class Image(RasterioSurface):
     verify : bool
         Verify each frame's OpenZL checksums while decoding (default True).
         False is ~5% faster and still checks the decoded size.
+    storage_options : dict, optional
+        Remote URIs only: client settings (``reader.remote.RemoteStore``).  A remote
+        file opened with a blob is not read at open: its size (reported by the first
+        answer) and first frame's magic are checked at the first read; without a blob
+        its profile is checked from its first bytes (one request).
     """
 
-    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, format=None):
-        self.path = os.fspath(path)
+    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, format=None,
+                 storage_options=None):
+        remote = is_remote(path)
+        if not remote and storage_options:
+            raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
+        self._uri = path if remote else None
+        self._storage_options = dict(storage_options) if storage_options else None
+        self.path = public_name(path) if remote else os.fspath(path)
         if format not in (None, "0.1", "0.2"):
             raise ValueError(f"format must be '0.1' or '0.2', got {format!r}")
         cache: _cache.FrameCache | None
@@ -111,13 +124,29 @@ class Image(RasterioSurface):
         else:
             _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
+        trailer = None
+        if remote:
+            file, hdr, magic0 = _open_remote(path, header, format, self._storage_options)
+        else:
+            file, hdr, magic0, trailer = self._open_local(header, format)
+        self._init(hdr, cache_bytes, verify)
+        self._trailer = trailer
+        self._cache = cache
+        self._token = token = next(_tokens)
+        self._source: engine.FrameSource | None = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify),
+                                                                     magic0)
+        self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
+
+    def _open_local(self, header, format):
+        """(store, header, frame 0's magic, trailer or None) of a local file, checked as the docstring says."""
         file = LocalStore(self.path)
         trailer = None
         try:
             spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
             if format is not None and format != spec:
-                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with "
-                                  f"{'RUMI' if spec == '0.2' else 'a BigTIFF header'}), but format={format!r} was given")
+                starts = "RUMI" if spec == "0.2" else "a BigTIFF header"
+                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with {starts}), "
+                                  f"but format={format!r} was given")
             hdr = load_header(header, self.path, spec)
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)
@@ -131,13 +160,23 @@ class Image(RasterioSurface):
         except BaseException:
             file.close()  # not left to the traceback, which may outlive this call
             raise
-        self._init(hdr, cache_bytes, verify)
-        self._trailer = trailer
-        self._cache = cache
-        self._token = token = next(_tokens)
-        self._source: engine.FrameSource | None = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify),
-                                                                     magic0)
-        self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
+        return file, hdr, magic0, trailer
+
+    @property
+    def remote(self) -> bool:
+        """Whether the image is read from a remote URI (``reader.remote.RemoteStore``)."""
+        return self._uri is not None
+
+    @property
+    def uri(self) -> str:
+        """What the image was opened from: the path, or the whole URI (``path`` drops a
+        URI's query string and credentials, for messages)."""
+        return self.path if self._uri is None else self._uri
+
+    @property
+    def storage_options(self) -> dict | None:
+        """The ``storage_options`` a remote image was opened with (None: the environment's)."""
+        return None if self._storage_options is None else dict(self._storage_options)
 
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
         self._header = hdr
@@ -171,8 +210,8 @@ class Image(RasterioSurface):
         self.close()
 
     def __reduce__(self):
-        return (_reopen, (self.path, self._header.blob, self._cache_arg, self._verify, self.closed,
-                          self._header.spec, self._trailer))
+        return (_reopen, (self.uri, self._header.blob, self._cache_arg, self._verify, self.closed,
+                          self._header.spec, self._trailer, self._storage_options))
 
     def __repr__(self) -> str:
         shape = ", ".join(str(v) for v in self._shape)
@@ -475,6 +514,26 @@ def _check_blob2(file: LocalStore, hdr: Header2, path) -> tuple[int, Trailer]:
     return magic0, trailer
 
 
+def _open_remote(uri: str, header, format, storage_options):
+    """(store, header, frame 0's magic or None) for a remote URI (rumi spec 0.1 files).
+
+    With a blob nothing is requested: the store expects the object size the blob implies
+    (the first answer reports the real one and a mismatch fails that read), and frame 0's
+    magic is taken from the first frame read.  Without a blob the header and IFD cost one
+    request (two for files of more than ~5,400 frames).
+    """
+    name = public_name(uri)
+    hdr = load_header(header, name, format)
+    if hdr is not None and hdr.spec != "0.1" or format == "0.2":
+        raise RumiError(f"{name}: remote reads support rumi spec 0.1 files; a spec 0.2 file (or blob) was "
+                        "given; copy it to a local file to read it")
+    if hdr is not None:
+        return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None
+    store = RemoteStore(uri, storage_options)
+    rep = inspect_store(store, strict=True)  # refuses a spec 0.2 object from its first bytes
+    return store, parse_header(rep.blob, spec="0.1", path=name), None
+
+
 def _check_blob(file: LocalStore, hdr: Header, path) -> int:
     """A given blob must describe this file: its first bytes first, then the file size.
 
@@ -520,11 +579,14 @@ def _read_into(img: Image, sel: Selection, out):
     return out
 
 
-def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=None):
+def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=None, storage_options=None):
     if not closed:
-        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, format=spec)
+        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, format=spec, storage_options=storage_options)
     img = Image.__new__(Image)  # a closed image stays closed: no file is opened
-    img.path = path
+    remote = is_remote(path)
+    img._uri = path if remote else None
+    img._storage_options = storage_options
+    img.path = public_name(path) if remote else path
     img._init(parse_header(blob, spec=spec, path=path), cache_bytes, verify)
     img._trailer = trailer
     img._source = img._cache = img._finalizer = None
@@ -532,7 +594,8 @@ def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=N
     return img
 
 
-def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=None) -> Image:
+def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=None,  # noqa: A001
+         storage_options=None) -> Image:
     """Open a rumi file for reading: spec 0.1.0 or spec 0.2 (rumi-eo 0.18 and later).
 
     The two are told apart by the file's first bytes (a BigTIFF header or ``RUMI``).
@@ -540,7 +603,10 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=Non
     Parameters
     ----------
     path : str or os.PathLike
-        The ``.rumi`` file.
+        The ``.rumi`` file, or a remote URI: ``s3://bucket/key``, ``gs://``, ``az://``
+        or ``http(s)://`` (the ``remote`` extra, spec 0.1 files, ``docs/remote.md``).
+        With a blob a remote open sends no request; each read fetches the frames it
+        needs with one ranged GET per run of nearby frames, all in flight together.
     header : bytes or Header, optional
         Its header blob, as returned by ``rumimm.write`` (or rumi-eo's ``write`` and
         ``info(source=...).header``).  With it the IFD is not walked (fast, e.g. for a
@@ -555,6 +621,11 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=Non
         Verify OpenZL checksums while decoding (default True).
     format : {None, "0.1", "0.2"}
         The specification the file must follow; None accepts either.
+    storage_options : dict, optional
+        Remote URIs only: credentials, endpoint and client settings on top of what the
+        client reads from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+        ...), and rumimm's ``coalesce``, ``max_concurrency``, ``timeout``,
+        ``max_retries`` (``reader.remote.RemoteStore``).
 
     Returns
     -------
@@ -579,7 +650,7 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=Non
     ...     chip = img[:, 1024:1280, 2048:2304]                   # (B, 256, 256)
     ...     red = img[2]                                          # (Y, X)
     """
-    return Image(path, header, cache_bytes=cache_bytes, verify=verify, format=format)
+    return Image(path, header, cache_bytes=cache_bytes, verify=verify, format=format, storage_options=storage_options)
 
 
 def read_frames(img: Image, frames) -> list[np.ndarray]:

@@ -143,6 +143,6 @@ def _lookup(sources, owners, frames):
     if all(s.cache is first for s in sources):
         if first is None:
             return None
-        return first.get_many([(sources[o].token, k) for o, k in zip(owners, frames)])
+        return first.get_many([(sources[o].token, k) for o, k in zip(owners, frames, strict=True)])
     return [None if sources[o].cache is None else sources[o].cache.get((sources[o].token, k))
-            for o, k in zip(owners, frames)]
+            for o, k in zip(owners, frames, strict=True)]

@@ -14,9 +14,7 @@ import math
 
 import numpy as np
 
-from rumimm.errors import WindowError
-
-from rumimm.errors import RumiError
+from rumimm.errors import RumiError, WindowError
 
 __all__ = ["OFFSETS", "RasterioSurface", "require", "gtiff_profile", "gdal_type", "COMPRESSIONS_WITH_PREDICTOR",
            "NBITS_OUT", "NBITS_IN", "GDAL_NATIVE", "indexes_to_bands", "nodata_key"]
@@ -83,7 +81,8 @@ def indexes_to_bands(indexes, bands, count: int):
     try:
         values = list(indexes)
     except TypeError:
-        raise TypeError(f"indexes must be an int or a sequence of ints (1-based), got {type(indexes).__name__}") from None
+        raise TypeError("indexes must be an int or a sequence of ints (1-based), "
+                        f"got {type(indexes).__name__}") from None
     return [_band_index(i, count) for i in values]
 
 
@@ -222,7 +221,8 @@ class RasterioSurface:
         if not (left < right and bottom < top):
             raise ValueError(f"bounds must have left < right and bottom < top, got {(left, bottom, right, top)}")
         inv = _inverse(*_coefficients(self))
-        cols, rows = zip(*(_apply(inv, x, y) for x, y in ((left, top), (right, top), (left, bottom), (right, bottom))))
+        corners = ((left, top), (right, top), (left, bottom), (right, bottom))
+        cols, rows = zip(*(_apply(inv, x, y) for x, y in corners), strict=True)
         c0, r0 = _snap_down(min(cols)), _snap_down(min(rows))
         c1, r1 = _snap_up(max(cols)), _snap_up(max(rows))
         return require("rasterio.windows").Window(c0, r0, c1 - c0, r1 - r0)

@@ -2,7 +2,8 @@
 
 The planner (``reader.planner``) says which frames are cached and where new ones decode;
 this executor reads each new frame's bytes from the source's store (one ``pread`` for a
-local file), checks its header, decodes it with geozl's C decoder through ctypes (GIL
+local file; a remote store fetches all of a read's new frames in one round of merged,
+concurrent requests), checks its header, decodes it with geozl's C decoder through ctypes (GIL
 released), checks the decoded byte count and masks sub-byte samples, then places the
 rectangles by numpy slicing.  New frames holding :data:`~rumimm.reader.source.PARALLEL_MIN_BYTES`
 or more in all are decoded on the decode threads.  A process that only reads chips never
@@ -80,7 +81,7 @@ def read_whole_frames(fs: FrameSource, ks) -> list[np.ndarray]:
     g = fs.grid
     frames = [int(k) for k in ks]
     batch = _decode(fs, frames, [g.frame_samples(k) * fs.isz for k in frames], own=True)
-    return [buf.view(fs.dtype).reshape(g.frame_shape(k)) for k, buf in zip(frames, batch.decoded)]
+    return [buf.view(fs.dtype).reshape(g.frame_shape(k)) for k, buf in zip(frames, batch.decoded, strict=True)]
 
 
 def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = False, place=None) -> FrameBatch:
@@ -102,7 +103,7 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
         missing = batch.missing
         placed = set()
         if workers > 1 and len(missing) > 1:
-            raw = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing])))
+            raw = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True))
             check_new(batch, raw)
             jobs = missing
             done = _threads.run_workers(lambda w: [_decode_one(batch, g, raw[g]) for g in jobs[w::workers]],
@@ -110,9 +111,17 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
             results = [d for part in done for d in part]
         else:
             results = []
+            # a remote store: every new frame first, in one round of merged, concurrent requests
+            fetched = None
+            if fs.remote and missing:
+                ranges = [fs.frame_range(frames[g]) for g in missing]
+                fetched = dict(zip(missing, store.read_ranges(ranges), strict=True))
             for g in missing:  # one frame at a time through this thread's buffer: placed before the next
-                raw = _raw_buffer(fs.frame_range(frames[g])[1])
-                store.read_into(raw, fs.frame_range(frames[g])[0])
+                if fetched is None:
+                    raw = _raw_buffer(fs.frame_range(frames[g])[1])
+                    store.read_into(raw, fs.frame_range(frames[g])[0])
+                else:
+                    raw = fetched[g]
                 check_new(batch, {g: raw}, groups=(g,))
                 results.append(_decode_one(batch, g, raw))
                 if results[-1].status is not None:

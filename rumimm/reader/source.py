@@ -16,8 +16,9 @@ import numpy as np
 
 from rumimm.errors import RumiError, where
 from rumimm.format.grid import FrameUnit
+from rumimm.reader.remote import RemoteStore, read_many
 
-__all__ = ["FrameSource", "thread_scratch", "align", "PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES"]
+__all__ = ["FrameSource", "thread_scratch", "align", "fetch_frames", "PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES"]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
 PARALLEL_MIN_BYTES = 1 << 20
@@ -41,16 +42,17 @@ class FrameSource:
     """
 
     __slots__ = ("path", "header", "store", "cache", "token", "verify", "magic0", "grid", "enc", "dtype", "isz",
-                 "mask", "n_frames", "cell", "_grid_rows", "_addresses", "_checked")
+                 "mask", "n_frames", "cell", "_grid_rows", "_addresses", "_checked", "remote")
 
     def __init__(self, path: str, header, store, cache, token: int, verify: bool, magic0: int):
         self.path = path
         self.header = header  # rumimm.format.blob.Header
         self.store = store
+        self.remote = isinstance(store, RemoteStore)  # frames are fetched (fetch_frames), never mapped
         self.cache = cache  # rumimm.reader.cache.FrameCache or None
         self.token = token  # this source's key in the cache
         self.verify = verify
-        self.magic0 = magic0  # frame 0's first 4 bytes: every frame must start with them
+        self.magic0 = magic0  # frame 0's first 4 bytes: every frame must start with them (remote: the first read's)
         self.grid = g = header.grid
         self.enc = enc = header.encoding
         self.dtype = enc.dtype
@@ -119,6 +121,24 @@ class FrameSource:
     def read_frame(self, k: int) -> np.ndarray:
         """Frame k's bytes, read from the store (a copy)."""
         return self.live_store().read_ranges([self.frame_range(k)])[0]
+
+
+def fetch_frames(sources, owners, frames, groups) -> dict:
+    """``{g: compressed bytes of frame frames[g]}`` for each g in ``groups`` whose source is remote.
+
+    The frames of every remote source are fetched together (``remote.read_many``): one
+    ranged request per run of nearby frames, all objects' requests in flight at once.
+    Frames of local files are left out (the kernels read them from the mapping).
+    """
+    per: dict = {}
+    for g in groups:
+        if sources[owners[g]].remote:
+            per.setdefault(owners[g], []).append(g)
+    if not per:
+        return {}
+    requests = [(sources[o].live_store(), [sources[o].frame_range(frames[g]) for g in gs]) for o, gs in per.items()]
+    got = read_many(requests)
+    return {g: raw for gs, raws in zip(per.values(), got, strict=True) for g, raw in zip(gs, raws, strict=True)}
 
 
 def thread_scratch(nbytes: int) -> tuple[np.ndarray, int]:

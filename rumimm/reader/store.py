@@ -9,6 +9,8 @@ local files only, for the numba kernels; None elsewhere) and ``close()``.  The p
 (``reader.planner``) and its executors read frames only through it.
 
 :class:`LocalStore` is a local file: one descriptor, positional reads, the mapping on demand.
+``remote.RemoteStore`` is an object in an object store or at an HTTP(S) URL; :func:`open_store`
+picks one.
 
 Opening, ``fstat``, positional reads (``pread``) and ``mmap`` all use one descriptor,
 so a reader sees one file whole even while another process replaces it by rename
@@ -42,6 +44,7 @@ from typing import Protocol
 import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
+from rumimm.reader.remote import RemoteStore, is_remote
 
 __all__ = ["Store", "LocalStore", "open_store"]
 
@@ -67,8 +70,17 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-def open_store(path) -> LocalStore:
-    """The store for ``path``: a local file opened read-only."""
+def open_store(path, storage_options=None):
+    """The store for ``path``: a local file opened read-only, or a remote object.
+
+    Remote URIs (``s3://``, ``gs://``, ``az://``, ``http(s)://``) give a
+    ``remote.RemoteStore`` (no request is sent until the first read);
+    ``storage_options`` apply to them only.
+    """
+    if is_remote(path):
+        return RemoteStore(path, storage_options)
+    if storage_options:
+        raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
     return LocalStore(os.fspath(path))
 
 

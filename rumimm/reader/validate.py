@@ -14,20 +14,31 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rumimm.format import dtypes
+from rumimm.errors import BlobError, FormatError, RumiError, where
+from rumimm.format import dtypes, units
 from rumimm.format.bigtiff import entry_offset, value_offset
 from rumimm.format.blob import Header, build_header
-from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.georef import Georef, parse_geokeys
-from rumimm.reader.store import LocalStore
 from rumimm.format.grid import IFD_END, FrameUnit, Grid, ceildiv
-from rumimm.format.tiff import (FIXED_TAGS, OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC, PROFILE_V1, PROFILE_V2, Profile, Tag,
-                                TagV2, TiffType, read_entries)
-from rumimm.format import units
+from rumimm.format.tiff import (
+    FIXED_TAGS,
+    OPENZL_FORMAT_VERSIONS,
+    OPENZL_MAGIC,
+    PROFILE_V1,
+    PROFILE_V2,
+    Profile,
+    Tag,
+    TagV2,
+    TiffType,
+    read_entries,
+)
 from rumimm.format.trailer import Trailer, parse_trailer
 from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
+from rumimm.reader.remote import is_remote
+from rumimm.reader.store import LocalStore, open_store
 
-__all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "index_mapping"]
+__all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "inspect_store", "index_mapping",
+           "PREFIX_BYTES"]
 
 _FORBIDDEN_GEOTIFF = {
     33550: "ModelPixelScaleTag",
@@ -108,11 +119,18 @@ def _read(buf, off: int, n: int, typ: TiffType) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.dtype(typ.code).newbyteorder("<"), count=n, offset=off)
 
 
-def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> Report:
+def inspect_file(path, *, strict: bool, frames: str = "magic", header=None, storage_options=None) -> Report:
     """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`.
 
-    The file is opened once and measured and mapped through that one descriptor.
+    The file is opened once and measured and mapped through that one descriptor.  A
+    remote URI (``reader.remote``) is read by ranged requests: the first bytes for the
+    profile, then the frames in spans when ``frames`` asks for them.
     """
+    if is_remote(path):
+        rep = inspect_remote(open_store(path, storage_options), strict=strict, frames=frames)
+        return _with_header(rep, header, strict)
+    if storage_options:
+        raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
     path = os.fspath(path)
     try:
         file = LocalStore(path)
@@ -127,11 +145,15 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None) -> R
             rep = inspect_mapping(file.mapping(), path, strict=strict, frames=frames)
         finally:
             file.close()  # the map goes now, or with the last view a traceback still holds
+    return _with_header(rep, header, strict)
+
+
+def _with_header(rep: Report, header, strict: bool) -> Report:
     if header is not None:
-        rep.header_violations = compare_header(header, rep.blob, path, spec=rep.spec)
+        rep.header_violations = compare_header(header, rep.blob, rep.path, spec=rep.spec)
         rep.checked.append(CHECKED_BLOB)
         if strict and rep.header_violations:
-            raise BlobError(f"{where(path)}{rep.header_violations[0]}")
+            raise BlobError(f"{where(rep.path)}{rep.header_violations[0]}")
     return rep
 
 
@@ -143,6 +165,96 @@ def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic
         _check(buf, buf.shape[0], f, rep, frames)
     except _Stop:
         pass
+    rep.violations = f.items
+    return rep
+
+
+#: A remote object's first request asks for this many bytes: the BigTIFF header, the IFD and
+#: the external values of a file of up to ~5,400 frames (more frames: one more request).
+PREFIX_BYTES = 64 << 10
+
+
+def inspect_store(store, *, strict: bool) -> Report:
+    """The file profile of a store's object (``reader.store.Store``) from its first bytes.
+
+    One request for ``PREFIX_BYTES`` (a second one when the external values run past
+    them); the object's size comes with that answer.  Frames are not read, so only the
+    profile is listed in ``checked``.  Nothing is fetched past the object's size,
+    whatever the IFD claims.
+    """
+    head = np.frombuffer(store.read(0, PREFIX_BYTES), np.uint8)
+    size = store.size
+    if bytes(head[:4]) == FILE_MAGIC:
+        raise FormatError(f"{store.name}: the object is a rumi spec 0.2 file; remote reads support spec 0.1 "
+                          "files; copy it to a local file to check it")
+    rep = Report(store.name)
+    f = _Findings(rep.path, strict)
+    buf = head
+    if head.shape[0] < size:
+        try:  # where do the external values end?  A broken IFD is reported by _check below
+            peek = _Findings(rep.path, False)
+            _check_bigtiff_header(head, size, peek)
+            base = _check_image(_check_ifd(head, size, peek), peek).base_frame_offset
+        except (_Stop, FormatError):
+            base = 0
+        if head.shape[0] < base <= size:
+            buf = np.concatenate([head, store.read_ranges([(head.shape[0], base - head.shape[0])])[0]])
+    try:
+        _check(buf, size, f, rep, "none")
+    except _Stop:
+        pass
+    rep.violations = f.items
+    return rep
+
+
+class _Spans:
+    """A store's object read in spans of ``SPAN_BYTES`` as a frame check walks it in order.
+
+    Stands in for the mapping in the frame checks (``buf[a:b]`` and ``buf[index_array]``):
+    one request a span, at most one span held, so a remote object is checked without
+    holding it whole.
+    """
+
+    SPAN_BYTES = 32 << 20
+
+    def __init__(self, store, size: int):
+        self.store, self.size = store, size
+        self.start, self.data = 0, np.empty(0, np.uint8)
+
+    def _span(self, a: int, b: int) -> np.ndarray:
+        """Bytes a..b (b - a <= SPAN_BYTES, or a whole frame) from the span held, fetching one if needed."""
+        if not (self.start <= a and b <= self.start + self.data.shape[0]):
+            end = min(self.size, max(b, a + self.SPAN_BYTES))
+            self.start, self.data = a, self.store.read_ranges([(a, end - a)])[0]
+        return self.data[a - self.start:b - self.start]
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return self._span(key.start, key.stop)
+        idx = np.asarray(key, np.int64)  # rising offsets (the frame magics)
+        out = np.empty(idx.shape, np.uint8)
+        flat, dst = idx.reshape(-1), out.reshape(-1)
+        i = 0
+        while i < flat.shape[0]:
+            a = int(flat[i])
+            j = int(np.searchsorted(flat, a + self.SPAN_BYTES, side="left"))
+            j = max(j, i + 1)
+            dst[i:j] = self._span(a, int(flat[j - 1]) + 1)[flat[i:j] - a]
+            i = j
+        return out
+
+
+def inspect_remote(store, *, strict: bool, frames: str) -> Report:
+    """:func:`inspect_store`, then the frame checks ``frames`` asks for, over the object in spans."""
+    rep = inspect_store(store, strict=strict)
+    if rep.violations or rep.blob is None:
+        return rep
+    f = _Findings(rep.path, strict)
+    try:
+        _check_frames(_Spans(store, store.size), f, rep, frames)
+    except _Stop:
+        pass
+    rep.checked = list(dict.fromkeys(rep.checked))  # the profile is listed once
     rep.violations = f.items
     return rep
 
@@ -341,7 +453,7 @@ def _check_placement(buf, size: int, by_tag: dict, grid: Grid, f: _Findings, pro
     cursor = profile.ifd_end
     where_value: dict[int, int] = {}
     order = list(profile.tags)
-    for tag, (typ, cnt) in profile.tags.items():
+    for tag, (typ, _cnt) in profile.tags.items():
         e = by_tag[tag]
         nbytes = e.count * typ.size
         if nbytes <= 8:
@@ -410,7 +522,8 @@ def _check_frame_layout(size: int, values, grid: Grid, f: _Findings, *, trailer:
         hint = ""
         order = np.argsort(offsets, kind="stable")
         if np.array_equal(offsets[order][1:], (offsets[order] + counts[order])[:-1]):
-            hint = "; the frames are contiguous only when sorted, so they are not in frame-index order (band-interleaved?)"
+            hint = ("; the frames are contiguous only when sorted, so they are not in frame-index order "
+                    "(band-interleaved?)")
         f.add(f"TileOffsets[{k}] (row {row}, col {col}, band {band}) is {int(offsets[k])}, expected {int(expect[k])}: "
               f"frames must form one contiguous run in frame-index order{hint}", stop=True)
     end = int(expect[-1]) + int(counts[-1])
@@ -531,19 +644,23 @@ def compare_header(header, blob: bytes | None, path, spec: str | None = "0.1") -
     return [f"header blob byte count of frame {k} is {int(given.counts[k])} but the file has {int(canon.counts[k])}"]
 
 
-def validate(path, header=None, *, decode: bool = False) -> Report:
+def validate(path, header=None, *, decode: bool = False, storage_options=None) -> Report:
     """Check a file against every rule of the spec and report all violations.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The rumi file.
+        The rumi file, or a remote URI of a spec 0.1 file (``s3://``, ``gs://``,
+        ``az://``, ``http(s)://``): then the whole object is read, in spans of 32 MiB
+        (``docs/remote.md``).
     header : bytes or Header, optional
         A blob to check too: it must be valid and equal the file's canonical blob.
     decode : bool
         Also decode every frame: checksums, element width, type and size (slow).
         By default each frame's OpenZL header is read (declared outputs, type
         and byte size), which is cheap.
+    storage_options : dict, optional
+        Remote URIs only: client settings (``reader.remote.RemoteStore``).
 
     Returns
     -------
@@ -552,18 +669,25 @@ def validate(path, header=None, *, decode: bool = False) -> Report:
         broken, ``report.blob`` the canonical blob when the frame layout is sound,
         ``report.checked`` what was checked.
     """
-    return inspect_file(path, strict=False, frames="decode" if decode else "headers", header=header)
+    return inspect_file(path, strict=False, frames="decode" if decode else "headers", header=header,
+                        storage_options=storage_options)
 
 
-def index(path) -> bytes:
+def index(path, *, storage_options=None) -> bytes:
     """Parse a file's IFD, check the whole file profile and return its canonical blob.
+
+    A remote URI of a spec 0.1 file costs one ranged request (two for files of more
+    than ~5,400 frames); its frames are not read, so their magics are left to the first
+    read or :func:`validate`.  ``storage_options`` as for :func:`validate`.
 
     Raises
     ------
     FormatError
         At the first rule the file breaks, naming the file, the field and the rule.
     """
-    return _strict_blob(inspect_file(path, strict=True))
+    if is_remote(path):
+        return _strict_blob(inspect_store(open_store(path, storage_options), strict=True))
+    return _strict_blob(inspect_file(path, strict=True, storage_options=storage_options))
 
 
 def _strict_blob(rep: Report) -> bytes:

@@ -14,8 +14,14 @@ import numpy as np
 
 from rumimm.errors import RumiError
 from rumimm.format.dtypes import Encoding, encoding_for_dtype
-from rumimm.format.georef import (UNDEFINED_MATRIX, check_extent, geokeys, matrix_from_transform, resolve_crs,
-                                  resolve_transform)
+from rumimm.format.georef import (
+    UNDEFINED_MATRIX,
+    check_extent,
+    geokeys,
+    matrix_from_transform,
+    resolve_crs,
+    resolve_transform,
+)
 from rumimm.writer.atomic import path_str
 
 __all__ = ["MAX_TILE", "MAX_DIM", "MAX_BANDS", "MAX_COUNT", "MAX_FRAME_BYTES", "resolve_threads", "resolve_spec",

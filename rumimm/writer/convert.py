@@ -23,8 +23,8 @@ import numpy as np
 from rumimm.errors import RumiError, where
 from rumimm.format import units
 from rumimm.format.blob import build_header
-from rumimm.format.georef import split_georef_block
 from rumimm.format.dtypes import SPEC_ENCODINGS
+from rumimm.format.georef import split_georef_block
 from rumimm.format.grid import FrameUnit, Grid
 from rumimm.format.tiff import build_prefix
 from rumimm.format.trailer import build_trailer

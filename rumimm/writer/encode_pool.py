@@ -26,10 +26,10 @@ import time
 
 import numpy as np
 
-from rumimm.writer.encode_worker import recv_message, send_message
 from rumimm.errors import CodecError
-from rumimm.writer.frame_job import FrameJob, cut, encode_specs, frame_specs
 from rumimm.format.grid import Grid
+from rumimm.writer.encode_worker import recv_message, send_message
+from rumimm.writer.frame_job import FrameJob, cut, encode_specs, frame_specs
 
 __all__ = ["ProcessBackend", "PoolUnavailable", "pool_running", "ROWS_IN_FLIGHT"]
 
@@ -278,8 +278,9 @@ class ProcessBackend:
             base = (r % ROWS_IN_FLIGHT) * self._segment  # its previous row was written already
             off = base + self._flags
             self._buf[base : base + self._flags] = bytes(self._flags)
-            for flag, (worker, chunk) in enumerate(zip(self._pool.workers, _chunks(specs[m:], sizes[m:],
-                                                                                  self._n_workers))):
+            chunks = _chunks(specs[m:], sizes[m:], self._n_workers)
+            # a short row makes fewer chunks than workers: the spare workers sit this row out
+            for flag, (worker, chunk) in enumerate(zip(self._pool.workers, chunks, strict=False)):
                 frames, raw = [], 0
                 for spec in chunk:  # cut: the one copy in, frames laid end to end
                     src = cut(block, spec)
@@ -373,7 +374,7 @@ def _chunks(specs, sizes, workers: int):
     """Split a row's frames into ``workers`` contiguous chunks of similar raw size (fewer if short)."""
     target = max(sum(sizes) / workers, 1)
     out, cur, size = [], [], 0
-    for spec, n in zip(specs, sizes):
+    for spec, n in zip(specs, sizes, strict=True):
         cur.append(spec)
         size += n
         if size >= target and len(out) < workers - 1:

@@ -1,0 +1,313 @@
+"""Local servers for the remote-read tests: a plain HTTP server with Range support and
+fault injection, and moto's S3 server, both on 127.0.0.1 with a free port.
+
+Both record every request (method, path, Range, If-Match) so tests can count them, and
+both stop serving (503) after ``MAX_REQUESTS`` so a client loop cannot run forever.
+``python tests/servers.py DIR`` serves a folder's files from memory in a process of its
+own (the benchmark's peers that hold the GIL while they wait on the network, such as
+GDAL reading a TIFF directory, would otherwise stall a server in their own process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import re
+import socket
+import threading
+import time
+
+MAX_REQUESTS = 20_000
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+
+
+class Request:
+    __slots__ = ("at", "if_match", "method", "path", "range")
+
+    def __init__(self, method, path, range_, if_match):
+        self.method, self.path, self.range, self.if_match = method, path, range_, if_match
+        self.at = time.monotonic()
+
+    def __repr__(self):
+        return f"Request({self.method} {self.path} {self.range} if-match={self.if_match})"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 120  # a client that stops sending frees its thread (longer than any client keeps a connection idle)
+
+    def log_message(self, *args):
+        pass
+
+    def do_HEAD(self):
+        self._answer(head=True)
+
+    def do_GET(self):
+        self._answer(head=False)
+
+    def _answer(self, head: bool):
+        srv: RangeServer = self.server.owner
+        with srv.lock:
+            srv.in_flight += 1
+            srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
+        try:
+            self._serve(srv, head)
+        finally:
+            with srv.lock:
+                srv.in_flight -= 1
+
+
+    def _serve(self, srv, head: bool):
+        path = self.path.split("?", 1)[0]
+        if srv.control and path.startswith("/__control/"):
+            return self._control(srv, path.removeprefix("/__control/"))
+        with srv.lock:
+            srv.requests.append(Request(self.command, self.path, self.headers.get("Range"),
+                                        self.headers.get("If-Match")))
+            over = len(srv.requests) > MAX_REQUESTS
+            fault = srv.faults.pop(0) if srv.faults else None
+            obj = srv.objects.get(path)
+        if srv.latency:
+            time.sleep(srv.latency)
+        if over:
+            return self._status(503)
+        if fault in ("500", "503", "429", "403", "404"):
+            return self._status(int(fault))
+        if fault == "reset":
+            self._drop()
+            return
+        if fault == "stall":
+            time.sleep(srv.stall)
+            self._drop()
+            return
+        if obj is None:
+            return self._status(404)
+        data, etag = obj
+        want = self.headers.get("If-Match")
+        if want is not None and srv.etags and want != etag:
+            return self._status(412)
+        rng = self.headers.get("Range")
+        m = _RANGE.match(rng or "")
+        if m and fault != "ignore-range":
+            a = int(m.group(1))
+            b = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
+            if a >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if fault == "lie":  # a consistent but shorter answer than asked
+                b = a + (b - a) // 2
+            body = data[a:b + 1]
+            with srv.lock:
+                srv.bytes_sent += len(body)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {a}-{b}/{len(data)}")
+        else:
+            body = data
+            with srv.lock:
+                srv.bytes_sent += len(body)
+            self.send_response(200)
+        if srv.etags:
+            self.send_header("ETag", etag)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if head:
+            return
+        try:
+            if fault == "short":  # promise the whole body, send half, hang up
+                self.wfile.write(body[:len(body) // 2])
+                self.wfile.flush()
+                self._drop()
+                return
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _control(self, srv, what: str):
+        """Another process's view of the counters: ``stats``, ``reset``, ``latency/<ms>`` (not counted)."""
+        if what.startswith("latency/"):
+            srv.latency = float(what.split("/", 1)[1]) / 1000
+        elif what == "reset":
+            srv.reset()
+        with srv.lock:
+            body = json.dumps({"requests": len(srv.requests), "bytes": srv.bytes_sent,
+                               "max_in_flight": srv.max_in_flight}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _status(self, code: int):
+        self.send_response(code)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _drop(self):
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        pass  # a client that hung up mid-answer is expected in the fault tests
+
+
+class RangeServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1 serving ``objects`` with Range support.
+
+    ``faults`` is a list consumed one per request: ``"500"``, ``"503"``, ``"429"``,
+    ``"403"``, ``"404"`` (that status), ``"reset"`` (hang up without an answer),
+    ``"stall"`` (wait ``stall`` seconds, then hang up), ``"ignore-range"`` (200 with the
+    whole object), ``"short"`` (promise the range, send half, hang up), ``"lie"`` (a
+    well-formed 206 with half the range).  ``latency`` seconds are added to every
+    request.  ``etags=False`` serves no ETag headers.
+    """
+
+    def __init__(self, latency: float = 0.0):
+        self.objects: dict[str, tuple[bytes, str]] = {}
+        self.requests: list[Request] = []
+        self.faults: list[str] = []
+        self.latency = latency
+        self.stall = 5.0
+        self.etags = True
+        self.control = False  # True: answer /__control/... (counters for a client in another process)
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests served at once
+        self.bytes_sent = 0  # body bytes of the answers
+        self.lock = threading.Lock()
+        self._srv = _Server(("127.0.0.1", 0), _Handler)
+        self._srv.owner = self
+        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._srv.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def put(self, path: str, data: bytes) -> str:
+        """Serve ``data`` at ``path`` (replacing what was there); its URL."""
+        etag = '"' + hashlib.md5(data).hexdigest() + '"'
+        with self.lock:
+            self.objects["/" + path.lstrip("/")] = (bytes(data), etag)
+        return f"{self.url}/{path.lstrip('/')}"
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests.clear()
+            self.faults.clear()
+            self.max_in_flight = 0
+            self.bytes_sent = 0
+
+    def count(self, method: str = "GET") -> int:
+        with self.lock:
+            return sum(r.method == method for r in self.requests)
+
+    def start(self) -> RangeServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()
+        self._thread.join(5)
+
+
+class MotoS3:
+    """moto's S3 service on 127.0.0.1 (a free port), counting the requests it serves.
+
+    ``env`` holds the environment a client needs (endpoint, dummy credentials, region,
+    plain HTTP allowed).
+    """
+
+    def __init__(self):
+        from moto.server import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import WSGIRequestHandler, make_server
+
+        class Quiet(WSGIRequestHandler):
+            def log(self, *args):
+                pass
+
+        app = DomainDispatcherApplication(create_backend_app)
+        self.requests: list[Request] = []
+        self.lock = threading.Lock()
+
+        def counting(environ, start_response):
+            with self.lock:
+                self.requests.append(Request(environ["REQUEST_METHOD"], environ.get("PATH_INFO"),
+                                             environ.get("HTTP_RANGE"), environ.get("HTTP_IF_MATCH")))
+                over = len(self.requests) > MAX_REQUESTS
+            if over:
+                start_response("503 Service Unavailable", [("Content-Length", "0")])
+                return [b""]
+            return app(environ, start_response)
+
+        self._srv = make_server("127.0.0.1", 0, counting, threaded=True, request_handler=Quiet)
+        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._srv.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def env(self) -> dict:
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="testing",
+                            aws_secret_access_key="testing", region_name="us-east-1")
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    def count(self, method: str = "GET") -> int:
+        with self.lock:
+            return sum(r.method == method for r in self.requests)
+
+    def start(self) -> MotoS3:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()
+        self._thread.join(5)
+
+
+def main(argv=None) -> None:
+    """Serve every file under a folder from memory on 127.0.0.1; print the URL; run until stdin closes."""
+    import os
+    import sys
+
+    root = (argv or sys.argv[1:])[0]
+    srv = RangeServer()
+    srv.control = True
+    for base, _, names in os.walk(root):
+        for name in names:
+            p = os.path.join(base, name)
+            with open(p, "rb") as fh:
+                srv.put(os.path.relpath(p, root).replace(os.sep, "/"), fh.read())
+    srv.start()
+    print(srv.url, flush=True)
+    sys.stdin.read()  # the parent closes it (or exits): stop
+    srv.stop()
+
+
+if __name__ == "__main__":
+    main()
