@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python asv_benchmarks/compare_loaders.py                # results in a scratch folder
     python asv_benchmarks/compare_loaders.py --publish      # also update docs/performance.md
+    python asv_benchmarks/compare_loaders.py --torchgeo     # rumimm.torchgeo against TorchGeo's RasterDataset
 
 What it does:
 
@@ -33,6 +34,14 @@ What it does:
 
 Engines read files hot in the OS page cache: this measures decoding, not disks.
 Needs the ``bench`` extra (``pip install -e ".[bench]"``: rasterio, rumi-eo, zarr, matplotlib).
+
+``--torchgeo`` (Python >= 3.12, the ``torchgeo`` extra) instead compares TorchGeo samples per
+second: ``rumimm.torchgeo.RumiDataset`` over a catalog of the scenes (tile 512 and 128)
+against TorchGeo's ``RasterDataset`` over GeoTIFFs of the same scenes (512 blocks, ZSTD 9,
+predictor 2), with the same queries from one TorchGeo sampler, through a ``DataLoader``
+(``stack_samples``) in process and with 2 forked workers.  Engines take turns epoch by
+epoch in rotating order; each engine's first epoch (worker start, compilation) is untimed
+and its first batch is checked against the GeoTIFF dataset's.
 """
 
 from __future__ import annotations
@@ -299,6 +308,162 @@ def run_mode(mode: str, engines: list, spec: dict) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------- TorchGeo
+
+TG_ENGINES = ("rumimm.torchgeo, tile 512", "rumimm.torchgeo, tile 128", "TorchGeo RasterDataset (GeoTIFF)")
+TG_SAMPLERS = ("RandomBatchGeoSampler", "RandomGeoSampler")
+TG_MODES = ("in process", "2 workers")
+
+
+def write_torchgeo_files(work: str, n: int, size: int) -> dict:
+    """The scenes as rumi (tile 512 and 128, catalogs of both) and as GeoTIFFs in a folder of their own."""
+    from rumimm.synthetic import eo_scene
+
+    os.makedirs(os.path.join(work, "tif"), exist_ok=True)
+    out = {"catalogs": {}, "tif": os.path.join(work, "tif")}
+    written: dict = {512: ([], []), 128: ([], [])}
+    for i in range(n):
+        arr = eo_scene(bands=BANDS, height=size, width=size, dtype="uint16", seed=i)
+        a, b, c, d, e, f = TRANSFORM
+        transform = (a, b, c + i * size * a, d, e, f)  # scenes side by side: the index has one per place
+        for tile, (paths, blobs) in written.items():
+            path = os.path.join(work, f"s{i}_t{tile}.rumi")
+            blobs.append(rumimm.write(path, arr, tile=tile, transform=transform, crs=EPSG))
+            paths.append(path)
+        _write_shifted_geotiff(os.path.join(work, "tif", f"s{i}.tif"), arr, transform)
+    for tile, (paths, blobs) in written.items():
+        cat = os.path.join(work, f"catalog_t{tile}.parquet")
+        rumimm.write_catalog(rumimm.catalog(paths, blobs=blobs), cat)
+        out["catalogs"][str(tile)] = cat
+    return out
+
+
+def _write_shifted_geotiff(path: str, arr: np.ndarray, transform) -> None:
+    """``write_geotiff``'s profile (512 blocks, ZSTD 9, predictor 2) at another transform."""
+    import rasterio
+    from rasterio.transform import Affine
+
+    b, y, x = arr.shape
+    with rasterio.open(path, "w", driver="GTiff", width=x, height=y, count=b, dtype=arr.dtype.name,
+                       crs=f"EPSG:{EPSG}", transform=Affine(*transform), tiled=True, blockxsize=512,
+                       blockysize=512, compress="zstd", zstd_level=9, predictor=2) as ds:
+        ds.write(arr)
+
+
+def _tg_dataset(engine: str, spec: dict):
+    if engine.startswith("rumimm"):
+        from rumimm.torchgeo import RumiDataset
+
+        return RumiDataset(spec["catalogs"][engine.split()[-1]], cache_bytes=0)
+    from torchgeo.datasets import RasterDataset
+
+    class GeoTiffs(RasterDataset):
+        filename_glob = "s*.tif"
+
+    return GeoTiffs(paths=spec["tif"], cache=True)  # file handles kept open, as TorchGeo does by default
+
+
+def _tg_batches(spec: dict, sampler: str, n_batches: int, seed: int) -> list:
+    """Lists of GeoSlices from one TorchGeo sampler over the rumi dataset (same footprints as the GeoTIFFs)."""
+    import warnings
+
+    import torch
+    from torchgeo.samplers import RandomBatchGeoSampler, RandomGeoSampler
+
+    ds = _tg_dataset(TG_ENGINES[0], spec)
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # TorchGeo 0.10 deprecates both samplers
+        if sampler == "RandomBatchGeoSampler":
+            batches = list(RandomBatchGeoSampler(ds, size=CHIP, batch_size=BATCH, length=BATCH * n_batches))
+        else:
+            queries = list(RandomGeoSampler(ds, size=CHIP, length=BATCH * n_batches))
+            batches = [queries[i:i + BATCH] for i in range(0, len(queries), BATCH)]
+    return batches
+
+
+def run_torchgeo(mode: str, sampler: str, spec: dict) -> dict:
+    """Every TorchGeo engine over the same batches, epochs interleaved in rotating order."""
+    import torch
+    from torch.utils.data import DataLoader
+    from torchgeo.datasets import stack_samples
+
+    batches = _tg_batches(spec, sampler, spec["batches"], spec["seed"])
+    workers = 2 if mode == "2 workers" else 0
+    kw = {"num_workers": workers, "persistent_workers": True, "multiprocessing_context": "fork"} if workers else {}
+    loaders = {e: DataLoader(_tg_dataset(e, spec), batch_sampler=batches, collate_fn=stack_samples, **kw)
+               for e in TG_ENGINES}
+    out = {e: {"seconds": [], "samples": len(batches) * BATCH, "exact": True} for e in TG_ENGINES}
+    first = {}
+    for e in TG_ENGINES:  # untimed first epoch: workers start, kernels compile; its first batch is checked
+        for k, batch in enumerate(loaders[e]):
+            if k == 0:
+                first[e] = batch["image"]
+    reference = first[TG_ENGINES[-1]]
+    for e in TG_ENGINES:
+        out[e]["exact"] = bool(torch.equal(first[e], reference))
+    for r in range(spec["epochs"]):
+        for e in _rotated(list(TG_ENGINES), r):
+            t0 = time.perf_counter()
+            for _ in loaders[e]:
+                pass
+            out[e]["seconds"].append(time.perf_counter() - t0)
+    return out
+
+
+def measure_torchgeo(args) -> dict:
+    work = args.workdir or tempfile.mkdtemp(prefix="rumimm-torchgeo-")
+    os.makedirs(work, exist_ok=True)
+    spec_path = os.path.join(work, "torchgeo-spec.json")
+    if args.reuse and os.path.exists(spec_path):
+        with open(spec_path) as f:
+            files = json.load(f)["files"]
+    else:
+        print(f"writing {args.files} scenes to {work}", file=sys.stderr)
+        files = write_torchgeo_files(work, args.files, args.size)
+    spec = dict(files, files=files, batches=args.batches, epochs=args.rounds, seed=args.seed)
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    samples = {}
+    for sampler in TG_SAMPLERS:
+        for mode in TG_MODES:
+            path = os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p)
+            env = dict(os.environ, PYTHONPATH=path)
+            threads = "1" if mode == "2 workers" else "2"
+            env.update(RUMIMM_NUM_THREADS=threads, GDAL_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+            cmd = [sys.executable, os.path.abspath(__file__), "--torchgeo-worker", mode, sampler, spec_path]
+            got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if got.returncode:
+                raise RuntimeError(f"{sampler} {mode} failed:\n{got.stderr[-3000:]}")
+            for engine, res in json.loads(got.stdout.strip().splitlines()[-1]).items():
+                samples[f"{engine}|{sampler}|{mode}"] = res
+                rates = [res["samples"] / s for s in res["seconds"]]
+                print(f"{engine:34s} {sampler:22s} {mode:10s} {statistics.median(rates):8.1f} samples/s"
+                      f"{'' if res['exact'] else '  NOT EXACT'}", file=sys.stderr)
+    return {"samples": samples, "config": {"workdir": work, "files": args.files, "size": args.size, "chip": CHIP,
+                                           "batch": BATCH, "batches": args.batches, "epochs": args.rounds,
+                                           "cpus": os.cpu_count(), "versions": _versions()}}
+
+
+def build_torchgeo_table(results: dict) -> str:
+    """Median samples/s per engine, sampler and mode, and each rumi row over the GeoTIFF row of its column."""
+    rate = {}
+    for key, res in results["samples"].items():
+        rate[key] = statistics.median(res["samples"] / s for s in res["seconds"])
+    cols = [(s, m) for s in TG_SAMPLERS for m in TG_MODES]
+    lines = ["| engine | " + " | ".join(f"{s}, {m}" for s, m in cols) + " |", "|---|" + "---:|" * len(cols)]
+    base = TG_ENGINES[-1]
+    for e in TG_ENGINES:
+        cells = []
+        for s, m in cols:
+            value = rate[f"{e}|{s}|{m}"]
+            exact = results["samples"][f"{e}|{s}|{m}"]["exact"]
+            ratio = "" if e == base else f" ({value / rate[f'{base}|{s}|{m}']:.1f}x)"
+            cells.append(f"{value:.0f}{ratio}{'' if exact else ' NOT EXACT'}")
+        lines.append(f"| {e} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -355,7 +520,7 @@ def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for name in ("rumimm", "rumi-eo", "rasterio", "zarr", "numcodecs", "numpy"):
+    for name in ("rumimm", "rumi-eo", "rasterio", "zarr", "numcodecs", "numpy", "torch", "torchgeo"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -459,6 +624,27 @@ def publish(results: dict, table: str) -> None:
         f.write(f"{head}{_BEGIN}\n{table}\n{_END}{tail}")
 
 
+_TG_BEGIN = "<!-- torchgeo:begin (asv_benchmarks/compare_loaders.py --torchgeo --publish) -->"
+_TG_END = "<!-- torchgeo:end -->"
+
+
+def publish_torchgeo(results: dict, table: str) -> None:
+    """Write docs/loaders-torchgeo.json and the table into docs/performance.md."""
+    docs = os.path.join(_ROOT, "docs")
+    shared = dict(results, config={k: v for k, v in results["config"].items() if k != "workdir"})  # no local paths
+    with open(os.path.join(docs, "loaders-torchgeo.json"), "w") as f:
+        json.dump(shared, f, indent=1)
+    page_path = os.path.join(docs, "performance.md")
+    with open(page_path) as f:
+        page = f.read()
+    if _TG_BEGIN not in page:
+        raise SystemExit(f"docs/performance.md has no {_TG_BEGIN} marker")
+    head, rest = page.split(_TG_BEGIN, 1)
+    _, tail = rest.split(_TG_END, 1)
+    with open(page_path, "w") as f:
+        f.write(f"{head}{_TG_BEGIN}\n{table}\n{_TG_END}{tail}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--files", type=int, default=8)
@@ -471,8 +657,27 @@ def main(argv=None) -> int:
     p.add_argument("--skip-zarr", action="store_true")
     p.add_argument("--reuse", action="store_true", help="reuse the files of an earlier run in --workdir")
     p.add_argument("--publish", action="store_true", help="update docs/performance.md, loaders.png, loaders.json")
+    p.add_argument("--torchgeo", action="store_true", help="compare rumimm.torchgeo with TorchGeo's RasterDataset")
     p.add_argument("--worker", nargs=3, metavar=("MODE", "ENGINES", "SPEC"), help=argparse.SUPPRESS)
+    p.add_argument("--torchgeo-worker", nargs=3, metavar=("MODE", "SAMPLER", "SPEC"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.torchgeo_worker:
+        mode, sampler, spec_path = args.torchgeo_worker
+        with open(spec_path) as f:
+            spec = json.load(f)
+        print(json.dumps(run_torchgeo(mode, sampler, spec)))
+        return 0
+    if args.torchgeo:
+        results = measure_torchgeo(args)
+        table = build_torchgeo_table(results)
+        out = args.out or results["config"]["workdir"]
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "torchgeo.json"), "w") as f:
+            json.dump(results, f, indent=1)
+        print(table)
+        if args.publish:
+            publish_torchgeo(results, table)
+        return 0
     if args.worker:
         mode, engines, spec_path = args.worker
         with open(spec_path) as f:

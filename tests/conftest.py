@@ -112,6 +112,12 @@ def samples(name: str, shape, rng) -> np.ndarray:
     return rng.integers(0, 256, (*shape[:-1], shape[-1] * enc.itemsize), dtype=np.uint8).view(dt)
 
 
+def affine_times(a, b):
+    """``a @ b`` for affine.Affine (composition, or applied to a point): affine >= 3 spells it ``@``,
+    affine 2.4 (the declared floor) only ``*``."""
+    return a @ b if hasattr(type(a), "__matmul__") else a * b
+
+
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Same shape, dtype and bytes: NaN payloads compare equal, unlike ``==``."""
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(

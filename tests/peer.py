@@ -6,8 +6,10 @@ table, each frame is compressed here with ``openzl.ext`` (one OpenZL ``Numeric``
 input whose element width is the sample itemsize, 16-byte samples as a ``Struct``),
 and ``rumi.write`` lays the frames out and returns the header blob.
 
-What the peer can do was measured in this environment (numpy 2.4, ml_dtypes,
-rumi-eo 0.16.0); see ``PEER_WRITABLE``, ``PEER_READABLE`` and tests/data/README.md.
+What the peer can do was measured with rumi-eo 0.16.0 (numpy 1.26 with ml_dtypes
+0.5, numpy 2.4 and 2.5 with ml_dtypes 0.7); see ``PEER_WRITABLE``, ``PEER_READABLE`` and tests/data/README.md.  What it
+reads depends on numpy: it hands samples over through DLPack, and numpy takes bfloat16
+and the byte-wide float8 types through DLPack from numpy 2.5 on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import rumi
 __all__ = [
     "PEER_WRITABLE",
     "PEER_READABLE",
+    "PEER_READABLE_ALWAYS",
+    "PEER_ML_BY_DLPACK",
+    "numpy_takes_through_dlpack",
     "PEER_MAX_FORMAT_VERSION",
     "compress_frame",
     "peer_frames",
@@ -44,11 +49,11 @@ PEER_WRITABLE = frozenset(
     }
 )  # fmt: skip
 
-#: Dtype names the peer reads back into a numpy array equal to what was written,
-#: full image and windows alike.  Not: the ML dtypes (numpy's from_dlpack fails:
-#: SystemError), sub-byte windows (OSError), complex128 (the peer expects a Numeric
-#: output of width 16, which OpenZL cannot make: OSError).
-PEER_READABLE = frozenset(
+#: Dtype names the peer reads back exactly with every numpy: full image and windows.
+#: Not: sub-byte types (windows fail: OSError), complex128 (the peer expects a Numeric
+#: output of width 16, which OpenZL cannot make: OSError), and the ML types below
+#: where numpy cannot take them.
+PEER_READABLE_ALWAYS = frozenset(
     {
         "uint8", "uint16", "uint32", "uint64",
         "int8", "int16", "int32", "int64",
@@ -56,6 +61,27 @@ PEER_READABLE = frozenset(
         "complex64",
     }
 )  # fmt: skip
+
+#: The whole-byte ML types.  The peer returns samples through ``numpy.from_dlpack``,
+#: which fails on these (SystemError) unless numpy knows their DLPack codes (numpy 2.5
+#: does, for all four); the sub-byte ML types (int2/int4, float4/float6) never pass.
+PEER_ML_BY_DLPACK = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu")
+
+
+def numpy_takes_through_dlpack(name: str) -> bool:
+    """Whether this numpy hands an ``ml_dtypes`` array of ``name`` through DLPack (asked of numpy, not the peer)."""
+    import ml_dtypes
+
+    try:
+        np.from_dlpack(np.zeros(1, getattr(ml_dtypes, name)))
+    except (BufferError, TypeError, ValueError, SystemError):
+        return False
+    return True
+
+
+#: Dtype names the peer reads back into a numpy array equal to what was written,
+#: full image and windows alike, with the installed numpy.
+PEER_READABLE = PEER_READABLE_ALWAYS | frozenset(n for n in PEER_ML_BY_DLPACK if numpy_takes_through_dlpack(n))
 
 #: The newest OpenZL frame format version the peer decodes.
 PEER_MAX_FORMAT_VERSION = 24

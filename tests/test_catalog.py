@@ -202,3 +202,13 @@ def test_parse_blobs_many_rows_split_over_threads(blobs):
     assert np.flatnonzero(got["status"]).tolist() == [rows - 2]
     assert np.array_equal(got["n_frames"][:len(blobs)], rumimm.parse_blobs(blobs)["n_frames"])
     assert np.array_equal(got["n_frames"][len(blobs):2 * len(blobs)], got["n_frames"][:len(blobs)])
+
+
+def test_rumimm_torchgeo_without_torchgeo_says_what_to_install(monkeypatch):
+    for name in ("torchgeo", "torchgeo.datasets"):
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it fails, as where it is not installed
+    for name in ("rumimm.torchgeo", "rumimm.integrations.torchgeo"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    wanted = r"rumimm.torchgeo needs torchgeo \(Python >= 3.12\): pip install 'rumimm\[torchgeo\]'"
+    with pytest.raises(ImportError, match=wanted):
+        import rumimm.torchgeo  # noqa: F401

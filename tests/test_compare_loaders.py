@@ -47,3 +47,16 @@ def test_a_mode_that_timed_nothing_is_reported_as_n_a():
     assert table[ENGINE]["2 workers"] == {"chips_per_s": None, "exact": True, "read_over_floor": None}
     assert table[ENGINE]["1 thread"] == {"chips_per_s": 16.0, "exact": True, "read_over_floor": 2.0}
     assert loaders._text(None) == "n/a" and loaders._text(16.4) == "16" and loaders._text(2.0, ".2f", "x") == "2.00x"
+
+
+def test_the_torchgeo_table_gives_medians_and_ratios_to_the_geotiff_dataset_of_the_same_column():
+    samples = {}
+    for k, engine in enumerate(loaders.TG_ENGINES):
+        for sampler in loaders.TG_SAMPLERS:
+            for mode in loaders.TG_MODES:
+                seconds = [2.0, 1.0, 4.0] if k < 2 else [4.0, 8.0, 6.0]   # medians 2 s and 6 s for 48 samples
+                samples[f"{engine}|{sampler}|{mode}"] = {"seconds": seconds, "samples": 48, "exact": k != 1}
+    table = loaders.build_torchgeo_table({"samples": samples}).splitlines()
+    assert table[2] == f"| {loaders.TG_ENGINES[0]} | " + " | ".join(["24 (3.0x)"] * 4) + " |"
+    assert table[3] == f"| {loaders.TG_ENGINES[1]} | " + " | ".join(["24 (3.0x) NOT EXACT"] * 4) + " |"
+    assert table[4] == f"| {loaders.TG_ENGINES[2]} | " + " | ".join(["8"] * 4) + " |"

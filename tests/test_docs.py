@@ -6,7 +6,9 @@ differently (```text, ```console, ```pycon-norun).  A block whose first line is
 ``# requires: module[, module]`` names packages beyond the core ones; they are in the
 ``test`` extra, so a missing one fails the page rather than skipping the example.  The
 exception is torch (not in the test extra: a multi-GB install): a page that requires it
-carries the ``torch`` marker and skips only when torch is absent; CI installs it.
+carries the ``torch`` marker and skips only when torch is absent; CI installs it.  A block
+that requires torchgeo (Python >= 3.12, installed by CI's 3.12 run only) is left out where
+torchgeo is absent, and the whole page, every block in order, runs where it is installed.
 
 ``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
 """
@@ -26,6 +28,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+#: Packages a page's blocks may require that only another CI run installs: left out where absent.
+OPTIONAL_ELSEWHERE = {"torchgeo": "CI's Python 3.12 run (.ci/pythons.sh: .[test,torchgeo])"}
 
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _REQUIRES = re.compile(r"^#\s*requires:\s*(.+)$")
@@ -51,11 +56,12 @@ def _missing_requirements(code: str) -> list[str]:
     return [n for n in _requirements(code) if importlib.util.find_spec(n) is None]
 
 
-def run_page(path: Path) -> int:
+def run_page(path: Path, skip_absent=()) -> int:
     """Execute a page's python blocks in order in one namespace; return how many ran.
 
-    The namespace is a module registered in ``sys.modules`` while the page runs, so
-    classes a page defines can be pickled like a script's.
+    A block needing only absent packages of ``skip_absent`` is left out; any other
+    missing package fails.  The namespace is a module registered in ``sys.modules``
+    while the page runs, so classes a page defines can be pickled like a script's.
     """
     module = types.ModuleType("__docs__")
     module.__file__ = str(path)
@@ -65,6 +71,8 @@ def run_page(path: Path) -> int:
     try:
         for line, code in python_blocks(path):
             missing = _missing_requirements(code)
+            if missing and set(missing) <= set(skip_absent):
+                continue
             if missing:
                 raise AssertionError(f"{path.name}:{line}: example needs {', '.join(missing)}; "
                                      "install the test extra: pip install -e '.[test]'")
@@ -98,7 +106,23 @@ def _marks(page: Path) -> list:
 @pytest.mark.parametrize("page", [pytest.param(p, id=p.name, marks=_marks(p)) for p in PAGES_WITH_CODE])
 def test_every_python_block_of_the_page_runs_in_order(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert run_page(page) >= 1
+    assert run_page(page, skip_absent=OPTIONAL_ELSEWHERE) >= 1
+
+
+def _optional(page: Path) -> list[str]:
+    return sorted({n for _, code in python_blocks(page) for n in _requirements(code)} & OPTIONAL_ELSEWHERE.keys())
+
+
+PAGES_WITH_OPTIONAL = [(p, _optional(p)) for p in PAGES_WITH_CODE if _optional(p)]
+
+
+# not slow: the one run with torchgeo runs the fast subset, and this is where those blocks run
+@pytest.mark.parametrize("page, names", PAGES_WITH_OPTIONAL, ids=[p.name for p, _ in PAGES_WITH_OPTIONAL])
+def test_a_page_with_optional_blocks_runs_whole_where_they_are_installed(page, names, tmp_path, monkeypatch):
+    for name in ["torch", *names] if _needs_torch(page) else names:
+        pytest.importorskip(name, reason=f"{name} is installed in {OPTIONAL_ELSEWHERE.get(name, 'the main run')}")
+    monkeypatch.chdir(tmp_path)
+    assert run_page(page) == len(python_blocks(page))
 
 
 def test_the_readme_and_the_main_pages_have_runnable_examples():

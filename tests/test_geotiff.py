@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import rasterio
 from affine import Affine
+from conftest import affine_times
 from rasterio.windows import Window
 
 import rumimm
@@ -95,6 +96,26 @@ def test_every_other_gdal_type_round_trips_rumi_to_geotiff_to_rumi(tmp_path, dty
         assert img.transform == tuple(ROTATED)[:6] and img.crs == "EPSG:32633"
 
 
+def _first_ifd_tags(path, codes):
+    """{code: first value} of the first IFD's ``codes`` (classic TIFF or BigTIFF, little endian), read with struct."""
+    import struct
+
+    raw = open(path, "rb").read()
+    assert raw[:2] == b"II", "GDAL writes little-endian TIFF here"
+    big = struct.unpack_from("<H", raw, 2)[0] == 43
+    offset = struct.unpack_from("<Q" if big else "<I", raw, 8 if big else 4)[0]
+    count = struct.unpack_from("<Q" if big else "<H", raw, offset)[0]
+    entry, first = (20, offset + 8) if big else (12, offset + 2)
+    short = {3: "<H", 4: "<I", 16: "<Q"}
+    found = {}
+    for i in range(count):
+        at = first + i * entry
+        code, typ = struct.unpack_from("<HH", raw, at)
+        if code in codes:  # the first value is stored inline for the SHORT/LONG tags asked for here
+            found[code] = struct.unpack_from(short[typ], raw, at + (12 if big else 8))[0]
+    return found
+
+
 @pytest.mark.parametrize("dtype,nbits", [("bool", 1), ("uint2", 2), ("uint4", 4), ("float16", 16)])
 def test_sub_byte_and_half_samples_travel_as_gdal_nbits(tmp_path, dtype, nbits):
     dt = rumimm.DTYPES[dtype]
@@ -105,8 +126,18 @@ def test_sub_byte_and_half_samples_travel_as_gdal_nbits(tmp_path, dtype, nbits):
         data = rng.integers(0, 2 ** nbits, (2, 33, 47)).astype(np.uint8).view(dt)
     rumimm.write(tmp_path / "s.rumi", data, tile=16, transform=NORTH_UP, crs=32633)
     to_geotiff(tmp_path / "s.rumi", tmp_path / "s.tif")
+    # The file itself holds nbits-bit samples (BitsPerSample 258; SampleFormat 339: 1 uint, 3 IEEE float),
+    # whatever the GDAL version; how GDAL presents them changed in GDAL 3.11, which added a Float16 type.
+    tags = _first_ifd_tags(tmp_path / "s.tif", (258, 339))
+    assert tags[258] == nbits and tags.get(339, 1) == (3 if dtype == "float16" else 1)
     with rasterio.open(tmp_path / "s.tif") as ds:
-        assert ds.tags(1, ns="IMAGE_STRUCTURE")["NBITS"] == str(nbits)
+        gdal_has_float16 = tuple(int(v) for v in rasterio.__gdal_version__.split(".")[:2]) >= (3, 11)
+        if dtype == "float16" and gdal_has_float16:
+            assert ds.dtypes[0] == "float16" and "NBITS" not in ds.tags(1, ns="IMAGE_STRUCTURE")
+        else:  # sub-byte samples, and halves before GDAL 3.11: Byte/Float32 with NBITS
+            assert ds.tags(1, ns="IMAGE_STRUCTURE")["NBITS"] == str(nbits)
+            assert ds.dtypes[0] == ("float32" if dtype == "float16" else "uint8")
+        assert np.array_equal(ds.read().astype(np.float32), data.astype(np.float32))
     blob = from_geotiff(tmp_path / "s.tif", tmp_path / "t.rumi", tile=16)
     with rumimm.open(tmp_path / "t.rumi", header=blob) as img:
         assert img.dtype == dt and np.array_equal(img[:].view(np.uint8 if nbits < 16 else np.uint16),
@@ -119,7 +150,7 @@ def test_pixel_is_point_keeps_its_matrix_unshifted_both_ways(tmp_path):
     to_geotiff(tmp_path / "p.rumi", tmp_path / "p.tif")
     with rasterio.open(tmp_path / "p.tif") as ds:
         assert ds.tags()["AREA_OR_POINT"] == "Point"
-        assert ds.transform == NORTH_UP @ Affine.translation(-0.5, -0.5)  # GDAL's usual half-pixel shift
+        assert ds.transform == affine_times(NORTH_UP, Affine.translation(-0.5, -0.5))  # GDAL's usual half-pixel shift
     blob = from_geotiff(tmp_path / "p.tif", tmp_path / "q.rumi", tile=16)
     with rumimm.open(tmp_path / "q.rumi", header=blob) as img:
         assert img.pixel_is_point and img.transform == tuple(NORTH_UP)[:6]
@@ -445,7 +476,7 @@ def test_window_from_bounds_covers_the_box_on_whole_pixels(tmp_path):
         assert w == Window(10, 5, 20, 20)
         assert np.array_equal(img.read(window=w), data[:, 5:25, 10:30])
         assert img.window_from_bounds(500101.0, 4199751.0, 500299.0, 4199949.0) == Window(10, 5, 20, 20)
-        assert img.window_transform(w) == NORTH_UP @ Affine.translation(10, 5)
+        assert img.window_transform(w) == affine_times(NORTH_UP, Affine.translation(10, 5))
         assert img.window_transform(((5, 25), (10, 30))) == img.window_transform(w)
         assert img.window_transform((slice(5, 25), slice(10, 30))) == img.window_transform(w)
         with pytest.raises(ValueError, match="left < right"):

@@ -1,10 +1,11 @@
 """Files written by rumimm are read exactly by the reference implementation (rumi-eo 0.16.0).
 
 The peer is a black box used through ``tests/peer.py``.  Which encodings it reads
-back was measured here on rumimm-written files: exactly ``PEER_READABLE`` (uint8 ..
-uint64, int8 .. int64, float16/32/64 and complex64); for every other encoding
-``rumi.read`` fails to hand the samples to numpy (sub-byte, ML floats, structured
-complex) or rejects the 16-byte Struct frames of complex128.
+back was measured here on rumimm-written files: exactly ``PEER_READABLE``, i.e. uint8 ..
+uint64, int8 .. int64, float16/32/64 and complex64 with any numpy, plus bfloat16 and the
+byte-wide float8 types where numpy takes them through DLPack (numpy >= 2.5); for every
+other encoding ``rumi.read`` fails to hand the samples to numpy (sub-byte, structured
+complex, ML floats on older numpy) or rejects the 16-byte Struct frames of complex128.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def test_the_reference_reads_exactly_the_encodings_measured_readable(tmp_path, r
             continue
         if same_bits(got, a):
             readable.add(name)
+    # the prediction asks numpy, not the peer; a peer that reads something else wrongly fails here too
     assert readable == set(PEER_READABLE)
 
 

@@ -4,7 +4,7 @@ Read from the source with ``ast`` (function-level imports count too), so a lazy 
 cannot hide a dependency.  The order, lowest first::
 
     base (errors, _env, _version, progress) < format < codec < kernels < reader < writer < integrations
-    < top (cli, demo, synthetic, rumimm)
+    < top (cli, demo, synthetic, torchgeo, rumimm)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
 LAYERS = ["base", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
 BASE = {"rumimm.errors", "rumimm._env", "rumimm._version", "rumimm.progress"}
-TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__"}
+TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__", "rumimm.torchgeo"}
 ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
 
 

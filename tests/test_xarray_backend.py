@@ -11,7 +11,7 @@ import rasterio
 import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 from affine import Affine
-from conftest import random_samples, same_bits
+from conftest import affine_times, random_samples, same_bits
 
 import rumimm
 from rumimm.errors import CodecError, CRSError, RumiError
@@ -254,10 +254,10 @@ def test_pixel_is_point_puts_coordinates_on_the_points(tmp_path, rng):
         da = ds["band_data"]
         assert img.pixel_is_point and da.attrs["AREA_OR_POINT"] == "Point"
         t = Affine(*img.transform)  # maps pixel indices to the points
-        assert np.allclose(da.x.values, [(t @ (i, 0))[0] for i in range(20)])
-        assert np.allclose(da.y.values, [(t @ (0, j))[1] for j in range(12)])
+        assert np.allclose(da.x.values, [affine_times(t, (i, 0))[0] for i in range(20)])
+        assert np.allclose(da.y.values, [affine_times(t, (0, j))[1] for j in range(12)])
         # rioxarray and GDAL describe pixel areas: the transform shifted by half a pixel
-        assert da.rio.transform() == src.transform == t @ Affine.translation(-0.5, -0.5)
+        assert da.rio.transform() == src.transform == affine_times(t, Affine.translation(-0.5, -0.5))
         assert np.allclose(da.rio.bounds(), src.bounds)
 
 

@@ -213,6 +213,8 @@ def _source_dtype(ds) -> np.dtype:
         return DTYPES[NBITS_IN[(name, nbits)]]
     if name == "uint8" and structure.get("PIXELTYPE") == "SIGNEDBYTE":
         return np.dtype(np.int8)
+    if name == "float16":  # GDAL >= 3.11 presents half floats as its own Float16 type, no NBITS
+        return np.dtype(np.float16)
     if name not in GDAL_NATIVE:
         raise RumiError(f"{where(ds.name)}GDAL sample type {name} has no rumi encoding in this converter; "
                         "convert it to another type with gdal_translate -ot first")

@@ -60,7 +60,9 @@ class FrameCache:
         self.max_bytes = max_bytes
         self._items: OrderedDict = OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()
+        # reentrant: an image's finaliser (discard_owner) can run inside put_many, when an evicted
+        # frame frees the last reference to a closed image or an allocation there starts a collection
+        self._lock = threading.RLock()
         self.hits = 0
         self.misses = 0
         _ALL.add(self)
@@ -145,7 +147,9 @@ class FrameCache:
                 self._bytes -= old[0].nbytes
 
     def _after_fork(self) -> None:
-        self._lock = threading.Lock()
+        # reentrant: an image's finaliser (discard_owner) can run inside put_many, when an evicted
+        # frame frees the last reference to a closed image or an allocation there starts a collection
+        self._lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"<rumimm.FrameCache {len(self._items)} frames, {self._bytes} of {self.max_bytes} bytes>"

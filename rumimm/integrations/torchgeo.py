@@ -1,0 +1,396 @@
+"""TorchGeo over a rumi catalog: a ``GeoDataset`` whose index is the catalog's footprints.
+
+:class:`RumiDataset` builds TorchGeo's spatiotemporal index (footprints, CRS, a time
+interval per file) from a :func:`rumimm.catalog` table or its GeoParquet file, without
+opening any file.  Indexing it with a GeoSlice ``[xmin:xmax:xres, ymin:ymax:yres,
+tmin:tmax]`` returns TorchGeo's sample dict (``image`` or ``mask``, ``bounds``,
+``transform``), so TorchGeo's samplers, ``&`` with label datasets and its data modules
+work unchanged.  Files are opened with the catalog's header blobs (no IFD is read) and a
+batch of queries (``__getitems__``, what a ``DataLoader`` calls) is read with one
+:func:`rumimm.read_batch` call per window size, so frames shared by several chips are
+decoded once, in parallel.
+
+Reads are never warped: every file must share one CRS.  A query at another resolution
+than a file's is resampled with nearest neighbour.  Needs torchgeo (Python >= 3.12;
+``pip install rumimm[torchgeo]``), imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+import numpy as np
+
+try:
+    import torch
+    from torchgeo.datasets import GeoDataset
+except ImportError as err:  # the extra is missing, or this Python is older than TorchGeo allows
+    raise ImportError(f"rumimm.torchgeo needs torchgeo (Python >= 3.12): pip install 'rumimm[torchgeo]' ({err})") \
+        from err
+import pandas as pd
+import pyproj
+import shapely
+from geopandas import GeoDataFrame
+
+import rumimm
+from rumimm.errors import RumiError
+
+__all__ = ["RumiDataset"]
+
+_COLUMNS = ["path", "blob", "bands", "height", "width", "dtype", "epsg", "transform", "left", "bottom", "right",
+            "top"]
+_ALIGNED = 1e-6  # a query edge within this many pixels of a pixel edge is on it (float noise of k * res sums)
+
+
+def _table(catalog, where):
+    """The catalog's pyarrow table (read from GeoParquet if a path), rows selected by ``where``."""
+    if isinstance(catalog, (str, os.PathLike)):
+        names = rumimm.read_catalog(catalog, columns=[]).schema.names
+        extra = [c for c in ("datetime", "start_datetime", "end_datetime") if c in names]
+        table = rumimm.read_catalog(catalog, columns=_COLUMNS + extra)
+    else:
+        table = catalog
+    if where is None:
+        return table
+    if isinstance(where, tuple) and len(where) == 4:
+        return rumimm.select_bbox(table, where)
+    return table.filter(where)
+
+
+def _times(table, time, n: int) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """One closed (start, end) per row: ``time``, else the table's datetime columns, else all of time."""
+    if time is not None:
+        pairs = [time] * n if len(time) == 2 and not isinstance(time[0], (tuple, list)) else list(time)
+        if len(pairs) != n:
+            raise ValueError(f"time must be one (start, end) pair or one per catalog row ({n}), got {len(pairs)}")
+    elif "start_datetime" in table.column_names and "end_datetime" in table.column_names:
+        pairs = list(zip(table.column("start_datetime").to_pylist(), table.column("end_datetime").to_pylist(),
+                         strict=True))
+    elif "datetime" in table.column_names:
+        pairs = [(t, t) for t in table.column("datetime").to_pylist()]
+    else:
+        return [(pd.Timestamp.min, pd.Timestamp.max)] * n
+    out = []
+    for i, (start, end) in enumerate(pairs):
+        start = pd.Timestamp.min if start is None else pd.Timestamp(start)
+        end = pd.Timestamp.max if end is None else pd.Timestamp(end)
+        if start.tzinfo is not None or end.tzinfo is not None:  # TorchGeo's index holds naive times
+            start = start.tz_convert(None) if start.tzinfo is not None else start
+            end = end.tz_convert(None) if end.tzinfo is not None else end
+        if end < start:
+            raise ValueError(f"catalog row {i}: time interval ends ({end}) before it starts ({start})")
+        out.append((start, end))
+    return out
+
+
+_NUMPY_OF = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16, torch.int64: np.int64,
+             torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8, torch.uint8: np.uint8,
+             torch.bool: np.bool_}
+
+
+def _torch_ready(data: np.ndarray) -> np.ndarray:
+    """``data`` in a dtype torch.from_numpy takes, values unchanged (uint16/uint32 widen, ML floats -> float32)."""
+    if data.dtype == np.uint16:
+        return data.astype(np.int32)
+    if data.dtype == np.uint32:
+        return data.astype(np.int64)
+    if data.dtype.kind == "V" or data.dtype.type.__module__.startswith("ml_dtypes"):
+        return data.astype(np.float32)
+    return data
+
+
+class RumiDataset(GeoDataset):
+    """A TorchGeo ``GeoDataset`` over the rumi files of a catalog.
+
+    Parameters
+    ----------
+    catalog : pyarrow.Table, str or os.PathLike
+        A :func:`rumimm.catalog` table or the GeoParquet file :func:`rumimm.write_catalog`
+        wrote.  Only the catalog is read here; files are opened, with their blobs, when a
+        sample first needs them.
+    where : bbox tuple, pyarrow expression or boolean mask, optional
+        Rows to keep: ``(xmin, ymin, xmax, ymax)`` in the catalog's CRS, or e.g.
+        ``pyarrow.compute.field("epsg") == 32633``.
+    bands : sequence of int, optional
+        0-based bands to read (default all; every file needs them).
+    res : float or (xres, yres), optional
+        Resolution of the samples in CRS units (default: the first file's).
+    time : (start, end) or a sequence of them, one per row, optional
+        Time interval of every file (closed); default the catalog's ``start_datetime``
+        and ``end_datetime`` columns, else its ``datetime`` column, else all of time.
+    is_image : bool
+        Samples hold ``image`` (bands, h, w) if True, else ``mask`` (h, w for one band).
+    dtype : torch.dtype, optional
+        Sample dtype (default float32 for images, int64 for masks, as TorchGeo's
+        ``RasterDataset``).
+    nodata : float
+        Value of sample pixels no file covers.
+    transforms : callable, optional
+        Applied to every sample dict.
+    cache_bytes : int, optional
+        Decoded-frame cache per file, as in :func:`rumimm.open` (0: none).
+    worker_threads : int
+        Decode threads in a ``DataLoader`` worker process (default 1: the workers are the
+        parallelism); the process that built the dataset keeps its setting.
+    max_open : int
+        Files kept open per process (least recently used are closed).
+
+    Raises
+    ------
+    RumiError
+        A row has no CRS, the rows have more than one CRS (select one with ``where``),
+        a transform is rotated, or the files differ in dtype or band count.
+
+    Notes
+    -----
+    Where files overlap, the first catalog row wins (TorchGeo's merge does the same).
+    The sample's ``transform`` is the 9 coefficients of its affine transform and
+    ``bounds`` TorchGeo's 9-value tensor of the query, as ``RasterDataset`` returns.
+
+    Examples
+    --------
+    >>> from torchgeo.samplers import RandomGeoSampler          # doctest: +SKIP
+    >>> from torch.utils.data import DataLoader
+    >>> ds = RumiDataset("catalog.parquet")
+    >>> loader = DataLoader(ds, sampler=RandomGeoSampler(ds, size=256, length=1024), batch_size=32,
+    ...                     collate_fn=torchgeo.datasets.stack_samples)
+    """
+
+    def __init__(self, catalog, *, where=None, bands=None, res=None, time=None, is_image: bool = True,
+                 dtype: torch.dtype | None = None, nodata: float = 0, transforms=None, cache_bytes=None,
+                 worker_threads: int = 1, max_open: int = 256):
+        table = _table(catalog, where)
+        n = table.num_rows
+        if n == 0:
+            raise RumiError("the catalog has no rows (after where=); a RumiDataset needs at least one file")
+        paths = table.column("path").to_pylist()
+        epsg = table.column("epsg").to_pylist()
+        missing = [i for i, e in enumerate(epsg) if e is None]
+        if missing:
+            i = missing[0]
+            raise RumiError(f"{paths[i]}: no CRS in catalog row {i}; a GeoDataset needs georeferenced files")
+        codes = sorted(set(epsg))
+        if len(codes) > 1:
+            raise RumiError(f"catalog rows have {len(codes)} CRSs ({', '.join(f'EPSG:{c}' for c in codes)}); "
+                            "a RumiDataset reads one CRS without warping; select one with "
+                            f"where=pyarrow.compute.field('epsg') == {codes[0]}")
+        transforms_ = np.array(table.column("transform").to_pylist(), np.float64).reshape(n, 6)
+        rotated = np.flatnonzero((transforms_[:, 1] != 0) | (transforms_[:, 3] != 0)
+                                 | (transforms_[:, 0] <= 0) | (transforms_[:, 4] >= 0))
+        if rotated.size:
+            i = int(rotated[0])
+            raise RumiError(f"{paths[i]}: transform {transforms_[i].tolist()} is not north-up; "
+                            "a RumiDataset reads north-up files (a > 0, b = d = 0, e < 0)")
+        dtypes = table.column("dtype").to_pylist()
+        nbands = np.array(table.column("bands").to_pylist(), np.int64)
+        if len(set(dtypes)) > 1:
+            i = next(i for i, d in enumerate(dtypes) if d != dtypes[0])
+            raise RumiError(f"{paths[i]} is {dtypes[i]} but {paths[0]} is {dtypes[0]}; samples have one dtype")
+        if bands is None:
+            if np.any(nbands != nbands[0]):
+                i = int(np.flatnonzero(nbands != nbands[0])[0])
+                raise RumiError(f"{paths[i]} has {nbands[i]} bands but {paths[0]} has {nbands[0]}; pass bands=")
+            self.band_list = list(range(int(nbands[0])))
+        else:
+            self.band_list = [int(b) for b in bands]
+            if not self.band_list or min(self.band_list) < 0 or max(self.band_list) >= int(nbands.min()):
+                raise ValueError(f"bands must be 0-based band numbers below {int(nbands.min())}, got {list(bands)}")
+        if int(worker_threads) < 1 or int(max_open) < 1:
+            raise ValueError("worker_threads and max_open must be >= 1")
+
+        self.paths = paths
+        self.blobs = [bytes(b) for b in table.column("blob").to_pylist()]
+        self.file_transforms = transforms_
+        self.heights = np.array(table.column("height").to_pylist(), np.int64)
+        self.widths = np.array(table.column("width").to_pylist(), np.int64)
+        self.file_bounds = np.column_stack([np.array(table.column(c).to_pylist(), np.float64)
+                                            for c in ("left", "bottom", "right", "top")])
+        self.sample_dtype = np.dtype(dtypes[0])
+        self.is_image = bool(is_image)
+        self.dtype = dtype if dtype is not None else (torch.float32 if self.is_image else torch.long)
+        self.nodata = nodata
+        self.transforms = transforms
+        self.cache_bytes = cache_bytes
+        self.worker_threads = int(worker_threads)
+        self.max_open = int(max_open)
+
+        times = _times(table, time, n)
+        self.time_ns = np.array([[s.value, e.value] for s, e in times], np.int64)
+        geometry = shapely.box(self.file_bounds[:, 0], self.file_bounds[:, 1], self.file_bounds[:, 2],
+                               self.file_bounds[:, 3])
+        interval = pd.IntervalIndex.from_tuples(times, closed="both", name="datetime")
+        self.index = GeoDataFrame({"filepath": paths}, index=interval, geometry=geometry,
+                                  crs=pyproj.CRS.from_epsg(codes[0]))
+        if res is None:
+            res = (float(transforms_[0, 0]), float(-transforms_[0, 4]))
+        self._res = (float(res), float(res)) if isinstance(res, (int, float)) else (float(res[0]), float(res[1]))
+        self._pid = os.getpid()
+        self._images: OrderedDict = OrderedDict()
+
+    # -- TorchGeo's properties ------------------------------------------------------------------
+    @property
+    def bounds(self) -> tuple[slice, slice, slice]:
+        """Bounding x, y and t slices of the index (from the catalog's bounds, not recomputed per query)."""
+        b, t = self.file_bounds, self.time_ns
+        return (slice(float(b[:, 0].min()), float(b[:, 2].max()), self.res[0]),
+                slice(float(b[:, 1].min()), float(b[:, 3].max()), self.res[1]),
+                slice(pd.Timestamp(int(t[:, 0].min())), pd.Timestamp(int(t[:, 1].max())), 1))
+
+    @GeoDataset.crs.setter
+    def crs(self, new_crs) -> None:
+        if new_crs == self.crs:
+            return
+        raise RumiError(f"a RumiDataset reads its files in their CRS ({self.crs.to_string()}) and cannot warp them "
+                        f"to {pyproj.CRS.from_user_input(new_crs).to_string()}; put it first in `a & b` so the "
+                        "other dataset is warped to it")
+
+    # -- files --------------------------------------------------------------------------------
+    def _image(self, f: int):
+        if self._pid != os.getpid():  # a DataLoader worker: the parent's handles are not ours to use
+            self._images = OrderedDict()
+            self._pid = os.getpid()
+            rumimm.set_num_threads(self.worker_threads)
+        img = self._images.get(f)
+        if img is None:
+            img = self._images[f] = rumimm.open(self.paths[f], header=self.blobs[f], cache_bytes=self.cache_bytes)
+        else:
+            self._images.move_to_end(f)
+        return img
+
+    def _trim(self) -> None:
+        while len(self._images) > self.max_open:
+            _, img = self._images.popitem(last=False)
+            img.close()
+
+    def close(self) -> None:
+        """Close the files this process opened (they reopen on the next read)."""
+        images, self._images = self._images, OrderedDict()
+        for img in images.values():
+            img.close()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_images"] = OrderedDict()  # reopened with their blobs where the dataset lands
+        return state
+
+    # -- planning -------------------------------------------------------------------------------
+    def _rows(self, query, x, y, t) -> np.ndarray:
+        """Catalog rows a query touches, in catalog order.
+
+        Intervals are closed at both ends, the query's too: a file taken at one instant
+        (a ``datetime`` column) meets the query ``[t:t]`` a sampler makes of it (TorchGeo's
+        ``pandas.Interval`` test excludes a file that ends where the query starts).
+        """
+        start, stop = pd.Timestamp(t.start).value, pd.Timestamp(t.stop).value
+        hit = np.flatnonzero((self.time_ns[:, 0] <= stop) & (self.time_ns[:, 1] >= start))
+        hit = hit[:: int(t.step or 1)]
+        b = self.file_bounds[hit]
+        hit = hit[(b[:, 0] < x.stop) & (b[:, 2] > x.start) & (b[:, 1] < y.stop) & (b[:, 3] > y.start)]
+        if hit.size == 0:
+            raise IndexError(f"index: {query} not found in dataset with bounds: {self.bounds}")
+        return hit
+
+    def _pixels(self, f: int, start: float, res: float, n: int, axis: int):
+        """Source pixel of each of the ``n`` output pixels along x (axis 0) or y (axis 1) of file ``f``.
+
+        Returns (out0, out1, src0, src1, gather): output pixels [out0, out1) come from source
+        pixels [src0, src1), one to one when ``gather`` is None, else ``gather`` indexes them.
+        """
+        a, _, c, _, e, fy = self.file_transforms[f]
+        size = int(self.widths[f] if axis == 0 else self.heights[f])
+        if axis == 0:
+            pos = (start - c) / a  # output pixel 0's left edge, in source pixels
+            step = res / a
+        else:
+            pos = (start - fy) / e  # output row 0's top edge (start is the query's ymax)
+            step = res / -e
+        if abs(step - 1) * n < _ALIGNED and abs(pos - round(pos)) < _ALIGNED:  # same grid: a shifted window
+            k = round(pos)
+            o0, o1 = max(0, -k), min(n, size - k)
+            return (o0, o1, k + o0, k + o1, None) if o1 > o0 else None
+        src = np.floor(pos + (np.arange(n) + 0.5) * step).astype(np.int64)  # nearest neighbour: pixel centres
+        inside = np.flatnonzero((src >= 0) & (src < size))
+        if inside.size == 0:
+            return None
+        o0, o1 = int(inside[0]), int(inside[-1]) + 1
+        s0, s1 = int(src[o0]), int(src[o1 - 1]) + 1
+        return o0, o1, s0, s1, src[o0:o1] - s0
+
+    def _plan(self, query):
+        """(H, W, pieces) of a query; a piece is (file, (y...), (x...)) as :meth:`_pixels` gives them."""
+        x, y, t = self._disambiguate_slice(query)
+        width = round((x.stop - x.start) / x.step)
+        height = round((y.stop - y.start) / y.step)
+        pieces = []
+        for f in self._rows(query, x, y, t):
+            px = self._pixels(int(f), x.start, x.step, width, 0)
+            py = self._pixels(int(f), y.stop, y.step, height, 1)
+            if px is not None and py is not None:
+                pieces.append((int(f), py, px))
+                if px[:2] == (0, width) and py[:2] == (0, height):
+                    break  # this row covers the whole sample: the rows after it are hidden
+        return (x, y), height, width, pieces[::-1]  # painted last to first: the first row wins
+
+    # -- reading --------------------------------------------------------------------------------
+    def _read(self, queries) -> list[dict]:
+        plans = [self._plan(q) for q in queries]
+        nb = len(self.band_list)
+        outs = [np.full((nb, h, w), self.nodata, self.sample_dtype) for _, h, w, _ in plans]
+        groups: dict[tuple[int, int], list] = {}  # one read_batch call per window size
+        for n, (_, _, _, pieces) in enumerate(plans):
+            for order, (f, py, px) in enumerate(pieces):
+                groups.setdefault((py[3] - py[2], px[3] - px[2]), []).append((n, order, f, py, px))
+        placed = []
+        try:
+            for (h, w), items in groups.items():
+                images = [self._image(f) for _, _, f, _, _ in items]
+                origins = np.array([(py[2], px[2]) for _, _, _, py, px in items], np.int64)
+                block = rumimm.read_batch(images, origins, size=(h, w), bands=self.band_list)
+                placed.extend((n, order, block[i], py, px) for i, (n, order, _, py, px) in enumerate(items))
+        finally:
+            self._trim()
+        placed.sort(key=lambda item: (item[0], item[1]))  # per sample, last catalog row first
+        for n, _, chip, py, px in placed:
+            if py[4] is not None:
+                chip = chip[:, py[4], :]
+            if px[4] is not None:
+                chip = chip[:, :, px[4]]
+            outs[n][:, py[0]:py[1], px[0]:px[1]] = chip
+        return [self._sample(q, (x, y), out) for q, ((x, y), _, _, _), out in zip(queries, plans, outs, strict=True)]
+
+    def _sample(self, query, xy, data: np.ndarray) -> dict:
+        x, y = xy
+        target = _NUMPY_OF.get(self.dtype)
+        if target is not None:  # numpy casts on this thread; torch's cast wakes its thread pool for every sample
+            tensor = torch.from_numpy(data.astype(target, copy=False))
+        else:
+            tensor = torch.from_numpy(_torch_ready(data)).to(self.dtype)
+        sample = {"bounds": self._slice_to_tensor(query),
+                  "transform": torch.tensor([x.step, 0.0, x.start, 0.0, -y.step, y.stop, 0.0, 0.0, 1.0])}
+        if self.is_image:
+            sample["image"] = tensor
+        else:
+            sample["mask"] = tensor.squeeze(-3)
+        if self.transforms is not None:
+            sample = self.transforms(sample)
+        return sample
+
+    def __getitem__(self, query) -> dict:
+        """The sample of one GeoSlice ``[xmin:xmax:xres, ymin:ymax:yres, tmin:tmax:tstep]``.
+
+        Raises
+        ------
+        IndexError
+            No file meets the query.
+        """
+        return self._read([query])[0]
+
+    def __getitems__(self, queries) -> list[dict]:
+        """Samples of many GeoSlices, read together (what a ``DataLoader`` calls for a batch)."""
+        return self._read(list(queries))
+
+    def __repr__(self) -> str:
+        return (f"<rumimm RumiDataset of {len(self.paths)} files, {self.crs.to_string()}, "
+                f"res {self.res[0]:g} x {self.res[1]:g}>")
+

@@ -1,0 +1,9 @@
+"""``rumimm.torchgeo``: :class:`RumiDataset`, a TorchGeo ``GeoDataset`` over a rumi catalog.
+
+The implementation is :mod:`rumimm.integrations.torchgeo`; this name is the one users
+import (``from rumimm.torchgeo import RumiDataset``).  Needs ``pip install rumimm[torchgeo]``.
+"""
+
+from rumimm.integrations.torchgeo import RumiDataset
+
+__all__ = ["RumiDataset"]
