@@ -61,6 +61,15 @@ def _row(path: str, blob):
                 img.frame_unit, geo.epsg, geo.transform, img.bounds, meta, (img.spec, img.time_count, time))
 
 
+def _transform_column(pa, transforms):
+    """The ``transform`` column: a list of 6 floats a row, null for a file without georeferencing.
+
+    A variable-size list, not a fixed-size one: pyarrow's Parquet writer before 24 refuses
+    a null entry of a fixed-size list column ("non-zero length null components").
+    """
+    return pa.array([None if t is None else [float(v) for v in t] for t in transforms], pa.list_(pa.float64()))
+
+
 def _corners(transform, height: int, width: int, n: int = 1) -> np.ndarray:
     """(4n + 1, 2) ring of the image outline in CRS units, closed, ``n`` points per edge."""
     a, b, c, d, e, f = transform
@@ -175,7 +184,7 @@ def _table(rows):
         "tile_width": pa.array(col(4, 1), pa.int32()),
         "unit": pa.array(col(5), pa.string()),
         "epsg": pa.array(col(6), pa.int32()),
-        "transform": pa.array([None if t is None else list(t) for t in col(7)], pa.list_(pa.float64(), 6)),
+        "transform": _transform_column(pa, col(7)),
         "left": pa.array(col(8, 0), pa.float64()),
         "bottom": pa.array(col(8, 1), pa.float64()),
         "right": pa.array(col(8, 2), pa.float64()),
