@@ -88,7 +88,7 @@ EOF
 }
 
 count() {  # "N <word>" in the summary line (the last) of every run's pytest output, added up
-    for f in "$LOGS"/*.pytest; do [ -f "$f" ] && tail -n 1 "$f"; done | grep -oE "[0-9]+ $1" \
+    for f in "$LOGS"/*.pytest; do [ -f "$f" ] && tail -n 1 "$f"; done | { grep -oE "[0-9]+ $1" || true; } \
         | awk '{s += $1} END {print s + 0}'
 }
 
