@@ -14,12 +14,12 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from rumimm.errors import RumiError
+from rumimm.integrations.open_files import OpenFiles
 
 __all__ = ["ChipDataset", "MAX_CHIPS"]
 
@@ -274,8 +274,7 @@ class ChipDataset:
             if n is None:
                 raise ValueError("give n (random chips) or grid=True")
             self.chips = self._random(limits, int(n), weights, seed)
-        self._pid = os.getpid()
-        self._images: OrderedDict = OrderedDict()
+        self._images = OpenFiles(self.max_open, self.worker_threads)
 
     # -- construction -------------------------------------------------------------------
     def _check_uniform(self, fields) -> None:
@@ -348,47 +347,19 @@ class ChipDataset:
     def _image(self, i: int):
         from rumimm.reader.image import Image
 
-        if self._pid != os.getpid():  # a worker: the parent's handles are not ours to use
-            self._enter_worker()
-        img = self._images.get(i)
-        if img is None:
-            img = self._images[i] = Image(self.paths[i], self.blobs[i], cache_bytes=self.cache_bytes,
-                                          storage_options=self.storage_options)
-        else:
-            self._images.move_to_end(i)
-        return img
+        return self._images.get(i, lambda: Image(self.paths[i], self.blobs[i], cache_bytes=self.cache_bytes,
+                                                  storage_options=self.storage_options))
 
     def _label_image(self, i: int):
         """The label raster of file ``i``, opened with its blob (kept open beside the images)."""
         from rumimm.reader.image import Image
 
-        if self._pid != os.getpid():
-            self._enter_worker()
-        key = ("label", i)
-        img = self._images.get(key)
-        if img is None:
-            img = self._images[key] = Image(self.label_paths[i], self.label_blobs[i], cache_bytes=self.cache_bytes)
-        else:
-            self._images.move_to_end(key)
-        return img
-
-    def _enter_worker(self) -> None:
-        from rumimm.reader.threads import set_num_threads
-
-        self._images = OrderedDict()
-        self._pid = os.getpid()
-        set_num_threads(self.worker_threads)
-
-    def _trim(self) -> None:
-        while len(self._images) > self.max_open:
-            _, img = self._images.popitem(last=False)
-            img.close()
+        return self._images.get(("label", i), lambda: Image(self.label_paths[i], self.label_blobs[i],
+                                                             cache_bytes=self.cache_bytes))
 
     def close(self) -> None:
         """Close the files this process opened (they reopen on the next read)."""
-        images, self._images = self._images, OrderedDict()
-        for img in images.values():
-            img.close()
+        self._images.close()
 
     # -- dataset protocol ---------------------------------------------------------------
     def __len__(self) -> int:
@@ -434,7 +405,7 @@ class ChipDataset:
         try:
             labels = read_batch(images, origins, size=self.size)
         finally:
-            self._trim()
+            self._images.trim()
         if single:
             labels = labels[0]
         if isinstance(chips, dict):
@@ -508,7 +479,7 @@ class ChipDataset:
         try:
             return read_batch(images, rows[:, 1:], bands=self.bands, size=self.size)
         finally:
-            self._trim()
+            self._images.trim()
 
     def _finish(self, block, single: bool):
         """Apply ``transform``; a batch of samples or pairs becomes a list of them (what DataLoader collates)."""
@@ -521,12 +492,6 @@ class ChipDataset:
         if isinstance(block, tuple):  # (images, labels): the transform sees each pair (augment both alike)
             return [fn((chip, label)) for chip, label in zip(*block, strict=True)]
         return block if self.transform is None else [fn(chip) for chip in block]
-
-    # -- pickling -----------------------------------------------------------------------
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_images"] = OrderedDict()  # files are reopened, with their blobs, where the dataset lands
-        return state
 
     def __repr__(self) -> str:
         h, w = self.size

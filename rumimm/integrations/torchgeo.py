@@ -18,7 +18,6 @@ than a file's is resampled with nearest neighbour.  Needs torchgeo (Python >= 3.
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 
 import numpy as np
 
@@ -35,6 +34,7 @@ from geopandas import GeoDataFrame
 
 import rumimm
 from rumimm.errors import RumiError
+from rumimm.integrations.open_files import OpenFiles
 
 __all__ = ["RumiDataset"]
 
@@ -225,8 +225,7 @@ class RumiDataset(GeoDataset):
         if res is None:
             res = (float(transforms_[0, 0]), float(-transforms_[0, 4]))
         self._res = (float(res), float(res)) if isinstance(res, (int, float)) else (float(res[0]), float(res[1]))
-        self._pid = os.getpid()
-        self._images: OrderedDict = OrderedDict()
+        self._images = OpenFiles(self.max_open, self.worker_threads)
 
     # -- TorchGeo's properties ------------------------------------------------------------------
     @property
@@ -247,32 +246,12 @@ class RumiDataset(GeoDataset):
 
     # -- files --------------------------------------------------------------------------------
     def _image(self, f: int):
-        if self._pid != os.getpid():  # a DataLoader worker: the parent's handles are not ours to use
-            self._images = OrderedDict()
-            self._pid = os.getpid()
-            rumimm.set_num_threads(self.worker_threads)
-        img = self._images.get(f)
-        if img is None:
-            img = self._images[f] = rumimm.open(self.paths[f], header=self.blobs[f], cache_bytes=self.cache_bytes)
-        else:
-            self._images.move_to_end(f)
-        return img
-
-    def _trim(self) -> None:
-        while len(self._images) > self.max_open:
-            _, img = self._images.popitem(last=False)
-            img.close()
+        return self._images.get(f, lambda: rumimm.open(self.paths[f], header=self.blobs[f],
+                                                       cache_bytes=self.cache_bytes))
 
     def close(self) -> None:
         """Close the files this process opened (they reopen on the next read)."""
-        images, self._images = self._images, OrderedDict()
-        for img in images.values():
-            img.close()
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_images"] = OrderedDict()  # reopened with their blobs where the dataset lands
-        return state
+        self._images.close()
 
     # -- planning -------------------------------------------------------------------------------
     def _rows(self, query, x, y, t) -> np.ndarray:
@@ -349,7 +328,7 @@ class RumiDataset(GeoDataset):
                 block = rumimm.read_batch(images, origins, size=(h, w), bands=self.band_list)
                 placed.extend((n, order, block[i], py, px) for i, (n, order, _, py, px) in enumerate(items))
         finally:
-            self._trim()
+            self._images.trim()
         placed.sort(key=lambda item: (item[0], item[1]))  # per sample, last catalog row first
         for n, _, chip, py, px in placed:
             if py[4] is not None:
