@@ -200,7 +200,7 @@ def test_dataloader_workers_reopen_files_with_their_blobs(world):
     assert torch.equal(torch.cat([b["image"] for b in loader]), want)
     # what a spawn worker gets: the dataset pickled without its open files (spawning costs ~20 s of imports here)
     clone = pickle.loads(pickle.dumps(ds))
-    assert clone._images == {} and torch.equal(torch.stack([clone[q]["image"] for q in queries]), want)
+    assert len(clone._images) == 0 and torch.equal(torch.stack([clone[q]["image"] for q in queries]), want)
 
 
 def test_intersection_with_a_raster_dataset_of_masks(world):
