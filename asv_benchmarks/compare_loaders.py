@@ -608,20 +608,8 @@ _END = "<!-- loaders:end -->"
 
 def publish(results: dict, table: str) -> None:
     """Write docs/loaders.json, docs/loaders.png and the table into docs/performance.md."""
-    docs = os.path.join(_ROOT, "docs")
-    shared = dict(results, config={k: v for k, v in results["config"].items() if k != "workdir"})  # no local paths
-    with open(os.path.join(docs, "loaders.json"), "w") as f:
-        json.dump(shared, f, indent=1)
-    save_chart(results, os.path.join(docs, "loaders.png"))
-    page_path = os.path.join(docs, "performance.md")
-    with open(page_path) as f:
-        page = f.read()
-    if _BEGIN not in page:
-        raise SystemExit(f"docs/performance.md has no {_BEGIN} marker")
-    head, rest = page.split(_BEGIN, 1)
-    _, tail = rest.split(_END, 1)
-    with open(page_path, "w") as f:
-        f.write(f"{head}{_BEGIN}\n{table}\n{_END}{tail}")
+    _publish(results, table, "loaders.json", _BEGIN, _END)
+    save_chart(results, os.path.join(_ROOT, "docs", "loaders.png"))
 
 
 _TG_BEGIN = "<!-- torchgeo:begin (asv_benchmarks/compare_loaders.py --torchgeo --publish) -->"
@@ -630,19 +618,24 @@ _TG_END = "<!-- torchgeo:end -->"
 
 def publish_torchgeo(results: dict, table: str) -> None:
     """Write docs/loaders-torchgeo.json and the table into docs/performance.md."""
+    _publish(results, table, "loaders-torchgeo.json", _TG_BEGIN, _TG_END)
+
+
+def _publish(results: dict, table: str, json_name: str, begin: str, end: str) -> None:
+    """Save the results as docs/``json_name`` (no local paths) and put ``table`` between the page's markers."""
     docs = os.path.join(_ROOT, "docs")
-    shared = dict(results, config={k: v for k, v in results["config"].items() if k != "workdir"})  # no local paths
-    with open(os.path.join(docs, "loaders-torchgeo.json"), "w") as f:
+    shared = dict(results, config={k: v for k, v in results["config"].items() if k != "workdir"})
+    with open(os.path.join(docs, json_name), "w") as f:
         json.dump(shared, f, indent=1)
     page_path = os.path.join(docs, "performance.md")
     with open(page_path) as f:
         page = f.read()
-    if _TG_BEGIN not in page:
-        raise SystemExit(f"docs/performance.md has no {_TG_BEGIN} marker")
-    head, rest = page.split(_TG_BEGIN, 1)
-    _, tail = rest.split(_TG_END, 1)
+    if begin not in page:
+        raise SystemExit(f"docs/performance.md has no {begin} marker")
+    head, rest = page.split(begin, 1)
+    _, tail = rest.split(end, 1)
     with open(page_path, "w") as f:
-        f.write(f"{head}{_TG_BEGIN}\n{table}\n{_TG_END}{tail}")
+        f.write(f"{head}{begin}\n{table}\n{end}{tail}")
 
 
 def main(argv=None) -> int:
