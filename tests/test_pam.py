@@ -205,3 +205,15 @@ def test_mutated_sidecars_parse_or_are_format_errors():
         assert len(meta.bands) == 3
         outcomes["parsed"] += 1
     assert outcomes["parsed"] > 20 and outcomes["refused"] > 100, outcomes  # both paths were taken
+
+
+@pytest.mark.parametrize("encoding", ["UTF-06", "no-such-codec", "shift_jis", "utf-7", "utf-16"])
+def test_issue_24_a_sidecar_declaring_an_encoding_python_lacks_is_a_format_error(encoding):
+    # found by the pam fuzz target: expat and ElementTree raise LookupError for an XML
+    # declaration naming an encoding Python has no codec for (tests/fuzz/regressions/pam)
+    text = f'<?xml version="1.0" encoding="{encoding}"?><PAMDataset/>'
+    for data in (text.encode("ascii"), text.encode("utf-16"), b"\xff\xfe" + text.encode("utf-16-le")):
+        try:
+            parse_pam(data, 1, "x.tif.aux.xml")
+        except FormatError as exc:
+            assert "x.tif.aux.xml" in str(exc)
