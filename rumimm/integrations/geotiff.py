@@ -227,11 +227,17 @@ def _source_georef(ds, crs, drop_georef: bool) -> tuple[object, object, str | No
     ``note`` says how a CRS without a code of its own was identified (for one warning).
     """
     from rumimm.format.crs_identify import identify, short_name
-    from rumimm.format.georef import resolve_crs
+    from rumimm.format.georef import resolve_crs, resolve_transform
 
     if drop_georef:
         return None, None, None
     identity = ds.transform.is_identity
+    if not identity:  # the file's own values: a CRSError about the file, not the Writer's ValueError about an argument
+        try:
+            resolve_transform(ds.transform)
+        except ValueError as exc:
+            raise CRSError(f"{where(ds.name)}the geotransform cannot be stored ({exc}); drop_georef=True "
+                           "(--drop-georef) converts the pixels without it") from None
     if crs is not None:
         if identity:
             raise CRSError(f"{where(ds.name)}crs={crs!r} was given but the file has no geotransform")
