@@ -432,7 +432,8 @@ def pam(data: bytes) -> None:
 def _pam_key(meta):
     from rumimm.format.pam import DOMAIN
 
-    return repr(meta.bands), repr(meta.tags), repr({k: v for k, v in meta.domains.items() if k != DOMAIN})
+    # an empty <Metadata domain=...> is not written again: the same metadata
+    return repr(meta.bands), repr(meta.tags), repr({k: v for k, v in meta.domains.items() if k != DOMAIN and v})
 
 
 # -- answers of a remote server -----------------------------------------------------------
