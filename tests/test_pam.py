@@ -217,3 +217,12 @@ def test_issue_24_a_sidecar_declaring_an_encoding_python_lacks_is_a_format_error
             parse_pam(data, 1, "x.tif.aux.xml")
         except FormatError as exc:
             assert "x.tif.aux.xml" in str(exc)
+
+
+def test_issue_24_an_empty_colour_table_reads_as_none_as_it_is_written_back():
+    # found by the pam fuzz target (read, build_pam, read again must agree): an empty
+    # <ColorTable/> read as {} and was not written back, so the second read said None
+    data = b'<PAMDataset><PAMRasterBand band="1"><ColorTable></ColorTable></PAMRasterBand></PAMDataset>'
+    meta = parse_pam(data, 1)
+    assert meta.bands[0].colormap is None
+    assert parse_pam(build_pam(meta), 1) == meta

@@ -427,7 +427,7 @@ def _band(el, b: int, name: str) -> BandMetadata:
             # GDAL >= 3.10 names more (NIR, SWIR, ...); rasterio has no member for them
             values["colorinterp"] = COLORINTERP[gdal] if gdal else "undefined"
         elif tag == "ColorTable":
-            values["colormap"] = _colortable(child, name, b)
+            values["colormap"] = _colortable(child, name, b) or None  # no entries: no colour map (none is written)
         elif tag == "Metadata" and child.get("domain", "") == "":
             values["tags"] = _mdi(child, name)
     return BandMetadata(**values)
