@@ -329,7 +329,8 @@ def open_read(data: bytes) -> None:
         modules=("rumimm.integrations.geotiff", "rumimm.format.georef", "rumimm.format.crs_identify",
                  "rumimm.writer.writer"), max_len=1 << 14)
 def geotiff(data: bytes) -> None:
-    """A small GeoTIFF's bytes: from_geotiff converts it or refuses; a converted file reads GDAL's pixels."""
+    """A small GeoTIFF's bytes that rasterio opens: from_geotiff converts it or refuses; a converted file reads
+    GDAL's pixels.  Files rasterio alone cannot open are skipped: GDAL's side, not rumimm's."""
     import rasterio
 
     import rumimm
@@ -337,9 +338,12 @@ def geotiff(data: bytes) -> None:
     src = scratch("in.tif", data)
     dst = os.path.join(os.path.dirname(src), "out.rumi")
     with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR", CPL_DEBUG="OFF"):
-        with rasterio.open(src) as ds:  # GDAL's refusal is RasterioError: before rumimm sees the file
-            if ds.count * ds.width * ds.height > 1 << 22:
-                return  # a header claiming a large raster: GDAL would decode it all, rumimm streams it
+        try:
+            with rasterio.open(src) as ds:
+                if ds.count * ds.width * ds.height > 1 << 22:
+                    return  # a header claiming a large raster: GDAL would decode it all, rumimm streams it
+        except Exception:  # noqa: BLE001 - rasterio alone refuses (or fails on) the file: not rumimm's side
+            return
         blob = rumimm.from_geotiff(src, dst, tile=16, threads=1)
         with rasterio.open(src) as ds:
             want = ds.read()
@@ -430,10 +434,21 @@ def pam(data: bytes) -> None:
 
 
 def _pam_key(meta):
+    """What a sidecar says, compared by value: -9999.0 written as GDAL writes it, "-9999", reads back as an int."""
     from rumimm.format.pam import DOMAIN
 
+    def norm(v):
+        if isinstance(v, float) and v != v:
+            return "nan"
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        if isinstance(v, (tuple, list)):
+            return tuple(norm(x) for x in v)
+        return v
+
+    bands = tuple(norm(dict(vars(b))) for b in meta.bands)
     # an empty <Metadata domain=...> is not written again: the same metadata
-    return repr(meta.bands), repr(meta.tags), repr({k: v for k, v in meta.domains.items() if k != DOMAIN and v})
+    return bands, meta.tags, {k: v for k, v in meta.domains.items() if k != DOMAIN and v}
 
 
 # -- answers of a remote server -----------------------------------------------------------
