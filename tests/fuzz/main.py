@@ -29,6 +29,22 @@ def _vm_bytes() -> int:
     return 0
 
 
+def _self_command(name: str) -> str:
+    """An executable that runs this target again: libFuzzer's -merge, -fork and -minimize_crash
+    start their inner runs as ``argv[0] flags...`` through the shell."""
+    import shlex
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f"rumimm-fuzz-{name}-", suffix=".sh")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"#!/bin/sh\ncd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m tests.fuzz.main "
+                f"{shlex.quote(name)} \"$@\"\n")
+    os.chmod(tmp, 0o755)
+    path = os.path.join(tempfile.gettempdir(), f"rumimm-fuzz-{os.getuid()}-{name}.sh")  # one per target, replaced
+    os.replace(tmp, path)
+    return path
+
+
 def main(argv: list[str]) -> None:
     import atheris
 
@@ -55,7 +71,7 @@ def main(argv: list[str]) -> None:
     if os.environ.get("RUMIMM_FUZZ_NO_ALLOC_LIMIT") != "1" and sys.platform == "linux":
         cap = _vm_bytes() + ALLOC_LIMIT
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    atheris.Setup([argv[0], *flags], t)
+    atheris.Setup([_self_command(name), *flags], t)
     atheris.Fuzz()
 
 
