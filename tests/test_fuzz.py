@@ -75,3 +75,18 @@ def test_every_seed_and_kept_input_of_each_fuzz_target_holds_its_invariants(name
 def test_the_seeds_are_the_same_on_every_run():
     for name in ("header", "trailer", "frame", "pam", "remote"):
         assert seeds(name) == seeds(name)
+
+
+@pytest.mark.slow
+def test_spec_02_seed_files_read_the_same_pixels_in_rumimm_and_rumi_eo_0_26_1(tmp_path):
+    # the differential the long run makes over its grown corpus (tests/fuzz/peer026.py), on the seeds
+    import peer026
+    from fuzz.peer026 import compare_folders
+    from fuzz.seeds import CORPUS, REGRESSIONS, write_seeds
+
+    peer026.require()
+    write_seeds(tmp_path, ["open_read"])
+    folders = [tmp_path / "open_read"] + [d / "open_read" for d in (CORPUS, REGRESSIONS) if (d / "open_read").is_dir()]
+    got = compare_folders(folders)
+    assert got["read_by_both"] >= 20, got
+    assert got["mismatches"] == [], got

@@ -16,6 +16,7 @@ import os
 import struct
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,12 @@ def _file_seeds(damaged: bool) -> list[tuple[str, bytes]]:
 
 
 def _geotiff() -> list[tuple[str, bytes]]:
+    with warnings.catch_warnings():  # rasterio's about a file without a transform, and about its own Affine use
+        warnings.simplefilter("ignore")
+        return _geotiff_files()
+
+
+def _geotiff_files() -> list[tuple[str, bytes]]:
     import rasterio
     from rasterio.transform import from_origin
 
