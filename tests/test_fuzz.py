@@ -20,7 +20,7 @@ PEAK_BYTES = 32 << 20
 
 
 #: Targets whose refusal reaches the caller (the others try several entry points and catch each)
-_REFUSING = ("trailer", "geotiff", "catalog", "pam", "remote")
+_REFUSING = ("trailer", "geotiff", "catalog", "pam", "remote", "remote_read")
 
 
 class _Hang(Exception):

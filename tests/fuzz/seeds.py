@@ -266,6 +266,20 @@ def _remote() -> list[tuple[str, bytes]]:
     ]
 
 
+def _remote_read() -> list[tuple[str, bytes]]:
+    honest = bytes(6)
+    out = []
+    for f in range(3):  # flags (16: with the blob, 32: the whole image, 4 and 8: coalescing), file, answers
+        for blob in (0, 16):
+            out.append((f"file{f}-blob{blob}-whole", bytes([blob | 32, f]) + honest))
+            out.append((f"file{f}-blob{blob}-window", bytes([blob | 4, f]) + honest))
+    out += [("cut-answer", bytes([32, 0]) + bytes([0, 0, 0, 1, 0, 2])),
+            ("changed-etag", bytes([32, 1]) + honest + bytes([0, 0, 0, 0, 2, 0])),
+            ("not-found", bytes([16, 1]) + bytes([5, 0, 0, 0, 0, 0])),
+            ("lying-bytes", bytes([16 | 32, 0]) + bytes([0, 0, 0, 3, 0, 9]))]
+    return out
+
+
 _MAKERS = {
     "header": _header,
     "trailer": _trailer,
@@ -276,6 +290,7 @@ _MAKERS = {
     "catalog": _catalog,
     "pam": _pam,
     "remote": _remote,
+    "remote_read": _remote_read,
 }
 
 

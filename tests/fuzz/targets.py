@@ -464,6 +464,8 @@ class _Answers:
 
     script: list = field(default_factory=list)
     key: str = "obj-0"  # this input's object name: a late request of an earlier input gets an honest answer
+    obj: bytes = REMOTE_OBJECT  # what the object holds
+    obj2: bytes = REMOTE_OBJECT_V2  # what answers with ETag "v2" serve: the object changed
     lies: int = 0  # answers whose bytes were wrong under right framing (no client can tell)
     etags: set = field(default_factory=set)  # of the 200/206 answers sent (None: no ETag header)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -472,8 +474,7 @@ class _Answers:
 class AnswerServer:
     """A one-answer-per-connection HTTP server on 127.0.0.1 whose answers come from a fuzz input."""
 
-    def __init__(self, obj: bytes = REMOTE_OBJECT):
-        self.obj = obj
+    def __init__(self):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -528,7 +529,7 @@ class AnswerServer:
             conn.close()
 
     def _answer(self, method: str, rng: str | None, spec, current: bool = True) -> bytes:
-        obj = self.obj
+        obj = self.answers.obj
         size = len(obj)
         r = Reader(spec or b"")
         status_i, cr_mode, len_mode, body_mode, etag_mode, delta = (r.u8() for _ in range(6))
@@ -553,7 +554,7 @@ class AnswerServer:
         elif mode == 3:
             total = size + (delta % 5) - 2
         if etag == '"v2"':
-            obj = REMOTE_OBJECT_V2
+            obj = self.answers.obj2
         body = obj[ca:cb + 1] if status in (200, 206) else b""
         if status == 200:
             body = obj
@@ -609,6 +610,21 @@ def remote_server() -> AnswerServer:
     return _server
 
 
+def _script(srv: AnswerServer, r: Reader, obj: bytes) -> None:
+    """The rest of the input as the answers (6 bytes each) to this input's requests for ``obj``."""
+    script = []
+    while r.at < len(r.data) and len(script) < 16:
+        script.append(r.take(6))
+    with srv.answers.lock:
+        srv.inputs += 1
+        srv.answers.key = f"obj-{srv.inputs}"
+        srv.answers.script = script
+        srv.answers.lies = 0
+        srv.answers.etags = set()
+        srv.answers.obj = obj
+        srv.answers.obj2 = bytes(v ^ 0xFF for v in obj)
+
+
 @target("remote", modules=("rumimm.reader.remote",))
 def remote(data: bytes) -> None:
     """Answers of an HTTP server to ranged reads (status, Content-Range, Content-Length, ETag, body):
@@ -623,19 +639,11 @@ def remote(data: bytes) -> None:
     ops = []
     for _ in range(n_ops):
         kind = r.u8() % 3
-        ranges = [(r.u16() % (len(srv.obj) + 16), r.u16() % 2048) for _ in range(r.u8() % 3 + 1)]
+        ranges = [(r.u16() % (len(REMOTE_OBJECT) + 16), r.u16() % 2048) for _ in range(r.u8() % 3 + 1)]
         ops.append((kind, ranges))
-    script = []
-    while r.at < len(r.data) and len(script) < 16:
-        script.append(r.take(6))
-    with srv.answers.lock:
-        srv.inputs += 1
-        srv.answers.key = f"obj-{srv.inputs}"
-        srv.answers.script = script
-        srv.answers.lies = 0
-        srv.answers.etags = set()
+    _script(srv, r, REMOTE_OBJECT)
     opts = {"max_retries": 0, "timeout": 2, "connect_timeout": 1, "coalesce": [0, 64, 1 << 20][flags % 3]}
-    store = RemoteStore(srv.url(), opts, size=len(srv.obj) if flags & 4 else None,
+    store = RemoteStore(srv.url(), opts, size=len(REMOTE_OBJECT) if flags & 4 else None,
                         version='"v1"' if flags & 8 else None)
     try:
         for kind, ranges in ops:
@@ -653,9 +661,49 @@ def remote(data: bytes) -> None:
             # no client can tell: bytes changed under right framing, or an answer without an ETag
             # mixed with answers of a new version
             blind = srv.answers.lies or (None in served and '"v2"' in served)
-            obj = REMOTE_OBJECT_V2 if store.version == '"v2"' else srv.obj
+            obj = REMOTE_OBJECT_V2 if store.version == '"v2"' else REMOTE_OBJECT
             for (o, n), buf in zip(ranges, got, strict=True):
                 assert len(buf) == n, ("wrong length", o, n, len(buf))
                 assert blind or buf == obj[o:o + n], ("wrong bytes", o, n, store.version, served)
     finally:
         store.close()
+
+
+_REMOTE_FILES: list = []
+
+
+def _remote_files():
+    """(file bytes, blob, pixels) of small files of both specs that the remote_read server serves."""
+    if not _REMOTE_FILES:
+        import rumimm
+
+        a = (np.arange(3 * 11 * 13, dtype=np.int16) * 97 - 900).reshape(3, 11, 13)
+        for i, kw in enumerate([{}, {"unit": "cell"}, {"format": "0.2", "time": ["2024-05-01"],
+                                                        "bands": ["a", "b", "c"]}]):
+            path = scratch(f"remote{i}.rumi")
+            blob = rumimm.write(path, a, tile=8, threads=1, **kw)
+            with open(path, "rb") as f:
+                _REMOTE_FILES.append((f.read(), bytes(blob), a))
+    return _REMOTE_FILES
+
+
+@target("remote_read", modules=("rumimm.reader.remote", "rumimm.reader.image", "rumimm.reader.planner",
+                                "rumimm.reader.source", "rumimm.reader.validate"))
+def remote_read(data: bytes) -> None:
+    """A small rumi file of either spec served over HTTP with scripted answers: open (with or without its
+    blob) and read; the pixels are the file's unless the server altered bytes under right framing."""
+    import rumimm
+
+    srv = remote_server()
+    files = _remote_files()
+    r = Reader(data)
+    flags = r.u8()
+    content, blob, truth = files[r.u8() % len(files)]
+    _script(srv, r, content)
+    opts = {"max_retries": 0, "timeout": 2, "connect_timeout": 1, "coalesce": [0, 64, 1 << 20][(flags >> 2) % 3]}
+    with rumimm.open(srv.url(), blob if flags & 16 else None, storage_options=opts, cache_bytes=0) as img:
+        got = img[...] if flags & 32 else img[:, 2:9, 3:12]
+    served = srv.answers.etags
+    blind = srv.answers.lies or (None in served and '"v2"' in served) or '"v2"' in served
+    want = truth if flags & 32 else truth[:, 2:9, 3:12]
+    assert blind or _same_pixels(got, want), "a remote read gave other pixels than the file's"
