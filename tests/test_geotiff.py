@@ -619,3 +619,17 @@ def test_issue_24_a_geotiff_whose_geotransform_rumi_cannot_store_is_a_crs_error_
     assert "drop_georef" in str(info.value)
     assert not (tmp_path / "out.rumi").exists()
     rumimm.from_geotiff(src, tmp_path / "out.rumi", drop_georef=True)  # the remedy the message names works
+
+
+def test_issue_24_a_tiff_tag_with_a_control_character_is_left_out_with_a_warning(tmp_path):
+    # found by the geotiff fuzz target: GDAL reports TIFFTAG_ARTIST (tag 315) with the control
+    # character it holds, and the sidecar's argument check raised a plain ValueError about "tags"
+    src = tmp_path / "artist.tif"
+    with rasterio.open(src, "w", driver="GTiff", width=4, height=3, count=1, dtype="uint8") as ds:
+        ds.write(np.arange(12, dtype=np.uint8).reshape(1, 3, 4))
+        ds.update_tags(TIFFTAG_ARTIST="a\x01b", TIFFTAG_SOFTWARE="kept")
+    with pytest.warns(RumiWarning, match="TIFFTAG_ARTIST"):
+        blob = rumimm.from_geotiff(src, tmp_path / "out.rumi")
+    with rumimm.open(tmp_path / "out.rumi", blob) as img:
+        assert np.array_equal(img[...], np.arange(12, dtype=np.uint8).reshape(1, 3, 4))
+        assert img.tags().get("TIFFTAG_SOFTWARE") == "kept" and "TIFFTAG_ARTIST" not in img.tags()
