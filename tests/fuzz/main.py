@@ -70,7 +70,8 @@ def main(argv: list[str]) -> None:
         flags.append(f"-rss_limit_mb={rss + RSS_MARGIN_MB}")
     if os.environ.get("RUMIMM_FUZZ_NO_ALLOC_LIMIT") != "1" and sys.platform == "linux":
         cap = _vm_bytes() + ALLOC_LIMIT
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        # the soft limit only: libFuzzer's inner runs (-merge) inherit it and set their own
+        resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
     atheris.Setup([_self_command(name), *flags], t)
     atheris.Fuzz()
 

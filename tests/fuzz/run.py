@@ -98,9 +98,12 @@ def _keep(name: str, dirs: list[Path], seeds: Path, work: Path) -> int:
     shutil.rmtree(merged, ignore_errors=True)
     merged.mkdir(parents=True)
     t = TARGETS[name]
-    subprocess.run([sys.executable, "-m", "tests.fuzz.main", name, "-merge=1", f"-max_len={t.max_len}",
-                    "-timeout=30", str(merged), *map(str, dirs)], cwd=ROOT, capture_output=True, check=False)
+    proc = subprocess.run([sys.executable, "-m", "tests.fuzz.main", name, "-merge=1", f"-max_len={t.max_len}",
+                           "-timeout=30", str(merged), *map(str, dirs)], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+    (work / f"{name}.merge.log").write_text(proc.stdout + proc.stderr)
     if not any(merged.iterdir()):
+        print(f"{name}: the merge kept nothing (exit {proc.returncode}; {work / f'{name}.merge.log'})", flush=True)
         return 0
     skip = _sha1s(seeds) | _sha1s(REGRESSIONS / name) if (REGRESSIONS / name).is_dir() else _sha1s(seeds)
     dest = CORPUS / name
