@@ -8,6 +8,7 @@ Subcommands::
     rumimm convert IN.tif OUT.rumi [--tile ...]      a GeoTIFF (anything GDAL reads) into rumi
     rumimm export IN.rumi OUT.tif [--cog ...]        a rumi file into a tiled, compressed GeoTIFF
     rumimm quicklook PATH OUT.png [--bands 3,2,1]    a stretched PNG preview
+    rumimm profile PATH [--samples 8] [--json]       every codec recipe timed on a file's own frames
     rumimm demo [--out DIR]                          write, read back and check a synthetic scene
 
 ``info``, ``validate`` and ``index`` also read remote URIs of spec 0.1 files (``s3://``,
@@ -570,6 +571,55 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 register("clean", "remove the temporary files that killed rumimm writers left behind", _clean_args, _clean)
+
+
+# -- profile (codec recipes measured on a file's own frames) --------------------------------------
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
+def _profile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH", help="a rumi file (its frames are decoded) or a .npy array file")
+    p.add_argument("--samples", type=_positive_int, default=8, help="frames to measure, at most (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the frame positions (default 0)")
+    p.add_argument("--tile", type=_positive_int, help="frame size (default: the file's tile; 512 for .npy)")
+    p.add_argument("--unit", choices=("tile", "cell"), help="frame unit (default: the file's; tile for .npy)")
+    p.add_argument("--preset", action="append", metavar="NAME", dest="presets",
+                   help="measure this preset (repeat; default: every preset that takes the dtype)")
+    p.add_argument("--no-geozl", action="store_true", help="measure the presets only, not geozl's recipes")
+    p.add_argument("--tolerance", type=float, default=1.05,
+                   help="the recommendation is the fastest decoder within this factor of the smallest size "
+                   "(default 1.05)")
+    p.add_argument("--require", action="append", metavar="READER", default=[],
+                   help="a reader the recommendation must suit: 'rumi-eo 0.16.0' or 'rumi-eo 0.26.1' (repeat)")
+    p.add_argument("--budget", type=_positive_float, default=60.0,
+                   help="seconds of measuring; candidates not started by then are skipped (default 60)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from rumimm.writer.profile import profile
+
+    if not os.path.exists(args.path):
+        return _fail(f"{args.path}: no such file")
+    result = profile(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
+                     presets=args.presets, geozl=not args.no_geozl, budget=args.budget,
+                     tolerance=args.tolerance, require=args.require)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(result.table())
+    return 0
+
+
+register("profile", "time every codec preset and geozl recipe on sample frames of a file and recommend one "
+         "for training reads", _profile_args, _profile)
 
 
 if __name__ == "__main__":  # pragma: no cover

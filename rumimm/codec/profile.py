@@ -1,0 +1,452 @@
+"""Measure frame recipes on sample frames: size, encode and decode speed, who reads them.
+
+:func:`measure` compresses each sample frame with every preset of :data:`PRESETS` that
+takes the frames' dtype, and with every candidate graph geozl's own profiler lists
+(``geozl.profile(tile, prior=None)``: about 40 to 75 predictor > coder recipes), and
+decodes each frame through :mod:`rumimm.codec.geozl_lib`, the C decoder rumimm reads
+with, so the decode speed is the one reads will see.  geozl's profiler supplies the
+candidate list, the frame sizes and the encode speeds of its recipes (timed inside its
+C library, no Python in the loop); its decode timing is not used, because it does not
+go through rumimm's decoder.
+
+Every frame is decoded and compared with its samples before it counts, and a geozl
+frame counts as read by rumimm only when its header declares what a rumi frame must
+(:func:`check_frame_header`).  :class:`Profile` holds the rows and picks the
+recommendation; the sampling of frames from a file or an array lives above this layer
+(``rumimm.writer.profile``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rumimm.codec import geozl_lib
+from rumimm.codec.frames import STRUCT_WIDTH, as_encoding, check_frame_header
+from rumimm.codec.presets import PRESETS, Codec, resolve_codec
+from rumimm.codec.wrapper import FrameEncoder
+from rumimm.errors import CodecError
+from rumimm.format.dtypes import Encoding
+
+__all__ = ["Candidate", "Profile", "measure", "preset_readers", "READERS", "RUMIMM", "RUMI_EO_016",
+           "RUMI_EO_026", "DEFAULT_TOLERANCE"]
+
+RUMIMM = "rumimm"
+RUMI_EO_016 = "rumi-eo 0.16.0"
+RUMI_EO_026 = "rumi-eo 0.26.1"
+#: The readers a row may name, in the order tables print them.
+READERS = (RUMIMM, RUMI_EO_016, RUMI_EO_026)
+#: A recommendation may be this many times the smallest size measured.
+DEFAULT_TOLERANCE = 1.05
+_MIB = float(1 << 20)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One recipe measured on the sample frames.
+
+    Attributes
+    ----------
+    name : str
+        A preset name (``codec=name`` writes with it) or a geozl recipe
+        (``"planar>zigzag>pivco"``), which no preset may build.
+    kind : {"preset", "geozl"}
+    size : float
+        Compressed bytes over raw bytes, all sample frames together.
+    encode_mibs, decode_mibs : float
+        MiB of raw samples per second, one thread.  Decode: each frame's fastest of
+        ``reps`` decodes through rumimm's decoder, summed over the frames.
+    readers : tuple of str
+        Readers known to decode these frames (names from :data:`READERS`).  Presets:
+        their declared compatibility, else rumimm plus rumi-eo 0.16.0 when the preset is
+        ``portable``.  geozl recipes: rumimm when its checks accept the frames; no
+        other reader is claimed.
+    compressed : int
+        Compressed bytes of all sample frames.
+    note : str
+        ``"default"`` for the dtype's default preset, else why a row is unusual.
+    """
+
+    name: str
+    kind: str
+    size: float
+    encode_mibs: float
+    decode_mibs: float
+    readers: tuple[str, ...]
+    compressed: int
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "size": self.size, "encode_mibs": _finite(self.encode_mibs),
+                "decode_mibs": _finite(self.decode_mibs), "readers": list(self.readers), "compressed": self.compressed,
+                "note": self.note}
+
+
+@dataclass
+class Profile:
+    """Candidates measured on sample frames and the recommendation for training reads.
+
+    The rule: among the rows whose readers include every name of ``require`` (rumimm
+    always), take the smallest size; of the rows at most ``tolerance`` times it, the
+    one that decodes fastest.  ``recommended`` applies it to the presets (what
+    ``codec=`` accepts), ``best`` to every row, geozl recipes included.
+
+    Attributes
+    ----------
+    rows : list of Candidate
+        Presets first (in :data:`PRESETS` order), then geozl recipes (in geozl's order,
+        smallest first).
+    dtype : str
+        The sample type measured.
+    frames : list of tuple
+        Where each sample frame came from (filled in by the caller, e.g. ``(band, y, x)``).
+    frame_shape : tuple of int
+        Shape of the first sample frame.
+    raw_bytes : int
+        Raw bytes of all sample frames.
+    tolerance : float
+    require : tuple of str
+    skipped : list of str
+        Candidates not measured because the time budget ran out.
+    seconds : float
+        Time the measurement took.
+    source : str
+        What was profiled (a path, or ``"array"``).
+    """
+
+    rows: list[Candidate]
+    dtype: str
+    frame_shape: tuple[int, ...]
+    raw_bytes: int
+    tolerance: float = DEFAULT_TOLERANCE
+    require: tuple[str, ...] = ()
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    frames: list[tuple] = field(default_factory=list)
+    source: str = "array"
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __getitem__(self, key) -> Candidate:
+        if isinstance(key, str):
+            for row in self.rows:
+                if row.name == key:
+                    return row
+            raise KeyError(key)
+        return self.rows[key]
+
+    @property
+    def rule(self) -> str:
+        need = ", ".join((RUMIMM, *(r for r in self.require if r != RUMIMM)))
+        return (f"fastest decode among candidates within {self.tolerance:g}x the smallest size, "
+                f"read by {need}")
+
+    def _pick(self, rows: Iterable[Candidate]) -> Candidate | None:
+        need = {RUMIMM, *self.require}
+        usable = [r for r in rows if need <= set(r.readers)]
+        if not usable:
+            return None
+        smallest = min(r.size for r in usable)
+        close = [r for r in usable if r.size <= smallest * self.tolerance]
+        return max(close, key=lambda r: r.decode_mibs)
+
+    @property
+    def recommended(self) -> Candidate | None:
+        """The preset the rule picks (``codec=profile.recommended.name``), or None."""
+        return self._pick(r for r in self.rows if r.kind == "preset")
+
+    @property
+    def best(self) -> Candidate | None:
+        """The row the rule picks among every candidate, geozl recipes included."""
+        return self._pick(self.rows)
+
+    def to_dict(self) -> dict:
+        rec, best = self.recommended, self.best
+        return {"source": self.source, "dtype": self.dtype, "frame_shape": list(self.frame_shape),
+                "frames": [list(f) for f in self.frames], "raw_bytes": self.raw_bytes,
+                "tolerance": self.tolerance, "require": list(self.require), "rule": self.rule,
+                "recommended": rec.name if rec else None, "best": best.name if best else None,
+                "skipped": list(self.skipped), "seconds": self.seconds,
+                "rows": [r.to_dict() for r in self.rows]}
+
+    def table(self) -> str:
+        """The rows as an aligned text table, then the recommendation."""
+        head = (f"{self.source}: {len(self.frames) or '?'} frames of {self.dtype} {tuple(self.frame_shape)}, "
+                f"{self.raw_bytes / _MIB:.2f} MiB raw, measured in {self.seconds:.1f} s (one thread)")
+        width = max([len("candidate"), *(len(r.name) for r in self.rows)])
+        lines = [head, "",
+                 f"{'candidate':{width}}  {'kind':6}  {'size/raw':>8}  {'enc MiB/s':>9}  {'dec MiB/s':>9}  readers"]
+        for r in self.rows:
+            readers = ", ".join(r.readers) or "-"
+            note = f"  ({r.note})" if r.note else ""
+            lines.append(f"{r.name:{width}}  {r.kind:6}  {r.size:8.3f}  {r.encode_mibs:9.0f}  {r.decode_mibs:9.0f}  "
+                         f"{readers}{note}")
+        if self.skipped:
+            lines.append(f"not measured (time budget): {', '.join(self.skipped)}")
+        lines.append("")
+        lines.append(f"rule: {self.rule}")
+        rec, best = self.recommended, self.best
+        lines.append(f"recommended preset: {_describe(rec)}" if rec else "recommended preset: none fits the rule")
+        if best is not None and best is not rec:
+            lines.append(f"best recipe overall: {_describe(best)} (no preset writes it)"
+                         if best.kind == "geozl" else f"best recipe overall: {_describe(best)}")
+        return "\n".join(lines)
+
+    __str__ = table
+
+    def __repr__(self) -> str:
+        rec = self.recommended
+        return (f"<Profile {self.dtype} {tuple(self.frame_shape)} x{len(self.frames)}: {len(self.rows)} candidates, "
+                f"recommended {rec.name if rec else None!r}>\n{self.table()}")
+
+
+def _finite(v: float) -> float | None:
+    """A speed JSON can hold: None for one too fast for the clock to see."""
+    return v if np.isfinite(v) else None
+
+
+def _describe(row: Candidate) -> str:
+    return (f"{row.name}, {row.size:.3f} of raw, decode {row.decode_mibs:.0f} MiB/s, "
+            f"read by {', '.join(row.readers)}")
+
+
+# ------------------------------------------------------------------------ readers
+
+
+def preset_readers(codec: Codec, encoding) -> tuple[str, ...]:
+    """The readers that decode frames of ``codec`` for ``encoding``.
+
+    A preset may declare them as a ``readers`` attribute: a callable taking the
+    :class:`Encoding`, a mapping from encoding name to reader names, or reader names.
+    Without one, the ``portable`` flag says rumimm and rumi-eo 0.16.0, else rumimm alone.
+    """
+    enc = as_encoding(encoding)
+    declared = getattr(codec, "readers", None)
+    if declared is not None:
+        names = declared(enc) if callable(declared) else declared
+        if isinstance(names, Mapping):
+            names = names.get(enc.name, ())
+        found = tuple(str(n) for n in names)
+        return tuple(r for r in READERS if r in found) + tuple(n for n in found if n not in READERS)
+    return (RUMIMM, RUMI_EO_016) if codec.portable else (RUMIMM,)
+
+
+# ----------------------------------------------------------------------- measuring
+
+
+def _storage(frame: np.ndarray, enc: Encoding) -> np.ndarray:
+    """The samples as rumi stores them: storage dtype, sub-byte values in the low bits, bool as 0/1."""
+    arr = np.ascontiguousarray(frame)
+    flat = arr.reshape(-1).view(enc.storage_dtype)
+    if enc.bits_per_sample == 1:
+        return np.not_equal(flat, 0).view(np.uint8).reshape(arr.shape)
+    if enc.subbyte:
+        return np.bitwise_and(flat, np.uint8((1 << enc.bits_per_sample) - 1)).reshape(arr.shape)
+    return flat.reshape(arr.shape)
+
+
+class _Decoder:
+    """Times decodes through geozl_lib into one reused, 8-byte aligned buffer."""
+
+    def __init__(self, capacity: int, reps: int, clock: Callable[[], float]):
+        self.out = np.empty(-(-capacity // 8), np.uint64).view(np.uint8)
+        self.reps = reps
+        self.clock = clock
+
+    def time(self, frame: bytes, expected: np.ndarray, label: str) -> float:
+        """Fastest of ``reps`` decodes of ``frame``, after checking the samples it gives."""
+        src = np.frombuffer(frame, np.uint8)
+        want = expected.reshape(-1).view(np.uint8)
+        best = float("inf")
+        for rep in range(self.reps):
+            t0 = self.clock()
+            got = geozl_lib.decompress(src.ctypes.data, src.size, self.out.ctypes.data, want.size, rep == 0)
+            best = min(best, self.clock() - t0)
+            if got < 0:
+                raise CodecError(f"{label}: rumimm's decoder failed ({geozl_lib.status_message(got)})")
+            if rep == 0 and (got != want.size or not np.array_equal(self.out[:got], want)):
+                raise CodecError(f"{label}: decoded samples differ from the samples encoded")
+        return best
+
+
+def _rate(nbytes: int, seconds: float) -> float:
+    return nbytes / _MIB / seconds if seconds > 0 else float("inf")
+
+
+def _geozl_input(storage: np.ndarray, enc: Encoding) -> np.ndarray:
+    """The array geozl profiles: plain numpy integers and floats as they are, other types as stored."""
+    native = enc.dtype
+    if native.kind in "iuf" and native.itemsize == enc.storage_dtype.itemsize and native.names is None:
+        return storage.view(native)
+    return storage
+
+
+def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[str] | None = None,
+            geozl: bool = True, reps: int = 3, budget: float | None = None, tolerance: float = DEFAULT_TOLERANCE,
+            require: Iterable[str] = (), clock: Callable[[], float] = time.perf_counter) -> Profile:
+    """Measure every candidate recipe on ``frames``.
+
+    Parameters
+    ----------
+    frames : sequence of numpy.ndarray
+        Sample frames of one dtype, each ``(h, w)`` or ``(B, h, w)`` (a cell), as a
+        writer would encode them.
+    encoding : Encoding or dtype-like, optional
+        The sample encoding; default: the frames' dtype.
+    presets : iterable of str, optional
+        Preset names to measure; default: every preset of :data:`PRESETS` that takes
+        the dtype (``"auto"`` is the dtype's default and is not listed twice).
+    geozl : bool
+        Also measure geozl's candidate recipes (needs the geozl package).
+    reps : int
+        Decodes per frame; the fastest counts.
+    budget : float, optional
+        Seconds; once spent, candidates not yet started are listed in ``skipped``.
+    tolerance, require
+        The recommendation rule (see :class:`Profile`).
+    clock : callable
+        The timer (seconds).
+
+    Returns
+    -------
+    Profile
+
+    Raises
+    ------
+    ValueError
+        No frames, frames of different dtypes, an unknown preset, ``reps < 1``.
+    CodecError
+        A frame failed to decode back to its samples.
+    """
+    frames = [np.asarray(f) for f in frames]
+    if not frames:
+        raise ValueError("profile needs at least one sample frame, got none")
+    if int(reps) != reps or reps < 1:
+        raise ValueError(f"reps must be an int >= 1, got {reps!r}")
+    if not tolerance >= 1.0:
+        raise ValueError(f"tolerance must be a number >= 1, got {tolerance!r}")
+    enc = as_encoding(frames[0].dtype if encoding is None else encoding)
+    for f in frames:
+        if f.dtype != enc.dtype:
+            raise ValueError(f"sample frames must all be {enc.dtype}, got one of {f.dtype}")
+        if f.ndim not in (2, 3) or f.size == 0:
+            raise ValueError(f"sample frames must be (h, w) or (B, h, w) with samples, got shape {f.shape}")
+    require = tuple(require)
+    unknown = [r for r in require if r not in READERS]
+    if unknown:
+        raise ValueError(f"require names unknown readers {unknown}; expected names from {list(READERS)}")
+    if presets is None:
+        names = [n for n, c in PRESETS.items() if n != "auto" and c.supports(enc)]
+    else:
+        names = list(presets)
+        for n in names:
+            resolve_codec(n, enc)  # an unknown name or an unsupported dtype: ValueError naming the choices
+    default = resolve_codec(None, enc).name
+    storage = [_storage(f, enc) for f in frames]
+    raw = sum(s.nbytes for s in storage)
+    decoder = _Decoder(max(s.nbytes for s in storage), int(reps), clock)
+    start = clock()
+    out = Profile(rows=[], dtype=enc.name, frame_shape=tuple(frames[0].shape), raw_bytes=raw,
+                  tolerance=float(tolerance), require=require)
+
+    def over_budget() -> bool:
+        return budget is not None and clock() - start > budget
+
+    for name in names:
+        if over_budget():
+            out.skipped.append(name)
+            continue
+        out.rows.append(_measure_preset(PRESETS[name], enc, frames, storage, decoder, clock, raw,
+                                        "default" if name == default else ""))
+    if geozl:
+        _measure_geozl(enc, storage, decoder, clock, raw, out, over_budget)
+    out.seconds = clock() - start
+    return out
+
+
+def _measure_preset(codec: Codec, enc: Encoding, frames, storage, decoder: _Decoder, clock, raw: int,
+                    note: str) -> Candidate:
+    encoder = FrameEncoder(codec, enc)
+    try:
+        encoder.encode(frames[0])  # builds the graph and its context: not part of the encode speed
+        enc_s = dec_s = 0.0
+        total = 0
+        for i, (frame, samples) in enumerate(zip(frames, storage, strict=True)):
+            t0 = clock()
+            data = encoder.encode(frame)
+            enc_s += clock() - t0
+            total += len(data)
+            dec_s += decoder.time(data, samples, f"preset {codec.name!r}, sample frame {i}")
+    finally:
+        encoder.close()
+    return Candidate(codec.name, "preset", total / raw, _rate(raw, enc_s), _rate(raw, dec_s),
+                     preset_readers(codec, enc), total, note)
+
+
+def _measure_geozl(enc: Encoding, storage, decoder: _Decoder, clock, raw: int, out: Profile, over_budget) -> None:
+    try:
+        import geozl
+    except ImportError as exc:
+        raise ImportError("profiling geozl's recipes needs the geozl package; install it or pass geozl=False") \
+            from exc
+    if enc.storage_dtype.itemsize == STRUCT_WIDTH:
+        return  # complex128: 16-byte samples, which geozl's graphs do not take
+    inputs = [_geozl_input(s, enc) for s in storage]
+    # geozl's profiler, one rep per frame: the candidates, their sizes and encode times
+    sizes: dict[str, int] = {}
+    enc_s: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    for arr in inputs:
+        if over_budget():
+            out.skipped.extend(sizes or ["geozl recipes"])  # the profiler itself ran out of time
+            return
+        try:
+            rows = geozl.profile(arr, prior=None, reps=1)
+        except (TypeError, ValueError):  # a dtype geozl does not take
+            return
+        for row in rows:
+            name = str(row["graph"])
+            mbps = float(row["encode_mbps"])
+            sizes[name] = sizes.get(name, 0) + int(row["bytes"])
+            enc_s[name] = enc_s.get(name, 0.0) + (arr.nbytes / (mbps * 1e6) if mbps > 0 else 0.0)
+            seen[name] = seen.get(name, 0) + 1
+    # recipes that every frame took, smallest first (geozl's own order), ties by name
+    names = sorted((n for n in sizes if seen[n] == len(inputs)), key=lambda n: (sizes[n], n))
+    for name in names:
+        if over_budget():
+            out.skipped.append(name)
+            continue
+        measured = _geozl_row(geozl, name, enc, inputs, storage, decoder, raw, enc_s[name])
+        if measured is not None:
+            out.rows.append(measured)
+
+
+def _geozl_row(geozl, name: str, enc: Encoding, inputs, storage, decoder: _Decoder, raw: int,
+               enc_seconds: float) -> Candidate | None:
+    total = 0
+    dec_s = 0.0
+    readable = True
+    note = ""
+    for i, (arr, samples) in enumerate(zip(inputs, storage, strict=True)):
+        try:
+            graph = geozl.graph(arr, name)
+            data = geozl.compress(arr, graph=graph)
+        except (RuntimeError, ValueError):
+            return None  # a recipe this frame cannot take (geozl's profiler lists it for another)
+        total += len(data)
+        dec_s += decoder.time(data, samples, f"geozl recipe {name!r}, sample frame {i}")
+        if readable:
+            try:
+                check_frame_header(data, enc, samples.size)
+            except CodecError as exc:
+                readable = False
+                note = f"rumimm refuses its frames: {exc}"
+    readers = (RUMIMM,) if readable else ()
+    return Candidate(name, "geozl", total / raw, _rate(raw, enc_seconds), _rate(raw, dec_s), readers, total, note)
