@@ -6,6 +6,7 @@ Subcommands::
     rumimm validate PATH [--header BLOB] [--decode]  every spec violation, one per line
     rumimm index PATH [-o BLOB | --hex]              rebuild a file's header blob from its IFD
     rumimm convert IN.tif OUT.rumi [--tile ...]      a GeoTIFF (anything GDAL reads) into rumi
+    rumimm convert IN.rumi OUT.rumi --codec NAME     re-encode every frame with another preset
     rumimm export IN.rumi OUT.tif [--cog ...]        a rumi file into a tiled, compressed GeoTIFF
     rumimm quicklook PATH OUT.png [--bands 3,2,1]    a stretched PNG preview
     rumimm profile PATH [--samples 8] [--json]       every codec recipe timed on a file's own frames
@@ -390,7 +391,7 @@ register("index", "rebuild a rumi file's header blob from its IFD", _index_args,
 # -- convert / export / quicklook -------------------------------------------------------------
 def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="IN", help="the GeoTIFF or COG (anything GDAL reads), or a rumi file of either "
-                   "spec to convert to the other (frames kept as they are)")
+                   "spec to convert to the other (frames kept as they are) or, with --codec, to re-encode")
     p.add_argument("dest", metavar="OUT", help="the rumi file to write")
     p.add_argument("--format", choices=("0.1", "0.2"),
                    help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as "
@@ -403,7 +404,8 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
                    "(default: the source's; required from spec 0.1)")
     p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
     p.add_argument("--unit", choices=("tile", "cell"), default="tile", help="frame unit (default tile)")
-    p.add_argument("--codec", help="a codec preset (default: the lossless default)")
+    p.add_argument("--codec", help="a codec preset (default: the lossless default); for a rumi IN, re-encode every "
+                   "frame with it (the spec is kept unless --format says otherwise)")
     p.add_argument("--blob", metavar="PATH", help="also write the header blob to PATH")
     p.add_argument("--crs", help="the EPSG code of a file with a geotransform but no CRS, or with a CRS no EPSG code "
                    "fits, e.g. EPSG:32633 (checked against the file's CRS and coordinates)")
@@ -434,7 +436,8 @@ def _rumi_spec(path: str) -> str | None:
 def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
     from rumimm.writer.convert import convert
 
-    target = args.format or ("0.2" if spec == "0.1" else "0.1")
+    # re-encoding keeps the spec; converting the frames as they are goes to the other one
+    target = args.format or (spec if args.codec else "0.2" if spec == "0.1" else "0.1")
     time = None
     if args.time:
         time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
@@ -442,10 +445,13 @@ def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
         return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
                      "datetime, or START/END for an interval), e.g. --time 2026-01-01")
     try:
-        blob = convert(args.source, args.dest, format=target, bands=args.band_texts, time=time)
+        blob = convert(args.source, args.dest, format=target, codec=args.codec, bands=args.band_texts, time=time,
+                       progress=_progress() if args.codec else None)
     except TypeError as exc:  # an argument of the wrong kind (the message says which)
         return _fail(str(exc))
-    print(f"{args.dest}: rumi spec {target} from {args.source} (spec {spec}), {os.path.getsize(args.dest):,} bytes; "
+    recoded = f", frames re-encoded with {args.codec!r}" if args.codec else ""
+    print(f"{args.dest}: rumi spec {target} from {args.source} (spec {spec}{recoded}), "
+          f"{os.path.getsize(args.dest):,} bytes; "
           f"header blob {len(blob)} bytes (rumimm index {args.dest} -o BLOB)")
     return 0
 
@@ -542,7 +548,8 @@ def _quicklook(args: argparse.Namespace) -> int:
     return 0
 
 
-register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file, or a rumi file to the other spec",
+register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file, a rumi file to the other spec, "
+         "or re-encode a rumi file with another codec",
          _convert_args, _convert)
 register("export", "export a rumi file as a tiled, compressed GeoTIFF or COG", _export_args, _export)
 register("quicklook", "write a percentile-stretched PNG preview of a rumi file", _quicklook_args, _quicklook)
