@@ -61,11 +61,12 @@ def test_every_preset_that_takes_the_dtype_is_measured_with_the_size_of_its_real
 
 
 def test_every_frame_of_every_candidate_is_decoded_through_rumimms_decoder(scene, monkeypatch):
-    calls = []
+    calls, checks = [], []
     real = geozl_lib.decompress
 
     def counting(src, size, dst, capacity, verify):
         calls.append(capacity)
+        checks.append(verify)
         return real(src, size, dst, capacity, verify)
 
     monkeypatch.setattr(core.geozl_lib, "decompress", counting)
@@ -78,6 +79,10 @@ def test_every_frame_of_every_candidate_is_decoded_through_rumimms_decoder(scene
     # smallest first, as geozl orders them; rumimm's checks accept what they decode to
     assert [r.size for r in geo] == sorted(r.size for r in geo)
     assert all(r.readers == (RUMIMM,) for r in geo)
+    assert set(checks) == {True}  # checksums checked, as rumimm.open reads by default
+    checks.clear()
+    measure(frames, reps=1, geozl=False, verify=False)
+    assert set(checks) == {False}
 
 
 def test_a_decoder_giving_other_samples_fails_the_profile(scene, monkeypatch):

@@ -255,10 +255,11 @@ def _storage(frame: np.ndarray, enc: Encoding) -> np.ndarray:
 class _Decoder:
     """Times decodes through geozl_lib into one reused, 8-byte aligned buffer."""
 
-    def __init__(self, capacity: int, reps: int, clock: Callable[[], float]):
+    def __init__(self, capacity: int, reps: int, clock: Callable[[], float], verify: bool):
         self.out = np.empty(-(-capacity // 8), np.uint64).view(np.uint8)
         self.reps = reps
         self.clock = clock
+        self.verify = verify
 
     def time(self, frame: bytes, expected: np.ndarray, label: str) -> float:
         """Fastest of ``reps`` decodes of ``frame``, after checking the samples it gives."""
@@ -267,7 +268,7 @@ class _Decoder:
         best = float("inf")
         for rep in range(self.reps):
             t0 = self.clock()
-            got = geozl_lib.decompress(src.ctypes.data, src.size, self.out.ctypes.data, want.size, rep == 0)
+            got = geozl_lib.decompress(src.ctypes.data, src.size, self.out.ctypes.data, want.size, self.verify)
             best = min(best, self.clock() - t0)
             if got < 0:
                 raise CodecError(f"{label}: rumimm's decoder failed ({geozl_lib.status_message(got)})")
@@ -290,7 +291,8 @@ def _geozl_input(storage: np.ndarray, enc: Encoding) -> np.ndarray:
 
 def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[str] | None = None,
             geozl: bool = True, reps: int = 3, budget: float | None = None, tolerance: float = DEFAULT_TOLERANCE,
-            require: Iterable[str] = (), clock: Callable[[], float] = time.perf_counter) -> Profile:
+            require: Iterable[str] = (), verify: bool = True,
+            clock: Callable[[], float] = time.perf_counter) -> Profile:
     """Measure every candidate recipe on ``frames``.
 
     Parameters
@@ -311,6 +313,9 @@ def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[st
         Seconds; once spent, candidates not yet started are listed in ``skipped``.
     tolerance, require
         The recommendation rule (see :class:`Profile`).
+    verify : bool
+        Check the frames' checksums while decoding, as ``rumimm.open`` does by default
+        (``verify=True``); False times reads opened with ``verify=False``.
     clock : callable
         The timer (seconds).
 
@@ -351,7 +356,7 @@ def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[st
     default = resolve_codec(None, enc).name
     storage = [_storage(f, enc) for f in frames]
     raw = sum(s.nbytes for s in storage)
-    decoder = _Decoder(max(s.nbytes for s in storage), int(reps), clock)
+    decoder = _Decoder(max(s.nbytes for s in storage), int(reps), clock, bool(verify))
     start = clock()
     out = Profile(rows=[], dtype=enc.name, frame_shape=tuple(frames[0].shape), raw_bytes=raw,
                   tolerance=float(tolerance), require=require)

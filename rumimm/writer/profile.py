@@ -104,7 +104,7 @@ def sample_frames(array, tile=512, unit="tile", samples: int = 8, seed: int = 0)
 
 def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, presets=None, geozl: bool = True,
             reps: int = 3, budget: float | None = 60.0, tolerance: float = DEFAULT_TOLERANCE,
-            require=()) -> Profile:
+            require=(), verify: bool = True) -> Profile:
     """Measure every frame recipe on sample frames of ``source`` and recommend one for training reads.
 
     Parameters
@@ -133,6 +133,8 @@ def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, pr
         The recommendation is the fastest decoder within ``tolerance`` x the smallest size.
     require : iterable of str
         Readers the recommendation must suit, e.g. ``("rumi-eo 0.16.0",)``.
+    verify : bool
+        Decode with checksum checks, as ``rumimm.open`` reads by default.
 
     Returns
     -------
@@ -167,7 +169,7 @@ def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, pr
             close()
     t0 = time.perf_counter()
     result = measure(frames, presets=presets, geozl=geozl, reps=reps, budget=budget, tolerance=tolerance,
-                     require=require)
+                     require=require, verify=verify)
     result.seconds = time.perf_counter() - t0
     result.frames = places
     result.source = label
