@@ -592,11 +592,11 @@ def _positive_float(text: str) -> float:
 
 
 def _profile_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", metavar="PATH", help="a rumi file (its frames are decoded) or a .npy array file")
+    p.add_argument("path", metavar="PATH", help="a rumi file (its frames are decoded), a .npy array file or a GeoTIFF")
     p.add_argument("--samples", type=_positive_int, default=8, help="frames to measure, at most (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the frame positions (default 0)")
-    p.add_argument("--tile", type=_positive_int, help="frame size (default: the file's tile; 512 for .npy)")
-    p.add_argument("--unit", choices=("tile", "cell"), help="frame unit (default: the file's; tile for .npy)")
+    p.add_argument("--tile", type=_positive_int, help="frame size (default: a rumi file's tile, else 512)")
+    p.add_argument("--unit", choices=("tile", "cell"), help="frame unit (default: a rumi file's, else tile)")
     p.add_argument("--preset", action="append", metavar="NAME", dest="presets",
                    help="measure this preset (repeat; default: every preset that takes the dtype)")
     p.add_argument("--no-geozl", action="store_true", help="measure the presets only, not geozl's recipes")

@@ -244,6 +244,26 @@ def test_a_rumi_file_is_profiled_on_its_own_decoded_frames_with_its_tile_and_uni
     assert q.frame_shape == (48, 48) and q.source.endswith("s.npy")
 
 
+def test_a_geotiff_is_profiled_on_windows_gdal_reads(tmp_path, scene):
+    import rasterio
+
+    path = tmp_path / "s.tif"
+    with rasterio.open(path, "w", driver="GTiff", width=170, height=200, count=3, dtype="uint16") as ds:
+        ds.write(scene)
+    p = profile(path, tile=64, samples=3, geozl=False, reps=1, presets=["delta"])
+    frames, where = sample_frames(scene, tile=64, samples=3)
+    assert p.frames == where and p.raw_bytes == sum(f.nbytes for f in frames)
+    assert p["delta"].compressed == sum(len(FrameEncoder("delta", "uint16").encode(f)) for f in frames)
+    cells = profile(path, tile=64, unit="cell", samples=2, geozl=False, reps=1, presets=["delta"])
+    assert cells.frame_shape == (3, 64, 64)
+
+
+def test_a_file_that_is_neither_rumi_nor_a_tiff_is_refused_as_not_rumi(tmp_path):
+    (tmp_path / "x.rumi").write_bytes(b"PNG? no" * 10)
+    with pytest.raises(rumimm.RumiError, match="x.rumi"):
+        profile(tmp_path / "x.rumi")
+
+
 def test_a_spec_02_file_of_several_steps_is_sampled_across_its_steps(tmp_path, rng):
     a = rng.integers(0, 900, (2, 2, 40, 40)).astype(np.uint16)
     path = tmp_path / "t.rumi"

@@ -1,4 +1,4 @@
-"""Profile frame recipes on the user's own data: a rumi file, a ``.npy`` file or an array.
+"""Profile frame recipes on the user's own data: a rumi file, a ``.npy`` file, a GeoTIFF or an array.
 
 :func:`profile` cuts a few frames out of the source at seeded grid positions (frames
 of a rumi file are decoded; an array is cut into tiles of ``tile``) and hands them to
@@ -22,12 +22,57 @@ from rumimm.writer.args import resolve_tile
 __all__ = ["profile", "sample_frames"]
 
 
+class _GeoTIFFBands:
+    """A GDAL raster as the (B, Y, X) array :func:`sample_frames` slices: each slice one windowed read."""
+
+    def __init__(self, path: str):
+        try:
+            import rasterio
+        except ImportError as exc:
+            raise ImportError(f"{path}: profiling a GeoTIFF needs rasterio; install rumimm[geotiff], or pass a rumi "
+                              "file, a .npy file or an array") from exc
+        self.ds = rasterio.open(path)
+        self.shape = (self.ds.count, self.ds.height, self.ds.width)
+        self.dtype = np.dtype(self.ds.dtypes[0])
+
+    def __getitem__(self, key):
+        from rasterio.windows import Window
+
+        band, rows, cols = key
+        window = Window(cols.start, rows.start, cols.stop - cols.start, rows.stop - rows.start)
+        if isinstance(band, slice):
+            return self.ds.read(window=window)
+        return self.ds.read(int(band) + 1, window=window)
+
+    def close(self) -> None:
+        self.ds.close()
+
+
+def _is_rumi(path: str) -> bool:
+    """Whether ``path`` holds a rumi file (either spec), not some other TIFF (a GeoTIFF for GDAL)."""
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    if head != b"II+\x00":  # BigTIFF: a rumi 0.1.0 file, or a GeoTIFF
+        return head == b"RUMI" or head[:2] not in (b"II", b"MM")
+    from rumimm.errors import FormatError
+    from rumimm.reader.validate import index
+
+    try:
+        index(path)
+    except FormatError:
+        return False
+    return True
+
+
 def _open_source(source):
     """(array-like, label, tile default, unit default, closer) for a path or an array."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if path.lower().endswith(".npy"):
             return np.load(path, mmap_mode="r", allow_pickle=False), path, None, None, None
+        if not _is_rumi(path):
+            tiff = _GeoTIFFBands(path)
+            return tiff, path, None, None, tiff.close
         from rumimm.reader.image import Image
 
         img = Image(path)
@@ -110,8 +155,9 @@ def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, pr
     Parameters
     ----------
     source : str, os.PathLike or array-like
-        A rumi file (its frames are decoded), a ``.npy`` file (memory-mapped), or an
-        array of shape (Y, X), (B, Y, X) or (T, B, Y, X).
+        A rumi file (its frames are decoded), a ``.npy`` file (memory-mapped), a GeoTIFF
+        or anything else GDAL reads (windows read with rasterio), or an array of shape
+        (Y, X), (B, Y, X) or (T, B, Y, X).
     tile : int or (int, int), optional
         Frame size; default: the rumi file's tile, else 512.
     unit : {"tile", "cell"}, optional
