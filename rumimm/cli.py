@@ -606,7 +606,7 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--require", action="append", metavar="READER", default=[],
                    help="a reader the recommendation must suit: 'rumi-eo 0.16.0' or 'rumi-eo 0.26.1' (repeat)")
     p.add_argument("--budget", type=_positive_float, default=60.0,
-                   help="seconds of measuring; candidates not started by then are skipped (default 60)")
+                   help="seconds of measuring; sample frames not started by then are left out (default 60)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 

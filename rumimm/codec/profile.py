@@ -5,9 +5,11 @@ takes the frames' dtype, and with every candidate graph geozl's own profiler lis
 (``geozl.profile(tile, prior=None)``: about 40 to 75 predictor > coder recipes), and
 decodes each frame through :mod:`rumimm.codec.geozl_lib`, the C decoder rumimm reads
 with, so the decode speed is the one reads will see.  geozl's profiler supplies the
-candidate list, the frame sizes and the encode speeds of its recipes (timed inside its
-C library, no Python in the loop); its decode timing is not used, because it does not
-go through rumimm's decoder.
+candidate list and the encode speeds of its recipes (timed inside its C library, no
+Python in the loop); the frames are made again with ``geozl.compress`` to be decoded
+through rumimm's decoder, because geozl's own decode timing does not go through it.
+Decodes are timed in rounds across the candidates, frame by frame, so a slow spell of a
+busy machine falls on all of them alike.
 
 Every frame is decoded and compared with its samples before it counts, and a geozl
 frame counts as read by rumimm only when its header declares what a rumi frame must
@@ -18,6 +20,7 @@ recommendation; the sampling of frames from a file or an array lives above this 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +71,9 @@ class Candidate:
         Compressed bytes of all sample frames.
     note : str
         ``"default"`` for the dtype's default preset, else why a row is unusual.
+    same_as : str or None
+        The earlier row whose frames are byte for byte these (the same recipe on this
+        data, e.g. a geozl recipe a preset builds); such a row is never recommended.
     """
 
     name: str
@@ -78,11 +84,12 @@ class Candidate:
     readers: tuple[str, ...]
     compressed: int
     note: str = ""
+    same_as: str | None = None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "size": self.size, "encode_mibs": _finite(self.encode_mibs),
                 "decode_mibs": _finite(self.decode_mibs), "readers": list(self.readers), "compressed": self.compressed,
-                "note": self.note}
+                "note": self.note, "same_as": self.same_as}
 
 
 @dataclass
@@ -109,8 +116,8 @@ class Profile:
         Raw bytes of all sample frames.
     tolerance : float
     require : tuple of str
-    skipped : list of str
-        Candidates not measured because the time budget ran out.
+    frames_skipped : int
+        Sample frames left out because the time budget ran out.
     seconds : float
         Time the measurement took.
     source : str
@@ -123,7 +130,7 @@ class Profile:
     raw_bytes: int
     tolerance: float = DEFAULT_TOLERANCE
     require: tuple[str, ...] = ()
-    skipped: list[str] = field(default_factory=list)
+    frames_skipped: int = 0
     seconds: float = 0.0
     frames: list[tuple] = field(default_factory=list)
     source: str = "array"
@@ -145,12 +152,12 @@ class Profile:
     @property
     def rule(self) -> str:
         need = ", ".join((RUMIMM, *(r for r in self.require if r != RUMIMM)))
-        return (f"fastest decode among candidates within {self.tolerance:g}x the smallest size, "
-                f"read by {need}")
+        return (f"fastest decode within {self.tolerance:g}x the smallest size, among the candidates read by "
+                f"{need} (the presets for the recommended preset, every row for the best recipe)")
 
     def _pick(self, rows: Iterable[Candidate]) -> Candidate | None:
         need = {RUMIMM, *self.require}
-        usable = [r for r in rows if need <= set(r.readers)]
+        usable = [r for r in rows if need <= set(r.readers) and r.same_as is None]
         if not usable:
             return None
         smallest = min(r.size for r in usable)
@@ -173,7 +180,7 @@ class Profile:
                 "frames": [list(f) for f in self.frames], "raw_bytes": self.raw_bytes,
                 "tolerance": self.tolerance, "require": list(self.require), "rule": self.rule,
                 "recommended": rec.name if rec else None, "best": best.name if best else None,
-                "skipped": list(self.skipped), "seconds": self.seconds,
+                "frames_skipped": self.frames_skipped, "seconds": self.seconds,
                 "rows": [r.to_dict() for r in self.rows]}
 
     def table(self) -> str:
@@ -185,11 +192,14 @@ class Profile:
                  f"{'candidate':{width}}  {'kind':6}  {'size/raw':>8}  {'enc MiB/s':>9}  {'dec MiB/s':>9}  readers"]
         for r in self.rows:
             readers = ", ".join(r.readers) or "-"
-            note = f"  ({r.note})" if r.note else ""
+            notes = [r.note] if r.note else []
+            if r.same_as:
+                notes.append(f"same frames as {r.same_as}")
+            note = f"  ({'; '.join(notes)})" if notes else ""
             lines.append(f"{r.name:{width}}  {r.kind:6}  {r.size:8.3f}  {r.encode_mibs:9.0f}  {r.decode_mibs:9.0f}  "
                          f"{readers}{note}")
-        if self.skipped:
-            lines.append(f"not measured (time budget): {', '.join(self.skipped)}")
+        if self.frames_skipped:
+            lines.append(f"time budget: {self.frames_skipped} sample frames left out")
         lines.append("")
         lines.append(f"rule: {self.rule}")
         rec, best = self.recommended, self.best
@@ -253,28 +263,31 @@ def _storage(frame: np.ndarray, enc: Encoding) -> np.ndarray:
 
 
 class _Decoder:
-    """Times decodes through geozl_lib into one reused, 8-byte aligned buffer."""
+    """Decodes through geozl_lib into one reused, 8-byte aligned buffer: a checked decode, and timed ones."""
 
-    def __init__(self, capacity: int, reps: int, clock: Callable[[], float], verify: bool):
+    def __init__(self, capacity: int, clock: Callable[[], float], verify: bool):
         self.out = np.empty(-(-capacity // 8), np.uint64).view(np.uint8)
-        self.reps = reps
         self.clock = clock
         self.verify = verify
 
-    def time(self, frame: bytes, expected: np.ndarray, label: str) -> float:
-        """Fastest of ``reps`` decodes of ``frame``, after checking the samples it gives."""
-        src = np.frombuffer(frame, np.uint8)
+    def _run(self, src: np.ndarray, nbytes: int, label: str) -> int:
+        got = geozl_lib.decompress(src.ctypes.data, src.size, self.out.ctypes.data, nbytes, self.verify)
+        if got < 0:
+            raise CodecError(f"{label}: rumimm's decoder failed ({geozl_lib.status_message(got)})")
+        return got
+
+    def check(self, frame: np.ndarray, expected: np.ndarray, label: str) -> None:
+        """Decode ``frame`` once and compare with the samples it was made from."""
         want = expected.reshape(-1).view(np.uint8)
-        best = float("inf")
-        for rep in range(self.reps):
-            t0 = self.clock()
-            got = geozl_lib.decompress(src.ctypes.data, src.size, self.out.ctypes.data, want.size, self.verify)
-            best = min(best, self.clock() - t0)
-            if got < 0:
-                raise CodecError(f"{label}: rumimm's decoder failed ({geozl_lib.status_message(got)})")
-            if rep == 0 and (got != want.size or not np.array_equal(self.out[:got], want)):
-                raise CodecError(f"{label}: decoded samples differ from the samples encoded")
-        return best
+        got = self._run(frame, want.size, label)
+        if got != want.size or not np.array_equal(self.out[:got], want):
+            raise CodecError(f"{label}: decoded samples differ from the samples encoded")
+
+    def time(self, frame: np.ndarray, nbytes: int, label: str) -> float:
+        """Seconds one decode of ``frame`` takes."""
+        t0 = self.clock()
+        self._run(frame, nbytes, label)
+        return self.clock() - t0
 
 
 def _rate(nbytes: int, seconds: float) -> float:
@@ -289,11 +302,35 @@ def _geozl_input(storage: np.ndarray, enc: Encoding) -> np.ndarray:
     return storage
 
 
+@dataclass
+class _Tally:
+    """One candidate's running totals over the frames measured so far."""
+
+    name: str
+    kind: str
+    readers: tuple[str, ...]
+    note: str = ""
+    compressed: int = 0
+    encode_s: float = 0.0
+    decode_s: float = 0.0
+    alive: bool = True
+    digest: hashlib.blake2b = field(default_factory=lambda: hashlib.blake2b(digest_size=16))
+
+    def row(self, raw: int, same_as: str | None) -> Candidate:
+        return Candidate(self.name, self.kind, self.compressed / raw, _rate(raw, self.encode_s),
+                         _rate(raw, self.decode_s), self.readers, self.compressed, self.note, same_as)
+
+
 def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[str] | None = None,
             geozl: bool = True, reps: int = 3, budget: float | None = None, tolerance: float = DEFAULT_TOLERANCE,
             require: Iterable[str] = (), verify: bool = True,
             clock: Callable[[], float] = time.perf_counter) -> Profile:
     """Measure every candidate recipe on ``frames``.
+
+    Frame by frame: each candidate encodes the frame, each frame is decoded once and
+    compared with its samples, then ``reps`` rounds decode every candidate's frame in
+    turn, so a slow spell of a busy machine falls on all candidates alike; each frame's
+    fastest decode counts.
 
     Parameters
     ----------
@@ -308,9 +345,10 @@ def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[st
     geozl : bool
         Also measure geozl's candidate recipes (needs the geozl package).
     reps : int
-        Decodes per frame; the fastest counts.
+        Timed decodes of each frame; the fastest counts.
     budget : float, optional
-        Seconds; once spent, candidates not yet started are listed in ``skipped``.
+        Seconds; once spent, the frames not yet started are left out (the first frame is
+        always measured), and ``frames_skipped`` says how many.
     tolerance, require
         The recommendation rule (see :class:`Profile`).
     verify : bool
@@ -333,7 +371,7 @@ def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[st
     frames = [np.asarray(f) for f in frames]
     if not frames:
         raise ValueError("profile needs at least one sample frame, got none")
-    if int(reps) != reps or reps < 1:
+    if isinstance(reps, bool) or int(reps) != reps or reps < 1:
         raise ValueError(f"reps must be an int >= 1, got {reps!r}")
     if not tolerance >= 1.0:
         raise ValueError(f"tolerance must be a number >= 1, got {tolerance!r}")
@@ -354,104 +392,101 @@ def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[st
         for n in names:
             resolve_codec(n, enc)  # an unknown name or an unsupported dtype: ValueError naming the choices
     default = resolve_codec(None, enc).name
+    geo = _import_geozl() if geozl and enc.storage_dtype.itemsize != STRUCT_WIDTH else None  # 16-byte: no geozl
     storage = [_storage(f, enc) for f in frames]
-    raw = sum(s.nbytes for s in storage)
-    decoder = _Decoder(max(s.nbytes for s in storage), int(reps), clock, bool(verify))
+    decoder = _Decoder(max(s.nbytes for s in storage), clock, bool(verify))
     start = clock()
-    out = Profile(rows=[], dtype=enc.name, frame_shape=tuple(frames[0].shape), raw_bytes=raw,
-                  tolerance=float(tolerance), require=require)
-
-    def over_budget() -> bool:
-        return budget is not None and clock() - start > budget
-
-    for name in names:
-        if over_budget():
-            out.skipped.append(name)
-            continue
-        out.rows.append(_measure_preset(PRESETS[name], enc, frames, storage, decoder, clock, raw,
-                                        "default" if name == default else ""))
-    if geozl:
-        _measure_geozl(enc, storage, decoder, clock, raw, out, over_budget)
+    presets_t = {n: _Tally(n, "preset", preset_readers(PRESETS[n], enc), "default" if n == default else "")
+                 for n in names}
+    geozl_t: dict[str, _Tally] = {}
+    encoders = {n: FrameEncoder(PRESETS[n], enc) for n in names}
+    raw = done = 0
+    try:
+        for encoder in encoders.values():
+            encoder.encode(frames[0])  # builds the graph and its context: not part of the encode speed
+        for i, (frame, samples) in enumerate(zip(frames, storage, strict=True)):
+            if i and budget is not None and clock() - start > budget:
+                break
+            coded: list[tuple[_Tally, np.ndarray]] = []
+            for n, encoder in encoders.items():
+                t0 = clock()
+                frame_bytes = encoder.encode(frame)
+                presets_t[n].encode_s += clock() - t0
+                coded.append((presets_t[n], np.frombuffer(frame_bytes, np.uint8)))
+            if geo is not None:
+                coded += _encode_geozl(geo, enc, samples, geozl_t, first=i == 0)
+            for tally, data in coded:
+                decoder.check(data, samples, f"{tally.kind} {tally.name!r}, sample frame {i}")
+            best = [float("inf")] * len(coded)
+            for _ in range(int(reps)):
+                for j, (tally, data) in enumerate(coded):
+                    best[j] = min(best[j], decoder.time(data, samples.nbytes, f"{tally.kind} {tally.name!r}"))
+            for (tally, data), seconds in zip(coded, best, strict=True):
+                tally.compressed += data.size
+                tally.decode_s += seconds
+                tally.digest.update(data.tobytes())
+            raw += samples.nbytes
+            done += 1
+    finally:
+        for encoder in encoders.values():
+            encoder.close()
+    geo_rows = sorted((t for t in geozl_t.values() if t.alive), key=lambda t: (t.compressed, t.name))
+    first: dict[bytes, _Tally] = {}
+    rows = []
+    for t in (*presets_t.values(), *geo_rows):
+        key = t.digest.digest()
+        twin = first.setdefault(key, t)
+        if twin is not t and t.readers:  # the same bytes: whoever reads the twin's frames reads these
+            t.readers = tuple(r for r in READERS if r in (*twin.readers, *t.readers))
+        rows.append(t.row(raw, None if twin is t else twin.name))
+    out = Profile(rows=rows, dtype=enc.name,
+                  frame_shape=tuple(frames[0].shape), raw_bytes=raw, tolerance=float(tolerance), require=require,
+                  frames_skipped=len(frames) - done)
     out.seconds = clock() - start
     return out
 
 
-def _measure_preset(codec: Codec, enc: Encoding, frames, storage, decoder: _Decoder, clock, raw: int,
-                    note: str) -> Candidate:
-    encoder = FrameEncoder(codec, enc)
-    try:
-        encoder.encode(frames[0])  # builds the graph and its context: not part of the encode speed
-        enc_s = dec_s = 0.0
-        total = 0
-        for i, (frame, samples) in enumerate(zip(frames, storage, strict=True)):
-            t0 = clock()
-            data = encoder.encode(frame)
-            enc_s += clock() - t0
-            total += len(data)
-            dec_s += decoder.time(data, samples, f"preset {codec.name!r}, sample frame {i}")
-    finally:
-        encoder.close()
-    return Candidate(codec.name, "preset", total / raw, _rate(raw, enc_s), _rate(raw, dec_s),
-                     preset_readers(codec, enc), total, note)
-
-
-def _measure_geozl(enc: Encoding, storage, decoder: _Decoder, clock, raw: int, out: Profile, over_budget) -> None:
+def _import_geozl():
     try:
         import geozl
     except ImportError as exc:
         raise ImportError("profiling geozl's recipes needs the geozl package; install it or pass geozl=False") \
             from exc
-    if enc.storage_dtype.itemsize == STRUCT_WIDTH:
-        return  # complex128: 16-byte samples, which geozl's graphs do not take
-    inputs = [_geozl_input(s, enc) for s in storage]
-    # geozl's profiler, one rep per frame: the candidates, their sizes and encode times
-    sizes: dict[str, int] = {}
-    enc_s: dict[str, float] = {}
-    seen: dict[str, int] = {}
-    for arr in inputs:
-        if over_budget():
-            out.skipped.extend(sizes or ["geozl recipes"])  # the profiler itself ran out of time
-            return
-        try:
-            rows = geozl.profile(arr, prior=None, reps=1)
-        except (TypeError, ValueError):  # a dtype geozl does not take
-            return
-        for row in rows:
-            name = str(row["graph"])
-            mbps = float(row["encode_mbps"])
-            sizes[name] = sizes.get(name, 0) + int(row["bytes"])
-            enc_s[name] = enc_s.get(name, 0.0) + (arr.nbytes / (mbps * 1e6) if mbps > 0 else 0.0)
-            seen[name] = seen.get(name, 0) + 1
-    # recipes that every frame took, smallest first (geozl's own order), ties by name
-    names = sorted((n for n in sizes if seen[n] == len(inputs)), key=lambda n: (sizes[n], n))
-    for name in names:
-        if over_budget():
-            out.skipped.append(name)
+    return geozl
+
+
+def _encode_geozl(geo, enc: Encoding, samples: np.ndarray, tallies: dict[str, _Tally], first: bool):
+    """Every geozl recipe's frame of ``samples``; the encode time is what geozl's profiler measured.
+
+    The recipes are the ones geozl's profiler lists for the first frame; a recipe it
+    does not list, or cannot compress, for a later frame drops out (its totals would
+    cover fewer frames than the others').
+    """
+    arr = _geozl_input(samples, enc)
+    try:
+        listed = {str(r["graph"]): r for r in geo.profile(arr, prior=None, reps=1)}
+    except (TypeError, ValueError):  # a dtype geozl does not take
+        listed = {}
+    if first:
+        for name in listed:
+            tallies[name] = _Tally(name, "geozl", (RUMIMM,))
+    coded = []
+    for name, tally in tallies.items():
+        row = listed.get(name)
+        if not tally.alive or row is None:
+            tally.alive = False
             continue
-        measured = _geozl_row(geozl, name, enc, inputs, storage, decoder, raw, enc_s[name])
-        if measured is not None:
-            out.rows.append(measured)
-
-
-def _geozl_row(geozl, name: str, enc: Encoding, inputs, storage, decoder: _Decoder, raw: int,
-               enc_seconds: float) -> Candidate | None:
-    total = 0
-    dec_s = 0.0
-    readable = True
-    note = ""
-    for i, (arr, samples) in enumerate(zip(inputs, storage, strict=True)):
         try:
-            graph = geozl.graph(arr, name)
-            data = geozl.compress(arr, graph=graph)
+            data = np.frombuffer(geo.compress(arr, graph=geo.graph(arr, name)), np.uint8)
         except (RuntimeError, ValueError):
-            return None  # a recipe this frame cannot take (geozl's profiler lists it for another)
-        total += len(data)
-        dec_s += decoder.time(data, samples, f"geozl recipe {name!r}, sample frame {i}")
-        if readable:
+            tally.alive = False
+            continue
+        mbps = float(row["encode_mbps"])
+        tally.encode_s += arr.nbytes / (mbps * 1e6) if mbps > 0 else 0.0
+        if tally.readers:
             try:
                 check_frame_header(data, enc, samples.size)
             except CodecError as exc:
-                readable = False
-                note = f"rumimm refuses its frames: {exc}"
-    readers = (RUMIMM,) if readable else ()
-    return Candidate(name, "geozl", total / raw, _rate(raw, enc_seconds), _rate(raw, dec_s), readers, total, note)
+                tally.readers, tally.note = (), f"rumimm refuses its frames: {exc}"
+        coded.append((tally, data))
+    return coded

@@ -173,8 +173,8 @@ def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, pr
     reps : int
         Decodes per frame; each frame's fastest counts.
     budget : float or None
-        Seconds of measuring, after which candidates not started are skipped (listed
-        in ``skipped``); None: no limit.
+        Seconds of measuring, after which the sample frames not yet started are left out
+        (``frames_skipped``; the first is always measured); None: no limit.
     tolerance : float
         The recommendation is the fastest decoder within ``tolerance`` x the smallest size.
     require : iterable of str
@@ -217,6 +217,6 @@ def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, pr
     result = measure(frames, presets=presets, geozl=geozl, reps=reps, budget=budget, tolerance=tolerance,
                      require=require, verify=verify)
     result.seconds = time.perf_counter() - t0
-    result.frames = places
+    result.frames = places[:len(places) - result.frames_skipped]
     result.source = label
     return result
