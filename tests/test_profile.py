@@ -215,6 +215,15 @@ def test_a_presets_declared_readers_win_over_its_portable_flag():
     assert preset_readers(Declared({"uint16": [RUMIMM, RUMI_EO_016]}), "uint16") == (RUMIMM, RUMI_EO_016)
     assert preset_readers(Declared({"uint8": [RUMIMM]}), "uint16") == ()
     assert preset_readers(Declared(lambda enc: [RUMIMM] if enc.name == "uint16" else []), "uint16") == (RUMIMM,)
+    flags = {"rumimm": True, "rumi-eo==0.16.0": False, "rumi-eo==0.26.1": True}
+    assert preset_readers(Declared(flags), "uint16") == (RUMIMM, RUMI_EO_026)
+    assert preset_readers(Declared({"uint16": flags}), "uint16") == (RUMIMM, RUMI_EO_026)
+
+    class Compatible:
+        portable = True
+        compatibility = {"rumimm": True, "rumi-eo 0.16.0": False, "rumi-eo 0.26.1": False}
+
+    assert preset_readers(Compatible(), "uint16") == (RUMIMM,)
 
 
 # -- sampling frames from arrays and files ---------------------------------------------------------

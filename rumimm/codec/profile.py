@@ -233,19 +233,38 @@ def _describe(row: Candidate) -> str:
 def preset_readers(codec: Codec, encoding) -> tuple[str, ...]:
     """The readers that decode frames of ``codec`` for ``encoding``.
 
-    A preset may declare them as a ``readers`` attribute: a callable taking the
-    :class:`Encoding`, a mapping from encoding name to reader names, or reader names.
-    Without one, the ``portable`` flag says rumimm and rumi-eo 0.16.0, else rumimm alone.
+    A preset may declare them as a ``readers`` (or ``compatibility``) attribute: a
+    callable taking the :class:`Encoding`, a mapping from encoding name to readers, a
+    mapping from reader to bool, or reader names.  Names are matched to :data:`READERS`
+    by the version they carry (``"rumi-eo==0.16.0"`` is ``"rumi-eo 0.16.0"``).  Without a
+    declaration, the ``portable`` flag says rumimm and rumi-eo 0.16.0, else rumimm alone.
     """
     enc = as_encoding(encoding)
-    declared = getattr(codec, "readers", None)
-    if declared is not None:
-        names = declared(enc) if callable(declared) else declared
-        if isinstance(names, Mapping):
-            names = names.get(enc.name, ())
-        found = tuple(str(n) for n in names)
-        return tuple(r for r in READERS if r in found) + tuple(n for n in found if n not in READERS)
-    return (RUMIMM, RUMI_EO_016) if codec.portable else (RUMIMM,)
+    declared = next((d for d in (getattr(codec, a, None) for a in ("readers", "compatibility")) if d is not None),
+                    None)
+    if declared is None:
+        return (RUMIMM, RUMI_EO_016) if codec.portable else (RUMIMM,)
+    value = declared(enc) if callable(declared) else declared
+    if isinstance(value, Mapping) and not _reader_flags(value):
+        value = value.get(enc.name, ())  # per encoding name
+    if isinstance(value, Mapping):
+        value = [k for k, ok in value.items() if ok]  # reader -> bool
+    found = [_reader_name(str(n)) for n in value]
+    return tuple(r for r in READERS if r in found) + tuple(dict.fromkeys(n for n in found if n not in READERS))
+
+
+def _reader_flags(value: Mapping) -> bool:
+    return bool(value) and all(isinstance(v, (bool, np.bool_)) for v in value.values())
+
+
+def _reader_name(name: str) -> str:
+    low = name.lower()
+    if "rumimm" in low:
+        return RUMIMM
+    for reader in (RUMI_EO_016, RUMI_EO_026):
+        if reader.split()[-1] in low:
+            return reader
+    return name
 
 
 # ----------------------------------------------------------------------- measuring
