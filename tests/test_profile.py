@@ -195,11 +195,34 @@ def test_the_table_and_the_dict_say_the_same_thing():
                 frames_skipped=3)
     text = p.table()
     assert "recommended preset: delta, 0.460 of raw" in text
-    assert "best recipe overall: a>b" in text and "no preset writes it" in text
+    assert "best recipe overall: a>b" in text and "no codec writes it" in text
     assert "time budget: 3 sample frames left out" in text
     assert repr(p).startswith("<Profile uint16 (512, 512) x1: 2 candidates, recommended 'delta'>")
     d = json.loads(json.dumps(p.to_dict()))
     assert d["recommended"] == "delta" and d["best"] == "a>b" and d["rows"][1]["kind"] == "geozl"
+
+
+def test_a_geozl_recipe_the_presets_module_makes_a_codec_of_carries_that_codec_and_its_readers(scene, monkeypatch):
+    from types import SimpleNamespace
+
+    from rumimm.codec import presets
+
+    recipe = "delta_n>zigzag>transpose>zstd"
+
+    def recipe_codec(name):
+        if name != recipe:
+            raise ValueError(f"not {recipe}")
+        return SimpleNamespace(name="geozl:" + name, portable=False, readers_for=lambda enc: {RUMI_EO_026, RUMIMM})
+
+    monkeypatch.setattr(presets, "recipe_codec", recipe_codec, raising=False)
+    p = measure(_frames(scene, n=1, size=32), presets=["delta"], reps=1)
+    row = p[recipe]
+    assert row.codec == "geozl:" + recipe and row.readers == (RUMIMM, RUMI_EO_026)
+    assert p["delta"].codec == "delta"
+    others = [r for r in p.rows if r.kind == "geozl" and r.name != recipe]
+    assert others and all(r.codec is None for r in others)
+    best = Profile(rows=[row], dtype="uint16", frame_shape=(32, 32), raw_bytes=2048).table()
+    assert f"(write it with codec='geozl:{recipe}')" in best
 
 
 def test_a_presets_declared_readers_win_over_its_portable_flag():
@@ -224,6 +247,16 @@ def test_a_presets_declared_readers_win_over_its_portable_flag():
         compatibility = {"rumimm": True, "rumi-eo 0.16.0": False, "rumi-eo 0.26.1": False}
 
     assert preset_readers(Compatible(), "uint16") == (RUMIMM,)
+
+    class Table:  # a per-dtype table: readers_for(encoding) wins over the table-wide attribute
+        portable = False
+        readers = frozenset({RUMIMM})
+
+        def readers_for(self, enc):
+            return frozenset({RUMIMM, RUMI_EO_016}) if enc.name == "uint16" else self.readers
+
+    assert preset_readers(Table(), "uint16") == (RUMIMM, RUMI_EO_016)
+    assert preset_readers(Table(), "float32") == (RUMIMM,)
 
 
 # -- sampling frames from arrays and files ---------------------------------------------------------

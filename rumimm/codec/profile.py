@@ -74,6 +74,10 @@ class Candidate:
     same_as : str or None
         The earlier row whose frames are byte for byte these (the same recipe on this
         data, e.g. a geozl recipe a preset builds); such a row is never recommended.
+    codec : str or None
+        The ``codec=`` value that writes these frames: the preset's name, or for a geozl
+        recipe the codec the presets module makes of it (when it offers ``recipe_codec``);
+        None when no codec writes them.
     """
 
     name: str
@@ -85,11 +89,13 @@ class Candidate:
     compressed: int
     note: str = ""
     same_as: str | None = None
+    codec: str | None = None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "size": self.size, "encode_mibs": _finite(self.encode_mibs),
                 "decode_mibs": _finite(self.decode_mibs), "readers": list(self.readers), "compressed": self.compressed,
-                "note": self.note, "same_as": self.same_as}
+                "note": self.note, "same_as": self.same_as,
+                "codec": self.codec}
 
 
 @dataclass
@@ -205,8 +211,9 @@ class Profile:
         rec, best = self.recommended, self.best
         lines.append(f"recommended preset: {_describe(rec)}" if rec else "recommended preset: none fits the rule")
         if best is not None and best is not rec:
-            lines.append(f"best recipe overall: {_describe(best)} (no preset writes it)"
-                         if best.kind == "geozl" else f"best recipe overall: {_describe(best)}")
+            how = "" if best.kind == "preset" else (f" (write it with codec={best.codec!r})" if best.codec
+                                                    else " (no codec writes it)")
+            lines.append(f"best recipe overall: {_describe(best)}{how}")
         return "\n".join(lines)
 
     __str__ = table
@@ -233,13 +240,17 @@ def _describe(row: Candidate) -> str:
 def preset_readers(codec: Codec, encoding) -> tuple[str, ...]:
     """The readers that decode frames of ``codec`` for ``encoding``.
 
-    A preset may declare them as a ``readers`` (or ``compatibility``) attribute: a
+    A preset may declare them with a ``readers_for(encoding)`` method, or as a
+    ``readers`` (or ``compatibility``) attribute: a
     callable taking the :class:`Encoding`, a mapping from encoding name to readers, a
     mapping from reader to bool, or reader names.  Names are matched to :data:`READERS`
     by the version they carry (``"rumi-eo==0.16.0"`` is ``"rumi-eo 0.16.0"``).  Without a
     declaration, the ``portable`` flag says rumimm and rumi-eo 0.16.0, else rumimm alone.
     """
     enc = as_encoding(encoding)
+    per_dtype = getattr(codec, "readers_for", None)
+    if callable(per_dtype):
+        return _ordered([_reader_name(str(n)) for n in per_dtype(enc)])
     declared = next((d for d in (getattr(codec, a, None) for a in ("readers", "compatibility")) if d is not None),
                     None)
     if declared is None:
@@ -249,7 +260,10 @@ def preset_readers(codec: Codec, encoding) -> tuple[str, ...]:
         value = value.get(enc.name, ())  # per encoding name
     if isinstance(value, Mapping):
         value = [k for k, ok in value.items() if ok]  # reader -> bool
-    found = [_reader_name(str(n)) for n in value]
+    return _ordered([_reader_name(str(n)) for n in value])
+
+
+def _ordered(found: list[str]) -> tuple[str, ...]:
     return tuple(r for r in READERS if r in found) + tuple(dict.fromkeys(n for n in found if n not in READERS))
 
 
@@ -335,9 +349,11 @@ class _Tally:
     alive: bool = True
     digest: hashlib.blake2b = field(default_factory=lambda: hashlib.blake2b(digest_size=16))
 
+    codec: str | None = None
+
     def row(self, raw: int, same_as: str | None) -> Candidate:
         return Candidate(self.name, self.kind, self.compressed / raw, _rate(raw, self.encode_s),
-                         _rate(raw, self.decode_s), self.readers, self.compressed, self.note, same_as)
+                         _rate(raw, self.decode_s), self.readers, self.compressed, self.note, same_as, self.codec)
 
 
 def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[str] | None = None,
@@ -415,7 +431,7 @@ def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[st
     storage = [_storage(f, enc) for f in frames]
     decoder = _Decoder(max(s.nbytes for s in storage), clock, bool(verify))
     start = clock()
-    presets_t = {n: _Tally(n, "preset", preset_readers(PRESETS[n], enc), "default" if n == default else "")
+    presets_t = {n: _Tally(n, "preset", preset_readers(PRESETS[n], enc), "default" if n == default else "", codec=n)
                  for n in names}
     geozl_t: dict[str, _Tally] = {}
     encoders = {n: FrameEncoder(PRESETS[n], enc) for n in names}
@@ -474,6 +490,19 @@ def _import_geozl():
     return geozl
 
 
+def _recipe_codec(recipe: str) -> Codec | None:
+    """The codec that writes geozl ``recipe``, when the presets module makes one (``recipe_codec``); else None."""
+    from rumimm.codec import presets
+
+    make = getattr(presets, "recipe_codec", None)
+    if make is None:
+        return None
+    try:
+        return make(recipe)
+    except ValueError:
+        return None
+
+
 def _encode_geozl(geo, enc: Encoding, samples: np.ndarray, tallies: dict[str, _Tally], first: bool):
     """Every geozl recipe's frame of ``samples``; the encode time is what geozl's profiler measured.
 
@@ -488,7 +517,9 @@ def _encode_geozl(geo, enc: Encoding, samples: np.ndarray, tallies: dict[str, _T
         listed = {}
     if first:
         for name in listed:
-            tallies[name] = _Tally(name, "geozl", (RUMIMM,))
+            codec = _recipe_codec(name)
+            readers = (RUMIMM,) if codec is None else preset_readers(codec, enc)
+            tallies[name] = _Tally(name, "geozl", readers, codec=None if codec is None else codec.name)
     coded = []
     for name, tally in tallies.items():
         row = listed.get(name)
