@@ -592,7 +592,8 @@ def _positive_float(text: str) -> float:
 
 
 def _profile_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", metavar="PATH", help="a rumi file (its frames are decoded), a .npy array file or a GeoTIFF")
+    p.add_argument("path", metavar="PATH", help="a rumi file or URI (its frames are decoded), a .npy array file or a "
+                   "GeoTIFF")
     p.add_argument("--samples", type=_positive_int, default=8, help="frames to measure, at most (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the frame positions (default 0)")
     p.add_argument("--tile", type=_positive_int, help="frame size (default: a rumi file's tile, else 512)")
@@ -613,7 +614,7 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
 def _profile(args: argparse.Namespace) -> int:
     from rumimm.writer.profile import profile
 
-    if not os.path.exists(args.path):
+    if "://" not in args.path and not os.path.exists(args.path):
         return _fail(f"{args.path}: no such file")
     result = profile(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
                      presets=args.presets, geozl=not args.no_geozl, budget=args.budget,

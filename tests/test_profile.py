@@ -364,3 +364,18 @@ def test_the_command_fails_in_one_line_on_a_missing_file_or_a_bad_preset(tmp_pat
     assert main(["profile", str(path), "--no-geozl", "--preset", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rumimm: codec 'nope' is not a preset") and err.count("\n") == 1
+
+
+def test_a_remote_rumi_file_is_profiled_on_the_frames_it_serves(http, tmp_path, scene, capsys):
+    pytest.importorskip("obstore")  # the "remote" extra; CI installs it
+    http.reset()
+    path = tmp_path / "s.rumi"
+    rumimm.write(path, scene, tile=64)
+    url = http.put("profile/s.rumi", path.read_bytes())
+    remote = profile(url, samples=2, geozl=False, reps=1, presets=["delta"])
+    local = profile(path, samples=2, geozl=False, reps=1, presets=["delta"])
+    assert remote.source == url and remote.frames == local.frames
+    assert remote["delta"].compressed == local["delta"].compressed and remote.raw_bytes == local.raw_bytes
+    assert main(["profile", url, "--samples", "1", "--no-geozl", "--preset", "delta"]) == 0
+    assert capsys.readouterr().out.startswith(f"{url}: 1 frame of uint16 (64, 64)")
+    http.reset()

@@ -191,7 +191,9 @@ class Profile:
 
     def table(self) -> str:
         """The rows as an aligned text table, then the recommendation."""
-        head = (f"{self.source}: {len(self.frames) or '?'} frames of {self.dtype} {tuple(self.frame_shape)}, "
+        n = len(self.frames)
+        count = f"{n} frame{'' if n == 1 else 's'}" if n else "sample frames"
+        head = (f"{self.source}: {count} of {self.dtype} {tuple(self.frame_shape)}, "
                 f"{self.raw_bytes / _MIB:.2f} MiB raw, measured in {self.seconds:.1f} s (one thread)")
         width = max([len("candidate"), *(len(r.name) for r in self.rows)])
         lines = [head, "",

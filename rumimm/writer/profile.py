@@ -64,21 +64,23 @@ def _is_rumi(path: str) -> bool:
     return True
 
 
-def _open_source(source):
+def _open_source(source, storage_options=None):
     """(array-like, label, tile default, unit default, closer) for a path or an array."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        if path.lower().endswith(".npy"):
+        remote = "://" in path
+        if path.lower().endswith(".npy") and not remote:
             return np.load(path, mmap_mode="r", allow_pickle=False), path, None, None, None
-        if not _is_rumi(path):
+        if not remote and not _is_rumi(path):
             tiff = _GeoTIFFBands(path)
             return tiff, path, None, None, tiff.close
-        from rumimm.reader.image import Image
+        from rumimm.reader.image import open as open_rumi
 
-        img = Image(path)
+        img = open_rumi(path, cache_bytes=0, storage_options=storage_options)
+        label = img.path if remote else path  # a URI as the reader words it (no query string)
         # spec 0.2: unit 0 ("h w") is one band per frame; every other unit holds the bands of a position
         unit = "tile" if img.frame_unit in ("tile", "h w") else "cell"
-        return img, path, img.tile, unit, img.close
+        return img, label, img.tile, unit, img.close
     if not all(hasattr(source, a) for a in ("shape", "dtype", "__getitem__")):
         source = np.asarray(source)
     return source, "array", None, None, None
@@ -149,15 +151,15 @@ def sample_frames(array, tile=512, unit="tile", samples: int = 8, seed: int = 0)
 
 def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, presets=None, geozl: bool = True,
             reps: int = 3, budget: float | None = 60.0, tolerance: float = DEFAULT_TOLERANCE,
-            require=(), verify: bool = True) -> Profile:
+            require=(), verify: bool = True, storage_options=None) -> Profile:
     """Measure every frame recipe on sample frames of ``source`` and recommend one for training reads.
 
     Parameters
     ----------
     source : str, os.PathLike or array-like
-        A rumi file (its frames are decoded), a ``.npy`` file (memory-mapped), a GeoTIFF
-        or anything else GDAL reads (windows read with rasterio), or an array of shape
-        (Y, X), (B, Y, X) or (T, B, Y, X).
+        A rumi file (its frames are decoded; a remote URI as ``rumimm.open`` takes it), a
+        ``.npy`` file (memory-mapped), a GeoTIFF (windows read with rasterio), or an
+        array of shape (Y, X), (B, Y, X) or (T, B, Y, X).
     tile : int or (int, int), optional
         Frame size; default: the rumi file's tile, else 512.
     unit : {"tile", "cell"}, optional
@@ -181,6 +183,8 @@ def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, pr
         Readers the recommendation must suit, e.g. ``("rumi-eo 0.16.0",)``.
     verify : bool
         Decode with checksum checks, as ``rumimm.open`` reads by default.
+    storage_options : dict, optional
+        For a remote rumi file, as ``rumimm.open`` takes them.
 
     Returns
     -------
@@ -202,7 +206,7 @@ def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, pr
     >>> p.recommended.name, p.rule                            # doctest: +SKIP
     >>> rumimm.convert("scene.rumi", "fast.rumi", codec=p.recommended.name)   # doctest: +SKIP
     """
-    array, label, file_tile, file_unit, close = _open_source(source)
+    array, label, file_tile, file_unit, close = _open_source(source, storage_options)
     try:
         frames, places = sample_frames(array, tile if tile is not None else (file_tile or 512),
                                        unit if unit is not None else (file_unit or "tile"), samples, seed)
