@@ -373,6 +373,7 @@ def test_a_remote_rumi_file_is_profiled_on_the_frames_it_serves(http, tmp_path, 
     rumimm.write(path, scene, tile=64)
     url = http.put("profile/s.rumi", path.read_bytes())
     remote = profile(url, samples=2, geozl=False, reps=1, presets=["delta"])
+    assert len(http.requests) == 1 + 2  # the open (no blob), then one ranged GET per sampled frame
     local = profile(path, samples=2, geozl=False, reps=1, presets=["delta"])
     assert remote.source == url and remote.frames == local.frames
     assert remote["delta"].compressed == local["delta"].compressed and remote.raw_bytes == local.raw_bytes
