@@ -110,12 +110,12 @@ class Profile:
     Attributes
     ----------
     rows : list of Candidate
-        Presets first (in :data:`PRESETS` order), then geozl recipes (in geozl's order,
-        smallest first).
+        Presets first (in :data:`PRESETS` order), then geozl recipes, smallest first.
     dtype : str
         The sample type measured.
     frames : list of tuple
-        Where each sample frame came from (filled in by the caller, e.g. ``(band, y, x)``).
+        Where each measured sample frame came from (filled in by the caller:
+        ``rumimm.profile`` gives ``(t, b, y, x)`` of its first sample, ``b`` None for a cell).
     frame_shape : tuple of int
         Shape of the first sample frame.
     raw_bytes : int
