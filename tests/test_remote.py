@@ -375,8 +375,8 @@ def test_an_ifd_claiming_a_huge_image_fetches_nothing_past_the_object(server, sm
     assert server.count("GET") <= 2 and server.bytes_sent <= len(data)
 
 
-def test_a_remote_spec_0_2_object_is_refused_with_a_clear_error(server):
+def test_a_broken_remote_spec_0_2_object_is_a_format_error_naming_the_url(server):
     url = server.put("v2.rumi", b"RUMI" + bytes(400))
-    with pytest.raises(FormatError, match=r"v2\.rumi: the object is a rumi spec 0\.2 file; remote reads support"):
+    with pytest.raises(FormatError, match=r"v2\.rumi: file header version is 0, expected 1"):
         rumimm.open(url, storage_options=FAST)
     assert len(server.requests) == 1

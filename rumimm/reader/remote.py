@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
-from rumimm.errors import FormatError, RumiError, where
+from rumimm.errors import BlobError, FormatError, RumiError, where
 
 __all__ = [
     "DEFAULT_COALESCE",
@@ -112,9 +112,14 @@ class RemoteStore:
         first response reports it, or :attr:`size` asks with one HEAD request.
     version : str, optional
         The ETag the object must have; otherwise the first response's ETag.
+    min_size : int, optional
+        When the size is not known: the fewest bytes the object may have (a spec 0.2
+        blob locates the frames but not the trailer after them); the first response
+        reporting fewer fails with a ``BlobError``.
     """
 
-    def __init__(self, uri: str, storage_options=None, *, size: int | None = None, version: str | None = None):
+    def __init__(self, uri: str, storage_options=None, *, size: int | None = None, version: str | None = None,
+                 min_size: int = 0):
         self.uri = uri
         self.name = public_name(uri)
         opts = dict(storage_options or {})
@@ -123,6 +128,7 @@ class RemoteStore:
         self.max_concurrency = _int_option(own, "max_concurrency", DEFAULT_CONCURRENCY, 1)
         self._client, self._path, self._bound = _client_for(uri, opts, own)
         self._size = None if size is None else int(size)
+        self._min_size = int(min_size)
         self._etag = version
         self._lock = threading.Lock()
         self.requests = 0  # requests sent (GET and HEAD), retries not counted
@@ -132,6 +138,11 @@ class RemoteStore:
     def version(self) -> str | None:
         """The ETag the object is pinned to, or None before the first response (or without ETags)."""
         return self._etag
+
+    @property
+    def known_size(self) -> int | None:
+        """The object's size if a response (or the caller) gave it, else None; never a request."""
+        return self._size
 
     @property
     def size(self) -> int:
@@ -304,6 +315,10 @@ class RemoteStore:
                                       f"opened as {self._etag}); open it again")
             if size is not None:
                 if self._size is None:
+                    if int(size) < self._min_size:
+                        raise BlobError(f"{self.name}: the object has {size} bytes but the header blob's frames "
+                                        f"and trailer need at least {self._min_size}; truncated, or the blob "
+                                        "belongs to another file")
                     self._size = int(size)
                 elif int(size) != self._size:
                     raise RemoteError(f"{self.name}: the object has {size} bytes, expected {self._size}; "
@@ -513,7 +528,8 @@ _RANGES = re.compile(r"Requested (\d+)\.\.(\d+), got (\d+)\.\.(\d+)")
 
 
 def _error(exc: BaseException, name: str, what: str) -> RumiError:
-    """A RemoteError naming the object, without the client's message (it holds the full URL)."""
+    """A RemoteError naming the object, without the client's message (it holds the full URL); a
+    ``BlobError`` for a range past the object's end."""
     if isinstance(exc, RumiError):
         return exc
     kind = type(exc).__name__
@@ -530,6 +546,9 @@ def _error(exc: BaseException, name: str, what: str) -> RumiError:
     if kind == "NotSupportedError":
         return RemoteError(f"{name}: the server answered a ranged {what} with the whole object (no Range "
                            "support); rumimm reads only from servers that honour Range requests")
+    if code == "HTTP 416":  # the range starts past the object's end: only a header of another object asks that
+        return BlobError(f"{name}: the object ends before the bytes asked for ({what}, HTTP 416); the header "
+                         "blob does not match the object: truncated, or the blob belongs to another file")
     got = _RANGES.search(text)
     if got:
         return RemoteError(f"{name}: the server answered {what} with bytes {got.group(3)}..{got.group(4)}; "

@@ -29,6 +29,7 @@ from rumimm.format.grid import FrameUnit, Grid
 from rumimm.format.tiff import build_prefix
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2, build_header2, build_prefix2
+from rumimm.reader.remote import is_remote
 from rumimm.writer.args import resolve_bands, resolve_path, resolve_spec, resolve_time
 from rumimm.writer.atomic import AtomicFile
 
@@ -37,13 +38,14 @@ __all__ = ["convert"]
 _COPY_CHUNK = 8 << 20  # bytes of frames copied at a time
 
 
-def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -> bytes:
+def convert(source, dest, *, format="0.2", bands=None, time=None, header=None, storage_options=None) -> bytes:
     """Write ``source`` (a rumi file of either spec) as a rumi file of spec ``format``; return its header blob.
 
     Parameters
     ----------
     source, dest : str or os.PathLike
-        The rumi file to read and the file to write (replaced atomically; may not be ``source``).
+        The rumi file to read (or a remote URI, ``docs/remote.md``) and the local file to
+        write (replaced atomically; may not be ``source``).
     format : {"0.2", "0.1"}
         The specification of ``dest``.
     bands : sequence of str, optional
@@ -54,6 +56,8 @@ def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -
         Default: the source's (a 0.2 source); required for a 0.1 source, which has no time.
     header : bytes, optional
         The source's header blob (skips the IFD walk of the source, as ``rumimm.open`` does).
+    storage_options : dict, optional
+        A remote source's client settings (see :func:`rumimm.open`).
 
     Returns
     -------
@@ -69,11 +73,13 @@ def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -
     from rumimm.reader.image import Image
 
     spec = resolve_spec(format)
-    src_path = os.fspath(source)
+    remote = is_remote(source)
+    src_path = source if remote else os.fspath(source)
     dest = resolve_path(dest)
-    if os.path.exists(dest) and os.path.samefile(src_path, dest):
+    if not remote and os.path.exists(dest) and os.path.samefile(src_path, dest):
         raise ValueError(f"{where(dest)}convert writes a new file; dest must not be the source")
-    with Image(src_path, header, cache_bytes=0) as img:
+    with Image(src_path, header, cache_bytes=0, storage_options=storage_options) as img:
+        src_path = img.path  # a URI without its query string: what messages name
         hdr = img.header
         enc = hdr.encoding
         if (enc.sample_format, enc.bits_per_sample) not in SPEC_ENCODINGS[spec]:
