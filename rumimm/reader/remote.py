@@ -35,6 +35,7 @@ from rumimm.errors import BlobError, FormatError, RumiError, where
 __all__ = [
     "DEFAULT_COALESCE",
     "DEFAULT_CONCURRENCY",
+    "Link",
     "RemoteError",
     "RemoteStore",
     "is_remote",
@@ -103,7 +104,8 @@ class RemoteStore:
         (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``GOOGLE_SERVICE_ACCOUNT``, ...):
         store keys as obstore names them (``endpoint``, ``region``, ``skip_signature``,
         ...), client keys (``allow_http``, ``timeout``, ``connect_timeout``, ...), and
-        rumimm's: ``coalesce`` (bytes, default 1 MiB), ``max_concurrency`` (default 64),
+        rumimm's: ``coalesce`` (bytes, default 1 MiB; or ``"auto"``: the bytes the link
+        carries in one round trip, measured, see :class:`Link`), ``max_concurrency`` (default 64),
         ``max_retries`` (5), ``retry_timeout`` (s, 60), ``init_backoff`` (s, 0.1),
         ``max_backoff`` (s, 5).  Durations are seconds or ``timedelta``; ``timeout``
         (default 30 s) bounds one request, ``connect_timeout`` (5 s) its connection.
@@ -124,9 +126,14 @@ class RemoteStore:
         self.name = public_name(uri)
         opts = dict(storage_options or {})
         own = {k: opts.pop(k) for k in list(opts) if k in _OWN_KEYS}
-        self.coalesce = _int_option(own, "coalesce", DEFAULT_COALESCE, 0)
+        auto = own.get("coalesce") == "auto"
+        if isinstance(own.get("coalesce"), str) and not auto:
+            raise ValueError(f"storage option coalesce must be an integer >= 0 or 'auto', got {own['coalesce']!r}")
+        self.coalesce = DEFAULT_COALESCE if auto else _int_option(own, "coalesce", DEFAULT_COALESCE, 0)
         self.max_concurrency = _int_option(own, "max_concurrency", DEFAULT_CONCURRENCY, 1)
         self._client, self._path, self._bound = _client_for(uri, opts, own)
+        self.link = _link_for(self._client)  # round trips and throughput measured on this client's answers
+        self._auto = auto
         self._size = None if size is None else int(size)
         self._min_size = int(min_size)
         self._etag = version
@@ -225,7 +232,7 @@ class RemoteStore:
                 if o + n > self._size:
                     raise FormatError(f"{self.name}: bytes {o}..{o + n} are past the end of the object "
                                       f"({self._size} bytes); the header does not match the object")
-        return checked, plan_requests(checked, self.coalesce)
+        return checked, plan_requests(checked, self.link.coalesce() if self._auto else self.coalesce)
 
     def close(self) -> None:
         self.closed = True
@@ -285,14 +292,17 @@ class RemoteStore:
         if etag is not None:
             options["if_match"] = etag
         self.requests += 1
+        t0 = time.perf_counter()
         try:
             result = await obstore.get_async(self._client, self._path, options=options)
+            t1 = time.perf_counter()
             meta = result.meta
             self._note(meta)
             buf = await result.bytes_async()
         except Exception as exc:  # noqa: BLE001
             raise _error(exc, self.name, f"GET bytes {start}..{end}") from None
         got = len(memoryview(buf))
+        self.link.note(t1 - t0, got, time.perf_counter() - t1)
         if to_end and self._size is not None and got == max(0, min(end, self._size) - start):
             return buf
         if got != end - start:
@@ -348,6 +358,48 @@ def read_many(requests) -> list[list[np.ndarray]]:
         for *_, fut in waiting:
             fut.cancel()  # a failure: drop the requests still in flight
     return out
+
+
+class Link:
+    """What the answers of one client (a bucket or host) say of the link: round trip and throughput.
+
+    ``coalesce="auto"`` merges two ranges when the bytes between them take less time to
+    receive than one more round trip would: the threshold is the round trip (time to the
+    answer's headers) times the throughput of one answer's body (bytes over the time
+    they took), both moving averages over the client's answers; bodies under
+    ``MIN_SAMPLE`` bytes say little of throughput and are not counted.  Until both are
+    known, and never below it, the threshold is ``DEFAULT_COALESCE``; never above
+    ``MAX_REQUEST_BYTES / 4``.  Answers that share the link share its bandwidth, so the
+    throughput is one answer's share, as a merged request would get.
+    """
+
+    MIN_SAMPLE = 256 << 10
+    WEIGHT = 0.2  # of a new sample in the moving averages
+
+    def __init__(self):
+        self.rtt: float | None = None  # seconds
+        self.rate: float | None = None  # bytes per second of one answer's body
+
+    def note(self, rtt: float, nbytes: int, body_seconds: float) -> None:
+        w = self.WEIGHT
+        self.rtt = rtt if self.rtt is None else (1 - w) * self.rtt + w * rtt
+        if nbytes >= self.MIN_SAMPLE and body_seconds > 0:
+            rate = nbytes / body_seconds
+            self.rate = rate if self.rate is None else (1 - w) * self.rate + w * rate
+
+    def coalesce(self) -> int:
+        """The merging threshold in bytes: one round trip's worth of the link, within bounds."""
+        if self.rtt is None or self.rate is None:
+            return DEFAULT_COALESCE
+        return int(min(MAX_REQUEST_BYTES // 4, max(DEFAULT_COALESCE, self.rtt * self.rate)))
+
+
+_links: dict = {}
+
+
+def _link_for(client) -> Link:
+    with _clients_lock:
+        return _links.setdefault(id(client), Link())
 
 
 def plan_requests(ranges, coalesce: int):
@@ -447,6 +499,7 @@ def _client_for(uri: str, opts: dict, own: dict):
     with _clients_lock:
         if _clients_pid != os.getpid():
             _clients.clear()
+            _links.clear()
             _clients_pid = os.getpid()
         client = _clients.get(key)
         if client is None:
