@@ -372,7 +372,13 @@ def run(files, server: Served, latency_ms: float, batches: int, seed: int, engin
             print(f"  {cls.name}: cannot run ({type(exc).__name__}: {exc})")
     server.control(f"latency/{latency_ms:g}")
     try:
-        return _time(files, server, chips, engines, batches)
+        out = _time(files, server, chips, engines, batches)
+        for e in engines:
+            if (e.options or {}).get("coalesce") == "auto" if hasattr(e, "options") else False:
+                link = e.images[0]._open_source().live_store().link
+                print(f"  {e.name}: round trip {link.rtt * 1e3:.0f} ms x {link.rate / 1e6:.0f} MB/s an answer: "
+                      f"merging threshold {link.coalesce() / (1 << 20):.1f} MiB")
+        return out
     finally:
         for e in engines:
             getattr(e, "close", lambda: None)()

@@ -122,27 +122,31 @@ def test_coalesce_zero_merges_only_touching_ranges(server):
 def test_auto_coalescing_merges_what_one_round_trip_of_the_link_carries(server):
     st = RemoteStore(_url(server), {**FAST, "coalesce": "auto"})
     link = st.link
-    link.rtt = link.rate = None
+    link.reset()
     try:
         ranges = [(0, 100), (2_000_000, 10)]  # 2 MB apart
         st.read_ranges(ranges)
         assert server.count("GET") == 2  # nothing measured yet: the 1 MiB default
         server.reset()
-        link.rtt, link.rate = 0.05, 80e6  # a round trip carries 4 MB
-        assert link.coalesce() == 4_000_000
+        link.reset()
+        link.note(0.05, 1 << 20, 0.06)  # 50 ms round trip, then 1 MiB in 10 ms: 100 MiB/s
+        link.note(0.07, 100, 0.07)  # a queued answer: the round trip stays the shortest seen
+        assert link.rtt == 0.05 and link.coalesce() == 5 << 20
         assert [bytes(o) for o in st.read_ranges(ranges)] == [DATA[0:100], DATA[2_000_000:2_000_010]]
         assert server.count("GET") == 1
-        link.rtt, link.rate = 0.001, 80e6  # a fast link: never below the default, never above a quarter request
+        link.reset()
+        link.note(0.001, 1 << 20, 0.011)  # a fast link: never below the default
         assert link.coalesce() == 1 << 20
-        link.rtt, link.rate = 10.0, 1e9
+        link.reset()
+        link.note(10.0, 1 << 30, 11.0)  # never above a quarter of the largest request
         assert link.coalesce() == (64 << 20) // 4
     finally:
-        link.rtt = link.rate = None
+        link.reset()
 
 
 def test_the_link_is_measured_from_the_answers(server):
     st = RemoteStore(_url(server), {**FAST, "coalesce": "auto"})
-    st.link.rtt = st.link.rate = None
+    st.link.reset()
     server.latency = 0.05
     try:
         st.read_ranges([(0, 100)])
@@ -151,7 +155,7 @@ def test_the_link_is_measured_from_the_answers(server):
         assert st.link.rate > 0 and st.link.coalesce() >= 1 << 20
     finally:
         server.latency = 0.0
-        st.link.rtt = st.link.rate = None
+        st.link.reset()
 
 
 def test_later_requests_carry_the_etag_of_the_first_answer(server):

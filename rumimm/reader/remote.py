@@ -302,7 +302,7 @@ class RemoteStore:
         except Exception as exc:  # noqa: BLE001
             raise _error(exc, self.name, f"GET bytes {start}..{end}") from None
         got = len(memoryview(buf))
-        self.link.note(t1 - t0, got, time.perf_counter() - t1)
+        self.link.note(t1 - t0, got, time.perf_counter() - t0)
         if to_end and self._size is not None and got == max(0, min(end, self._size) - start):
             return buf
         if got != end - start:
@@ -364,34 +364,46 @@ class Link:
     """What the answers of one client (a bucket or host) say of the link: round trip and throughput.
 
     ``coalesce="auto"`` merges two ranges when the bytes between them take less time to
-    receive than one more round trip would: the threshold is the round trip (time to the
-    answer's headers) times the throughput of one answer's body (bytes over the time
-    they took), both moving averages over the client's answers; bodies under
-    ``MIN_SAMPLE`` bytes say little of throughput and are not counted.  Until both are
-    known, and never below it, the threshold is ``DEFAULT_COALESCE``; never above
-    ``MAX_REQUEST_BYTES / 4``.  Answers that share the link share its bandwidth, so the
-    throughput is one answer's share, as a merged request would get.
+    arrive than one more round trip would: the threshold is the round trip times one
+    answer's throughput.  The round trip is the shortest time to an answer's headers
+    among the client's last ``WINDOW`` answers (queueing at a busy server lengthens the
+    others); an answer's throughput is its bytes over the time it took beyond that round
+    trip (the server's work on them and their transfer, while the answers in flight with
+    it share the link), a moving average over answers of at least ``MIN_SAMPLE`` bytes.
+    Until both are known, and never below it, the threshold is ``DEFAULT_COALESCE``;
+    never above ``MAX_REQUEST_BYTES / 4``.
     """
 
     MIN_SAMPLE = 256 << 10
-    WEIGHT = 0.2  # of a new sample in the moving averages
+    WINDOW = 32
+    WEIGHT = 0.2  # of a new sample in the moving average
 
     def __init__(self):
-        self.rtt: float | None = None  # seconds
-        self.rate: float | None = None  # bytes per second of one answer's body
+        self.rtts: list[float] = []  # seconds to the headers, the last WINDOW answers
+        self.rate: float | None = None  # bytes per second of one answer
 
-    def note(self, rtt: float, nbytes: int, body_seconds: float) -> None:
-        w = self.WEIGHT
-        self.rtt = rtt if self.rtt is None else (1 - w) * self.rtt + w * rtt
-        if nbytes >= self.MIN_SAMPLE and body_seconds > 0:
-            rate = nbytes / body_seconds
+    @property
+    def rtt(self) -> float | None:
+        return min(self.rtts) if self.rtts else None
+
+    def note(self, headers_seconds: float, nbytes: int, total_seconds: float) -> None:
+        """One answer: ``nbytes`` whose headers came after ``headers_seconds``, the whole after ``total_seconds``."""
+        self.rtts = [*self.rtts[1 - self.WINDOW:], headers_seconds]
+        rtt = min(self.rtts)
+        if nbytes >= self.MIN_SAMPLE:
+            rate = nbytes / max(total_seconds - rtt, 1e-4)
+            w = self.WEIGHT
             self.rate = rate if self.rate is None else (1 - w) * self.rate + w * rate
+
+    def reset(self) -> None:
+        self.rtts, self.rate = [], None
 
     def coalesce(self) -> int:
         """The merging threshold in bytes: one round trip's worth of the link, within bounds."""
-        if self.rtt is None or self.rate is None:
+        rtt = self.rtt
+        if rtt is None or self.rate is None:
             return DEFAULT_COALESCE
-        return int(min(MAX_REQUEST_BYTES // 4, max(DEFAULT_COALESCE, self.rtt * self.rate)))
+        return int(min(MAX_REQUEST_BYTES // 4, max(DEFAULT_COALESCE, rtt * self.rate)))
 
 
 _links: dict = {}
