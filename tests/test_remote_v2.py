@@ -73,12 +73,21 @@ def test_every_reference_layout_reads_over_http_with_and_without_its_blob(server
 
 
 @pytest.mark.parametrize("name", ["img_u2", "cube_u5", "cube_u6", "cube_u7", "cube_u8"])
-def test_pixel_interleaved_layouts_read_windows_over_http(server, name):
+def test_pixel_interleaved_layouts_read_windows_and_batches_over_http(server, name):
     url, blob, want = _fixture(server, name)
     img = rumimm.open(url, header=blob, cache_bytes=0)
     key = (Ellipsis, slice(5, 17, 3), slice(2, 14))
     np.testing.assert_array_equal(img[key], want[key])
     assert len(server.requests) == 1
+    server.reset()
+    other = rumimm.open(server.put(f"v2/copy-{name}.rumi", (DATA / f"{name}.rumi").read_bytes()), header=blob,
+                        cache_bytes=0)
+    server.reset()
+    origins = np.array([(0, 0), (9, 3), (2, 7), (11, 1)], np.int64)
+    got = rumimm.read_batch([img, other, img, other], origins, size=(8, 8))
+    for n, (y, x) in enumerate(origins.tolist()):
+        np.testing.assert_array_equal(got[n], want[..., y:y + 8, x:x + 8])
+    assert len(server.requests) == 2  # one request per object, fetched together before any decoding
 
 
 # -- larger files: the first request does not hold the trailer -----------------------------------------
@@ -347,7 +356,6 @@ def test_files_rumi_eo_wrote_with_its_recipe_read_over_http_in_one_request_per_f
         got = rumimm.read_batch([images[0], images[1], images[0], images[1]], origins, size=(256, 256))
         for n, (y, x) in enumerate(origins.tolist()):
             np.testing.assert_array_equal(got[n], arrays[n % 2][:, y:y + 256, x:x + 256])
-        # recipe: one request per file; interleaved cells: one per chip (each image reads its own)
-        assert server.count("GET") == (2 if name == "recipe" else 4), name
+        assert server.count("GET") == 2, name  # one per file: interleaved cells are fetched together too
         assert images[0].descriptions == ("B2", "B3", "B4", "B8")
         server.reset()
