@@ -356,11 +356,14 @@ class Image(RasterioSurface):
     def metadata(self):
         """Band metadata from the file's PAM sidecar ``path + ".aux.xml"`` (``rumimm.format.pam.Metadata``).
 
-        Read on first use.  No sidecar: empty metadata.  An unreadable one: empty
-        metadata and a ``RumiWarning`` (see ``nodata``, ``descriptions``, ... for the fields).
+        Read on first use (a remote file's sidecar object with one ranged GET).  No sidecar:
+        empty metadata.  An unreadable one: empty metadata and a ``RumiWarning`` (see
+        ``nodata``, ``descriptions``, ... for the fields).
         """
-        from rumimm.reader.sidecar import read_metadata
+        from rumimm.reader.sidecar import read_metadata, read_remote_metadata
 
+        if self._uri is not None:
+            return read_remote_metadata(self._uri, self._storage_options, self.count, bytes(self._header))
         return read_metadata(self.path, self.count, bytes(self._header))
 
     @property

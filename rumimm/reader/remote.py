@@ -42,6 +42,7 @@ __all__ = [
     "plan_requests",
     "public_name",
     "read_many",
+    "sibling",
 ]
 
 #: Ranges closer than this many bytes are fetched by one request (the reference's 1 MiB).
@@ -70,7 +71,13 @@ _DEFAULT_RETRY = {"max_retries": 5, "retry_timeout": 60.0, "init_backoff": 0.1, 
 
 
 class RemoteError(RumiError, OSError):
-    """A remote object could not be read: missing, refused, changed, or the server failed."""
+    """A remote object could not be read: missing, refused, changed, or the server failed.
+
+    ``status`` is the HTTP status when the server's answer gave one that decided the error
+    (404, 403, ...), else None.
+    """
+
+    status: int | None = None
 
 
 # -- remote ---------------------------------------------------------------------------
@@ -89,6 +96,12 @@ def public_name(uri: str) -> str:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return f"{parts.scheme}://{host}{parts.path}"
+
+
+def sibling(uri: str, suffix: str) -> str:
+    """The URI of the object named ``uri``'s path + ``suffix`` (a sidecar), query string kept."""
+    parts = urlsplit(uri)
+    return parts._replace(path=parts.path + suffix).geturl()
 
 
 class RemoteStore:
@@ -602,7 +615,9 @@ def _error(exc: BaseException, name: str, what: str) -> RumiError:
     status = _STATUS.search(text)
     code = f"HTTP {status.group(1)}" if status else None
     if isinstance(exc, FileNotFoundError) or kind == "NotFoundError":
-        return RemoteError(f"{name}: not found ({code or 'HTTP 404'}); check the URI")
+        err = RemoteError(f"{name}: not found ({code or 'HTTP 404'}); check the URI")
+        err.status = 404
+        return err
     if kind in ("PermissionDeniedError", "UnauthenticatedError"):
         return RemoteError(f"{name}: access denied ({code or kind}); check the credentials and the "
                            "object's permissions")
