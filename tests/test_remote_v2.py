@@ -359,3 +359,32 @@ def test_files_rumi_eo_wrote_with_its_recipe_read_over_http_in_one_request_per_f
         assert server.count("GET") == 2, name  # one per file: interleaved cells are fetched together too
         assert images[0].descriptions == ("B2", "B3", "B4", "B8")
         server.reset()
+
+
+def test_an_02_file_whose_ifd_values_run_past_the_first_request_costs_two(server, tmp_path):
+    rng = np.random.default_rng(13)
+    a = rng.integers(0, 4000, (13, 640, 640)).astype(np.uint16)
+    path = tmp_path / "many.rumi"
+    blob = rumimm.write(path, a, tile=16, format="0.2", bands=[f"b{i}" for i in range(13)], time=TIME)
+    assert rumimm.parse_header(blob).n_frames * 12 > PREFIX_BYTES
+    url = server.put("scenes2/many.rumi", path.read_bytes())
+    server.reset()
+    assert rumimm.index(url, storage_options=FAST) == blob
+    assert server.count("GET") == 2 and server.count("HEAD") == 0
+    server.reset()
+    with rumimm.open(url, storage_options=FAST) as img:
+        assert img.descriptions[12] == "b12" and server.count("GET") == 3  # the trailer: one more
+        np.testing.assert_array_equal(img[:, 100:140, 600:640], a[:, 100:140, 600:640])
+
+
+def test_a_trailer_request_is_retried_on_a_transient_fault_and_named_when_it_persists(server, scenes):
+    _, _, blob = scenes[5]
+    url = _serve(server, scenes)[5] + "?sig=SECRET"
+    img = rumimm.open(url, header=blob, storage_options=FAST)
+    server.faults[:] = ["503"]
+    assert img.descriptions == ("B2", "B3", "B4", "B8") and server.count("GET") == 2
+    img = rumimm.open(url, header=blob, storage_options=FAST)
+    server.faults[:] = ["503"] * 20
+    with pytest.raises(rumimm.RumiError, match=r"scenes2/s5\.rumi: GET bytes \d+\.\.\d+ failed \(HTTP 503") as info:
+        img.time  # noqa: B018
+    assert "SECRET" not in str(info.value)
