@@ -12,7 +12,7 @@ Subcommands::
     rumimm profile PATH [--samples 8] [--json]       every codec recipe timed on a file's own frames
     rumimm demo [--out DIR]                          write, read back and check a synthetic scene
 
-``info``, ``validate`` and ``index`` also read remote URIs of spec 0.1 files (``s3://``,
+``info``, ``validate``, ``index`` and ``convert`` (of a rumi file) also read remote URIs (``s3://``,
 ``gs://``, ``az://``, ``http(s)://``; credentials and endpoints from the environment,
 ``docs/remote.md``).
 
@@ -414,7 +414,18 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 
 
 def _rumi_spec(path: str) -> str | None:
-    """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file, else None (a GeoTIFF, or not a file here)."""
+    """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file or a remote URI of one, else None (a GeoTIFF, or no file)."""
+    from rumimm.reader.remote import is_remote
+
+    if is_remote(path):
+        from rumimm.format.v2 import spec_of_file
+        from rumimm.reader.store import open_store
+
+        store = open_store(path)
+        try:
+            return spec_of_file(bytes(store.read(0, 4)))
+        finally:
+            store.close()
     if not os.path.isfile(path):
         return None
     with open(path, "rb") as fh:

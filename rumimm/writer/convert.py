@@ -35,6 +35,7 @@ from rumimm.format.grid import FrameUnit, Grid
 from rumimm.format.tiff import build_prefix
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2, build_header2, build_prefix2
+from rumimm.reader.remote import is_remote
 from rumimm.writer.args import resolve_bands, resolve_path, resolve_spec, resolve_time
 from rumimm.writer.atomic import AtomicFile
 
@@ -44,7 +45,7 @@ _COPY_CHUNK = 8 << 20  # bytes of frames copied at a time
 
 
 def convert(source, dest, *, format=None, codec=None, bands=None, time=None, header=None, threads=None,
-            progress=None) -> bytes:
+            progress=None, storage_options=None) -> bytes:
     """Write ``source`` (a rumi file of either spec) as a rumi file of spec ``format``; return its header blob.
 
     Without ``codec`` the frames are copied as they are (only the file's envelope
@@ -54,7 +55,8 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
     Parameters
     ----------
     source, dest : str or os.PathLike
-        The rumi file to read and the file to write (replaced atomically; may not be ``source``).
+        The rumi file to read (or a remote URI, ``docs/remote.md``) and the local file to
+        write (replaced atomically; may not be ``source``).
     format : {None, "0.2", "0.1"}
         The specification of ``dest``.  Default: the source's with ``codec``, else "0.2".
     codec : str or rumimm.codec.Codec, optional
@@ -72,6 +74,8 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
     threads, progress
         With ``codec``: as for :func:`rumimm.write` (processes that compress; a progress
         bar or callback per row of tiles).
+    storage_options : dict, optional
+        A remote source's client settings (see :func:`rumimm.open`).
 
     Returns
     -------
@@ -95,11 +99,15 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
 
     if codec is None and (threads is not None or progress is not None):
         raise ValueError("threads= and progress= apply to re-encoding; pass codec= too, or leave them unset")
-    src_path = os.fspath(source)
+    if format is not None:
+        resolve_spec(format)  # a bad format is refused before the source is opened
+    remote = is_remote(source)
+    src_path = source if remote else os.fspath(source)
     dest = resolve_path(dest)
-    if os.path.exists(dest) and os.path.samefile(src_path, dest):
+    if not remote and os.path.exists(dest) and os.path.samefile(src_path, dest):
         raise ValueError(f"{where(dest)}convert writes a new file; dest must not be the source")
-    with Image(src_path, header, cache_bytes=0) as img:
+    with Image(src_path, header, cache_bytes=0, storage_options=storage_options) as img:
+        src_path = img.path  # a URI without its query string: what messages name
         hdr = img.header
         spec = resolve_spec(format if format is not None else hdr.spec if codec is not None else "0.2")
         enc = hdr.encoding
