@@ -65,8 +65,9 @@ LATENCIES_MS = (0, 5, 20, 50)
 PEER = os.environ.get("RUMIMM_PEER026_PYTHON") or os.path.join(_ROOT, ".venv-rumi026", "bin", "python")
 
 
-def write_files(work: str, n: int, size: int) -> list[dict]:
-    """Each scene as a rumi file (+ blob), a COG and a zarr 3 array; returns their paths and arrays."""
+def write_files(work: str, n: int, size: int, codecs=()) -> list[dict]:
+    """Each scene as a rumi file (+ blob), a COG and a zarr 3 array, and as a rumi file per preset in
+    ``codecs`` (keys ``rumi_<preset>``, ``blob_<preset>``); returns their paths and arrays."""
     from rumimm.synthetic import eo_scene
 
     out = []
@@ -84,7 +85,13 @@ def write_files(work: str, n: int, size: int) -> list[dict]:
             _write_cog(cog, arr)
             _write_zarr(zdir, arr)
             open(done, "w").close()
-        out.append({"array": arr, "rumi": rumi, "blob": blob, "cog": cog, "zarr": zdir})
+        entry = {"array": arr, "rumi": rumi, "blob": blob, "cog": cog, "zarr": zdir}
+        for codec in codecs:
+            path = os.path.join(work, f"s{i}_{codec}.rumi")
+            entry[f"rumi_{codec}"] = path
+            entry[f"blob_{codec}"] = (rumimm.index(path) if os.path.exists(path)
+                                      else rumimm.write(path, arr, tile=TILE, codec=codec))
+        out.append(entry)
     if os.path.isfile(PEER):
         _write_peer_files(work, out)
     return out
@@ -174,7 +181,7 @@ class Served:
 
 def add_urls(files: list[dict], work: str, url: str) -> None:
     for f in files:
-        for key in ("rumi", "cog", "zarr", "v2"):
+        for key in [k for k in f if k in ("rumi", "cog", "zarr", "v2") or k.startswith("rumi_")]:
             if key in f:
                 f[key + "_url"] = f"{url}/{os.path.relpath(f[key], work).replace(os.sep, '/')}"
 
@@ -242,6 +249,12 @@ def coalescing(value) -> type:
     label = value if value == "auto" else f"{int(value) / (1 << 20):g} MiB"
     return type(f"RumimmCoalesce_{value}", (RumimmBatch,), {"name": f"rumimm read_batch, coalesce {label}",
                                                            "options": {"coalesce": value}})
+
+
+def with_codec(codec: str) -> type:
+    """A rumimm ``read_batch`` engine on the files written with preset ``codec`` (``--codec``)."""
+    return type(f"RumimmCodec_{codec}", (RumimmBatch,), {"name": f"rumimm read_batch, codec={codec}",
+                                                         "key": f"rumi_{codec}_url", "blob_key": f"blob_{codec}"})
 
 
 _PEER_READ = r'''
@@ -427,13 +440,16 @@ def main(argv=None) -> None:
                     help=f"of {[c.__name__ for c in ENGINES]}")
     ap.add_argument("--coalesce", nargs="*", default=[],
                     help="a rumimm read_batch row per merging threshold: bytes, or auto")
+    ap.add_argument("--codec", nargs="*", default=[], metavar="PRESET",
+                    help="a rumimm read_batch row per preset, on files written with it (same tile)")
     ap.add_argument("--work", help="folder for the files (kept, and reused when it holds them)")
     args = ap.parse_args(argv)
     engines = [c for c in ENGINES if c.__name__ in args.engines]
     engines += [coalescing(v if v == "auto" else int(v)) for v in args.coalesce]
+    engines += [with_codec(c) for c in args.codec]
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or tmp
-        files = write_files(work, args.files, args.size)
+        files = write_files(work, args.files, args.size, args.codec)
         server = Served(work)
         try:
             add_urls(files, work, server.url)

@@ -19,9 +19,9 @@ from asv_benchmarks import compare_remote as remote  # noqa: E402
 PEER_ENGINES = {remote.RumimmBatchV2.name, remote.RumiEo.name}
 
 
-def _run(tmp_path, engines):
+def _run(tmp_path, engines, codecs=()):
     work = str(tmp_path)
-    files = remote.write_files(work, 2, 512)
+    files = remote.write_files(work, 2, 512, codecs)
     server = remote.Served(work)
     try:
         remote.add_urls(files, work, server.url)
@@ -50,3 +50,11 @@ def test_rumi_eo_reads_its_own_02_files_over_the_same_server_and_rumimm_the_same
     assert set(res) == PEER_ENGINES
     for name, r in res.items():
         assert r["chips/s"] > 0 and 0 < r["requests/chip"] <= 1, name  # 512-pixel tiles: one position a chip
+
+
+def test_a_codec_row_reads_the_files_written_with_its_preset(tmp_path, monkeypatch):
+    monkeypatch.setattr(remote, "PEER", os.path.join(str(tmp_path), "no-peer"))
+    engine = remote.with_codec("transpose")
+    res = _run(tmp_path, [engine], codecs=["transpose"])  # the warm-up batch is checked pixel for pixel
+    assert 0 < res[engine.name]["requests/chip"] <= 1 and res[engine.name]["chips/s"] > 0
+    assert os.path.getsize(tmp_path / "s0_transpose.rumi") != os.path.getsize(tmp_path / "s0.rumi")
