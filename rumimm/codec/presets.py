@@ -5,7 +5,7 @@ Chosen by measurement on ``rumimm.synthetic.eo_scene`` (``docs/dev/codec-measure
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
 import openzl.ext as zl
@@ -14,6 +14,17 @@ from openzl.ext import nodes as _n
 
 from rumimm.codec.frames import STRUCT_WIDTH, as_encoding
 from rumimm.format.dtypes import ENCODINGS, Encoding
+
+# ------------------------------------------------------------------------- readers
+
+#: The readers a codec's frames are checked against (tests decode them in each one's own venv).
+READER_RUMIMM = "rumimm"
+READER_RUMI_016 = "rumi-eo 0.16.0"
+READER_RUMI_026 = "rumi-eo 0.26.1"
+READERS: tuple[str, ...] = (READER_RUMIMM, READER_RUMI_016, READER_RUMI_026)
+_EVERY_READER = frozenset(READERS)
+_GEOZL_READERS = frozenset((READER_RUMIMM, READER_RUMI_026))  # geozl 0.18's codecs: rumi-eo 0.26.1 has them
+_RUMIMM_ONLY = frozenset((READER_RUMIMM,))
 
 # -------------------------------------------------------------------------- graphs
 
@@ -84,6 +95,14 @@ def _geometry(shape: tuple[int, ...]) -> tuple[int, int]:
     return width, planes
 
 
+def geozl_module():
+    try:
+        import geozl
+    except ImportError as exc:  # pragma: no cover - geozl is installed in the test env
+        raise ImportError("this codec needs the geozl package; install geozl or choose a portable codec") from exc
+    return geozl
+
+
 def geozl_lossless():
     try:
         import geozl.lossless as lossless
@@ -108,18 +127,28 @@ def _no_key(shape: tuple[int, ...]) -> Hashable:
     return None
 
 
+def _no_builder(c, enc, shape):
+    raise TypeError("this codec is a geozl recipe: geozl builds and runs its graph, not an openzl.ext Compressor")
+
+
 @dataclass(frozen=True)
 class Codec:
     """A named way to build an OpenZL graph for one frame.
 
+    Three kinds: a graph built on an ``openzl.ext.Compressor`` (``builder``), a geozl
+    2D recipe that geozl builds and runs itself (``recipe``, e.g.
+    ``"delta_w>zigzag>pfor"``), or a per-dtype table (``members``) that resolves to
+    one of the other two for each encoding (:meth:`for_encoding`).
+
     Attributes
     ----------
     name : str
-        Preset name (a key of :data:`PRESETS`) or ``"custom:<callable name>"``.
+        Preset name (a key of :data:`PRESETS`), ``"geozl:<recipe>"`` or ``"custom:<callable name>"``.
     description : str
         What the graph does and its measured numbers.
     portable : bool
-        True when the reference reader (rumi-eo 0.16.0) decodes its frames.
+        True when the reference reader rumi-eo 0.16.0 decodes its frames (for a
+        table: for every dtype in it).
     requires_geozl : bool
         True when encoding and decoding need the geozl package.
     lossless : bool or None
@@ -129,6 +158,13 @@ class Codec:
         Storage itemsizes (1, 2, 4, 8, 16) the graph accepts.
     formats : frozenset of int or None
         Sample formats the preset is meant for, or None for any.
+    recipe : str or None
+        The geozl recipe, for a codec geozl builds.
+    readers : frozenset of str
+        Which of :data:`READERS` decode its frames (a table: see :meth:`readers_for`);
+        the tests decode frames in each reader to hold this true.
+    members : mapping or None
+        For a table: encoding name -> the :class:`Codec` that encoding uses.
     """
 
     name: str
@@ -140,15 +176,43 @@ class Codec:
     formats: frozenset | None = None
     builder: Callable = field(default=_build_generic, repr=False, compare=False)
     graph_key: Callable = field(default=_no_key, repr=False, compare=False)
+    recipe: str | None = None
+    readers: frozenset = _EVERY_READER
+    members: Mapping | None = field(default=None, repr=False, compare=False)
+
+    def for_encoding(self, encoding) -> Codec:
+        """The codec frames of ``encoding`` go through: a table's member, else this codec."""
+        if self.members is None:
+            return self
+        enc = as_encoding(encoding)
+        member = self.members.get(enc.name)
+        if member is None:
+            raise ValueError(f"codec {self.name!r} does not support {enc.name} samples")
+        return member
+
+    def readers_for(self, encoding) -> frozenset:
+        """Which of :data:`READERS` decode frames of ``encoding`` written with this codec."""
+        return self.for_encoding(encoding).readers
 
     def supports(self, encoding: Encoding) -> bool:
         """Whether frames of ``encoding`` can go through this codec."""
+        if self.members is not None:
+            member = self.members.get(as_encoding(encoding).name)
+            return member is not None and member.supports(encoding)
         if encoding.storage_dtype.itemsize not in self.widths:
             return False
         return self.formats is None or encoding.sample_format in self.formats
 
     def build(self, compressor: zl.Compressor, encoding: Encoding, shape: tuple[int, ...] = ()) -> zl.GraphID:
-        """Build this codec's graph on ``compressor`` for frames of ``shape``."""
+        """Build this codec's graph on ``compressor`` for frames of ``shape``.
+
+        Raises
+        ------
+        TypeError
+            For a geozl recipe (geozl builds those; :class:`FrameEncoder` runs them).
+        """
+        if self.members is not None:
+            return self.for_encoding(encoding).build(compressor, encoding, shape)
         gid = self.builder(compressor, encoding, tuple(shape))
         if not isinstance(gid, zl.GraphID):
             raise TypeError(f"codec {self.name!r} built {type(gid).__name__}, expected openzl.ext.GraphID")
@@ -160,7 +224,7 @@ def _geo_key(shape: tuple[int, ...]) -> Hashable:
 
 
 def _preset(name, description, *, builder, portable=True, geozl=False, widths=_NUMERIC_WIDTHS, formats=None,
-            key=_no_key):
+            key=_no_key, readers=_EVERY_READER):
     return Codec(
         name=name,
         description=description,
@@ -171,6 +235,7 @@ def _preset(name, description, *, builder, portable=True, geozl=False, widths=_N
         formats=None if formats is None else frozenset(formats),
         builder=builder,
         graph_key=key,
+        readers=frozenset(readers),
     )
 
 
@@ -238,6 +303,7 @@ _GEOZL_PLANAR = _preset(
     geozl=True,
     formats=_INTEGER_FORMATS,
     key=_geo_key,
+    readers=_GEOZL_READERS,
 )
 _GEOZL_AVERAGE = _preset(
     "geozl-average",
@@ -249,7 +315,55 @@ _GEOZL_AVERAGE = _preset(
     geozl=True,
     formats=_INTEGER_FORMATS,
     key=_geo_key,
+    readers=_GEOZL_READERS,
 )
+
+
+# --------------------------------------------------------------- geozl recipes
+
+#: Prefix of a codec name that is a geozl 2D recipe: ``"geozl:planar>zigzag>pfor"``.
+RECIPE_PREFIX = "geozl:"
+# geozl 0.19 codecs that geozl 0.18 (what rumi-eo 0.26.1 pins) lacks; a recipe using
+# one is read by rumimm alone.  The preset tables' claims are held by the tests.
+_GEOZL_019_ONLY = ("pivco",)
+
+
+def _recipe_readers(recipe: str) -> frozenset:
+    if any(part in _GEOZL_019_ONLY for part in recipe.split(">")):
+        return _RUMIMM_ONLY
+    return _GEOZL_READERS
+
+
+def _recipe_key(shape: tuple[int, ...]) -> Hashable:
+    return tuple(int(n) for n in shape)
+
+
+def recipe_codec(recipe: str, description: str = "") -> Codec:
+    """A codec whose frames geozl writes with its 2D ``recipe`` (``geozl.graph(tile, recipe)``).
+
+    ``recipe`` is one of the names ``geozl.profile(tile, prior=None)`` lists, e.g.
+    ``"delta_w>zigzag>pfor"``.  Its row width and band count come from each frame's
+    shape (``(h, w)`` or ``(B, h, w)``); the graph does not depend on the samples, so
+    frames are deterministic.  Lossless recipes only: geozl's lossy quantisers are
+    never selected.  ``readers``: rumimm and rumi-eo 0.26.1 (geozl 0.18) unless the
+    recipe uses a codec new in geozl 0.19.
+    """
+    if not isinstance(recipe, str) or not recipe or recipe.strip() != recipe:
+        raise ValueError(f"recipe must be a geozl recipe name such as 'planar>zigzag>pfor', got {recipe!r}")
+    readers = _recipe_readers(recipe)
+    return Codec(
+        name=RECIPE_PREFIX + recipe,
+        description=description or f"geozl recipe {recipe}",
+        portable=False,
+        requires_geozl=True,
+        lossless=True,
+        widths=_NUMERIC_WIDTHS,
+        formats=None,
+        builder=_no_builder,
+        graph_key=_recipe_key,
+        recipe=recipe,
+        readers=readers,
+    )
 
 
 def _default_for(encoding: Encoding) -> Codec:
@@ -277,6 +391,70 @@ _AUTO = Codec(
     builder=_build_auto,
 )
 
+# ---------------------------------------------------------- per-dtype tables
+
+# Chosen from asv_benchmarks/recipes.py (docs/dev/codec-measurements.md, "Recipes"):
+# 16 tile frames of 512 x 512 per dtype, one core, rumimm's own decoder.  A dtype not
+# listed falls back to its default preset (no faster recipe was measured for it).
+#
+# fast: the fastest decode at most ~6% larger than the default (uint8: 1.2x, uint16,
+# int16, uint32 and float32: 3.5-6x); every recipe here is read by rumi-eo 0.26.1 too
+# (geozl 0.18 has delta_n and pfor), so no rumimm-only recipe (pivco) is used.
+_FAST = {
+    "uint8": "delta_n>zigzag>entropy",
+    "uint16": "delta_n>zigzag>pfor",
+    "int16": "delta_n>zigzag>pfor",
+    "uint32": "delta_n>zigzag>pfor",
+    "float32": "delta_n>zigzag>pfor",
+}
+# small: the smallest lossless recipe that still encodes at >= ~100 MiB/s.
+_SMALL = {
+    "uint8": "med>zigzag>entropy",
+    "uint16": "med>zigzag>transpose>entropy",
+    "int16": "med>zigzag>transpose>entropy",
+    "uint32": "med>zigzag>transpose>entropy",
+    "float32": "average>zigzag>transpose>entropy",
+    "float64": "id>transpose>zstd",
+}
+
+
+def _table(name: str, description: str, picks: Mapping[str, str]) -> Codec:
+    members = {e.name: (recipe_codec(picks[e.name]) if e.name in picks else _default_for(e))
+               for e in ENCODINGS.values()}
+    return Codec(
+        name=name,
+        description=description,
+        portable=all(m.portable for m in members.values()),
+        requires_geozl=any(m.requires_geozl for m in members.values()),
+        lossless=True,
+        widths=_ALL_WIDTHS,
+        builder=_no_builder,
+        readers=frozenset.intersection(*(m.readers for m in members.values())),
+        members=members,
+    )
+
+
+_FAST_TABLE = _table(
+    "fast",
+    "per dtype, the fastest-decoding geozl recipe at about the default's size: delta_n > zigzag > pfor for "
+    "uint16/int16/uint32/float32 (uint16 ~4x the decode speed of 'delta' at +5% size), delta_n > zigzag > entropy "
+    "for uint8; other dtypes use their default. Read by rumimm and rumi-eo 0.26.1, not rumi-eo 0.16.0; needs geozl",
+    _FAST,
+)
+_SMALL_TABLE = _table(
+    "small",
+    "per dtype, the smallest geozl recipe that encodes at >= ~100 MiB/s (median or average predictor, byte "
+    "lanes, entropy; float64: byte lanes > zstd); other dtypes use their default. Decodes slower than 'delta'. "
+    "Read by rumimm and rumi-eo 0.26.1; needs geozl",
+    _SMALL,
+)
+_PORTABLE_TABLE = _table(
+    "portable",
+    "the spec 0.1.0 default of each dtype ('delta', or 'transpose' for float64 and complex128): OpenZL built-ins "
+    "at frame format 24, read by rumimm, rumi-eo 0.16.0 and rumi-eo 0.26.1",
+    {},
+)
+
 #: Every named preset.
 PRESETS: dict[str, Codec] = {
     c.name: c
@@ -291,11 +469,19 @@ PRESETS: dict[str, Codec] = {
         _STORE,
         _GEOZL_PLANAR,
         _GEOZL_AVERAGE,
+        _FAST_TABLE,
+        _SMALL_TABLE,
+        _PORTABLE_TABLE,
     )
 }
 
 
-def resolve_codec(codec, encoding) -> Codec:
+#: The preset ``codec=None`` picks, by the file's specification: spec 0.1.0 files stay
+#: readable by rumi-eo 0.16.0; spec 0.2 files take the fastest recipes rumi-eo 0.26.1 reads.
+DEFAULT_PRESET_BY_SPEC: dict[str, str] = {"0.1": "auto", "0.2": "fast"}
+
+
+def resolve_codec(codec, encoding, spec: str = "0.1") -> Codec:
     """Turn a codec argument into a :class:`Codec` that supports ``encoding``.
 
     Parameters
@@ -308,6 +494,10 @@ def resolve_codec(codec, encoding) -> Codec:
         user answers for both, and for registering any custom decoders).
     encoding : Encoding or dtype-like
         The sample encoding of the frames.
+    spec : {"0.1", "0.2"}
+        The file's specification; ``codec=None`` picks :data:`DEFAULT_PRESET_BY_SPEC`
+        of it (``"auto"`` for 0.1, ``"fast"`` for 0.2).  A per-dtype table preset
+        (``"fast"``, ``"small"``, ``"portable"``) resolves to its member for ``encoding``.
 
     Returns
     -------
@@ -321,13 +511,20 @@ def resolve_codec(codec, encoding) -> Codec:
         ``codec`` is none of the accepted kinds.
     """
     enc = as_encoding(encoding)
-    if codec is None or (isinstance(codec, str) and codec == "auto"):
+    if codec is None:
+        name = DEFAULT_PRESET_BY_SPEC.get(spec)
+        if name is None:
+            raise ValueError(f"spec must be one of {sorted(DEFAULT_PRESET_BY_SPEC)}, got {spec!r}")
+        codec = name
+    if isinstance(codec, str) and codec == "auto":
         return _default_for(enc)
-    if isinstance(codec, str):
+    if isinstance(codec, str) and codec.startswith(RECIPE_PREFIX):
+        codec = recipe_codec(codec[len(RECIPE_PREFIX):])
+    elif isinstance(codec, str):
         found = PRESETS.get(codec)
         if found is None:
             names = ", ".join(sorted(PRESETS))
-            raise ValueError(f"codec {codec!r} is not a preset; expected one of: {names}")
+            raise ValueError(f"codec {codec!r} is not a preset; expected one of: {names}, or 'geozl:<recipe>'")
         codec = found
     elif not isinstance(codec, Codec):
         if not callable(codec):
@@ -346,6 +543,8 @@ def resolve_codec(codec, encoding) -> Codec:
             widths=_ALL_WIDTHS,
             builder=lambda c, e, s: fn(c),
         )
+    if codec.members is not None and codec.supports(enc):
+        return codec.for_encoding(enc)
     if not codec.supports(enc):
         usable = ", ".join(n for n, c in PRESETS.items() if c.supports(enc))
         raise ValueError(f"codec {codec.name!r} does not support {enc.name} samples; use one of: {usable}")

@@ -1,0 +1,148 @@
+"""Which readers decode a frame: the codecs an OpenZL frame references, found by decoding it.
+
+A frame does not name its preset, and ``openzl.ext`` exposes no parser of the decoder
+graph a frame header carries.  What a frame needs is learnt by trial decodes, each one
+authoritative: with OpenZL's built-in decoders alone; then with geozl's Python-registered
+decoders, leaving each out in turn to find the ones the frame cannot do without; then
+with geozl's C library (``libgeozl``, which also holds codecs newer than its Python
+registry, such as ``pivco``).  About 15 decodes of one frame at worst (a 512 x 512
+uint16 frame: ~10-30 ms), so callers sample a few frames, not all.
+
+What each reader decodes, from its pinned libraries:
+
+* rumimm: whatever geozl 0.19's C decoder or ``openzl.ext`` decodes.
+* rumi-eo 0.16.0 (openzl 0.3, no geozl): OpenZL built-ins at frame format <= 24.
+* rumi-eo 0.26.1 (openzl 0.2, geozl 0.18): built-ins and geozl 0.18's codecs at frame
+  format <= 24.
+
+The tests decode frames of every preset in each reference to hold these rules true.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import openzl.ext as zl
+
+from rumimm.codec import geozl_lib
+from rumimm.codec.frames import as_bytes, frame_format_version
+from rumimm.codec.presets import READER_RUMI_016, READER_RUMI_026, READER_RUMIMM, READERS
+
+__all__ = ["FrameCodecs", "frame_codecs", "readers_for_codecs", "GEOZL_018_CODECS", "REFERENCE_MAX_FORMAT_VERSION"]
+
+#: The newest OpenZL frame format both reference readers decode (openzl 0.2 and 0.3 with rumi-eo).
+REFERENCE_MAX_FORMAT_VERSION = 24
+#: geozl's Python-registered decoders that geozl 0.18 (rumi-eo 0.26.1's pin) also has.
+GEOZL_018_CODECS = frozenset({
+    "average", "deinterleave", "delta_n", "delta_w", "med", "med_zigzag", "nodata", "pfor", "planar",
+    "planar_zigzag", "planar_zigzag_pfor", "wp_static",
+})  # fmt: skip
+#: Stands for the codecs only geozl's C library decodes (new in geozl 0.19, e.g. pivco).
+C_ONLY = "geozl C codecs (e.g. pivco)"
+
+
+@dataclass(frozen=True)
+class FrameCodecs:
+    """What one frame needs.
+
+    Attributes
+    ----------
+    format_version : int
+        OpenZL frame format version from the frame's magic.
+    codecs : frozenset of str
+        geozl codecs the frame cannot be decoded without (``"planar_zigzag"``, ``"pfor"``,
+        or :data:`C_ONLY`); empty for a frame of OpenZL built-ins only.
+    decodable : bool
+        Whether rumimm decoded it at all.
+    """
+
+    format_version: int
+    codecs: frozenset
+    decodable: bool
+
+    @property
+    def readers(self) -> tuple[str, ...]:
+        """The readers (of :data:`~rumimm.codec.presets.READERS`) that decode this frame."""
+        return readers_for_codecs(self)
+
+
+def _decoder_classes() -> dict[str, type]:
+    try:
+        import geozl.lossless as lossless
+    except ImportError:  # pragma: no cover - geozl is a dependency
+        return {}
+    out = {}
+    for attr in dir(lossless):
+        if attr.endswith("Decoder") and not attr.startswith("_"):
+            cls = getattr(lossless, attr)
+            if isinstance(cls, type) and issubclass(cls, zl.CustomDecoder):
+                out[_snake(attr[: -len("Decoder")])] = cls
+    return out
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(name))
+
+
+def _decodes(frame: bytes, decoders) -> bool:
+    dctx = zl.DCtx()
+    for cls in decoders:
+        dctx.register_custom_decoder(cls())
+    try:
+        dctx.decompress(frame)
+    except Exception:  # noqa: BLE001 - nanobind raises plain RuntimeError; any failure means "not with these"
+        return False
+    return True
+
+
+def _c_decodes(frame: bytes) -> bool:
+    if not geozl_lib.available():
+        return False
+    fns = geozl_lib.functions()
+    src = np.frombuffer(frame, np.uint8)
+    need = int(fns[1](src.ctypes.data, src.size))
+    if need <= 0 or need > (1 << 31):
+        return False
+    dst = np.empty(need // 8 + 1, np.uint64)
+    return geozl_lib.decompress(src.ctypes.data, src.size, dst.ctypes.data, need, True) == need
+
+
+def frame_codecs(frame) -> FrameCodecs:
+    """Find what ``frame`` needs to be decoded, by trial decodes (module docstring).
+
+    Parameters
+    ----------
+    frame : bytes, memoryview or numpy.ndarray of uint8
+        One whole OpenZL frame.
+
+    Raises
+    ------
+    CodecError
+        The bytes are not an OpenZL frame (bad magic or version).
+    """
+    data = as_bytes(frame)
+    version = frame_format_version(data)
+    if _decodes(data, ()):
+        return FrameCodecs(version, frozenset(), True)
+    classes = _decoder_classes()
+    if classes and _decodes(data, classes.values()):
+        needed = frozenset(name for name in classes
+                           if not _decodes(data, [c for n, c in classes.items() if n != name]))
+        return FrameCodecs(version, needed, True)
+    if _c_decodes(data):
+        return FrameCodecs(version, frozenset({C_ONLY}), True)
+    return FrameCodecs(version, frozenset(), False)
+
+
+def readers_for_codecs(fc: FrameCodecs) -> tuple[str, ...]:
+    """The readers that decode a frame needing ``fc`` (in the order of ``READERS``)."""
+    if not fc.decodable:
+        return ()
+    ok = {READER_RUMIMM}
+    if fc.format_version <= REFERENCE_MAX_FORMAT_VERSION:
+        if not fc.codecs:
+            ok |= {READER_RUMI_016, READER_RUMI_026}
+        elif fc.codecs <= GEOZL_018_CODECS:
+            ok.add(READER_RUMI_026)
+    return tuple(r for r in READERS if r in ok)
