@@ -436,7 +436,8 @@ def test_geozl_presets_are_opt_in_and_decode_to_numeric_samples_of_the_sample_wi
     scene = eo_scene(2, 40, 56, "int16")
     for name in ("geozl-planar", "geozl-average"):
         codec = PRESETS[name]
-        assert codec.requires_geozl and not codec.portable and codec.lossless
+        # rumi-eo 0.16.0's library carries geozl's average codec, not planar_zigzag (test_codec_readers)
+        assert codec.requires_geozl and codec.portable == (name == "geozl-average") and codec.lossless
         enc = FrameEncoder(name, "int16")
         for frame in (scene[0], scene, scene[:, :13, :17]):  # graphs depend on the row width
             blob = enc.encode(frame)

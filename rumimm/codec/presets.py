@@ -23,8 +23,31 @@ READER_RUMI_016 = "rumi-eo 0.16.0"
 READER_RUMI_026 = "rumi-eo 0.26.1"
 READERS: tuple[str, ...] = (READER_RUMIMM, READER_RUMI_016, READER_RUMI_026)
 _EVERY_READER = frozenset(READERS)
-_GEOZL_READERS = frozenset((READER_RUMIMM, READER_RUMI_026))  # geozl 0.18's codecs: rumi-eo 0.26.1 has them
-_RUMIMM_ONLY = frozenset((READER_RUMIMM,))
+
+#: The newest OpenZL frame format both reference readers decode.
+REFERENCE_MAX_FORMAT_VERSION = 24
+#: Stands for the codecs only geozl 0.19's C library decodes (``pivco``); frames using
+#: them are written at frame format 27.
+C_ONLY = "geozl 0.19 C codecs (pivco)"
+#: The geozl codecs each reference decodes besides OpenZL's built-ins, as measured by
+#: decoding frames in each one's own environment (tests/test_codec_readers.py):
+#: rumi-eo 0.16.0's own library carries some geozl codecs, rumi-eo 0.26.1 registers
+#: geozl 0.18's.  Codecs not measured (deinterleave, nodata, planar, med) are left out.
+REFERENCE_CODECS: dict[str, frozenset] = {
+    READER_RUMI_016: frozenset({"delta_w", "delta_n", "average", "wp_static", "pfor"}),
+    READER_RUMI_026: frozenset({"delta_w", "delta_n", "average", "wp_static", "pfor", "planar_zigzag",
+                                "planar_zigzag_pfor", "med_zigzag"}),
+}
+
+
+def readers_of(codecs, format_version: int) -> frozenset:
+    """The readers that decode a frame of ``format_version`` referencing geozl ``codecs``."""
+    codecs = frozenset(codecs)
+    out = {READER_RUMIMM}
+    if format_version <= REFERENCE_MAX_FORMAT_VERSION:
+        out |= {reader for reader, known in REFERENCE_CODECS.items() if codecs <= known}
+    return frozenset(out)
+
 
 # -------------------------------------------------------------------------- graphs
 
@@ -297,25 +320,25 @@ _FLOAT = _preset(
 _GEOZL_PLANAR = _preset(
     "geozl-planar",
     "geozl PlanarZigzag 2D predictor (W + N - NW, reset per band) > Entropy; needs geozl "
-    "to encode and decode, NOT portable. uint16 0.498",
+    "to encode; rumi-eo 0.26.1 decodes it, rumi-eo 0.16.0 does not. uint16 0.498",
     builder=_build_geozl_planar,
     portable=False,
     geozl=True,
     formats=_INTEGER_FORMATS,
     key=_geo_key,
-    readers=_GEOZL_READERS,
+    readers=readers_of({"planar_zigzag"}, REFERENCE_MAX_FORMAT_VERSION),
 )
 _GEOZL_AVERAGE = _preset(
     "geozl-average",
     "geozl Average 2D predictor ((W + N) / 2, reset per band) > Zigzag > Entropy; needs "
-    "geozl, NOT portable; the smallest integer preset measured: uint16 0.477, uint8 0.429, "
-    "decode ~450 MiB/s",
+    "geozl to encode; rumi-eo 0.16.0 and 0.26.1 both decode it (their libraries carry the "
+    "average codec); uint16 0.477, uint8 0.429, decode ~450 MiB/s",
     builder=_build_geozl_average,
-    portable=False,
+    portable=True,
     geozl=True,
     formats=_INTEGER_FORMATS,
     key=_geo_key,
-    readers=_GEOZL_READERS,
+    readers=readers_of({"average"}, REFERENCE_MAX_FORMAT_VERSION),
 )
 
 
@@ -323,15 +346,35 @@ _GEOZL_AVERAGE = _preset(
 
 #: Prefix of a codec name that is a geozl 2D recipe: ``"geozl:planar>zigzag>pfor"``.
 RECIPE_PREFIX = "geozl:"
-# geozl 0.19 codecs that geozl 0.18 (what rumi-eo 0.26.1 pins) lacks; a recipe using
-# one is read by rumimm alone.  The preset tables' claims are held by the tests.
-_GEOZL_019_ONLY = ("pivco",)
+# geozl's fused codecs: a recipe's "<predictor>>zigzag" or "planar>zigzag>pfor" is one codec
+_FUSED = (("planar", "zigzag", "pfor"), ("planar", "zigzag"), ("med", "zigzag"))
+_PREDICTOR_CODECS = {"delta_w": "delta_w", "delta_n": "delta_n", "average": "average", "wp_static": "wp_static",
+                     "planar": "planar", "med": "med", "pfor": "pfor"}  # id, delta_1d, zigzag, ...: built-ins
+_V27_PARTS = frozenset({"pivco", "sparse"})  # written at frame format 27 (measured)
 
 
-def _recipe_readers(recipe: str) -> frozenset:
-    if any(part in _GEOZL_019_ONLY for part in recipe.split(">")):
-        return _RUMIMM_ONLY
-    return _GEOZL_READERS
+def recipe_codecs(recipe: str) -> tuple[frozenset, int]:
+    """(geozl codecs a recipe's frames reference, their frame format version), from the recipe's name.
+
+    The tests check this against :func:`rumimm.codec.frame_codecs` on real frames.
+    """
+    parts = recipe.split(">")
+    codecs = set()
+    i = 0
+    while i < len(parts):
+        for fused in _FUSED:
+            if tuple(parts[i:i + len(fused)]) == fused:
+                codecs.add("_".join(fused))
+                i += len(fused)
+                break
+        else:
+            if parts[i] == "pivco":
+                codecs.add(C_ONLY)
+            elif parts[i] in _PREDICTOR_CODECS:
+                codecs.add(_PREDICTOR_CODECS[parts[i]])
+            i += 1
+    version = 27 if _V27_PARTS & set(parts) else REFERENCE_MAX_FORMAT_VERSION
+    return frozenset(codecs), version
 
 
 def _recipe_key(shape: tuple[int, ...]) -> Hashable:
@@ -345,16 +388,16 @@ def recipe_codec(recipe: str, description: str = "") -> Codec:
     ``"delta_w>zigzag>pfor"``.  Its row width and band count come from each frame's
     shape (``(h, w)`` or ``(B, h, w)``); the graph does not depend on the samples, so
     frames are deterministic.  Lossless recipes only: geozl's lossy quantisers are
-    never selected.  ``readers``: rumimm and rumi-eo 0.26.1 (geozl 0.18) unless the
-    recipe uses a codec new in geozl 0.19.
+    never selected.  ``readers`` follow from the codecs the recipe references
+    (:func:`recipe_codecs`, :func:`readers_of`).
     """
     if not isinstance(recipe, str) or not recipe or recipe.strip() != recipe:
         raise ValueError(f"recipe must be a geozl recipe name such as 'planar>zigzag>pfor', got {recipe!r}")
-    readers = _recipe_readers(recipe)
+    readers = readers_of(*recipe_codecs(recipe))
     return Codec(
         name=RECIPE_PREFIX + recipe,
         description=description or f"geozl recipe {recipe}",
-        portable=False,
+        portable=READER_RUMI_016 in readers,
         requires_geozl=True,
         lossless=True,
         widths=_NUMERIC_WIDTHS,
@@ -397,24 +440,31 @@ _AUTO = Codec(
 # 16 tile frames of 512 x 512 per dtype, one core, rumimm's own decoder.  A dtype not
 # listed falls back to its default preset (no faster recipe was measured for it).
 #
-# fast: the fastest decode at most ~6% larger than the default (uint8: 1.2x, uint16,
-# int16, uint32 and float32: 3.5-6x); every recipe here is read by rumi-eo 0.26.1 too
-# (geozl 0.18 has delta_n and pfor), so no rumimm-only recipe (pivco) is used.
+# fast: the fastest decode at most 6% (or 0.005 of raw) larger than the default, among
+# recipes at frame format 24 that encode at >= 40 MiB/s; on near-ties the one more
+# readers decode and that encodes faster.  Every pick is read by both references too
+# (their libraries carry delta_n, delta_w and pfor; tests/test_codec_readers.py).
 _FAST = {
     "uint8": "delta_n>zigzag>entropy",
     "uint16": "delta_n>zigzag>pfor",
     "int16": "delta_n>zigzag>pfor",
     "uint32": "delta_n>zigzag>pfor",
     "float32": "delta_n>zigzag>pfor",
+    "bfloat16": "delta_w>zigzag>transpose>zstd",
+    "bool": "delta_n>zigzag>zstd",
+    "uint4": "delta_n>zigzag>entropy",
 }
-# small: the smallest lossless recipe that still encodes at >= ~100 MiB/s.
+# small: the smallest recipe at frame format 24 that encodes at >= 100 MiB/s.
 _SMALL = {
     "uint8": "med>zigzag>entropy",
     "uint16": "med>zigzag>transpose>entropy",
     "int16": "med>zigzag>transpose>entropy",
     "uint32": "med>zigzag>transpose>entropy",
-    "float32": "average>zigzag>transpose>entropy",
-    "float64": "id>transpose>zstd",
+    "float32": "med>zigzag>transpose>entropy",
+    "float64": "delta_1d>transpose>entropy",
+    "bfloat16": "med>zigzag>transpose>entropy",
+    "bool": "med>zigzag>entropy",
+    "uint4": "med>zigzag>entropy",
 }
 
 
@@ -436,22 +486,26 @@ def _table(name: str, description: str, picks: Mapping[str, str]) -> Codec:
 
 _FAST_TABLE = _table(
     "fast",
-    "per dtype, the fastest-decoding geozl recipe at about the default's size: delta_n > zigzag > pfor for "
-    "uint16/int16/uint32/float32 (uint16 ~4x the decode speed of 'delta' at +5% size), delta_n > zigzag > entropy "
-    "for uint8; other dtypes use their default. Read by rumimm and rumi-eo 0.26.1, not rumi-eo 0.16.0; needs geozl",
+    "per dtype, the fastest-decoding recipe at about the default's size (geozl recipes written at frame "
+    "format 24): delta_n > zigzag > pfor for uint16/int16/uint32/float32 (uint16: ~4x the decode speed of "
+    "'delta' at +5% size), delta_n > zigzag > entropy for uint8 and uint4, delta_w > zigzag > transpose > zstd "
+    "for bfloat16, delta_n > zigzag > zstd for bool; every other dtype uses its default. Read by rumimm, "
+    "rumi-eo 0.16.0 and rumi-eo 0.26.1 (measured); needs geozl to encode. The default of spec 0.2 files",
     _FAST,
 )
 _SMALL_TABLE = _table(
     "small",
-    "per dtype, the smallest geozl recipe that encodes at >= ~100 MiB/s (median or average predictor, byte "
-    "lanes, entropy; float64: byte lanes > zstd); other dtypes use their default. Decodes slower than 'delta'. "
-    "Read by rumimm and rumi-eo 0.26.1; needs geozl",
+    "per dtype, the smallest recipe that encodes at >= 100 MiB/s: med > zigzag (> transpose) > entropy for "
+    "integers, bool, float32 and bfloat16 (uint16 -3% vs 'delta'), delta_1d > transpose > entropy for float64; "
+    "every other dtype uses its default. Decodes slower than 'delta'; the med codec is read by rumimm and "
+    "rumi-eo 0.26.1, not rumi-eo 0.16.0; needs geozl",
     _SMALL,
 )
 _PORTABLE_TABLE = _table(
     "portable",
-    "the spec 0.1.0 default of each dtype ('delta', or 'transpose' for float64 and complex128): OpenZL built-ins "
-    "at frame format 24, read by rumimm, rumi-eo 0.16.0 and rumi-eo 0.26.1",
+    "the spec 0.1.0 default of each dtype ('delta', or 'transpose' for float64 and complex128): OpenZL built-in "
+    "codecs only at frame format 24, so any OpenZL reader decodes it without geozl, rumi-eo 0.16.0 and 0.26.1 "
+    "included",
     {},
 )
 

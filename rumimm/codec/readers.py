@@ -8,14 +8,11 @@ with geozl's C library (``libgeozl``, which also holds codecs newer than its Pyt
 registry, such as ``pivco``).  About 15 decodes of one frame at worst (a 512 x 512
 uint16 frame: ~10-30 ms), so callers sample a few frames, not all.
 
-What each reader decodes, from its pinned libraries:
-
-* rumimm: whatever geozl 0.19's C decoder or ``openzl.ext`` decodes.
-* rumi-eo 0.16.0 (openzl 0.3, no geozl): OpenZL built-ins at frame format <= 24.
-* rumi-eo 0.26.1 (openzl 0.2, geozl 0.18): built-ins and geozl 0.18's codecs at frame
-  format <= 24.
-
-The tests decode frames of every preset in each reference to hold these rules true.
+Which readers decode a frame follows from those codecs and the frame format version
+(:func:`~rumimm.codec.presets.readers_of`): rumimm decodes every frame geozl 0.19 or
+``openzl.ext`` decodes; each reference decodes frame format <= 24 with OpenZL's built-ins
+and the geozl codecs its library was measured to carry
+(:data:`~rumimm.codec.presets.REFERENCE_CODECS`).
 """
 
 from __future__ import annotations
@@ -27,19 +24,9 @@ import openzl.ext as zl
 
 from rumimm.codec import geozl_lib
 from rumimm.codec.frames import as_bytes, frame_format_version
-from rumimm.codec.presets import READER_RUMI_016, READER_RUMI_026, READER_RUMIMM, READERS
+from rumimm.codec.presets import C_ONLY, READERS, readers_of
 
-__all__ = ["FrameCodecs", "frame_codecs", "readers_for_codecs", "GEOZL_018_CODECS", "REFERENCE_MAX_FORMAT_VERSION"]
-
-#: The newest OpenZL frame format both reference readers decode (openzl 0.2 and 0.3 with rumi-eo).
-REFERENCE_MAX_FORMAT_VERSION = 24
-#: geozl's Python-registered decoders that geozl 0.18 (rumi-eo 0.26.1's pin) also has.
-GEOZL_018_CODECS = frozenset({
-    "average", "deinterleave", "delta_n", "delta_w", "med", "med_zigzag", "nodata", "pfor", "planar",
-    "planar_zigzag", "planar_zigzag_pfor", "wp_static",
-})  # fmt: skip
-#: Stands for the codecs only geozl's C library decodes (new in geozl 0.19, e.g. pivco).
-C_ONLY = "geozl C codecs (e.g. pivco)"
+__all__ = ["FrameCodecs", "frame_codecs"]
 
 
 @dataclass(frozen=True)
@@ -51,8 +38,9 @@ class FrameCodecs:
     format_version : int
         OpenZL frame format version from the frame's magic.
     codecs : frozenset of str
-        geozl codecs the frame cannot be decoded without (``"planar_zigzag"``, ``"pfor"``,
-        or :data:`C_ONLY`); empty for a frame of OpenZL built-ins only.
+        geozl codecs the frame cannot be decoded without (``"planar_zigzag"``, ``"pfor"``),
+        empty for a frame of OpenZL built-ins only; ``{C_ONLY}`` alone when only geozl's C
+        library decodes it (the trial then cannot tell which other codecs it uses).
     decodable : bool
         Whether rumimm decoded it at all.
     """
@@ -63,8 +51,11 @@ class FrameCodecs:
 
     @property
     def readers(self) -> tuple[str, ...]:
-        """The readers (of :data:`~rumimm.codec.presets.READERS`) that decode this frame."""
-        return readers_for_codecs(self)
+        """The readers (in the order of :data:`~rumimm.codec.presets.READERS`) that decode this frame."""
+        if not self.decodable:
+            return ()
+        ok = readers_of(self.codecs, self.format_version)
+        return tuple(r for r in READERS if r in ok)
 
 
 def _decoder_classes() -> dict[str, type]:
@@ -133,16 +124,3 @@ def frame_codecs(frame) -> FrameCodecs:
     if _c_decodes(data):
         return FrameCodecs(version, frozenset({C_ONLY}), True)
     return FrameCodecs(version, frozenset(), False)
-
-
-def readers_for_codecs(fc: FrameCodecs) -> tuple[str, ...]:
-    """The readers that decode a frame needing ``fc`` (in the order of ``READERS``)."""
-    if not fc.decodable:
-        return ()
-    ok = {READER_RUMIMM}
-    if fc.format_version <= REFERENCE_MAX_FORMAT_VERSION:
-        if not fc.codecs:
-            ok |= {READER_RUMI_016, READER_RUMI_026}
-        elif fc.codecs <= GEOZL_018_CODECS:
-            ok.add(READER_RUMI_026)
-    return tuple(r for r in READERS if r in ok)
