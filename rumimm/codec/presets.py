@@ -23,6 +23,13 @@ READER_RUMI_016 = "rumi-eo 0.16.0"
 READER_RUMI_026 = "rumi-eo 0.26.1"
 READERS: tuple[str, ...] = (READER_RUMIMM, READER_RUMI_016, READER_RUMI_026)
 _EVERY_READER = frozenset(READERS)
+#: The file specifications each reader opens (measured: each reference refuses the other's
+#: files with "invalid sample format").
+READER_SPECS: dict[str, tuple[str, ...]] = {
+    READER_RUMIMM: ("0.1", "0.2"),
+    READER_RUMI_016: ("0.1",),
+    READER_RUMI_026: ("0.2",),
+}
 
 #: The newest OpenZL frame format both reference readers decode.
 REFERENCE_MAX_FORMAT_VERSION = 24
@@ -170,8 +177,11 @@ class Codec:
     description : str
         What the graph does and its measured numbers.
     portable : bool
-        True when the reference reader rumi-eo 0.16.0 decodes its frames (for a
-        table: for every dtype in it).
+        True when its frames use OpenZL's built-in codecs only, at frame format <= 24:
+        any OpenZL decoder reads them, rumi-eo 0.16.0 and 0.26.1 included (a table: for
+        every dtype).  geozl codecs are versioned with geozl, not OpenZL, so a frame
+        using one is never called portable, even where a reference reads it: see
+        ``readers`` for what was measured.
     requires_geozl : bool
         True when encoding and decoding need the geozl package.
     lossless : bool or None
@@ -209,9 +219,7 @@ class Codec:
             return self
         enc = as_encoding(encoding)
         member = self.members.get(enc.name)
-        if member is None:
-            raise ValueError(f"codec {self.name!r} does not support {enc.name} samples")
-        return member
+        return member if member is not None else _default_for(enc)  # a dtype the table has not listed
 
     def readers_for(self, encoding) -> frozenset:
         """Which of :data:`READERS` decode frames of ``encoding`` written with this codec."""
@@ -220,8 +228,7 @@ class Codec:
     def supports(self, encoding: Encoding) -> bool:
         """Whether frames of ``encoding`` can go through this codec."""
         if self.members is not None:
-            member = self.members.get(as_encoding(encoding).name)
-            return member is not None and member.supports(encoding)
+            return self.for_encoding(encoding).supports(encoding)
         if encoding.storage_dtype.itemsize not in self.widths:
             return False
         return self.formats is None or encoding.sample_format in self.formats
@@ -320,7 +327,7 @@ _FLOAT = _preset(
 _GEOZL_PLANAR = _preset(
     "geozl-planar",
     "geozl PlanarZigzag 2D predictor (W + N - NW, reset per band) > Entropy; needs geozl "
-    "to encode; rumi-eo 0.26.1 decodes it, rumi-eo 0.16.0 does not. uint16 0.498",
+    "to encode; NOT portable: rumi-eo 0.26.1 decodes it, rumi-eo 0.16.0 does not. uint16 0.498",
     builder=_build_geozl_planar,
     portable=False,
     geozl=True,
@@ -331,10 +338,10 @@ _GEOZL_PLANAR = _preset(
 _GEOZL_AVERAGE = _preset(
     "geozl-average",
     "geozl Average 2D predictor ((W + N) / 2, reset per band) > Zigzag > Entropy; needs "
-    "geozl to encode; rumi-eo 0.16.0 and 0.26.1 both decode it (their libraries carry the "
-    "average codec); uint16 0.477, uint8 0.429, decode ~450 MiB/s",
+    "geozl to encode; NOT portable, though rumi-eo 0.16.0 and 0.26.1 both decode it (their "
+    "libraries carry the average codec); uint16 0.477, uint8 0.429, decode ~450 MiB/s",
     builder=_build_geozl_average,
-    portable=True,
+    portable=False,
     geozl=True,
     formats=_INTEGER_FORMATS,
     key=_geo_key,
@@ -393,11 +400,12 @@ def recipe_codec(recipe: str, description: str = "") -> Codec:
     """
     if not isinstance(recipe, str) or not recipe or recipe.strip() != recipe:
         raise ValueError(f"recipe must be a geozl recipe name such as 'planar>zigzag>pfor', got {recipe!r}")
-    readers = readers_of(*recipe_codecs(recipe))
+    codecs, version = recipe_codecs(recipe)
+    readers = readers_of(codecs, version)
     return Codec(
         name=RECIPE_PREFIX + recipe,
         description=description or f"geozl recipe {recipe}",
-        portable=READER_RUMI_016 in readers,
+        portable=not codecs and version <= REFERENCE_MAX_FORMAT_VERSION,
         requires_geozl=True,
         lossless=True,
         widths=_NUMERIC_WIDTHS,
@@ -489,8 +497,9 @@ _FAST_TABLE = _table(
     "per dtype, the fastest-decoding recipe at about the default's size (geozl recipes written at frame "
     "format 24): delta_n > zigzag > pfor for uint16/int16/uint32/float32 (uint16: ~4x the decode speed of "
     "'delta' at +5% size), delta_n > zigzag > entropy for uint8 and uint4, delta_w > zigzag > transpose > zstd "
-    "for bfloat16, delta_n > zigzag > zstd for bool; every other dtype uses its default. Read by rumimm, "
-    "rumi-eo 0.16.0 and rumi-eo 0.26.1 (measured); needs geozl to encode. The default of spec 0.2 files",
+    "for bfloat16, delta_n > zigzag > zstd for bool; every other dtype uses its default. Not portable (geozl "
+    "codecs), but rumimm, rumi-eo 0.16.0 and rumi-eo 0.26.1 all decode it (measured); needs geozl to encode. "
+    "The default of spec 0.2 files",
     _FAST,
 )
 _SMALL_TABLE = _table(

@@ -313,6 +313,10 @@ class FrameDecoder:
         try:
             outs = self._dctx.decompress(data)
         except Exception as exc:
+            # geozl 0.19 codecs with no Python decoder (pivco, frame format 27): geozl's C library
+            arr = _c_decode(data, enc, n, struct)
+            if arr is not None:
+                return arr
             hint = "" if self.geozl else "; if it was written with a geozl codec, install geozl"
             raise CodecError(
                 f"{label} failed to decode (OpenZL: {failure_reason(exc)}); the file may be truncated or corrupt{hint}"
@@ -337,3 +341,22 @@ class FrameDecoder:
             arr = np.bitwise_and(arr, np.uint8((1 << enc.bits_per_sample) - 1))
             arr.flags.writeable = False
         return arr
+
+
+def _c_decode(data: bytes, enc: Encoding, n: int, struct: bool) -> np.ndarray | None:
+    """``data`` decoded by geozl's C library into ``n`` samples of ``enc``, or None when it cannot."""
+    from rumimm.codec import geozl_lib
+
+    if struct or not geozl_lib.available():
+        return None
+    width = enc.storage_dtype.itemsize
+    src = np.frombuffer(data, np.uint8)
+    dst = np.empty((n * width + 7) // 8, np.uint64)  # 8-byte aligned, as the decoder needs
+    if geozl_lib.decompress(src.ctypes.data, src.size, dst.ctypes.data, n * width, True) != n * width:
+        return None
+    arr = dst.view(np.uint8)[: n * width].view(enc.storage_dtype)
+    if enc.subbyte:
+        arr = np.bitwise_and(arr, np.uint8((1 << enc.bits_per_sample) - 1))
+    arr.flags.writeable = False
+    return arr
+

@@ -134,12 +134,12 @@ class Writer:
     pixel_is_point : bool
         GTRasterTypeGeoKey: pixels are points (True) or areas (False).
     codec : str or codec object, optional
-        A preset of :mod:`rumimm.codec` (``rumimm.PRESETS``): ``"fast"`` (fastest decode,
-        read by rumimm and rumi-eo 0.26.1), ``"small"``, ``"portable"`` (read by rumi-eo
-        0.16.0 and 0.26.1 too), ...; per dtype, each picks its recipe and falls back to the
-        dtype's default where it has none.  Default: ``"auto"`` (= ``"portable"``) for spec
-        0.1.0 files, ``"fast"`` for ``format="0.2"``.  ``"geozl:<recipe>"`` names any geozl
-        recipe.
+        A preset of :mod:`rumimm.codec` (``rumimm.PRESETS``): ``"fast"`` (fastest decode;
+        rumi-eo 0.16.0 and 0.26.1 decode it too), ``"small"`` (rumi-eo 0.26.1 only),
+        ``"portable"`` (OpenZL built-ins only), ...; per dtype, each picks its recipe and falls
+        back to the dtype's default where it has none.  Default: ``"auto"`` (= ``"portable"``)
+        for spec 0.1.0 files, ``"fast"`` for ``format="0.2"``.  ``"geozl:<recipe>"`` names any
+        geozl recipe.
     format_version : int, optional
         OpenZL frame format version, pinned for every frame (default
         ``codec.DEFAULT_FORMAT_VERSION`` = 24, the newest rumi-eo 0.16.0 reads).
