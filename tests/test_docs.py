@@ -278,7 +278,8 @@ def render_api() -> str:
                                 f"{'yes' if codec.requires_geozl else 'no'} | {desc} |")
                 lines.append("### `rumimm.PRESETS`\n\nA dict, preset name -> `rumimm.codec.Codec`; pass the name "
                              "as `write(..., codec=name)`. *Portable*: OpenZL built-in codecs only, so any "
-                             "OpenZL reader decodes the frames (`Codec.readers_for(dtype)` lists the readers measured).\n\n"
+                             "OpenZL reader decodes the frames (`Codec.readers_for(dtype)`: the readers measured)."
+                             "\n\n"
                              + "\n".join(rows) + "\n")
                 continue
             if name == "DTYPES":
