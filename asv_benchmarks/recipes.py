@@ -10,6 +10,7 @@ each round-trip is checked.  Speeds are MiB/s of raw samples, best of ``--repeat
     python asv_benchmarks/recipes.py                       # every dtype, table on stdout
     python asv_benchmarks/recipes.py --dtypes uint16 --json out.json
     python asv_benchmarks/recipes.py --presets-only        # only the named presets (fast)
+    python asv_benchmarks/recipes.py --scene               # 4 x 4096 x 4096 uint16: floor + full reads per preset
 
 Pin to one core with ``taskset -c 0`` for steadier numbers; the machine's noise still
 moves speeds by +-20%, so compare rows of the same run.
@@ -145,6 +146,86 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def scene_read(presets=("auto", "fast", "small"), bands: int = 4, size: int = 4096, repeats: int = 3,
+               threads=(1, 2), workdir: str | None = None, quiet: bool = False) -> dict:
+    """Whole-scene numbers per preset: the uint16 scene written with each preset (512 tiles).
+
+    For each: size / raw; the decode floor (every frame, in memory, decoded serially by
+    rumimm's per-frame decoder, ``decode_floor.decode_frames``, MiB/s of raw per core);
+    and the full-image read ``img[:]`` at each thread count (fresh ``open``, no frame cache).
+    Presets alternate within each repeat and the best time is kept, so the ratios are
+    between runs of the same minute.
+    """
+    import os
+    import tempfile
+
+    import rumimm
+    from rumimm.format.blob import Header
+    from rumimm.synthetic import eo_scene
+
+    try:
+        from asv_benchmarks.decode_floor import decode_frames
+    except ImportError:  # run as a script: the folder itself is on sys.path
+        from decode_floor import decode_frames
+
+    log = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
+    work = workdir or tempfile.mkdtemp(prefix="rumimm-recipes-")
+    scene = eo_scene(bands, size, size, "uint16")
+    raw = scene.nbytes
+    files = {}
+    for name in presets:
+        path = os.path.join(work, f"{name}.rumi")
+        t0 = time.perf_counter()
+        blob = rumimm.write(path, scene, tile=TILE, codec=name)
+        files[name] = {"path": path, "header": Header.parse(blob), "write_s": time.perf_counter() - t0,
+                       "size": os.path.getsize(path) / raw}
+        log(f"  {name}: {files[name]['size']:.3f} of raw, written in {files[name]['write_s']:.1f} s")
+    best: dict = {n: {"floor": float("inf"), **{f"read{t}": float("inf") for t in threads}} for n in presets}
+    for r in range(repeats + 1):  # round 0 warms up (numba JIT, page cache) and checks the pixels
+        for name in presets:
+            f = files[name]
+            h = f["header"]
+            data = np.fromfile(f["path"], np.uint8)
+            sizes = h.grid.frame_samples_array * h.encoding.itemsize
+            dst_off = np.zeros(sizes.size, np.int64)
+            np.cumsum(sizes[:-1], out=dst_off[1:])
+            dst = np.ones(int(sizes.sum()) + 8, np.uint8)
+            t0 = time.perf_counter()
+            status = decode_frames(data, h.offsets[:-1], h.counts, dst, dst_off, sizes)
+            if r:
+                best[name]["floor"] = min(best[name]["floor"], time.perf_counter() - t0)
+            if np.any(status < 0):
+                raise RuntimeError(f"{name}: a frame failed to decode")
+            for t in threads:
+                rumimm.set_num_threads(t)
+                with rumimm.open(f["path"], cache_bytes=0) as img:
+                    t0 = time.perf_counter()
+                    out = img[:]
+                    if r:
+                        best[name][f"read{t}"] = min(best[name][f"read{t}"], time.perf_counter() - t0)
+                if r == 0 and not np.array_equal(out, scene):
+                    raise RuntimeError(f"{name}: the read differs from the scene")
+        log(f"  round {r}/{repeats} done")
+    out = {}
+    for name in presets:
+        b = best[name]
+        out[name] = {"size": files[name]["size"], "write_s": files[name]["write_s"],
+                     "floor_mibs": raw / MIB / b["floor"],
+                     **{f"read_s_{t}t": b[f"read{t}"] for t in threads}}
+    return out
+
+
+def scene_table(res: dict, base: str = "auto") -> str:
+    keys = [k for k in next(iter(res.values())) if k.startswith("read_s_")]
+    lines = ["| preset | size / raw | decode floor MiB/s (1 core) | " + " | ".join(
+        f"full read s ({k[7:-1]} thr) | vs {base}" for k in keys) + " |",
+        "|---|---:|---:|" + "---:|---:|" * len(keys)]
+    for name, r in res.items():
+        cells = [f"{r[k]:.3f} | {res[base][k] / r[k]:.2f}x" for k in keys]
+        lines.append(f"| `{name}` | {r['size']:.3f} | {r['floor_mibs']:,.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="recipes", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtype names (default: %(default)s)")
@@ -152,7 +233,19 @@ def main(argv=None) -> int:
     ap.add_argument("--presets-only", action="store_true", help="only rumimm's named presets")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--scene", action="store_true",
+                    help="instead: write the 4 x SIZE x SIZE uint16 scene with each of --presets and time the "
+                         "decode floor and full-image reads")
+    ap.add_argument("--presets", default="auto,fast,small", help="with --scene (default: %(default)s)")
+    ap.add_argument("--size", type=int, default=4096, help="with --scene: scene height and width (default 4096)")
     args = ap.parse_args(argv)
+    if args.scene:
+        res = scene_read(tuple(args.presets.split(",")), size=args.size, repeats=args.repeats, quiet=args.quiet)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(res, fh, indent=1)
+        print(scene_table(res))
+        return 0
     res = run(args.dtypes.split(","), args.repeats, args.presets_only, args.quiet)
     if args.json:
         with open(args.json, "w") as fh:

@@ -500,9 +500,12 @@ def test_the_table_presets_resolve_to_a_member_per_dtype_and_fall_back_to_the_de
             picks = PRESETS[name].members
             if e.name in picks and picks[e.name].recipe is not None:
                 assert member.recipe is not None and member.name == "geozl:" + member.recipe
+            elif e.name in picks and picks[e.name] is not resolve_codec(None, e):
+                assert member is PRESETS[member.name]  # a built-in preset measured faster/smaller
             else:
-                assert member is resolve_codec(None, e)  # no recipe measured faster/smaller: the default
+                assert member is resolve_codec(None, e)  # nothing measured faster/smaller: the default
     assert resolve_codec("fast", "uint16").name == "geozl:delta_n>zigzag>pfor"
+    assert resolve_codec("fast", "bool") is PRESETS["generic"]
     assert resolve_codec("portable", "uint16").name == "delta"
 
 
