@@ -198,7 +198,8 @@ def describe(path, header: bytes | None = None) -> dict:
         g = img.georef
         frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
         sampled = sample_frames(h.n_frames)  # which readers decode it: the codecs of a few frames
-        codecs, readers = file_readers([img.raw_frame(k) for k in sampled], img.spec)
+        codecs, readers = file_readers([img.raw_frame(k) for k in sampled], img.spec,
+                                       [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
         geo = g.epsg is not None
         out = {"path": img.path, **h.to_dict()}  # a URI without its query string
         if img.spec == "0.2":

@@ -164,3 +164,10 @@ def test_a_frame_no_decoder_takes_is_not_decodable_and_has_no_readers():
     frame[len(frame) // 2] ^= 0xFF
     found = frame_codecs(bytes(frame))
     assert not found.decodable and found.readers == ()
+
+
+def test_a_frame_declaring_more_than_max_bytes_is_not_decoded():
+    frame = FrameEncoder("fast", "uint16").encode(eo_scene(1, TILE, TILE, "uint16")[0])
+    assert frame_codecs(frame, max_bytes=TILE * TILE * 2).decodable
+    found = frame_codecs(frame, max_bytes=TILE * TILE * 2 - 1)
+    assert not found.decodable and found.readers == ()

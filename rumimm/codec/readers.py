@@ -23,8 +23,9 @@ import numpy as np
 import openzl.ext as zl
 
 from rumimm.codec import geozl_lib
-from rumimm.codec.frames import as_bytes, frame_format_version
+from rumimm.codec.frames import as_bytes, frame_declaration, frame_format_version
 from rumimm.codec.presets import C_ONLY, READERS, readers_of
+from rumimm.errors import CodecError
 
 __all__ = ["FrameCodecs", "frame_codecs"]
 
@@ -99,13 +100,17 @@ def _c_decodes(frame: bytes) -> bool:
     return geozl_lib.decompress(src.ctypes.data, src.size, dst.ctypes.data, need, True) == need
 
 
-def frame_codecs(frame) -> FrameCodecs:
+def frame_codecs(frame, max_bytes: int | None = None) -> FrameCodecs:
     """Find what ``frame`` needs to be decoded, by trial decodes (module docstring).
 
     Parameters
     ----------
     frame : bytes, memoryview or numpy.ndarray of uint8
         One whole OpenZL frame.
+    max_bytes : int, optional
+        The most decoded bytes the frame may declare (a rumi frame: its samples times
+        the sample width).  A frame declaring more, or not one output, is not decoded
+        (``decodable=False``): a hostile header cannot make this allocate.
 
     Raises
     ------
@@ -114,6 +119,13 @@ def frame_codecs(frame) -> FrameCodecs:
     """
     data = as_bytes(frame)
     version = frame_format_version(data)
+    if max_bytes is not None:
+        try:
+            outputs, _, size = frame_declaration(data)
+        except CodecError:
+            return FrameCodecs(version, frozenset(), False)
+        if outputs != 1 or size > max_bytes:
+            return FrameCodecs(version, frozenset(), False)
     if _decodes(data, ()):
         return FrameCodecs(version, frozenset(), True)
     classes = _decoder_classes()

@@ -549,7 +549,8 @@ def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
     if frames in ("headers", "decode") and not f.items:
         ks = sample_frames(hdr.n_frames)
         rep.codecs, rep.readers = file_readers([buf[int(hdr.offsets[k]):int(hdr.offsets[k + 1])] for k in ks],
-                                               rep.spec or "0.1")
+                                               rep.spec or "0.1",
+                                               [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks])
         rep.sampled_frames = tuple(ks)
 
 
@@ -562,18 +563,19 @@ def sample_frames(n_frames: int) -> list[int]:
     return sorted({0, n_frames // 2, n_frames - 1}) if n_frames > 0 else []
 
 
-def file_readers(frames, spec: str) -> tuple[frozenset, tuple[str, ...]]:
+def file_readers(frames, spec: str, frame_bytes) -> tuple[frozenset, tuple[str, ...]]:
     """(geozl codecs referenced, readers that decode a file of ``spec``) from some of its frames.
 
     Each frame's codecs are found by trial decodes (``rumimm.codec.frame_codecs``, ~1-30 ms a
-    frame); a reader is listed when it opens files of ``spec`` and decodes every frame given.
+    frame), none declaring more than its ``frame_bytes`` entry; a reader is listed when it
+    opens files of ``spec`` and decodes every frame given.
     """
     from rumimm.codec import READER_SPECS, READERS, frame_codecs
 
     codecs: set = set()
     ok = {r for r in READERS if spec in READER_SPECS[r]}
-    for frame in frames:
-        found = frame_codecs(frame)
+    for frame, nbytes in zip(frames, frame_bytes, strict=True):
+        found = frame_codecs(frame, max_bytes=int(nbytes))
         codecs |= found.codecs
         ok &= set(found.readers)
     return frozenset(codecs), tuple(r for r in READERS if r in ok)
