@@ -411,7 +411,7 @@ def test_a_user_graph_is_wrapped_as_a_custom_codec_and_round_trips(decoder):
     codec = resolve_codec(zstd_bytes, "int32")
     assert isinstance(codec, Codec)
     assert codec.name.startswith("custom:") and "zstd_bytes" in codec.name
-    assert codec.lossless is None and not codec.portable
+    assert codec.lossless is None and not codec.portable and codec.readers == frozenset()
     frame = eo_scene(2, 20, 30, "int32")
     blob = FrameEncoder(zstd_bytes, "int32").encode(frame)
     assert decoder.decode(blob, "int32", frame.size).tobytes() == frame.tobytes()

@@ -610,6 +610,7 @@ def resolve_codec(codec, encoding, spec: str = "0.1") -> Codec:
             lossless=None,
             widths=_ALL_WIDTHS,
             builder=lambda c, e, s: fn(c),
+            readers=frozenset(),  # unknown: rumimm.codec.frame_codecs finds them from a frame
         )
     if codec.members is not None and codec.supports(enc):
         return codec.for_encoding(enc)
