@@ -79,7 +79,7 @@ def tile_engine(tile: int, unit: str) -> str:
 # --------------------------------------------------------------------------- data
 
 
-def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dict:
+def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False, codec: str | None = None) -> dict:
     """Every engine's copy of ``n`` scenes; returns the spec the workers read."""
     from rumimm.synthetic import eo_scene
 
@@ -91,7 +91,7 @@ def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dic
         files["scenes"].append(npy)
         for tile, unit in TILES:
             p = os.path.join(work, f"s{i}_t{tile}_{unit}.rumi")
-            blob = rumimm.write(p, arr, tile=tile, unit=unit, transform=TRANSFORM, crs=EPSG)
+            blob = rumimm.write(p, arr, tile=tile, unit=unit, transform=TRANSFORM, crs=EPSG, codec=codec)
             files["tiles"].setdefault(f"{tile} {unit}", []).append((p, blob.hex()))
         g = os.path.join(work, f"s{i}.tif")
         write_geotiff(g, arr, 512)  # the single-file comparison's GeoTIFF: ZSTD 9, predictor 2, 512 blocks
@@ -487,7 +487,7 @@ def measure(args) -> dict:
             files = json.load(f)["files"]
     else:
         print(f"writing {args.files} scenes to {work}", file=sys.stderr)
-        files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr)
+        files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr, codec=args.codec)
     paths = [p for p, _ in files["tiles"]["512 tile"]]
     blobs = [bytes.fromhex(b) for _, b in files["tiles"]["512 tile"]]
     n = BATCH * (args.batches + 1)
@@ -512,7 +512,7 @@ def measure(args) -> dict:
     raw = args.files * BANDS * args.size * args.size * 2
     return {"samples": samples, "sizes": file_sizes(files, raw), "decoded": bytes_decoded(files, chips),
             "config": {"workdir": work, "files": args.files, "size": args.size, "chip": CHIP, "batch": BATCH,
-                       "batches": args.batches, "rounds": args.rounds, "cpus": os.cpu_count(),
+                       "batches": args.batches, "rounds": args.rounds, "cpus": os.cpu_count(), "codec": args.codec,
                        "versions": _versions()}}
 
 
@@ -648,6 +648,8 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", help="where to write the files (default: a new temporary folder)")
     p.add_argument("--out", help="where to save table, JSON and chart (default: the work folder)")
     p.add_argument("--skip-zarr", action="store_true")
+    p.add_argument("--codec", help="codec preset of the rumi files, e.g. fast (default: rumimm's default; rumi-eo "
+                                   "0.16.0 reads both); with --reuse, the files of the earlier run are kept")
     p.add_argument("--reuse", action="store_true", help="reuse the files of an earlier run in --workdir")
     p.add_argument("--publish", action="store_true", help="update docs/performance.md, loaders.png, loaders.json")
     p.add_argument("--torchgeo", action="store_true", help="compare rumimm.torchgeo with TorchGeo's RasterDataset")
