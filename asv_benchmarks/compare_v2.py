@@ -16,7 +16,9 @@ Usage (from the repository root; rumi-eo 0.26.1 in its own venv, ``.ci/peer026.s
    random positions of one file (the file opened per read), one whole file, and training
    batches of 16 chips of 256 x 256 pixels, every band, drawn at random over all files
    (``read_many`` against ``read_batch`` on paths and headers: both open the files per call).
-   The first call of each row is an untimed warm-up, checked against the scene.
+   The first call of each row is an untimed warm-up, checked against the scene; rumimm's
+   numba kernels are loaded before any row (their load is a start-up cost, measured by the
+   cold-start rows of ``compare.py``).
    The engines run in the order rumi-eo, rumimm, rumimm, rumi-eo and each row keeps an
    engine's better median of its two runs, so a drifting machine load favours neither.
 3. Prints the median seconds per operation (chips per second for the batches) and the ratio
@@ -81,6 +83,13 @@ def worker(spec: dict) -> dict:
         import rumimm
 
         rumimm.set_num_threads(threads)
+        # Load the numba kernels before the first timed read.  A fresh process loads them on a
+        # background thread and reads through the chip executor meanwhile, so without this the
+        # first row's reads would share the CPU with that load; its cost is a start-up cost
+        # (the cold-start rows of compare.py), not a per-read one.
+        from rumimm.reader import engine as _engine
+
+        _engine.load()
 
         def window(i, y, x, w):
             with rumimm.open(paths[i], headers[i], cache_bytes=0) as img:

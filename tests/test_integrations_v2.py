@@ -31,9 +31,31 @@ def test_a_cube_and_a_batch_of_02_images_read_every_layout_of_one_step():
     np.testing.assert_array_equal(got[0], c[:, 1:6, 2:8])
 
 
-def test_a_cube_refuses_files_of_several_steps():
-    with pytest.raises(RumiError, match="3 time steps"):
-        rumimm.Cube([_p("cube_u4")] * 2)
+@pytest.mark.parametrize("names", [("cube_u4", "cube_u9"), ("cube_u0", "cube_u3"), ("cube_u7", "cube_u5"),
+                                   ("cube_u8", "cube_u6", "cube_u4")])
+def test_a_cube_of_files_of_several_steps_is_their_time_series_end_to_end(names):
+    # band-major and time-major frames, planar and interleaved cells, mixed in one Cube
+    want = np.concatenate([make_fixtures.source(n) for n in names])
+    with rumimm.Cube([_p(n) for n in names]) as cube:
+        assert cube.shape == want.shape == (3 * len(names), 2, 20, 18)
+        assert cube.steps == [(i, t) for i in range(len(names)) for t in range(3)]
+        assert cube.time == [v for n in names for v in rumimm.open(_p(n)).time]
+        np.testing.assert_array_equal(cube[...], want)
+        np.testing.assert_array_equal(cube[[5, 0, 3, 4], ::-1, 3:19:4, 2:17], want[[5, 0, 3, 4], ::-1, 3:19:4, 2:17])
+        np.testing.assert_array_equal(cube[-1, 1], want[-1, 1])
+        np.testing.assert_array_equal(cube.read(1, window=((2, 9), (0, 5))), want[:, 0, 2:9, 0:5])
+
+
+def test_a_cube_mixes_files_of_one_step_and_of_several_and_checks_their_step_shape(tmp_path):
+    cube9 = make_fixtures.source("cube_u9")
+    one = (np.arange(2 * 20 * 18, dtype=np.uint16).reshape(2, 20, 18) * 7) % 1000
+    rumimm.write(tmp_path / "one.rumi", one, tile=8)  # spec 0.1: one step, no time
+    with rumimm.Cube([tmp_path / "one.rumi", _p("cube_u9")]) as cube:
+        assert cube.shape == (4, 2, 20, 18) and cube.steps == [(0, 0), (1, 0), (1, 1), (1, 2)]
+        assert cube.time is None  # the spec 0.1 file has none
+        np.testing.assert_array_equal(cube[:, :, 5:15], np.concatenate([one[None], cube9])[:, :, 5:15])
+    with pytest.raises(RumiError, match=r"not grid-aligned: shape \(2, 20, 18\) != \(3, 20, 18\)"):
+        rumimm.Cube([_p("cube_u9"), _p("img_u0")])
 
 
 def test_batches_and_chips_of_files_of_several_steps_have_a_time_axis():
@@ -100,6 +122,24 @@ def test_xarray_gives_02_files_a_time_dimension_and_band_descriptions():
     assert "time_end" in iv.coords
     img = xr.open_dataarray(_p("img_u0"), engine="rumimm")
     assert img.dims == ("band", "y", "x") and img.attrs["time"] == "2026-01-01" and "x" in img.coords
+
+
+def test_xarray_stacks_02_files_of_several_steps_on_their_times_end_to_end(tmp_path):
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(3)
+    parts = [rng.integers(0, 4000, (n, 2, 20, 18), dtype=np.uint16) for n in (3, 2)]
+    times = [["2026-01-01", "2026-01-11", "2026-01-21"], ["2026-02-01", "2026-02-11"]]
+    paths = [tmp_path / "jan.rumi", tmp_path / "feb.rumi"]
+    for path, arr, t in zip(paths, parts, times, strict=True):
+        rumimm.write(path, arr, format="0.2", tile=8, time=t, bands=["red", "nir"])
+    da = xr.open_dataarray(paths, engine="rumimm")
+    assert da.dims == ("time", "band", "y", "x") and da.shape == (5, 2, 20, 18)
+    assert np.array_equal(da.time.values, np.array(times[0] + times[1], "datetime64[s]"))
+    np.testing.assert_array_equal(da.values, np.concatenate(parts))
+    np.testing.assert_array_equal(da.sel(time="2026-02-11", band=2).values, parts[1][1, 1])
+    # labels given, or another leading dim: the stack's own labels, as for spec 0.1 stacks
+    da = xr.open_dataarray(paths, engine="rumimm", stack_dim="scene")
+    assert da.dims[0] == "scene" and da.scene.values.tolist() == [0, 1, 2, 3, 4]
 
 
 def test_dask_chunks_02_files_on_their_frame_grid():

@@ -21,7 +21,7 @@ import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
-from rumimm.errors import RumiError, where
+from rumimm.errors import RumiError
 from rumimm.integrations.dask_array import frame_chunks
 
 __all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "spatial_coords", "gdal_transform", "pixel_centres"]
@@ -269,6 +269,21 @@ def _decoding(img, attrs: dict, encoding: dict, masked: bool, mask_and_scale: bo
     return Decode(img.dtype, img.nodatavals, img.scales, img.offsets, mask_and_scale)
 
 
+def _stack_times(images) -> dict | None:
+    """``time`` (and ``time_end``) coordinates of a stack of spec 0.2 files, or None.
+
+    None unless every image has a trailer and all share one time kind (instants or intervals).
+    A file of T steps gives T values, in the stack's item order (``Cube``).
+    """
+    trailers = [im.trailer for im in images]
+    if any(t is None for t in trailers) or len({t.time_kind for t in trailers}) != 1:
+        return None
+    times = np.concatenate([t.datetime64() for t in trailers])
+    if trailers[0].time_kind == "interval":
+        return {"time": times[:, 0], "time_end": times[:, 1]}
+    return {"time": times}
+
+
 def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, drop_variables=None,
                       cache_bytes=None, verify=True, masked=False, mask_and_scale=False,
                       storage_options=None) -> xr.Dataset:
@@ -276,10 +291,7 @@ def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, 
     source, images, owned = _open_source(obj, header, cache_bytes, verify, storage_options)
     try:
         img = images[0]
-        own_time = img.ndim == 4  # a spec 0.2 file of several time steps: its own time axis
-        if own_time and source is not img:
-            raise RumiError(f"{where(img.path)}has {img.shape[0]} time steps of its own; open it by itself, not "
-                            "stacked with other files")
+        own_time = img.ndim == 4 and source is img  # a spec 0.2 file of several time steps: its own time axis
         leading = None if source.ndim == 3 else ("time" if own_time else stack_dim)
         dims = ("band", "y", "x") if leading is None else (leading, "band", "y", "x")
         geo = next((im for im in images if im.crs is not None), img)
@@ -302,10 +314,14 @@ def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, 
                 attrs = {**attrs, "time": str(img.time[0]) if img.time_kind == "instant" else
                          "/".join(str(v) for v in img.time[0])}
         if leading is not None and not own_time:
-            labels = np.arange(source.shape[0]) if stack_labels is None else np.asarray(stack_labels)
-            if labels.shape != (source.shape[0],):
-                raise ValueError(f"stack_labels must have {source.shape[0]} entries, got {labels.shape}")
-            coords[leading] = xr.Variable(leading, labels)
+            series = _stack_times(images) if stack_labels is None and leading == "time" else None
+            if series is not None:  # spec 0.2 files, one time kind: their times end to end
+                coords.update({k: xr.Variable("time", v) for k, v in series.items()})
+            else:
+                labels = np.arange(source.shape[0]) if stack_labels is None else np.asarray(stack_labels)
+                if labels.shape != (source.shape[0],):
+                    raise ValueError(f"stack_labels must have {source.shape[0]} entries, got {labels.shape}")
+                coords[leading] = xr.Variable(leading, labels)
         encoding = {"preferred_chunks": _frame_chunks(images, leading), "dtype": img.dtype, **decode_encoding}
         if "spatial_ref" in coords:
             encoding["grid_mapping"] = "spatial_ref"

@@ -16,6 +16,7 @@ import numpy as np
 from rumimm.errors import RumiError, WindowError
 from rumimm.format import units
 from rumimm.format.georef import split_georef_block
+from rumimm.format.v2 import Grid2
 from rumimm.format.window import Run, select, window_bounds
 from rumimm.reader import engine
 from rumimm.reader.image import Image
@@ -118,20 +119,12 @@ def _common_steps(images) -> int | None:
     return first.time_count
 
 
-def _one_step(images) -> None:
-    for img in images:
-        if img.ndim == 4:
-            raise RumiError(f"{img.path} is a spec 0.2 file of {img.shape[0]} time steps, (T, B, Y, X); stacks and "
-                            "batches take images of one step: index the file itself (img[t, :, y0:y1, x0:x1])")
-
-
 def _check_aligned(images) -> None:
     first = images[0]
-    _one_step(images)
     ref_geo = None
     for i, img in enumerate(images):
-        for name in ("shape", "tile", "dtype"):
-            a, b = getattr(first, name), getattr(img, name)
+        for name, a, b in (("shape", _step_shape(first), _step_shape(img)), ("tile", first.tile, img.tile),
+                           ("dtype", first.dtype, img.dtype)):
             if a != b:
                 raise RumiError(f"images 0 and {i} are not grid-aligned: {name} {a} != {b} "
                                 f"({first.path}, {img.path}); use an ImageCollection")
@@ -147,8 +140,23 @@ def _check_aligned(images) -> None:
                             f"{b.transform} {b.crs}; use an ImageCollection")
 
 
+def _step_shape(img: Image) -> tuple[int, int, int]:
+    """(B, Y, X) of one time step: the image's shape, or a spec 0.2 file's (T, B, Y, X) without T."""
+    b, y, x = img.shape[-3:]
+    return (b, y, x)
+
+
+def _steps(images) -> tuple[np.ndarray, np.ndarray]:
+    """The Cube's items: for each, the index of its image and its time step (0 for a (B, Y, X) image)."""
+    counts = np.array([img.shape[0] if img.ndim == 4 else 1 for img in images], np.int64)
+    image = np.repeat(np.arange(len(images), dtype=np.int64), counts)
+    starts = np.cumsum(counts) - counts
+    step = np.arange(image.shape[0], dtype=np.int64) - starts[image]
+    return image, step
+
+
 class Cube(RasterioSurface):
-    """N grid-aligned images stacked into a lazy (N, B, Y, X) array.
+    """Grid-aligned images stacked into a lazy (N, B, Y, X) array.
 
     Parameters
     ----------
@@ -161,8 +169,10 @@ class Cube(RasterioSurface):
     cache_bytes, verify, storage_options
         Passed to :func:`rumimm.open` for the paths (which may be remote URIs).
 
-    Indexing follows numpy on (image, band, y, x); each read decodes the frames of
-    all selected images in one parallel pass.
+    Indexing follows numpy on (item, band, y, x); each read decodes the frames of
+    all selected images in one parallel pass.  A spec 0.2 file of T time steps
+    contributes T items, in its time order, so a Cube of such files is their time
+    series end to end (N is the sum of the steps; :attr:`steps` maps items back).
 
     Examples
     --------
@@ -181,6 +191,7 @@ class Cube(RasterioSurface):
             raise
         self._images = imgs
         self._owned = owned
+        self._item_image, self._item_step = _steps(imgs)
 
     # -- container --------------------------------------------------------------------
     @property
@@ -188,7 +199,20 @@ class Cube(RasterioSurface):
         return list(self._images)
 
     def __len__(self) -> int:
-        return len(self._images)
+        return int(self._item_image.shape[0])
+
+    @property
+    def steps(self) -> list[tuple[int, int]]:
+        """For each item: (index of its image in :attr:`images`, its time step in that image)."""
+        return list(zip(self._item_image.tolist(), self._item_step.tolist(), strict=True))
+
+    @property
+    def time(self) -> list | None:
+        """Each item's time (spec 0.2 files, as :attr:`rumimm.Image.time`), or None when an image has none."""
+        times = [img.time for img in self._images]
+        if any(t is None for t in times):
+            return None
+        return [times[i][t] for i, t in self.steps]
 
     def close(self) -> None:
         """Close the images this Cube opened (idempotent)."""
@@ -214,8 +238,8 @@ class Cube(RasterioSurface):
     # -- metadata ---------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, int, int, int]:
-        """(N, B, Y, X)."""
-        return (len(self._images),) + self._images[0].shape
+        """(N, B, Y, X): N items (one per image, or per time step of a spec 0.2 file)."""
+        return (len(self),) + _step_shape(self._images[0])
 
     @property
     def dtype(self) -> np.dtype:
@@ -227,7 +251,8 @@ class Cube(RasterioSurface):
 
     @property
     def nbytes(self) -> int:
-        return len(self._images) * self._images[0].nbytes
+        n, b, y, x = self.shape
+        return n * b * y * x * self.dtype.itemsize
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -276,12 +301,12 @@ class Cube(RasterioSurface):
 
         Arguments as :meth:`rumimm.Image.read`: ``indexes`` from 1 (rasterio's), or ``bands`` from 0.
         """
-        img0 = self._images[0]
-        bands = indexes_to_bands(indexes, bands, img0.shape[0])
+        shape = self.shape
+        bands = indexes_to_bands(indexes, bands, shape[1])
         from rumimm.format.window import select_read
 
-        sel = select_read(bands, window, img0.shape)
-        items = np.arange(len(self._images), dtype=np.int64)
+        sel = select_read(bands, window, shape[1:])
+        items = np.arange(shape[0], dtype=np.int64)
         shape = (len(items), sel.lists[0].shape[0], sel.y.count, sel.x.count)
         remap = None if sel.remap is None else (slice(None),) + sel.remap
         if out is not None:
@@ -296,12 +321,40 @@ class Cube(RasterioSurface):
         return block if remap is None else block[remap]
 
     def _read(self, items, bands, y: Run, x: Run, out):
-        images = [self._images[int(i)] for i in items]
+        items = np.asarray(items, np.int64)
         if out is None:
-            out = np.empty((len(images), bands.shape[0], y.count, x.count), self.dtype)
-        if out.size:
+            out = np.empty((len(items), bands.shape[0], y.count, x.count), self.dtype)
+        if not out.size:
+            return out
+        image, step = self._item_image[items], self._item_step[items]
+        images = [self._images[int(i)] for i in image]
+        if all(img.ndim == 3 for img in self._images):
             _read_stack(images, bands, 0, 0, y, x, out.view(np.uint8))
+            return out
+        # spec 0.2 files of several steps: a step's bands are virtual bands of its file's grid
+        # (format.units), which differ by step and file; read each group of items that share them
+        groups: dict[tuple, list[int]] = {}
+        for n, (img, t) in enumerate(zip(images, step.tolist(), strict=True)):
+            groups.setdefault(_virtual_key(img, t, bands), []).append(n)
+        for key, members in groups.items():
+            vbands = np.asarray(key, np.int64)
+            part = [images[n] for n in members]
+            if len(members) == len(items):
+                _read_stack(part, vbands, 0, 0, y, x, out.view(np.uint8))
+            else:
+                block = np.empty((len(members), bands.shape[0], y.count, x.count), self.dtype)
+                _read_stack(part, vbands, 0, 0, y, x, block.view(np.uint8))
+                out[members] = block
         return out
+
+
+def _virtual_key(img: Image, t: int, bands: np.ndarray) -> tuple:
+    """The grid bands holding ``bands`` of step ``t`` of ``img``, as a hashable tuple."""
+    if img.ndim == 3:
+        return tuple(bands.tolist())
+    grid = img.header.grid
+    assert isinstance(grid, Grid2)  # only a spec 0.2 file has steps
+    return tuple(grid.virtual_bands([t], bands).reshape(-1).tolist())
 
 
 def _check_out(out, shape, dtype) -> None:
@@ -363,7 +416,7 @@ class ImageCollection:
         """The grid-aligned groups, in first-appearance order, each as a Cube."""
         groups: dict = {}
         for img in self._images:
-            key = (img.shape, img.tile, img.dtype.str, str(img.dtype), _georef_block(img))
+            key = (_step_shape(img), img.tile, img.dtype.str, str(img.dtype), _georef_block(img))
             groups.setdefault(key, []).append(img)
         return [Cube(g) for g in groups.values()]
 

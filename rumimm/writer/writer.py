@@ -41,6 +41,7 @@ from rumimm.writer.args import (
     resolve_encoding,
     resolve_format_version,
     resolve_georef,
+    resolve_georef_tags,
     resolve_layout,
     resolve_path,
     resolve_shape,
@@ -169,6 +170,10 @@ class Writer:
         ``format="0.2"`` only, and required there: one coordinate per time step (a
         ``date``, ``datetime``, ISO string or ``numpy.datetime64``; whole UTC seconds,
         naive datetimes are UTC), or one ``(start, end)`` pair per step.
+    georef : (sequence of 16 float, sequence of 16 int), optional
+        The values of the two georeferencing tags (ModelTransformationTag, GeoKeyDirectoryTag)
+        as a rumi file stores them, written as they are instead of ``transform``, ``crs`` and
+        ``pixel_is_point`` (``rumimm.convert`` keeps its source's this way).
 
     Attributes
     ----------
@@ -211,7 +216,7 @@ class Writer:
 
     def __init__(self, path, shape, dtype, *, tile=512, unit="tile", transform=None, crs=None,
                  pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None,
-                 metadata=None, format=None, bands=None, time=None):  # noqa: A002
+                 metadata=None, format=None, bands=None, time=None, georef=None):  # noqa: A002
         from rumimm.codec import resolve_codec
         from rumimm.progress import Progress
 
@@ -243,7 +248,10 @@ class Writer:
                 self.unit = FrameUnit.TILE
             self.grid = Grid(x, y, tw, tl, b, self.unit)
         check_frame_size(self.grid.shape, (tl, tw), self.unit == FrameUnit.CELL, self.enc.itemsize)
-        self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
+        if georef is not None:
+            self._matrix, self._keys, self.epsg = resolve_georef_tags(georef, transform, crs, pixel_is_point)
+        else:
+            self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
         self.metadata = resolve_metadata(metadata, b, self.enc.dtype)
         self.codec = resolve_codec(codec, self.enc if not (self.spec == "0.2" and self.enc.itemsize == 16)
                                    else resolve_encoding(np.float64), spec=self.spec)
