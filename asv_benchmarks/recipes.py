@@ -114,10 +114,12 @@ def measure(codec, enc, frames: list[np.ndarray], repeats: int = 3) -> dict:
             "decode_mibs": raw / MIB / best_dec, "format_version": max(versions)}
 
 
-def run(dtypes=DTYPES, repeats: int = 3, presets_only: bool = False, quiet: bool = False) -> dict:
+def run(dtypes=DTYPES, repeats: int = 3, presets_only: bool = False, quiet: bool = False, *, tile: int = TILE,
+        size: int = SCENE) -> dict:
+    """{dtype: [row of :func:`measure` plus "codec"]} for every candidate of every dtype."""
     out = {}
     for name in dtypes:
-        frames, enc = tiles(name)
+        frames, enc = tiles(name, tile, size)
         rows = []
         for label, codec in candidates(enc, frames[0], presets_only):
             try:
@@ -147,7 +149,7 @@ def table(results: dict) -> str:
 
 
 def scene_read(presets=("auto", "fast", "small"), bands: int = 4, size: int = 4096, repeats: int = 3,
-               threads=(1, 2), workdir: str | None = None, quiet: bool = False) -> dict:
+               threads=(1, 2), workdir: str | None = None, quiet: bool = False, tile: int = TILE) -> dict:
     """Whole-scene numbers per preset: the uint16 scene written with each preset (512 tiles).
 
     For each: size / raw; the decode floor (every frame, in memory, decoded serially by
@@ -176,7 +178,7 @@ def scene_read(presets=("auto", "fast", "small"), bands: int = 4, size: int = 40
     for name in presets:
         path = os.path.join(work, f"{name}.rumi")
         t0 = time.perf_counter()
-        blob = rumimm.write(path, scene, tile=TILE, codec=name)
+        blob = rumimm.write(path, scene, tile=tile, codec=name)
         files[name] = {"path": path, "header": Header.parse(blob), "write_s": time.perf_counter() - t0,
                        "size": os.path.getsize(path) / raw}
         log(f"  {name}: {files[name]['size']:.3f} of raw, written in {files[name]['write_s']:.1f} s")
