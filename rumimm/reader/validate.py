@@ -548,7 +548,10 @@ def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
         rep.checked.append(CHECKED_DECODE)
     if frames in ("headers", "decode") and not f.items:
         ks = sample_frames(hdr.n_frames)
-        rep.codecs, rep.readers = file_readers([buf[int(hdr.offsets[k]):int(hdr.offsets[k + 1])] for k in ks],
+        spans = [(int(hdr.offsets[k]), int(hdr.offsets[k + 1]) - int(hdr.offsets[k])) for k in ks]
+        # a remote object: just these frames, in one call (a span each would be 32 MiB)
+        sampled = buf.store.read_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
+        rep.codecs, rep.readers = file_readers(sampled,
                                                rep.spec or "0.1",
                                                [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks])
         rep.sampled_frames = tuple(ks)
