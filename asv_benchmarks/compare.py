@@ -11,7 +11,7 @@ What it does, in order:
 
 1. Builds a deterministic EO-like scene (``rumimm.synthetic.eo_scene``, uint16,
    ``--bands`` x ``--size`` x ``--size``) and writes it three times, georeferenced:
-   with rumimm (``rumimm.write``, 512-pixel tile frames, the default codec); with
+   with rumimm (``rumimm.write``, 512-pixel tile frames, the default codec or ``--codec``); with
    the reference implementation (``rumi.frames(arr, 512)``, each frame compressed
    by ``openzl.ext`` at frame format version 24 with the generic ``graphs.Compress``
    graph, then ``rumi.write``: exactly ``tests/peer.py``'s ``peer_write``); and as a
@@ -530,7 +530,8 @@ def _notes(results: dict) -> str:
     vers = ", ".join(f"{k} {val}" for k, val in v.items() if val is not None)
     return textwrap.dedent(f"""\
         Scene: `eo_scene(bands={s['bands']}, height={s['size']}, width={s['size']}, dtype="uint16", seed={s['seed']})`,
-        {results['raw_bytes'] / 2**20:.0f} MiB raw; {s['tile']}-pixel tiles everywhere. Median of {s['repeats']} reads
+        {results['raw_bytes'] / 2**20:.0f} MiB raw; {s['tile']}-pixel tiles everywhere; rumimm's file written with
+        codec={s.get('codec')!r} (None: the default). Median of {s['repeats']} reads
         at seeded random window positions ({max(3, s['repeats'] // 3)} for the full image) in each of
         {s.get('rounds', 1)} interleaved rounds, pooled ({s['cold_repeats']} fresh processes for cold start);
         the ratio in parentheses is time / reference time (lower is faster).
@@ -607,8 +608,8 @@ def measure(args) -> dict:
 
         p = os.path.join(workdir, "scene.rumi")
         t0 = time.perf_counter()
-        blob = rumimm.write(p, scene, tile=args.tile, transform=TRANSFORM, crs=EPSG)
-        files["rumimm"] = {"label": "rumimm (default codec)", "path": p, "blob": blob.hex(),
+        blob = rumimm.write(p, scene, tile=args.tile, transform=TRANSFORM, crs=EPSG, codec=args.codec)
+        files["rumimm"] = {"label": f"rumimm ({args.codec or 'default'} codec)", "path": p, "blob": blob.hex(),
                            "write_seconds": time.perf_counter() - t0}
         log(f"  rumimm wrote {os.path.getsize(p) / 2**20:.1f} MiB in {files['rumimm']['write_seconds']:.1f} s")
 
@@ -654,6 +655,7 @@ def measure(args) -> dict:
 
         results = {
             "setup": {"size": args.size, "bands": args.bands, "tile": args.tile, "seed": args.seed,
+                      "codec": args.codec,
                       "repeats": args.repeats, "rounds": args.rounds, "cold_repeats": args.cold_repeats,
                       "dtype": "uint16",
                       "rows": [r[0] for r in ROWS] + [COLD_ROW], "engines": list(ENGINES)},
@@ -718,6 +720,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default=",".join(map(str, DEFAULT_THREADS)),
                     help="comma-separated thread counts (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="scene and window seed (default %(default)s)")
+    ap.add_argument("--codec", help="codec preset of rumimm's file, e.g. fast (default: rumimm's default); the "
+                                    "rumimm column and its decode floor then show that codec")
     ap.add_argument("--out", help="where the table, JSON and chart go (default: a new scratch folder; "
                                   "see --publish)")
     ap.add_argument("--publish", action="store_true",

@@ -189,7 +189,7 @@ def describe(path, header: bytes | None = None) -> dict:
     """
     from rumimm.codec import frame_format_version
     from rumimm.reader.image import open as open_image
-    from rumimm.reader.validate import compare_header
+    from rumimm.reader.validate import compare_header, file_readers, sample_frames
 
     with open_image(path, cache_bytes=0) as img:
         h = img.header
@@ -199,6 +199,9 @@ def describe(path, header: bytes | None = None) -> dict:
                 raise BlobError(f"{where(img.path)}{mismatch[0]}")
         g = img.georef
         frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
+        sampled = sample_frames(h.n_frames)  # which readers decode it: the codecs of a few frames
+        codecs, readers = file_readers([img.raw_frame(k) for k in sampled], img.spec,
+                                       [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
         geo = g.epsg is not None
         out = {"path": img.path, **h.to_dict()}  # a URI without its query string
         if img.spec == "0.2":
@@ -215,6 +218,9 @@ def describe(path, header: bytes | None = None) -> dict:
             transform=None if g.transform is None else list(g.transform),
             pixel_is_point=g.pixel_is_point,
             codec=recognise_preset(frame0, h),
+            readers=list(readers),
+            codecs=sorted(codecs),
+            sampled_frames=sampled,
             file_size=size,  # the IFD walk checked that the frames (0.2: and the trailer) end the file
             raw_size=raw,
             ratio=raw / size,
@@ -299,6 +305,9 @@ def _info(args: argparse.Namespace) -> int:
         ("nodata", ", ".join(str(v) for v in d["nodata"]) if any(v is not None for v in d["nodata"]) else "none"),
         ("descriptions", ", ".join(str(v) for v in d["descriptions"]) if any(d["descriptions"]) else "none"),
         ("codec", f"preset {d['codec']!r}" if d["codec"] else "not a rumimm preset (another writer's graph)"),
+        ("readers", (", ".join(d["readers"]) or "none") + f" (from the codecs of frames "
+         f"{', '.join(map(str, d['sampled_frames']))} of {d['frames']})"),
+        ("geozl codecs", ", ".join(d["codecs"]) or "none (OpenZL built-ins only)"),
         ("file size", f"{d['file_size']:,} bytes"),
         ("raw size", f"{d['raw_size']:,} bytes"),
         ("ratio", f"{d['ratio']:.3f} (raw / file)"),
@@ -325,6 +334,10 @@ def _validate(args: argparse.Namespace) -> int:
     print(rep)  # "PATH: compliant", or one "PATH: violation" line each
     for what in rep.checked:  # what "compliant" covers: decoding every frame only with --decode
         print(f"  checked {what}")
+    if rep.readers is not None:
+        frames = ", ".join(map(str, rep.sampled_frames))
+        print(f"  readers {', '.join(rep.readers) or 'none'} (from the codecs of frames {frames}: "
+              f"{', '.join(sorted(rep.codecs or ())) or 'OpenZL built-ins only'})")
     return 0 if rep.ok else 1
 
 

@@ -277,7 +277,9 @@ def render_api() -> str:
                     rows.append(f"| `{key}` | {'yes' if codec.portable else 'no'} | "
                                 f"{'yes' if codec.requires_geozl else 'no'} | {desc} |")
                 lines.append("### `rumimm.PRESETS`\n\nA dict, preset name -> `rumimm.codec.Codec`; pass the name "
-                             "as `write(..., codec=name)`. *Portable*: rumi-eo 0.16.0 decodes the frames.\n\n"
+                             "as `write(..., codec=name)`. *Portable*: OpenZL built-in codecs only, so any "
+                             "OpenZL reader decodes the frames (`Codec.readers_for(dtype)`: the readers measured)."
+                             "\n\n"
                              + "\n".join(rows) + "\n")
                 continue
             if name == "DTYPES":

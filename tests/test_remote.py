@@ -92,7 +92,9 @@ def test_validate_of_a_url_checks_every_frame_in_spans(server, many, monkeypatch
     assert rep.ok, str(rep)
     assert rep.checked[:3] == [CHECKED_PROFILE, CHECKED_MAGIC, CHECKED_HEADERS]
     spans = -(-len(data) // 100_000)
-    assert server.count("GET") <= 2 + 2 * (spans + 1)  # the prefix, then each pass reads the object once
+    # the prefix, then each pass reads the object once, then the sampled frames for the readers in one call
+    assert server.count("GET") <= 2 + 2 * (spans + 1) + 3
+    assert rep.readers == ("rumimm", "rumi-eo 0.16.0") and rep.sampled_frames[0] == 0
 
 
 def test_validate_of_a_url_reports_a_corrupt_frame(server, small):

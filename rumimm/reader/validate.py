@@ -78,6 +78,13 @@ class Report:
     trailer: Trailer | None = None
     #: What was checked, in order (``CHECKED_*``); a check is listed once it ran over the whole file.
     checked: list[str] = field(default_factory=list)
+    #: The readers (``rumimm.codec.READERS``) that decode the file: its spec and the codecs its
+    #: sampled frames reference (None when the frames were not looked at).
+    readers: tuple[str, ...] | None = None
+    #: The geozl codecs the sampled frames reference (empty: OpenZL built-ins only).
+    codecs: frozenset | None = None
+    #: The frame indices sampled to find ``readers`` and ``codecs``.
+    sampled_frames: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -564,6 +571,42 @@ def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
     if frames == "decode":
         _check_frame_decode(buf, hdr, f)
         rep.checked.append(CHECKED_DECODE)
+    if frames in ("headers", "decode") and not f.items:
+        ks = sample_frames(hdr.n_frames)
+        spans = [(int(hdr.offsets[k]), int(hdr.offsets[k + 1]) - int(hdr.offsets[k])) for k in ks]
+        # a remote object: just these frames, in one call (a span each would be 32 MiB)
+        sampled = buf.store.read_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
+        rep.codecs, rep.readers = file_readers(sampled,
+                                               rep.spec or "0.1",
+                                               [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks])
+        rep.sampled_frames = tuple(ks)
+
+
+#: Frames sampled to find which readers decode a file (the first, middle and last).
+READER_SAMPLE = 3
+
+
+def sample_frames(n_frames: int) -> list[int]:
+    """Up to :data:`READER_SAMPLE` distinct frame indices spread over ``n_frames`` (first, middle, last)."""
+    return sorted({0, n_frames // 2, n_frames - 1}) if n_frames > 0 else []
+
+
+def file_readers(frames, spec: str, frame_bytes) -> tuple[frozenset, tuple[str, ...]]:
+    """(geozl codecs referenced, readers that decode a file of ``spec``) from some of its frames.
+
+    Each frame's codecs are found by trial decodes (``rumimm.codec.frame_codecs``, ~1-30 ms a
+    frame), none declaring more than its ``frame_bytes`` entry; a reader is listed when it
+    opens files of ``spec`` and decodes every frame given.
+    """
+    from rumimm.codec import READER_SPECS, READERS, frame_codecs
+
+    codecs: set = set()
+    ok = {r for r in READERS if spec in READER_SPECS[r]}
+    for frame, nbytes in zip(frames, frame_bytes, strict=True):
+        found = frame_codecs(frame, max_bytes=int(nbytes))
+        codecs |= found.codecs
+        ok &= set(found.readers)
+    return frozenset(codecs), tuple(r for r in READERS if r in ok)
 
 
 def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) -> bool:

@@ -135,7 +135,12 @@ class Writer:
     pixel_is_point : bool
         GTRasterTypeGeoKey: pixels are points (True) or areas (False).
     codec : str or codec object, optional
-        A preset of :mod:`rumimm.codec` (default: its lossless default).
+        A preset of :mod:`rumimm.codec` (``rumimm.PRESETS``): ``"fast"`` (fastest decode;
+        rumi-eo 0.16.0 and 0.26.1 decode it too), ``"small"`` (rumi-eo 0.26.1 only),
+        ``"portable"`` (OpenZL built-ins only), ...; per dtype, each picks its recipe and falls
+        back to the dtype's default where it has none.  Default: ``"auto"`` (= ``"portable"``)
+        for spec 0.1.0 files, ``"fast"`` for ``format="0.2"``.  ``"geozl:<recipe>"`` names any
+        geozl recipe.
     format_version : int, optional
         OpenZL frame format version, pinned for every frame (default
         ``codec.DEFAULT_FORMAT_VERSION`` = 24, the newest rumi-eo 0.16.0 reads).
@@ -249,7 +254,7 @@ class Writer:
             self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
         self.metadata = resolve_metadata(metadata, b, self.enc.dtype)
         self.codec = resolve_codec(codec, self.enc if not (self.spec == "0.2" and self.enc.itemsize == 16)
-                                   else resolve_encoding(np.float64))
+                                   else resolve_encoding(np.float64), spec=self.spec)
         self.format_version = resolve_format_version(format_version)
         self.threads = resolve_threads(threads)
         self.verify = bool(verify)
