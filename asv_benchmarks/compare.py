@@ -11,7 +11,7 @@ What it does, in order:
 
 1. Builds a deterministic EO-like scene (``rumimm.synthetic.eo_scene``, uint16,
    ``--bands`` x ``--size`` x ``--size``) and writes it three times, georeferenced:
-   with rumimm (``rumimm.write``, 512-pixel tile frames, the default codec); with
+   with rumimm (``rumimm.write``, 512-pixel tile frames, the default codec or ``--codec``); with
    the reference implementation (``rumi.frames(arr, 512)``, each frame compressed
    by ``openzl.ext`` at frame format version 24 with the generic ``graphs.Compress``
    graph, then ``rumi.write``: exactly ``tests/peer.py``'s ``peer_write``); and as a
@@ -89,6 +89,17 @@ ROWS = (
 )
 COLD_ROW = "cold start, whole process (import, open, first 64x64 read)"
 ENGINES = ("rumimm", "rumimm on reference file", "reference (rumi-eo)", "GDAL GeoTIFF")
+CODEC_PREFIX = "rumimm codec="  # a column per --codec-column preset: rumimm on its own file written with it
+
+
+def _engines(results: dict) -> list[str]:
+    """The engines of a run, codec columns included (older results list only ``ENGINES``)."""
+    return list(results.get("setup", {}).get("engines", ENGINES))
+
+
+def _file_key(engine: str) -> str:
+    """The ``spec["files"]`` entry a rumimm engine reads."""
+    return engine if engine.startswith(CODEC_PREFIX) else "rumimm" if engine == "rumimm" else "reference"
 FLOOR_RUMIMM = "decode floor, rumimm file"
 FLOOR_REFERENCE = "decode floor, reference file"
 
@@ -175,9 +186,9 @@ def _worker_env(threads: int) -> dict:
 def _reader(engine: str, spec: dict, threads: int):
     """Return (open, read, close) for one engine: open outside the timer, read inside."""
     b = spec["bands"]
-    if engine in ("rumimm", "rumimm on reference file"):
+    if engine in ("rumimm", "rumimm on reference file") or engine.startswith(CODEC_PREFIX):
         rumimm.set_num_threads(threads)
-        key = "rumimm" if engine == "rumimm" else "reference"
+        key = _file_key(engine)
         path, blob = spec["files"][key]["path"], bytes.fromhex(spec["files"][key]["blob"])
 
         def open_():
@@ -230,7 +241,7 @@ def run_engine(engine: str, spec: dict, threads: int) -> dict:
     if engine.startswith("rumimm"):  # paired: decode a window's frames, then read it, alternately
         from rumimm.format.blob import Header
 
-        f = spec["files"]["rumimm" if engine == "rumimm" else "reference"]
+        f = spec["files"][_file_key(engine)]
         floor = _floor_timer(Header.parse(bytes.fromhex(f["blob"])), np.fromfile(f["path"], np.uint8), threads)
     results = {}
     for label, _, _ in ROWS:
@@ -357,9 +368,10 @@ _COLD = {
 
 def run_cold(engine: str, spec: dict, threads: int, repeats: int) -> dict:
     """Cold start: one fresh interpreter per sample, timed exec to exit; the first (warming disk caches) is dropped."""
-    key = {"rumimm": "rumimm", "rumimm on reference file": "reference", "reference (rumi-eo)": "reference",
-           "GDAL GeoTIFF": "gdal"}[engine]
-    code = textwrap.dedent(_COLD[engine] or _COLD["rumimm"])
+    key = engine if engine.startswith(CODEC_PREFIX) else {
+        "rumimm": "rumimm", "rumimm on reference file": "reference", "reference (rumi-eo)": "reference",
+        "GDAL GeoTIFF": "gdal"}[engine]
+    code = textwrap.dedent(_COLD.get(engine) or _COLD["rumimm"])
     f = spec["files"][key]
     windows = spec["windows"]["64x64 one band"]
     env = _worker_env(threads)
@@ -480,15 +492,16 @@ def build_table(results: dict) -> str:
     """The Markdown report: the time table, then the file table, then notes."""
     threads = results["threads"]
     ref = "reference (rumi-eo)"
-    lines = ["| operation | threads | " + " | ".join(ENGINES) + f" | {FLOOR_RUMIMM} | {FLOOR_REFERENCE} |",
-             "|---|---:|" + "---:|" * (len(ENGINES) + 2)]
+    engines = _engines(results)
+    lines = ["| operation | threads | " + " | ".join(engines) + f" | {FLOOR_RUMIMM} | {FLOOR_REFERENCE} |",
+             "|---|---:|" + "---:|" * (len(engines) + 2)]
     labels = _row_labels(results)
     for label in labels:
         for n in threads:
             cell = results["timings"][str(n)]
             ref_s = _median(cell[ref][label]["seconds"])
             row = [label, str(n)]
-            for engine in ENGINES:
+            for engine in engines:
                 entry = cell[engine][label]
                 s = _median(entry["seconds"])
                 text = _fmt_time(s)
@@ -501,7 +514,7 @@ def build_table(results: dict) -> str:
                 entry = cell.get(floor, {}).get(label)
                 row.append(_fmt_time(_median(entry["seconds"])) if entry else "n/a")
             lines.append("| " + " | ".join(row) + " |")
-    paired = [e for e in ENGINES if e.startswith("rumimm")]
+    paired = [e for e in engines if e.startswith("rumimm")]
     if any("floor_ratio" in results["timings"][str(n)][e].get(label, {})
            for n in threads for e in paired for label in labels):
         lines += ["", "Paired decode-floor ratio: rumimm's read time over the decode-only time of the same "
@@ -530,7 +543,8 @@ def _notes(results: dict) -> str:
     vers = ", ".join(f"{k} {val}" for k, val in v.items() if val is not None)
     return textwrap.dedent(f"""\
         Scene: `eo_scene(bands={s['bands']}, height={s['size']}, width={s['size']}, dtype="uint16", seed={s['seed']})`,
-        {results['raw_bytes'] / 2**20:.0f} MiB raw; {s['tile']}-pixel tiles everywhere. Median of {s['repeats']} reads
+        {results['raw_bytes'] / 2**20:.0f} MiB raw; {s['tile']}-pixel tiles everywhere; rumimm's file written with
+        codec={s.get('codec')!r} (None: the default). Median of {s['repeats']} reads
         at seeded random window positions ({max(3, s['repeats'] // 3)} for the full image) in each of
         {s.get('rounds', 1)} interleaved rounds, pooled ({s['cold_repeats']} fresh processes for cold start);
         the ratio in parentheses is time / reference time (lower is faster).
@@ -559,13 +573,14 @@ def save_chart(results: dict, path: str) -> None:
     colors = {"rumimm": "#1b9e77", "rumimm on reference file": "#66c2a5", "reference (rumi-eo)": "#d95f02",
               "GDAL GeoTIFF": "#7570b3"}
     fig, axes = plt.subplots(1, len(threads), figsize=(6.5 * len(threads), 5.5), sharey=True, squeeze=False)
-    height = 0.8 / len(ENGINES)
+    engines = _engines(results)
+    height = 0.8 / len(engines)
     for ax, n in zip(axes[0], threads, strict=True):
         cell = results["timings"][str(n)]
-        for j, engine in enumerate(ENGINES):
+        for j, engine in enumerate(engines):
             vals = [_median(cell[engine][k]["seconds"]) or np.nan for k in keys]
-            ys = np.arange(len(keys)) + (j - (len(ENGINES) - 1) / 2) * height
-            ax.barh(ys, vals, height=height, color=colors[engine], label=engine)
+            ys = np.arange(len(keys)) + (j - (len(engines) - 1) / 2) * height
+            ax.barh(ys, vals, height=height, color=colors.get(engine, "#a6761d"), label=engine)
         floor = [_median(cell[FLOOR_RUMIMM][k]["seconds"]) if k in cell[FLOOR_RUMIMM] else np.nan for k in keys]
         ax.scatter(floor, np.arange(len(keys)), marker="|", s=400, color="black", zorder=3,
                    label="decode floor (rumimm file)")
@@ -607,10 +622,17 @@ def measure(args) -> dict:
 
         p = os.path.join(workdir, "scene.rumi")
         t0 = time.perf_counter()
-        blob = rumimm.write(p, scene, tile=args.tile, transform=TRANSFORM, crs=EPSG)
-        files["rumimm"] = {"label": "rumimm (default codec)", "path": p, "blob": blob.hex(),
+        blob = rumimm.write(p, scene, tile=args.tile, transform=TRANSFORM, crs=EPSG, codec=args.codec)
+        files["rumimm"] = {"label": f"rumimm ({args.codec or 'default'} codec)", "path": p, "blob": blob.hex(),
                            "write_seconds": time.perf_counter() - t0}
         log(f"  rumimm wrote {os.path.getsize(p) / 2**20:.1f} MiB in {files['rumimm']['write_seconds']:.1f} s")
+        for codec in args.codec_column:
+            p = os.path.join(workdir, f"scene_{codec}.rumi")
+            t0 = time.perf_counter()
+            blob = rumimm.write(p, scene, tile=args.tile, transform=TRANSFORM, crs=EPSG, codec=codec)
+            files[CODEC_PREFIX + codec] = {"label": f"rumimm ({codec} codec)", "path": p, "blob": blob.hex(),
+                                           "write_seconds": time.perf_counter() - t0}
+        engines = [*ENGINES, *(CODEC_PREFIX + c for c in args.codec_column)]
 
         p = os.path.join(workdir, "reference.rumi")
         t0 = time.perf_counter()
@@ -640,7 +662,7 @@ def measure(args) -> dict:
         # engine order rotated, and samples pool across rounds, so a slow spell of a shared
         # machine lands on every engine rather than on whichever ran during it.
         timings = {str(n): {} for n in threads}
-        workers = [*ENGINES, "floor"]
+        workers = [*engines, "floor"]
         for r in range(args.rounds):
             order = workers[r % len(workers):] + workers[: r % len(workers)]
             for n in threads:
@@ -648,15 +670,16 @@ def measure(args) -> dict:
                     log(f"round {r + 1}/{args.rounds}: timing {engine} on {n} thread(s)")
                     _pool_samples(timings[str(n)], _spawn_worker(engine, spec_path, n, workdir))
         for n in threads:
-            for engine in ENGINES:
+            for engine in engines:
                 log(f"cold start of {engine} on {n} thread(s)")
                 timings[str(n)][engine][COLD_ROW] = run_cold(engine, spec, n, args.cold_repeats)
 
         results = {
             "setup": {"size": args.size, "bands": args.bands, "tile": args.tile, "seed": args.seed,
+                      "codec": args.codec,
                       "repeats": args.repeats, "rounds": args.rounds, "cold_repeats": args.cold_repeats,
                       "dtype": "uint16",
-                      "rows": [r[0] for r in ROWS] + [COLD_ROW], "engines": list(ENGINES)},
+                      "rows": [r[0] for r in ROWS] + [COLD_ROW], "engines": engines},
             "threads": list(threads),
             "raw_bytes": raw,
             "files": {k: {kk: vv for kk, vv in f.items() if kk not in ("path", "blob")} for k, f in files.items()},
@@ -718,6 +741,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default=",".join(map(str, DEFAULT_THREADS)),
                     help="comma-separated thread counts (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="scene and window seed (default %(default)s)")
+    ap.add_argument("--codec-column", nargs="*", default=[], metavar="PRESET",
+                    help="a column per preset: rumimm on its own file written with it, in the same run")
+    ap.add_argument("--codec", help="codec preset of rumimm's file, e.g. fast (default: rumimm's default); the "
+                                    "rumimm column and its decode floor then show that codec")
     ap.add_argument("--out", help="where the table, JSON and chart go (default: a new scratch folder; "
                                   "see --publish)")
     ap.add_argument("--publish", action="store_true",

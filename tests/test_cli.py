@@ -127,7 +127,9 @@ def test_validate_says_compliant_and_what_it_checked_and_exits_0(capsys, files):
     code, out, err = run(capsys, "validate", paths["geo"])
     assert (code, err) == (0, "")
     assert out.splitlines() == [f"{paths['geo']}: compliant",
-                                *(f"  checked {c}" for c in (CHECKED_PROFILE, CHECKED_MAGIC, CHECKED_HEADERS))]
+                                *(f"  checked {c}" for c in (CHECKED_PROFILE, CHECKED_MAGIC, CHECKED_HEADERS)),
+                                "  readers rumimm, rumi-eo 0.16.0 (from the codecs of frames 0, 6, 11: "
+                                "OpenZL built-ins only)"]
     code, out, _ = run(capsys, "validate", paths["geo"], "--header", d / "geo.blob", "--decode")
     lines = out.splitlines()
     assert code == 0 and lines[0] == f"{paths['geo']}: compliant"
@@ -557,3 +559,31 @@ def test_demo_takes_the_band_count_as_count_and_the_old_bands_with_a_warning(cap
     assert "rumimm: warning: demo --bands N is the band count, now --count N" in err
     with rumimm.open(tmp_path / "demo.rumi") as img:
         assert img.count == 2
+
+
+@pytest.mark.parametrize(("codec", "fmt", "readers", "codecs"), [
+    ("auto", "0.1", ["rumimm", "rumi-eo 0.16.0"], []),
+    ("fast", "0.1", ["rumimm", "rumi-eo 0.16.0"], ["delta_n", "pfor"]),
+    ("small", "0.1", ["rumimm"], ["med_zigzag"]),
+    (None, "0.2", ["rumimm", "rumi-eo 0.26.1"], ["delta_n", "pfor"]),
+    ("small", "0.2", ["rumimm", "rumi-eo 0.26.1"], ["med_zigzag"]),
+])
+def test_info_and_validate_name_the_readers_from_the_codecs_of_sampled_frames(capsys, tmp_path, codec, fmt, readers,
+                                                                             codecs):
+    from rumimm.synthetic import eo_scene
+
+    path = tmp_path / "r.rumi"
+    kw = {"format": "0.2", "bands": ["a", "b"], "time": ["2026-01-01"]} if fmt == "0.2" else {}
+    rumimm.write(path, eo_scene(2, 48, 80, "uint16"), tile=16, codec=codec, **kw)  # 30 frames
+    code, out, _ = run(capsys, "info", path, "--json")
+    info = json.loads(out)
+    assert code == 0 and info["readers"] == readers and info["codecs"] == codecs
+    assert info["sampled_frames"] == [0, 15, 29]
+    code, out, _ = run(capsys, "info", path)
+    lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert lines["readers"] == f"{', '.join(readers)} (from the codecs of frames 0, 15, 29 of 30)"
+    assert lines["geozl codecs"] == (", ".join(codecs) or "none (OpenZL built-ins only)")
+    code, out, _ = run(capsys, "validate", path)
+    assert code == 0 and f"  readers {', '.join(readers)} (from the codecs of frames 0, 15, 29: " in out
+    rep = validate(path)
+    assert list(rep.readers) == readers and sorted(rep.codecs) == codecs and rep.sampled_frames == (0, 15, 29)

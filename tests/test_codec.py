@@ -411,7 +411,7 @@ def test_a_user_graph_is_wrapped_as_a_custom_codec_and_round_trips(decoder):
     codec = resolve_codec(zstd_bytes, "int32")
     assert isinstance(codec, Codec)
     assert codec.name.startswith("custom:") and "zstd_bytes" in codec.name
-    assert codec.lossless is None and not codec.portable
+    assert codec.lossless is None and not codec.portable and codec.readers == frozenset()
     frame = eo_scene(2, 20, 30, "int32")
     blob = FrameEncoder(zstd_bytes, "int32").encode(frame)
     assert decoder.decode(blob, "int32", frame.size).tobytes() == frame.tobytes()
@@ -487,3 +487,85 @@ def test_a_misaligned_frame_encodes_and_decodes_exactly():
     data = FrameEncoder(resolve_codec(None, enc), enc).encode(frame)
     out = FrameDecoder().decode(data, enc, frame.size)
     assert np.array_equal(out, frame.reshape(-1))
+
+
+# ----------------------------------------------------- per-dtype tables and geozl recipes
+
+
+def test_the_table_presets_resolve_to_a_member_per_dtype_and_fall_back_to_the_default():
+    for e in ENCS:
+        for name in ("fast", "small", "portable"):
+            member = resolve_codec(name, e)
+            assert member.members is None and member.lossless
+            picks = PRESETS[name].members
+            if e.name in picks and picks[e.name].recipe is not None:
+                assert member.recipe is not None and member.name == "geozl:" + member.recipe
+            elif e.name in picks and picks[e.name] is not resolve_codec(None, e):
+                assert member is PRESETS[member.name]  # a built-in preset measured faster/smaller
+            else:
+                assert member is resolve_codec(None, e)  # nothing measured faster/smaller: the default
+    assert resolve_codec("fast", "uint16").name == "geozl:delta_n>zigzag>pfor"
+    assert resolve_codec("fast", "bool") is PRESETS["generic"]
+    assert resolve_codec("portable", "uint16").name == "delta"
+
+
+def test_codec_none_is_auto_for_spec_01_and_fast_for_spec_02():
+    for e in ENCS:
+        assert resolve_codec(None, e) is resolve_codec("auto", e)
+        assert resolve_codec(None, e, spec="0.2") is resolve_codec("fast", e)
+    with pytest.raises(ValueError, match="spec must be one of"):
+        resolve_codec(None, "uint16", spec="0.3")
+
+
+@pytest.mark.parametrize("name", ["uint16", "float32", "bool", "uint4", "bfloat16", "int8", "complex128"])
+@pytest.mark.parametrize("preset", ["fast", "small", "portable"])
+def test_write_with_a_table_preset_round_trips_every_dtype(tmp_path, name, preset):
+    import rumimm
+
+    arr = eo_scene(2, 40, 56, name, seed=3)
+    rumimm.write(tmp_path / "a.rumi", arr, tile=32, codec=preset)
+    with rumimm.open(tmp_path / "a.rumi") as img:
+        assert img[:].tobytes() == arr.tobytes()
+
+
+def test_spec_02_files_default_to_fast_frames(tmp_path):
+    import rumimm
+
+    arr = eo_scene(2, 64, 64, "uint16", seed=4)
+    kw = {"tile": 32, "format": "0.2", "bands": ["a", "b"], "time": ["2026-01-01"]}
+    rumimm.write(tmp_path / "d.rumi", arr, **kw)
+    rumimm.write(tmp_path / "f.rumi", arr, codec="fast", **kw)
+    rumimm.write(tmp_path / "p.rumi", arr, codec="portable", **kw)
+    d, f, p = ((tmp_path / n).read_bytes() for n in ("d.rumi", "f.rumi", "p.rumi"))
+    assert d == f and d != p
+
+
+def test_a_geozl_recipe_writes_deterministic_frames_any_reader_of_geozl_decodes(decoder):
+    scene = eo_scene(3, 64, 80, "uint16", seed=5)
+    a = FrameEncoder("geozl:delta_w>zigzag>pfor", "uint16")
+    b = FrameEncoder(resolve_codec("geozl:delta_w>zigzag>pfor", "uint16"), "uint16")
+    for frame in (scene[1], scene, scene[:, :13, :17]):
+        blob = a.encode(frame)
+        assert blob == b.encode(frame) and frame_format_version(blob) == 24
+        assert decoder.decode(blob, "uint16", frame.size).tobytes() == frame.tobytes()
+        assert geozl.decompress(blob).tobytes() == frame.tobytes()
+
+
+def test_a_recipe_of_frame_format_27_needs_format_version_27():
+    frame = eo_scene(1, 32, 32, "uint16")[0]
+    with pytest.raises(CodecError, match="writes OpenZL frame format 27, above the format_version 24"):
+        FrameEncoder("geozl:planar>zigzag>pivco", "uint16").encode(frame)
+    blob = FrameEncoder("geozl:planar>zigzag>pivco", "uint16", 27).encode(frame)
+    assert frame_format_version(blob) == 27
+
+
+def test_an_unknown_recipe_is_a_codec_error_naming_it():
+    with pytest.raises(CodecError, match="geozl:nope>zstd.*unknown method"):
+        FrameEncoder("geozl:nope>zstd", "uint16").encode(np.zeros((4, 4), np.uint16))
+    with pytest.raises(ValueError, match="recipe must be"):
+        resolve_codec("geozl:", "uint16")
+
+
+def test_a_recipe_codec_is_not_built_on_an_openzl_compressor():
+    with pytest.raises(TypeError, match="geozl builds and runs its graph"):
+        resolve_codec("geozl:id>pfor", "uint16").build(zl.Compressor(), ENCODINGS[(1, 16)], (4, 4))

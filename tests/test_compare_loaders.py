@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import rumimm
+from rumimm.cli import recognise_preset
 from rumimm.synthetic import eo_scene
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script does
@@ -60,3 +61,18 @@ def test_the_torchgeo_table_gives_medians_and_ratios_to_the_geotiff_dataset_of_t
     assert table[2] == f"| {loaders.TG_ENGINES[0]} | " + " | ".join(["24 (3.0x)"] * 4) + " |"
     assert table[3] == f"| {loaders.TG_ENGINES[1]} | " + " | ".join(["24 (3.0x) NOT EXACT"] * 4) + " |"
     assert table[4] == f"| {loaders.TG_ENGINES[2]} | " + " | ".join(["8"] * 4) + " |"
+
+
+def test_codec_rows_read_the_files_written_with_their_preset(tmp_path):
+    files = loaders.write_files(str(tmp_path), 1, loaders.CHIP, skip_zarr=True, codecs=["transpose"])
+    for tile in loaders.CODEC_TILES:
+        (path, blob), = files["tiles"][f"{tile} tile codec=transpose"]
+        with rumimm.open(path, bytes.fromhex(blob)) as img:
+            assert img.tile == (tile, tile)
+            assert recognise_preset(img.raw_frame(0), img.header) == "transpose"
+    spec = {"files": files, "chips": [[0, 0, 0]] * (2 * loaders.BATCH)}
+    engines = loaders.codec_engines(["transpose"])
+    got = loaders.run_mode("1 thread", engines, spec)
+    assert all(got[e]["exact"] and got[e]["chips"] == loaders.BATCH for e in engines)
+    sizes = loaders.file_sizes(files, loaders.BANDS * loaders.CHIP * loaders.CHIP * 2)
+    assert all(0 < sizes[e]["ratio"] < 1.5 for e in engines)

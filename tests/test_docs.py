@@ -184,7 +184,7 @@ recipes.
 
 _GROUPS = (
     ("Reading", ["open", "Image", "Cube", "ImageCollection", "read_batch"]),
-    ("Writing", ["write", "Writer", "convert", "clean"]),
+    ("Writing", ["write", "Writer", "convert", "profile", "clean"]),
     ("xarray and Dask", ["to_dask", "to_rumi"]),
     ("GeoTIFF and previews", ["from_geotiff", "to_geotiff", "quicklook"]),
     ("Header blobs and checking files", ["Header", "parse_header", "parse_blobs", "index", "validate", "Report"]),
@@ -277,7 +277,9 @@ def render_api() -> str:
                     rows.append(f"| `{key}` | {'yes' if codec.portable else 'no'} | "
                                 f"{'yes' if codec.requires_geozl else 'no'} | {desc} |")
                 lines.append("### `rumimm.PRESETS`\n\nA dict, preset name -> `rumimm.codec.Codec`; pass the name "
-                             "as `write(..., codec=name)`. *Portable*: rumi-eo 0.16.0 decodes the frames.\n\n"
+                             "as `write(..., codec=name)`. *Portable*: OpenZL built-in codecs only, so any "
+                             "OpenZL reader decodes the frames (`Codec.readers_for(dtype)`: the readers measured)."
+                             "\n\n"
                              + "\n".join(rows) + "\n")
                 continue
             if name == "DTYPES":

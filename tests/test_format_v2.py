@@ -260,3 +260,13 @@ def test_time_values_round_trip_through_the_canonical_fields():
         trailer.build_trailer(["a"], trailer.INTERVAL, [0, 10, 5, 20])
     with pytest.raises(ValueError, match="repeats band 0"):
         trailer.build_trailer(["a", "a"], trailer.INSTANT, [0])
+
+
+def test_trailer_size_bounds_hold_the_smallest_and_the_largest_trailers():
+    """What a remote reader may fetch for a trailer: never less than the smallest, never more than the largest."""
+    assert trailer.min_trailer_bytes(3) == len(trailer.build_trailer(["a", "b", "c"], trailer.INSTANT, [0]))
+    rng = np.random.default_rng(5)
+    ends = np.sort(rng.integers(-(1 << 62), 1 << 62, 6)).tolist()  # irregular: 64-bit residuals
+    big = trailer.build_trailer(["x" * trailer.MAX_TEXT_BYTES, "y" * trailer.MAX_TEXT_BYTES], trailer.INTERVAL, ends)
+    assert len(big) <= trailer.max_trailer_bytes(2, 3)
+    assert trailer.max_trailer_bytes(2, 3) - len(big) < 64

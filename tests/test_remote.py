@@ -92,7 +92,9 @@ def test_validate_of_a_url_checks_every_frame_in_spans(server, many, monkeypatch
     assert rep.ok, str(rep)
     assert rep.checked[:3] == [CHECKED_PROFILE, CHECKED_MAGIC, CHECKED_HEADERS]
     spans = -(-len(data) // 100_000)
-    assert server.count("GET") <= 2 + 2 * (spans + 1)  # the prefix, then each pass reads the object once
+    # the prefix, then each pass reads the object once, then the sampled frames for the readers in one call
+    assert server.count("GET") <= 2 + 2 * (spans + 1) + 3
+    assert rep.readers == ("rumimm", "rumi-eo 0.16.0") and rep.sampled_frames[0] == 0
 
 
 def test_validate_of_a_url_reports_a_corrupt_frame(server, small):
@@ -244,7 +246,8 @@ def test_a_chip_dataset_from_a_catalog_of_urls_reads_no_header(server, scenes):
     pytest.importorskip("pyarrow")
     urls = _serve(server, scenes)
     table = rumimm.catalog(urls, blobs=[b for _, _, b in scenes])
-    assert len(server.requests) == 8  # building the catalog reads each file's georeferencing (160 bytes)
+    # building the catalog reads each file's georeferencing (160 bytes) and asks for its sidecar (404 here)
+    assert server.count("GET") == 16 and sum(r.path.endswith(".aux.xml") for r in server.requests) == 8
     server.reset()
     ds = rumimm.ChipDataset(table, 256, n=16, seed=1, cache_bytes=0)
     assert server.requests == []
@@ -375,8 +378,46 @@ def test_an_ifd_claiming_a_huge_image_fetches_nothing_past_the_object(server, sm
     assert server.count("GET") <= 2 and server.bytes_sent <= len(data)
 
 
-def test_a_remote_spec_0_2_object_is_refused_with_a_clear_error(server):
+def test_a_broken_remote_spec_0_2_object_is_a_format_error_naming_the_url(server):
     url = server.put("v2.rumi", b"RUMI" + bytes(400))
-    with pytest.raises(FormatError, match=r"v2\.rumi: the object is a rumi spec 0\.2 file; remote reads support"):
+    with pytest.raises(FormatError, match=r"v2\.rumi: file header version is 0, expected 1"):
         rumimm.open(url, storage_options=FAST)
     assert len(server.requests) == 1
+
+
+def test_a_remote_sidecar_is_read_once_when_metadata_is_asked_for(server, tmp_path):
+    a = np.arange(2 * 64 * 64, dtype=np.uint16).reshape(2, 64, 64)
+    path = tmp_path / "meta.rumi"
+    blob = rumimm.write(path, a, tile=32, nodata=7, descriptions=["red", "nir"])
+    url = server.put("meta/meta.rumi", path.read_bytes())
+    server.put("meta/meta.rumi.aux.xml", (tmp_path / "meta.rumi.aux.xml").read_bytes())
+    server.reset()
+    img = rumimm.open(url, header=blob, storage_options=FAST)
+    assert np.array_equal(img[:, 0:8, 0:8], a[:, 0:8, 0:8]) and len(server.requests) == 1  # pixels: no sidecar
+    assert img.nodata == 7 and img.descriptions == ("red", "nir")
+    assert [r.path for r in server.requests[1:]] == ["/meta/meta.rumi.aux.xml"]  # one GET, on first use
+    assert img.scales == (1.0, 1.0) and len(server.requests) == 2  # the sidecar is kept
+
+
+def test_a_remote_file_without_a_sidecar_costs_one_404_and_has_no_metadata(server, small, recwarn):
+    _, path, blob = small
+    url = server.put("meta/bare.rumi", path.read_bytes()) + "?sig=SECRET"
+    server.reset()
+    img = rumimm.open(url, header=blob, storage_options=FAST)
+    assert img.nodata is None and img.descriptions == (None, None, None)
+    assert [r.path for r in server.requests] == ["/meta/bare.rumi.aux.xml?sig=SECRET"]  # the query string kept
+    assert not recwarn.list
+
+
+def test_a_broken_remote_sidecar_warns_and_leaves_the_pixels_readable(server, small):
+    a, path, blob = small
+    url = server.put("meta/broken.rumi", path.read_bytes())
+    server.put("meta/broken.rumi.aux.xml", b"<PAMDataset><not xml")
+    img = rumimm.open(url, header=blob, storage_options=FAST)
+    with pytest.warns(rumimm.RumiWarning, match=r"broken\.rumi\.aux\.xml: .*not applied"):
+        assert img.nodata is None
+    server.faults[:] = ["403"]
+    img = rumimm.open(url, header=blob, storage_options=FAST)
+    with pytest.warns(rumimm.RumiWarning, match=r"broken\.rumi\.aux\.xml: cannot read the sidecar \(access denied"):
+        assert img.nodata is None
+    assert np.array_equal(img[:, 0:5, 0:5], a[:, 0:5, 0:5])

@@ -119,6 +119,45 @@ def test_coalesce_zero_merges_only_touching_ranges(server):
     assert server.count("GET") == 3
 
 
+def test_auto_coalescing_merges_what_one_round_trip_of_the_link_carries(server):
+    st = RemoteStore(_url(server), {**FAST, "coalesce": "auto"})
+    link = st.link
+    link.reset()
+    try:
+        ranges = [(0, 100), (2_000_000, 10)]  # 2 MB apart
+        st.read_ranges(ranges)
+        assert server.count("GET") == 2  # nothing measured yet: the 1 MiB default
+        server.reset()
+        link.reset()
+        link.note(0.05, 1 << 20, 0.06)  # 50 ms round trip, then 1 MiB in 10 ms: 100 MiB/s
+        link.note(0.07, 100, 0.07)  # a queued answer: the round trip stays the shortest seen
+        assert link.rtt == 0.05 and link.coalesce() == 5 << 20
+        assert [bytes(o) for o in st.read_ranges(ranges)] == [DATA[0:100], DATA[2_000_000:2_000_010]]
+        assert server.count("GET") == 1
+        link.reset()
+        link.note(0.001, 1 << 20, 0.011)  # a fast link: never below the default
+        assert link.coalesce() == 1 << 20
+        link.reset()
+        link.note(10.0, 1 << 30, 11.0)  # never above a quarter of the largest request
+        assert link.coalesce() == (64 << 20) // 4
+    finally:
+        link.reset()
+
+
+def test_the_link_is_measured_from_the_answers(server):
+    st = RemoteStore(_url(server), {**FAST, "coalesce": "auto"})
+    st.link.reset()
+    server.latency = 0.05
+    try:
+        st.read_ranges([(0, 100)])
+        assert st.link.rtt >= 0.05 and st.link.rate is None  # 100 bytes say nothing of throughput
+        st.read_ranges([(0, 1_000_000)])
+        assert st.link.rate > 0 and st.link.coalesce() >= 1 << 20
+    finally:
+        server.latency = 0.0
+        st.link.reset()
+
+
 def test_later_requests_carry_the_etag_of_the_first_answer(server):
     st = RemoteStore(_url(server), FAST)
     st.read(0, 10)
@@ -272,6 +311,8 @@ def test_messages_never_show_the_query_string_or_credentials(server):
 def test_bad_storage_options_are_value_errors(server):
     with pytest.raises(ValueError, match="coalesce must be an integer >= 0"):
         RemoteStore(_url(server), {"coalesce": -1})
+    with pytest.raises(ValueError, match="coalesce must be an integer >= 0"):
+        RemoteStore(_url(server), {"coalesce": "fast"})
     with pytest.raises(ValueError, match="timeout must be seconds > 0"):
         RemoteStore(_url(server), {"timeout": 0})
     with pytest.raises(ValueError, match=r"\['region'\] do not apply to an HTTP URL"):

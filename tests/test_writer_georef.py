@@ -58,3 +58,31 @@ def test_without_georeferencing_the_undefined_matrix_and_model_type_zero_are_sto
     assert g.epsg is None and g.transform is None and g.pixel_is_point
     f = spec_reader.parse_file(path)
     assert tuple(f["matrix"]) == spec_reader.UNDEFINED_MATRIX and f["geokeys"][7] == 0
+
+
+def test_the_stored_georeferencing_tags_of_another_file_are_written_as_they_are(tmp_path, scene):
+    from rumimm.format.georef import split_georef_block
+
+    rumimm.write(tmp_path / "a.rumi", scene, transform=(0.5, 0.0, 12.0, 0.0, -0.5, 48.0), crs=4326,
+                 pixel_is_point=True)
+    with rumimm.open(tmp_path / "a.rumi") as img:
+        block = img.georef_block()
+    matrix, keys = split_georef_block(block)
+    with rumimm.Writer(tmp_path / "b.rumi", scene.shape, scene.dtype, georef=(matrix, keys)) as w:
+        for r in range(w.rows):
+            w.write_row(r, scene[:, slice(*w.row_span(r)), :])
+    with rumimm.open(tmp_path / "b.rumi") as img:
+        assert img.georef_block() == block and img.crs == "EPSG:4326" and img.georef.pixel_is_point
+
+
+def test_stored_georeferencing_tags_replace_transform_and_crs_and_must_follow_the_spec(tmp_path, scene):
+    from rumimm.format.georef import UNDEFINED_MATRIX
+
+    keys = (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 0)
+    with pytest.raises(ValueError, match="georef= gives the georeferencing tags as stored, so it replaces"):
+        rumimm.Writer(tmp_path / "b.rumi", scene.shape, scene.dtype, georef=(UNDEFINED_MATRIX, keys), crs=4326)
+    with pytest.raises(rumimm.RumiError, match="georef: tag 34735: header is"):
+        rumimm.Writer(tmp_path / "b.rumi", scene.shape, scene.dtype, georef=(UNDEFINED_MATRIX, (9,) * 16))
+    with pytest.raises(TypeError, match="georef must be"):
+        rumimm.Writer(tmp_path / "b.rumi", scene.shape, scene.dtype, georef=UNDEFINED_MATRIX)
+    assert not (tmp_path / "b.rumi").exists()

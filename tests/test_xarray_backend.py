@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import warnings
 
@@ -37,9 +38,22 @@ def open_da(path, **kw) -> xr.DataArray:
 
 
 def mapped(path) -> bool:
-    """Whether this process has ``path`` mapped (an Image left open holds a mapping)."""
+    """Whether this process holds ``path``: mapped, or open as a file descriptor.
+
+    An open Image holds one or the other: a read by the numba kernels maps the file, a chip
+    read while they load (or in a forked child) reads it with ``pread``.
+    """
     with open("/proc/self/maps") as fh:
-        return str(path) in fh.read()
+        if str(path) in fh.read():
+            return True
+    fds = "/proc/self/fd"
+    for fd in os.listdir(fds):
+        try:
+            if os.readlink(os.path.join(fds, fd)) == str(path):
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
 
 
 # -- registration and opening ---------------------------------------------------------

@@ -1,7 +1,8 @@
 """The frame codec: OpenZL frames of rumi tiles and cells.
 
 Modules: ``frames`` (what a frame declares: magic, version, header), ``presets`` (named
-compression graphs), ``wrapper`` (``FrameEncoder``/``FrameDecoder`` over ``openzl.ext``) and
+compression graphs and per-dtype preset tables), ``readers`` (which readers decode a
+frame, from the codecs it references), ``wrapper`` (``FrameEncoder``/``FrameDecoder`` over ``openzl.ext``) and
 ``geozl_lib`` (geozl's GIL-free C decoder through ctypes, no numba) and ``native`` (the same
 decoder bound for numba kernels).
 
@@ -36,7 +37,17 @@ from rumimm.codec.frames import (
     frame_format_version,
 )
 from rumimm.codec.frames import zl as zl  # openzl.ext, re-exported: the reader checks frames against codec.zl.Type
-from rumimm.codec.presets import DEFAULT_PRESETS, PRESETS, Codec, resolve_codec
+from rumimm.codec.presets import (
+    DEFAULT_PRESET_BY_SPEC,
+    DEFAULT_PRESETS,
+    PRESETS,
+    READER_SPECS,
+    READERS,
+    Codec,
+    recipe_codec,
+    resolve_codec,
+)
+from rumimm.codec.readers import FrameCodecs, frame_codecs
 from rumimm.codec.wrapper import FrameDecoder, FrameEncoder
 
 __all__ = [
@@ -47,7 +58,13 @@ __all__ = [
     "Codec",
     "PRESETS",
     "DEFAULT_PRESETS",
+    "DEFAULT_PRESET_BY_SPEC",
+    "READERS",
+    "READER_SPECS",
+    "recipe_codec",
     "resolve_codec",
+    "FrameCodecs",
+    "frame_codecs",
     "frame_format_version",
     "check_frame_header",
     "frame_declaration",

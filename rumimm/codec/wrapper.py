@@ -9,6 +9,7 @@ import openzl.ext as zl
 
 from rumimm.codec.frames import (
     DEFAULT_FORMAT_VERSION,
+    FRAME_MAGIC,
     MAX_FORMAT_VERSION,
     MIN_NUMERIC_FORMAT_VERSION,
     STRUCT_WIDTH,
@@ -17,7 +18,7 @@ from rumimm.codec.frames import (
     check_frame_header,
     failure_reason,
 )
-from rumimm.codec.presets import Codec, geozl_lossless, resolve_codec
+from rumimm.codec.presets import Codec, geozl_lossless, geozl_module, resolve_codec
 from rumimm.errors import CodecError
 from rumimm.format.dtypes import Encoding
 
@@ -50,7 +51,9 @@ class FrameEncoder:
         The sample encoding; frames passed to :meth:`encode` must have its dtype.
     format_version : int, optional
         OpenZL frame format version, default :data:`DEFAULT_FORMAT_VERSION` (24,
-        the newest rumi-eo 0.16.0 reads); 14..MAX_FORMAT_VERSION is accepted.
+        the newest rumi-eo 0.16.0 reads); 14..MAX_FORMAT_VERSION is accepted.  A
+        geozl recipe writes the version geozl chooses (24, or 27 for geozl 0.19's
+        newer codecs); ``format_version`` is then the highest version accepted.
 
     Examples
     --------
@@ -66,7 +69,7 @@ class FrameEncoder:
         self.format_version: int = _check_version(format_version)
         if self.codec.requires_geozl:
             geozl_lossless()  # fail now, not at the first frame
-        self._contexts: dict[Hashable, tuple[zl.Compressor, zl.CCtx]] = {}
+        self._contexts: dict[Hashable, tuple] = {}
         self._struct = self.encoding.storage_dtype.itemsize == STRUCT_WIDTH
         self._mask = (1 << self.encoding.bits_per_sample) - 1 if self.encoding.subbyte else None
 
@@ -91,6 +94,44 @@ class FrameEncoder:
     def portable(self) -> bool:
         """True when the reference reader decodes this encoder's frames."""
         return self.codec.portable and self.format_version <= DEFAULT_FORMAT_VERSION
+
+    def _geozl_graph(self, shape: tuple[int, ...]):
+        """geozl's prepared graph of this recipe for frames of ``shape`` (built once per shape)."""
+        key = ("geozl", self.codec.graph_key(shape))
+        ctx = self._contexts.get(key)
+        if ctx is None:
+            geozl = geozl_module()
+            width = int(shape[-1])
+            planes = int(shape[0]) if len(shape) == 3 else 1
+            try:
+                # lossless graphs do not depend on the samples: zeros of the frame's shape build it
+                graph = geozl.graph(np.zeros(shape, self.encoding.storage_dtype), self.codec.recipe, width=width,
+                                    planes=planes)
+            except (RuntimeError, ValueError) as exc:
+                raise CodecError(
+                    f"codec {self.codec.name!r} failed to build its graph for {self.encoding.name} frames of "
+                    f"shape {shape} (geozl: {str(exc).lower().rstrip('.')})"
+                ) from exc
+            ctx = (None, graph)
+            self._contexts[key] = ctx
+        return ctx[1]
+
+    def _encode_recipe(self, data: np.ndarray, shape: tuple[int, ...]) -> bytes:
+        graph = self._geozl_graph(shape)
+        try:
+            out = geozl_module().compress(data.reshape(shape), graph=graph)
+        except (RuntimeError, ValueError) as exc:
+            raise CodecError(
+                f"frame of shape {shape} failed to compress with codec {self.codec.name!r} "
+                f"(geozl: {str(exc).lower().rstrip('.')})"
+            ) from exc
+        version = int.from_bytes(out[:4], "little") - FRAME_MAGIC
+        if version > self.format_version:
+            raise CodecError(
+                f"codec {self.codec.name!r} writes OpenZL frame format {version}, above the format_version "
+                f"{self.format_version} asked for; pass format_version={version} or choose another codec"
+            )
+        return out
 
     def _context(self, shape: tuple[int, ...]) -> zl.CCtx:
         key = self.codec.graph_key(shape)
@@ -162,6 +203,8 @@ class FrameEncoder:
         """
         data = self._storage(frame)
         shape = np.shape(frame)
+        if self.codec.recipe is not None:
+            return self._encode_recipe(data, shape)
         cctx = self._context(shape)
         if self._struct:
             # openzl.ext reads a 2-D uint8 array as (struct width, count)
@@ -270,6 +313,10 @@ class FrameDecoder:
         try:
             outs = self._dctx.decompress(data)
         except Exception as exc:
+            # geozl 0.19 codecs with no Python decoder (pivco, frame format 27): geozl's C library
+            arr = _c_decode(data, enc, n, struct)
+            if arr is not None:
+                return arr
             hint = "" if self.geozl else "; if it was written with a geozl codec, install geozl"
             raise CodecError(
                 f"{label} failed to decode (OpenZL: {failure_reason(exc)}); the file may be truncated or corrupt{hint}"
@@ -294,3 +341,22 @@ class FrameDecoder:
             arr = np.bitwise_and(arr, np.uint8((1 << enc.bits_per_sample) - 1))
             arr.flags.writeable = False
         return arr
+
+
+def _c_decode(data: bytes, enc: Encoding, n: int, struct: bool) -> np.ndarray | None:
+    """``data`` decoded by geozl's C library into ``n`` samples of ``enc``, or None when it cannot."""
+    from rumimm.codec import geozl_lib
+
+    if struct or not geozl_lib.available():
+        return None
+    width = enc.storage_dtype.itemsize
+    src = np.frombuffer(data, np.uint8)
+    dst = np.empty((n * width + 7) // 8, np.uint64)  # 8-byte aligned, as the decoder needs
+    if geozl_lib.decompress(src.ctypes.data, src.size, dst.ctypes.data, n * width, True) != n * width:
+        return None
+    arr = dst.view(np.uint8)[: n * width].view(enc.storage_dtype)
+    if enc.subbyte:
+        arr = np.bitwise_and(arr, np.uint8((1 << enc.bits_per_sample) - 1))
+    arr.flags.writeable = False
+    return arr
+

@@ -45,6 +45,8 @@ __all__ = [
     "Trailer",
     "build_trailer",
     "canonical_time",
+    "max_trailer_bytes",
+    "min_trailer_bytes",
     "check_band_texts",
     "check_time_order",
     "parse_trailer",
@@ -134,6 +136,16 @@ def canonical_time(seconds) -> tuple[int, int, int, int, list[int]]:
         zig.append(2 * r if r >= 0 else -2 * r - 1)
     bits = max(zig, default=0).bit_length()
     return scale, epoch, step, bits, zig
+
+
+def min_trailer_bytes(bands: int) -> int:
+    """The fewest bytes a trailer of ``bands`` band texts takes (one-byte texts, 0-bit residuals)."""
+    return HEAD_SIZE + 3 * bands + _FIXED.size
+
+
+def max_trailer_bytes(bands: int, times: int) -> int:
+    """The most bytes a trailer of ``bands`` texts and ``times`` steps can take (a bound on what to fetch)."""
+    return HEAD_SIZE + bands * (2 + MAX_TEXT_BYTES) + _FIXED.size + 2 * times * 8
 
 
 def check_band_texts(bands) -> list[bytes]:

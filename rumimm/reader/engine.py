@@ -343,11 +343,14 @@ def _run(r) -> Run:
     return Run(int(r.start), int(r.step), int(r.count))
 
 
-def decode_frames(fs: FrameSource, ks) -> list[np.ndarray]:
-    """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype."""
+def decode_frames(fs: FrameSource, ks, raw=None) -> list[np.ndarray]:
+    """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype.
+
+    ``raw``: each frame's compressed bytes when the caller fetched them already.
+    """
     fs.live_store()
     if _load_decoder():
-        return _small.read_whole_frames(fs, ks)
+        return _small.read_whole_frames(fs, ks, raw)
     ks = [int(k) for k in ks]
     raw = _checks.fallback_frames((fs,), ks, [0] * len(ks))
     return [r.view(fs.dtype).reshape(fs.grid.frame_shape(k)) for k, r in zip(ks, raw, strict=True)]

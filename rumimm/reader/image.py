@@ -28,7 +28,7 @@ from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.blob import Header
 from rumimm.format.georef import GEOREF_BYTES, parse_geokeys, split_georef_block
 from rumimm.format.tiff import check_blob_prefix
-from rumimm.format.trailer import Trailer, parse_trailer
+from rumimm.format.trailer import Trailer, max_trailer_bytes, min_trailer_bytes, parse_trailer
 from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, parse_header
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
@@ -41,6 +41,7 @@ from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD wal
 __all__ = ["Image", "open", "read_frames", "load_header"]
 
 _tokens = itertools.count(1)
+_PENDING: Trailer = Trailer.__new__(Trailer)  # a remote spec 0.2 image's trailer, fetched on first use
 _TIME_AXES = ("time", "band", "y", "x")
 
 
@@ -87,7 +88,7 @@ class Image(RasterioSurface):
     ----------
     path : str or os.PathLike
         The ``.rumi`` file, or a remote URI (``s3://``, ``gs://``, ``az://``,
-        ``http(s)://``; spec 0.1 files; ``docs/remote.md``).
+        ``http(s)://``; ``docs/remote.md``).
     header : bytes, Header, str or os.PathLike, optional
         The file's header blob (what ``rumimm.write`` returned), or the path of a
         file holding it.  With it the IFD is not walked: the 252 bytes of header
@@ -104,7 +105,8 @@ class Image(RasterioSurface):
     storage_options : dict, optional
         Remote URIs only: client settings (``reader.remote.RemoteStore``).  A remote
         file opened with a blob is not read at open: its size (reported by the first
-        answer) and first frame's magic are checked at the first read; without a blob
+        answer) and first frame's magic are checked at the first read (a spec 0.2 file's
+        trailer is fetched when band texts or time are first asked for); without a blob
         its profile is checked from its first bytes (one request).
     """
 
@@ -124,13 +126,15 @@ class Image(RasterioSurface):
         else:
             _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
-        trailer = None
+        georef = None
         if remote:
-            file, hdr, magic0 = _open_remote(path, header, format, self._storage_options)
+            file, hdr, magic0, trailer, georef = _open_remote(path, header, format, self._storage_options)
         else:
             file, hdr, magic0, trailer = self._open_local(header, format)
         self._init(hdr, cache_bytes, verify)
         self._trailer = trailer
+        if georef is not None:  # parsed from the first request of an open without a blob: no second request
+            self.__dict__["georef"] = georef
         self._cache = cache
         self._token = token = next(_tokens)
         self._source: engine.FrameSource | None = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify),
@@ -210,8 +214,9 @@ class Image(RasterioSurface):
         self.close()
 
     def __reduce__(self):
+        trailer = None if self._trailer is _PENDING else self._trailer
         return (_reopen, (self.uri, self._header.blob, self._cache_arg, self._verify, self.closed,
-                          self._header.spec, self._trailer, self._storage_options))
+                          self._header.spec, trailer, self._storage_options))
 
     def __repr__(self) -> str:
         shape = ", ".join(str(v) for v in self._shape)
@@ -287,25 +292,40 @@ class Image(RasterioSurface):
     def descriptions(self) -> tuple:
         """Band descriptions (rasterio's name): a spec 0.2 file's band texts (its trailer), else each
         band's description from the PAM sidecar, or None."""
-        if self._trailer is None:
+        tr = self._tail()
+        if tr is None:
             return super().descriptions
-        return self._trailer.bands
+        return tr.bands
 
     @property
     def time(self) -> list | None:
         """Spec 0.2 time coordinates, as rumi-eo gives them: ``datetime.date`` for whole days, else
         UTC ``datetime``; ``(start, end)`` tuples for intervals.  None for spec 0.1 files."""
-        return None if self._trailer is None else self._trailer.time
+        tr = self._tail()
+        return None if tr is None else tr.time
 
     @property
     def time_kind(self) -> str | None:
         """``"instant"`` or ``"interval"`` (spec 0.2), else None."""
-        return None if self._trailer is None else self._trailer.time_kind
+        tr = self._tail()
+        return None if tr is None else tr.time_kind
 
     @property
     def trailer(self) -> Trailer | None:
-        """The spec 0.2 trailer (``rumimm.format.trailer.Trailer``), None for spec 0.1."""
-        return self._trailer
+        """The spec 0.2 trailer (``rumimm.format.trailer.Trailer``), None for spec 0.1.
+
+        A remote spec 0.2 image fetches it on first use (one ranged request for the bytes
+        after the frames) unless opening it (without a blob, from a small object) read it.
+        """
+        return self._tail()
+
+    def _tail(self) -> Trailer | None:
+        """The trailer, fetched now if it was left for later (a remote spec 0.2 image)."""
+        tr = self._trailer
+        if tr is _PENDING:
+            assert isinstance(self._header, Header2)  # only a spec 0.2 image leaves its trailer pending
+            tr = self._trailer = fetch_trailer(self._open_source().live_store(), self._header)
+        return tr
 
     @property
     def encoding(self):
@@ -336,11 +356,14 @@ class Image(RasterioSurface):
     def metadata(self):
         """Band metadata from the file's PAM sidecar ``path + ".aux.xml"`` (``rumimm.format.pam.Metadata``).
 
-        Read on first use.  No sidecar: empty metadata.  An unreadable one: empty
-        metadata and a ``RumiWarning`` (see ``nodata``, ``descriptions``, ... for the fields).
+        Read on first use (a remote file's sidecar object with one ranged GET).  No sidecar:
+        empty metadata.  An unreadable one: empty metadata and a ``RumiWarning`` (see
+        ``nodata``, ``descriptions``, ... for the fields).
         """
-        from rumimm.reader.sidecar import read_metadata
+        from rumimm.reader.sidecar import read_metadata, read_remote_metadata
 
+        if self._uri is not None:
+            return read_remote_metadata(self._uri, self._storage_options, self.count, bytes(self._header))
         return read_metadata(self.path, self.count, bytes(self._header))
 
     @property
@@ -391,8 +414,8 @@ class Image(RasterioSurface):
         out.update(path=self.path, crs=self.crs, epsg=self.epsg,
                    transform=None if self.transform is None else list(self.transform),
                    pixel_is_point=self.pixel_is_point)
-        if self._trailer is not None:
-            tr = self._trailer
+        tr = self._tail()
+        if tr is not None:
             out.update(bands=list(tr.bands), time_kind=tr.time_kind,
                        time=[[v.isoformat() for v in t] if isinstance(t, tuple) else t.isoformat() for t in tr.time])
         return out
@@ -515,23 +538,65 @@ def _check_blob2(file: LocalStore, hdr: Header2, path) -> tuple[int, Trailer]:
 
 
 def _open_remote(uri: str, header, format, storage_options):
-    """(store, header, frame 0's magic or None) for a remote URI (rumi spec 0.1 files).
+    """(store, header, frame 0's magic or None, trailer, georeferencing or None) for a remote URI.
 
     With a blob nothing is requested: the store expects the object size the blob implies
-    (the first answer reports the real one and a mismatch fails that read), and frame 0's
-    magic is taken from the first frame read.  Without a blob the header and IFD cost one
-    request (two for files of more than ~5,400 frames).
+    (spec 0.1: exactly; spec 0.2: at least the frames and the smallest trailer) and the
+    first answer reports the real one, a mismatch failing that read; frame 0's magic is
+    taken from the first frame read, and a spec 0.2 trailer is fetched when it is first
+    asked for (``_PENDING``).  Without a blob the header and IFD cost one request (two for
+    files of more than ~5,400 frames), which also holds the georeferencing and, for an
+    object that small, the trailer.
     """
     name = public_name(uri)
-    hdr = load_header(header, name, format)
-    if hdr is not None and hdr.spec != "0.1" or format == "0.2":
-        raise RumiError(f"{name}: remote reads support rumi spec 0.1 files; a spec 0.2 file (or blob) was "
-                        "given; copy it to a local file to read it")
+    spec = None if format is None else str(format)
+    hdr = load_header(header, name, spec)
+    if isinstance(hdr, Header2):
+        store = RemoteStore(uri, storage_options, min_size=hdr.frames_end + min_trailer_bytes(hdr.samples_per_pixel))
+        return store, hdr, None, _PENDING, None
     if hdr is not None:
-        return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None
+        return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None, None, None
     store = RemoteStore(uri, storage_options)
-    rep = inspect_store(store, strict=True)  # refuses a spec 0.2 object from its first bytes
-    return store, parse_header(rep.blob, spec="0.1", path=name), None
+    rep = inspect_store(store, strict=True)
+    if format is not None and rep.spec != format:
+        raise FormatError(f"{name}: the object is rumi spec {rep.spec}, but format={format!r} was given")
+    hdr = parse_header(rep.blob, spec=rep.spec, path=name)
+    trailer = rep.trailer if rep.trailer is not None or rep.spec != "0.2" else _PENDING
+    return store, hdr, None, trailer, rep.georef
+
+
+#: The first request for a remote spec 0.2 trailer of unknown length asks for this many bytes.
+TRAILER_GUESS = 64 << 10
+
+
+def fetch_trailer(store: RemoteStore, hdr: Header2) -> Trailer:
+    """A remote spec 0.2 object's trailer: the bytes from its last frame's end to its end.
+
+    One ranged request (exact when an earlier answer reported the object's size; else the
+    first ``TRAILER_GUESS`` bytes, and a second request only for a trailer longer than
+    that).  Never fetches more than a trailer of the file's bands and steps can hold.
+    """
+    end = hdr.frames_end
+    most = max_trailer_bytes(hdr.samples_per_pixel, hdr.time_count)
+    size = store.known_size
+    if size is None:
+        data = store.read(end, min(most, TRAILER_GUESS))  # fewer at the object's end; reports the size
+        size = store.known_size
+        if size is not None and end + len(data) < size <= end + most:
+            data += store.read(end + len(data), size - end - len(data))
+    elif size < end:
+        raise BlobError(f"{store.name}: the object has {size} bytes but the header blob's frames end at byte {end}; "
+                        "truncated, or the blob belongs to another file")
+    else:
+        data = store.read(end, size - end) if size - end <= most else b""
+    if size is not None and size - end > most:
+        raise BlobError(f"{store.name}: {size - end} bytes follow the frames the header blob locates, more than "
+                        f"the {most} a trailer of {hdr.samples_per_pixel} bands and {hdr.time_count} steps can hold; "
+                        "the blob belongs to another file")
+    try:
+        return parse_trailer(data, hdr.samples_per_pixel, hdr.time_count, path=store.name)
+    except FormatError as exc:
+        raise BlobError(f"{exc}; or the header blob belongs to another file") from None
 
 
 def _check_blob(file: LocalStore, hdr: Header, path) -> int:
@@ -588,7 +653,7 @@ def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=N
     img._storage_options = storage_options
     img.path = public_name(path) if remote else path
     img._init(parse_header(blob, spec=spec, path=path), cache_bytes, verify)
-    img._trailer = trailer
+    img._trailer = trailer if trailer is not None or spec != "0.2" else _PENDING  # a closed image fetches nothing
     img._source = img._cache = img._finalizer = None
     img._token = 0
     return img
@@ -604,7 +669,7 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=Non
     ----------
     path : str or os.PathLike
         The ``.rumi`` file, or a remote URI: ``s3://bucket/key``, ``gs://``, ``az://``
-        or ``http(s)://`` (the ``remote`` extra, spec 0.1 files, ``docs/remote.md``).
+        or ``http(s)://`` (the ``remote`` extra, ``docs/remote.md``).
         With a blob a remote open sends no request; each read fetches the frames it
         needs with one ranged GET per run of nearby frames, all in flight together.
     header : bytes or Header, optional

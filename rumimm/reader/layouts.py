@@ -17,7 +17,7 @@ from rumimm.format.v2 import Grid2
 from rumimm.format.window import Run, segments
 from rumimm.reader import engine
 
-__all__ = ["frame_array", "frame_planes", "read_interleaved"]
+__all__ = ["frame_array", "frame_planes", "interleaved_frames", "read_interleaved"]
 
 
 def frame_array(grid: Grid2, k: int, frame: np.ndarray) -> np.ndarray:
@@ -40,17 +40,35 @@ def frame_planes(grid: Grid2, k: int, frame: np.ndarray) -> np.ndarray:
     return arr.transpose(outer + [names.index("h"), names.index("w")]).reshape(-1, h, w)
 
 
-def read_interleaved(fs, bands: np.ndarray, y: Run, x: Run, out=None) -> np.ndarray:
-    """The (len(bands), y.count, x.count) block of virtual ``bands`` from a file of interleaved cell frames."""
+def _segments(grid: Grid2, y: Run, x: Run):
+    rows = segments(y.start, y.step, y.count, grid.tile_length, grid.image_length).tolist()
+    cols = segments(x.start, x.step, x.count, grid.tile_width, grid.image_width).tolist()
+    return rows, cols
+
+
+def interleaved_frames(grid: Grid2, y: Run, x: Run) -> list[int]:
+    """The cell frames a window of runs ``y``, ``x`` touches, in the order :func:`read_interleaved` decodes them."""
+    if not (y.count and x.count):
+        return []
+    rows, cols = _segments(grid, y, x)
+    return [grid.frame_index(r, c) for r, *_ in rows for c, *_ in cols]
+
+
+def read_interleaved(fs, bands: np.ndarray, y: Run, x: Run, out=None, raw=None) -> np.ndarray:
+    """The (len(bands), y.count, x.count) block of virtual ``bands`` from a file of interleaved cell frames.
+
+    ``raw``: ``{frame: compressed bytes}`` already fetched (a batch of remote chips fetches
+    every image's frames together); the frames it lacks are read from the store.
+    """
     grid: Grid2 = fs.grid
     if out is None:
         out = np.empty((bands.shape[0], y.count, x.count), fs.dtype)
     if not (bands.shape[0] and y.count and x.count):
         return out
-    rows = segments(y.start, y.step, y.count, grid.tile_length, grid.image_length).tolist()
-    cols = segments(x.start, x.step, x.count, grid.tile_width, grid.image_width).tolist()
+    rows, cols = _segments(grid, y, x)
     ks = [grid.frame_index(r, c) for r, *_ in rows for c, *_ in cols]
-    frames = iter(engine.decode_frames(fs, ks))
+    given = None if raw is None or any(k not in raw for k in ks) else [raw[k] for k in ks]
+    frames = iter(engine.decode_frames(fs, ks, given))
     for r, fy, cy, dy in rows:
         for c, fx, cx, dx in cols:
             k = grid.frame_index(r, c)

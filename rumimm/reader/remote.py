@@ -30,17 +30,19 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
-from rumimm.errors import FormatError, RumiError, where
+from rumimm.errors import BlobError, FormatError, RumiError, where
 
 __all__ = [
     "DEFAULT_COALESCE",
     "DEFAULT_CONCURRENCY",
+    "Link",
     "RemoteError",
     "RemoteStore",
     "is_remote",
     "plan_requests",
     "public_name",
     "read_many",
+    "sibling",
 ]
 
 #: Ranges closer than this many bytes are fetched by one request (the reference's 1 MiB).
@@ -69,7 +71,13 @@ _DEFAULT_RETRY = {"max_retries": 5, "retry_timeout": 60.0, "init_backoff": 0.1, 
 
 
 class RemoteError(RumiError, OSError):
-    """A remote object could not be read: missing, refused, changed, or the server failed."""
+    """A remote object could not be read: missing, refused, changed, or the server failed.
+
+    ``status`` is the HTTP status when the server's answer gave one that decided the error
+    (404, 403, ...), else None.
+    """
+
+    status: int | None = None
 
 
 # -- remote ---------------------------------------------------------------------------
@@ -90,6 +98,12 @@ def public_name(uri: str) -> str:
     return f"{parts.scheme}://{host}{parts.path}"
 
 
+def sibling(uri: str, suffix: str) -> str:
+    """The URI of the object named ``uri``'s path + ``suffix`` (a sidecar), query string kept."""
+    parts = urlsplit(uri)
+    return parts._replace(path=parts.path + suffix).geturl()
+
+
 class RemoteStore:
     """An object in an object store or at an HTTP(S) URL, read by ranged GETs through obstore.
 
@@ -103,7 +117,8 @@ class RemoteStore:
         (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``GOOGLE_SERVICE_ACCOUNT``, ...):
         store keys as obstore names them (``endpoint``, ``region``, ``skip_signature``,
         ...), client keys (``allow_http``, ``timeout``, ``connect_timeout``, ...), and
-        rumimm's: ``coalesce`` (bytes, default 1 MiB), ``max_concurrency`` (default 64),
+        rumimm's: ``coalesce`` (bytes, default 1 MiB; or ``"auto"``: the bytes the link
+        carries in one round trip, measured, see :class:`Link`), ``max_concurrency`` (default 64),
         ``max_retries`` (5), ``retry_timeout`` (s, 60), ``init_backoff`` (s, 0.1),
         ``max_backoff`` (s, 5).  Durations are seconds or ``timedelta``; ``timeout``
         (default 30 s) bounds one request, ``connect_timeout`` (5 s) its connection.
@@ -112,17 +127,28 @@ class RemoteStore:
         first response reports it, or :attr:`size` asks with one HEAD request.
     version : str, optional
         The ETag the object must have; otherwise the first response's ETag.
+    min_size : int, optional
+        When the size is not known: the fewest bytes the object may have (a spec 0.2
+        blob locates the frames but not the trailer after them); the first response
+        reporting fewer fails with a ``BlobError``.
     """
 
-    def __init__(self, uri: str, storage_options=None, *, size: int | None = None, version: str | None = None):
+    def __init__(self, uri: str, storage_options=None, *, size: int | None = None, version: str | None = None,
+                 min_size: int = 0):
         self.uri = uri
         self.name = public_name(uri)
         opts = dict(storage_options or {})
         own = {k: opts.pop(k) for k in list(opts) if k in _OWN_KEYS}
-        self.coalesce = _int_option(own, "coalesce", DEFAULT_COALESCE, 0)
+        auto = own.get("coalesce") == "auto"
+        if isinstance(own.get("coalesce"), str) and not auto:
+            raise ValueError(f"storage option coalesce must be an integer >= 0 or 'auto', got {own['coalesce']!r}")
+        self.coalesce = DEFAULT_COALESCE if auto else _int_option(own, "coalesce", DEFAULT_COALESCE, 0)
         self.max_concurrency = _int_option(own, "max_concurrency", DEFAULT_CONCURRENCY, 1)
         self._client, self._path, self._bound = _client_for(uri, opts, own)
+        self.link = _link_for(self._client)  # round trips and throughput measured on this client's answers
+        self._auto = auto
         self._size = None if size is None else int(size)
+        self._min_size = int(min_size)
         self._etag = version
         self._lock = threading.Lock()
         self.requests = 0  # requests sent (GET and HEAD), retries not counted
@@ -132,6 +158,11 @@ class RemoteStore:
     def version(self) -> str | None:
         """The ETag the object is pinned to, or None before the first response (or without ETags)."""
         return self._etag
+
+    @property
+    def known_size(self) -> int | None:
+        """The object's size if a response (or the caller) gave it, else None; never a request."""
+        return self._size
 
     @property
     def size(self) -> int:
@@ -214,7 +245,7 @@ class RemoteStore:
                 if o + n > self._size:
                     raise FormatError(f"{self.name}: bytes {o}..{o + n} are past the end of the object "
                                       f"({self._size} bytes); the header does not match the object")
-        return checked, plan_requests(checked, self.coalesce)
+        return checked, plan_requests(checked, self.link.coalesce() if self._auto else self.coalesce)
 
     def close(self) -> None:
         self.closed = True
@@ -274,14 +305,17 @@ class RemoteStore:
         if etag is not None:
             options["if_match"] = etag
         self.requests += 1
+        t0 = time.perf_counter()
         try:
             result = await obstore.get_async(self._client, self._path, options=options)
+            t1 = time.perf_counter()
             meta = result.meta
             self._note(meta)
             buf = await result.bytes_async()
         except Exception as exc:  # noqa: BLE001
             raise _error(exc, self.name, f"GET bytes {start}..{end}") from None
         got = len(memoryview(buf))
+        self.link.note(t1 - t0, got, time.perf_counter() - t0)
         if to_end and self._size is not None and got == max(0, min(end, self._size) - start):
             return buf
         if got != end - start:
@@ -304,6 +338,10 @@ class RemoteStore:
                                       f"opened as {self._etag}); open it again")
             if size is not None:
                 if self._size is None:
+                    if int(size) < self._min_size:
+                        raise BlobError(f"{self.name}: the object has {size} bytes but the header blob's frames "
+                                        f"and trailer need at least {self._min_size}; truncated, or the blob "
+                                        "belongs to another file")
                     self._size = int(size)
                 elif int(size) != self._size:
                     raise RemoteError(f"{self.name}: the object has {size} bytes, expected {self._size}; "
@@ -333,6 +371,60 @@ def read_many(requests) -> list[list[np.ndarray]]:
         for *_, fut in waiting:
             fut.cancel()  # a failure: drop the requests still in flight
     return out
+
+
+class Link:
+    """What the answers of one client (a bucket or host) say of the link: round trip and throughput.
+
+    ``coalesce="auto"`` merges two ranges when the bytes between them take less time to
+    arrive than one more round trip would: the threshold is the round trip times one
+    answer's throughput.  The round trip is the shortest time to an answer's headers
+    among the client's last ``WINDOW`` answers (queueing at a busy server lengthens the
+    others); an answer's throughput is its bytes over the time it took beyond that round
+    trip (the server's work on them and their transfer, while the answers in flight with
+    it share the link), a moving average over answers of at least ``MIN_SAMPLE`` bytes.
+    Until both are known, and never below it, the threshold is ``DEFAULT_COALESCE``;
+    never above ``MAX_REQUEST_BYTES / 4``.
+    """
+
+    MIN_SAMPLE = 256 << 10
+    WINDOW = 32
+    WEIGHT = 0.2  # of a new sample in the moving average
+
+    def __init__(self):
+        self.rtts: list[float] = []  # seconds to the headers, the last WINDOW answers
+        self.rate: float | None = None  # bytes per second of one answer
+
+    @property
+    def rtt(self) -> float | None:
+        return min(self.rtts) if self.rtts else None
+
+    def note(self, headers_seconds: float, nbytes: int, total_seconds: float) -> None:
+        """One answer: ``nbytes`` whose headers came after ``headers_seconds``, the whole after ``total_seconds``."""
+        self.rtts = [*self.rtts[1 - self.WINDOW:], headers_seconds]
+        rtt = min(self.rtts)
+        if nbytes >= self.MIN_SAMPLE:
+            rate = nbytes / max(total_seconds - rtt, 1e-4)
+            w = self.WEIGHT
+            self.rate = rate if self.rate is None else (1 - w) * self.rate + w * rate
+
+    def reset(self) -> None:
+        self.rtts, self.rate = [], None
+
+    def coalesce(self) -> int:
+        """The merging threshold in bytes: one round trip's worth of the link, within bounds."""
+        rtt = self.rtt
+        if rtt is None or self.rate is None:
+            return DEFAULT_COALESCE
+        return int(min(MAX_REQUEST_BYTES // 4, max(DEFAULT_COALESCE, rtt * self.rate)))
+
+
+_links: dict = {}
+
+
+def _link_for(client) -> Link:
+    with _clients_lock:
+        return _links.setdefault(id(client), Link())
 
 
 def plan_requests(ranges, coalesce: int):
@@ -432,6 +524,7 @@ def _client_for(uri: str, opts: dict, own: dict):
     with _clients_lock:
         if _clients_pid != os.getpid():
             _clients.clear()
+            _links.clear()
             _clients_pid = os.getpid()
         client = _clients.get(key)
         if client is None:
@@ -513,7 +606,8 @@ _RANGES = re.compile(r"Requested (\d+)\.\.(\d+), got (\d+)\.\.(\d+)")
 
 
 def _error(exc: BaseException, name: str, what: str) -> RumiError:
-    """A RemoteError naming the object, without the client's message (it holds the full URL)."""
+    """A RemoteError naming the object, without the client's message (it holds the full URL); a
+    ``BlobError`` for a range past the object's end."""
     if isinstance(exc, RumiError):
         return exc
     kind = type(exc).__name__
@@ -521,7 +615,9 @@ def _error(exc: BaseException, name: str, what: str) -> RumiError:
     status = _STATUS.search(text)
     code = f"HTTP {status.group(1)}" if status else None
     if isinstance(exc, FileNotFoundError) or kind == "NotFoundError":
-        return RemoteError(f"{name}: not found ({code or 'HTTP 404'}); check the URI")
+        err = RemoteError(f"{name}: not found ({code or 'HTTP 404'}); check the URI")
+        err.status = 404
+        return err
     if kind in ("PermissionDeniedError", "UnauthenticatedError"):
         return RemoteError(f"{name}: access denied ({code or kind}); check the credentials and the "
                            "object's permissions")
@@ -530,6 +626,9 @@ def _error(exc: BaseException, name: str, what: str) -> RumiError:
     if kind == "NotSupportedError":
         return RemoteError(f"{name}: the server answered a ranged {what} with the whole object (no Range "
                            "support); rumimm reads only from servers that honour Range requests")
+    if code == "HTTP 416":  # the range starts past the object's end: only a header of another object asks that
+        return BlobError(f"{name}: the object ends before the bytes asked for ({what}, HTTP 416); the header "
+                         "blob does not match the object: truncated, or the blob belongs to another file")
     got = _RANGES.search(text)
     if got:
         return RemoteError(f"{name}: the server answered {what} with bytes {got.group(3)}..{got.group(4)}; "

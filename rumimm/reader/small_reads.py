@@ -69,15 +69,19 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
     finish(_decode(fs, [p.frame for p in parts], [p.nbytes for p in parts], place=place))
 
 
-def read_whole_frames(fs: FrameSource, ks) -> list[np.ndarray]:
-    """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype."""
+def read_whole_frames(fs: FrameSource, ks, raw=None) -> list[np.ndarray]:
+    """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype.
+
+    ``raw``: each frame's compressed bytes when the caller fetched them already.
+    """
     g = fs.grid
     frames = [int(k) for k in ks]
-    batch = _decode(fs, frames, [g.frame_samples(k) * fs.isz for k in frames], own=True)
+    batch = _decode(fs, frames, [g.frame_samples(k) * fs.isz for k in frames], own=True, raw=raw)
     return [buf.view(fs.dtype).reshape(g.frame_shape(k)) for k, buf in zip(frames, batch.decoded, strict=True)]
 
 
-def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = False, place=None) -> FrameBatch:
+def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = False, place=None,
+            raw=None) -> FrameBatch:
     """Plan the frames and decode the new ones into their buffers; raises the first failure.
 
     ``own``: every frame is decoded into an array of its own, for the caller to keep
@@ -86,6 +90,7 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
     every frame once its decoded bytes are ready: decoding serially, right after each new
     frame is decoded, while it is still in the CPU caches, so one scratch slot serves them
     all (placing after four 512 KiB frames were decoded cost up to 0.7 ms a chip).
+    ``raw``: the frames' compressed bytes, in ``frames`` order, when the caller fetched them.
     """
     store = fs.live_store()  # held until the read returns: the descriptor stays open
     n_new = sum(sizes)
@@ -94,8 +99,10 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
         batch = plan_frames((fs,), [0] * len(frames), frames, sizes, own=own,
                             slots=1 if workers < 2 and place is not None else None)
         missing = batch.missing
+        given = raw
         if workers > 1 and len(missing) > 1:
-            raw = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True))
+            raw = ({g: given[g] for g in missing} if given is not None else
+                   dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True)))
             check_new(batch, raw)
             jobs = missing
             done = _threads.run_workers(lambda w: [(g, _decode_one(batch, g, raw[g])) for g in jobs[w::workers]],
@@ -114,7 +121,9 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
                     place(g, frame)
         # a remote store: every new frame first, in one round of merged, concurrent requests
         fetched = None
-        if fs.remote and missing:
+        if given is not None:
+            fetched = {g: given[g] for g in missing}
+        elif fs.remote and missing:
             fetched = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True))
         for g in missing:  # one frame at a time through this thread's buffer: placed before the next
             if fetched is None:

@@ -32,7 +32,7 @@ from rumimm.format.tiff import (
     TiffType,
     read_entries,
 )
-from rumimm.format.trailer import Trailer, parse_trailer
+from rumimm.format.trailer import Trailer, max_trailer_bytes, parse_trailer
 from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
 from rumimm.reader.remote import is_remote
 from rumimm.reader.store import LocalStore, open_store
@@ -78,6 +78,13 @@ class Report:
     trailer: Trailer | None = None
     #: What was checked, in order (``CHECKED_*``); a check is listed once it ran over the whole file.
     checked: list[str] = field(default_factory=list)
+    #: The readers (``rumimm.codec.READERS``) that decode the file: its spec and the codecs its
+    #: sampled frames reference (None when the frames were not looked at).
+    readers: tuple[str, ...] | None = None
+    #: The geozl codecs the sampled frames reference (empty: OpenZL built-ins only).
+    codecs: frozenset | None = None
+    #: The frame indices sampled to find ``readers`` and ``codecs``.
+    sampled_frames: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -174,33 +181,52 @@ def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic
 PREFIX_BYTES = 64 << 10
 
 
-def inspect_store(store, *, strict: bool) -> Report:
+def inspect_store(store, *, strict: bool, trailer: bool = False) -> Report:
     """The file profile of a store's object (``reader.store.Store``) from its first bytes.
 
     One request for ``PREFIX_BYTES`` (a second one when the external values run past
     them); the object's size comes with that answer.  Frames are not read, so only the
     profile is listed in ``checked``.  Nothing is fetched past the object's size,
-    whatever the IFD claims.
+    whatever the IFD claims.  A spec 0.2 object's ``TAIL`` trailer (band texts and time,
+    after the frames) comes with the first request when the object is that small;
+    otherwise ``trailer=True`` fetches it with one more request, and without it
+    ``report.trailer`` is left None for the caller to fetch when it is asked for
+    (``Image`` does).
     """
     head = np.frombuffer(store.read(0, PREFIX_BYTES), np.uint8)
     size = store.size
-    if bytes(head[:4]) == FILE_MAGIC:
-        raise FormatError(f"{store.name}: the object is a rumi spec 0.2 file; remote reads support spec 0.1 "
-                          "files; copy it to a local file to check it")
+    v2 = bytes(head[:4]) == FILE_MAGIC
     rep = Report(store.name)
     f = _Findings(rep.path, strict)
     buf = head
     if head.shape[0] < size:
         try:  # where do the external values end?  A broken IFD is reported by _check below
             peek = _Findings(rep.path, False)
-            _check_bigtiff_header(head, size, peek)
-            base = _check_image(_check_ifd(head, size, peek), peek).base_frame_offset
+            if v2:
+                _check_rumi_header(head, size, peek)
+                base = _check_image_v2(_check_ifd(head, size, peek, PROFILE_V2), peek).base_frame_offset
+            else:
+                _check_bigtiff_header(head, size, peek)
+                base = _check_image(_check_ifd(head, size, peek), peek).base_frame_offset
         except (_Stop, FormatError):
             base = 0
         if head.shape[0] < base <= size:
             buf = np.concatenate([head, store.read_ranges([(head.shape[0], base - head.shape[0])])[0]])
+
+    def tail(end: int, grid: Grid2):
+        """The trailer's bytes ``end..size``: from the first answer, fetched (``trailer``), or None (left for later)."""
+        if size <= buf.shape[0]:
+            return buf[end:size]
+        if not trailer:
+            return None
+        most = max_trailer_bytes(grid.bands, grid.times)
+        if size - end > most:
+            f.add(f"trailer is {size - end} bytes (from byte {end} to the end), more than the {most} a trailer of "
+                  f"{grid.bands} band texts and {grid.times} time steps can hold", stop=True)
+        return store.read_ranges([(end, size - end)])[0]
+
     try:
-        _check(buf, size, f, rep, "none")
+        _check(buf, size, f, rep, "none", tail=tail if v2 else None)
     except _Stop:
         pass
     rep.violations = f.items
@@ -246,7 +272,7 @@ class _Spans:
 
 def inspect_remote(store, *, strict: bool, frames: str) -> Report:
     """:func:`inspect_store`, then the frame checks ``frames`` asks for, over the object in spans."""
-    rep = inspect_store(store, strict=strict)
+    rep = inspect_store(store, strict=strict, trailer=True)
     if rep.violations or rep.blob is None:
         return rep
     f = _Findings(rep.path, strict)
@@ -264,10 +290,14 @@ def index_mapping(buf: np.ndarray, path) -> bytes:
     return _strict_blob(inspect_mapping(buf, path, strict=True))
 
 
-def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
-    """Every rule of the spec, one function per section, in file order."""
+def _check(buf, size: int, f: _Findings, rep: Report, frames: str, tail=None) -> None:
+    """Every rule of the spec, one function per section, in file order.
+
+    ``tail(end, grid)``: a spec 0.2 trailer's bytes when ``buf`` does not hold the whole
+    object (None: not checked now).
+    """
     if size >= 4 and bytes(buf[:4]) == FILE_MAGIC:
-        return _check_v2(buf, size, f, rep, frames)
+        return _check_v2(buf, size, f, rep, frames, tail)
     rep.spec = "0.1"
     _check_bigtiff_header(buf, size, f)
     by_tag = _check_ifd(buf, size, f)
@@ -279,7 +309,7 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
     _check_frames(buf, f, rep, frames)
 
 
-def _check_v2(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
+def _check_v2(buf, size: int, f: _Findings, rep: Report, frames: str, tail=None) -> None:
     """Spec 0.2: the RUMI header, the 13-tag IFD, the frames, then the TAIL trailer."""
     rep.spec = "0.2"
     _check_rumi_header(buf, size, f)
@@ -290,10 +320,12 @@ def _check_v2(buf, size: int, f: _Findings, rep: Report, frames: str) -> None:
     rep.georef = _check_georeferencing(values, f)
     counts = _check_frame_layout(size, values, grid, f, trailer=True)
     end = grid.base_frame_offset + int(counts.sum())
-    try:
-        rep.trailer = parse_trailer(buf[end:size], grid.bands, grid.times)
-    except FormatError as exc:
-        f.add(str(exc), stop=True)
+    data = buf[end:size] if tail is None else tail(end, grid)
+    if data is not None:
+        try:
+            rep.trailer = parse_trailer(data, grid.bands, grid.times)
+        except FormatError as exc:
+            f.add(str(exc), stop=True)
     rep.blob = build_header2(grid, enc, counts)
     _check_frames(buf, f, rep, frames)
 
@@ -539,6 +571,42 @@ def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
     if frames == "decode":
         _check_frame_decode(buf, hdr, f)
         rep.checked.append(CHECKED_DECODE)
+    if frames in ("headers", "decode") and not f.items:
+        ks = sample_frames(hdr.n_frames)
+        spans = [(int(hdr.offsets[k]), int(hdr.offsets[k + 1]) - int(hdr.offsets[k])) for k in ks]
+        # a remote object: just these frames, in one call (a span each would be 32 MiB)
+        sampled = buf.store.read_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
+        rep.codecs, rep.readers = file_readers(sampled,
+                                               rep.spec or "0.1",
+                                               [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks])
+        rep.sampled_frames = tuple(ks)
+
+
+#: Frames sampled to find which readers decode a file (the first, middle and last).
+READER_SAMPLE = 3
+
+
+def sample_frames(n_frames: int) -> list[int]:
+    """Up to :data:`READER_SAMPLE` distinct frame indices spread over ``n_frames`` (first, middle, last)."""
+    return sorted({0, n_frames // 2, n_frames - 1}) if n_frames > 0 else []
+
+
+def file_readers(frames, spec: str, frame_bytes) -> tuple[frozenset, tuple[str, ...]]:
+    """(geozl codecs referenced, readers that decode a file of ``spec``) from some of its frames.
+
+    Each frame's codecs are found by trial decodes (``rumimm.codec.frame_codecs``, ~1-30 ms a
+    frame), none declaring more than its ``frame_bytes`` entry; a reader is listed when it
+    opens files of ``spec`` and decodes every frame given.
+    """
+    from rumimm.codec import READER_SPECS, READERS, frame_codecs
+
+    codecs: set = set()
+    ok = {r for r in READERS if spec in READER_SPECS[r]}
+    for frame, nbytes in zip(frames, frame_bytes, strict=True):
+        found = frame_codecs(frame, max_bytes=int(nbytes))
+        codecs |= found.codecs
+        ok &= set(found.readers)
+    return frozenset(codecs), tuple(r for r in READERS if r in ok)
 
 
 def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) -> bool:
@@ -640,8 +708,8 @@ def validate(path, header=None, *, decode: bool = False, storage_options=None) -
     Parameters
     ----------
     path : str or os.PathLike
-        The rumi file, or a remote URI of a spec 0.1 file (``s3://``, ``gs://``,
-        ``az://``, ``http(s)://``): then the whole object is read, in spans of 32 MiB
+        The rumi file, or a remote URI (``s3://``, ``gs://``, ``az://``,
+        ``http(s)://``): then the whole object is read, in spans of 32 MiB
         (``docs/remote.md``).
     header : bytes or Header, optional
         A blob to check too: it must be valid and equal the file's canonical blob.
@@ -666,9 +734,10 @@ def validate(path, header=None, *, decode: bool = False, storage_options=None) -
 def index(path, *, storage_options=None) -> bytes:
     """Parse a file's IFD, check the whole file profile and return its canonical blob.
 
-    A remote URI of a spec 0.1 file costs one ranged request (two for files of more
-    than ~5,400 frames); its frames are not read, so their magics are left to the first
-    read or :func:`validate`.  ``storage_options`` as for :func:`validate`.
+    A remote URI costs one ranged request (two for files of more than ~5,400 frames);
+    its frames are not read, so their magics are left to the first read or
+    :func:`validate`, and so is a spec 0.2 object's trailer unless the object fits in
+    that first request.  ``storage_options`` as for :func:`validate`.
 
     Raises
     ------

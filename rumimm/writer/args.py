@@ -19,6 +19,7 @@ from rumimm.format.georef import (
     check_extent,
     geokeys,
     matrix_from_transform,
+    parse_geokeys,
     resolve_crs,
     resolve_transform,
 )
@@ -127,6 +128,24 @@ def resolve_georef(transform, crs, pixel_is_point, shape=None) -> tuple[tuple[fl
     if shape is not None:
         check_extent(epsg, t, shape)
     return matrix_from_transform(t), geokeys(epsg, bool(pixel_is_point)), epsg
+
+
+def resolve_georef_tags(georef, transform, crs, pixel_is_point=False) -> tuple[tuple[float, ...], tuple[int, ...],
+                                                                              int | None]:
+    """(matrix16, geokeys16, epsg) from the stored values of the two georeferencing tags (what convert copies)."""
+    if transform is not None or crs is not None or pixel_is_point:
+        raise ValueError("georef= gives the georeferencing tags as stored, so it replaces transform=, crs= and "
+                         "pixel_is_point=; pass one or the others")
+    try:
+        matrix, keys = georef
+        m = tuple(float(v) for v in matrix)
+        k = tuple(int(v) for v in keys)
+    except (TypeError, ValueError):
+        raise TypeError("georef must be (16 floats of tag 34264, 16 ints of tag 34735)") from None
+    geo, bad = parse_geokeys(k, m)
+    if bad or geo is None:
+        raise RumiError(f"georef: {bad[0] if bad else 'unreadable georeferencing'}")
+    return m, k, geo.epsg
 
 
 def resolve_threads(threads) -> int:

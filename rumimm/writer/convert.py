@@ -1,4 +1,4 @@
-"""Convert a rumi file between spec 0.1.0 and spec 0.2 without decoding its frames.
+"""Convert a rumi file between spec 0.1.0 and spec 0.2, or re-encode its frames with another codec.
 
 A spec 0.1.0 file and a spec 0.2 file of one time step store the same frames in the
 same order: tile frames (0.1 ``tile``, 0.2 unit 0) and planar cell frames (0.1
@@ -12,6 +12,12 @@ reader: complex128 frames (0.1 stores them as 16-byte structs, rumi-eo 0.18+ rea
 float64 components) and interleaved 0.2 cells (``h w b``), which spec 0.1 has no
 layout for.  Sample types one spec lacks (0.1's sub-byte and complex-integer types,
 0.2's fnuz floats) and 0.2 files of several time steps cannot be converted.
+
+With ``codec=`` every frame is decoded and encoded again with that preset instead: the
+source is read one row of tiles at a time and streamed through :class:`Writer` (so
+frames compress in parallel, and the file is replaced atomically, as ``write`` does),
+with the source's grid, frame unit, georeferencing tags (as stored), band texts, time
+and PAM sidecar metadata.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from rumimm.format.grid import FrameUnit, Grid
 from rumimm.format.tiff import build_prefix
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2, build_header2, build_prefix2
+from rumimm.reader.remote import is_remote
 from rumimm.writer.args import resolve_bands, resolve_path, resolve_spec, resolve_time
 from rumimm.writer.atomic import AtomicFile
 
@@ -37,15 +44,25 @@ __all__ = ["convert"]
 _COPY_CHUNK = 8 << 20  # bytes of frames copied at a time
 
 
-def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -> bytes:
+def convert(source, dest, *, format=None, codec=None, bands=None, time=None, header=None, threads=None,
+            progress=None, storage_options=None) -> bytes:
     """Write ``source`` (a rumi file of either spec) as a rumi file of spec ``format``; return its header blob.
+
+    Without ``codec`` the frames are copied as they are (only the file's envelope
+    changes); with ``codec`` every frame is decoded and encoded again with that preset,
+    in either spec (``convert("a.rumi", "b.rumi", codec="fast")`` keeps the spec).
 
     Parameters
     ----------
     source, dest : str or os.PathLike
-        The rumi file to read and the file to write (replaced atomically; may not be ``source``).
-    format : {"0.2", "0.1"}
-        The specification of ``dest``.
+        The rumi file to read (or a remote URI, ``docs/remote.md``) and the local file to
+        write (replaced atomically; may not be ``source``).
+    format : {None, "0.2", "0.1"}
+        The specification of ``dest``.  Default: the source's with ``codec``, else "0.2".
+    codec : str or rumimm.codec.Codec, optional
+        Re-encode every frame with this preset (a name of ``rumimm.PRESETS``, ``"auto"``
+        for the dtype's default).  The pixels, grid, frame unit, georeferencing, band
+        texts, time and sidecar metadata (nodata, descriptions, ...) are kept.
     bands : sequence of str, optional
         Spec 0.2 band texts, one per band.  Default: the source's texts (a 0.2
         source), else ``"band 1"``, ``"band 2"``, ...
@@ -54,6 +71,11 @@ def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -
         Default: the source's (a 0.2 source); required for a 0.1 source, which has no time.
     header : bytes, optional
         The source's header blob (skips the IFD walk of the source, as ``rumimm.open`` does).
+    threads, progress
+        With ``codec``: as for :func:`rumimm.write` (processes that compress; a progress
+        bar or callback per row of tiles).
+    storage_options : dict, optional
+        A remote source's client settings (see :func:`rumimm.open`).
 
     Returns
     -------
@@ -65,21 +87,36 @@ def convert(source, dest, *, format="0.2", bands=None, time=None, header=None) -
     RumiError
         A sample type or layout the target spec lacks, several time steps for spec
         0.1, or a bad ``bands``/``time``.
+    ValueError
+        ``codec`` names no preset, or one that does not take the file's sample type.
+
+    Examples
+    --------
+    >>> rumimm.convert("scene.rumi", "scene_v02.rumi", time=["2026-06-01"])   # doctest: +SKIP
+    >>> rumimm.convert("scene.rumi", "scene_fast.rumi", codec="delta")        # doctest: +SKIP
     """
     from rumimm.reader.image import Image
 
-    spec = resolve_spec(format)
-    src_path = os.fspath(source)
+    if codec is None and (threads is not None or progress is not None):
+        raise ValueError("threads= and progress= apply to re-encoding; pass codec= too, or leave them unset")
+    if format is not None:
+        resolve_spec(format)  # a bad format is refused before the source is opened
+    remote = is_remote(source)
+    src_path = source if remote else os.fspath(source)
     dest = resolve_path(dest)
-    if os.path.exists(dest) and os.path.samefile(src_path, dest):
+    if not remote and os.path.exists(dest) and os.path.samefile(src_path, dest):
         raise ValueError(f"{where(dest)}convert writes a new file; dest must not be the source")
-    with Image(src_path, header, cache_bytes=0) as img:
+    with Image(src_path, header, cache_bytes=0, storage_options=storage_options) as img:
+        src_path = img.path  # a URI without its query string: what messages name
         hdr = img.header
+        spec = resolve_spec(format if format is not None else hdr.spec if codec is not None else "0.2")
         enc = hdr.encoding
         if (enc.sample_format, enc.bits_per_sample) not in SPEC_ENCODINGS[spec]:
             raise RumiError(f"{where(src_path)}sample type {enc.name} has no encoding in rumi spec {spec}; "
                             "it cannot be converted")
         matrix, keys = _georef_values(img)
+        if codec is not None:
+            return _reencode(img, dest, spec, codec, (matrix, keys), bands, time, threads, progress)
         b, y, x = hdr.samples_per_pixel, hdr.image_length, hdr.image_width
         tw, tl = hdr.tile_width, hdr.tile_length
         grid: Grid  # a Grid2 for spec 0.2
@@ -141,6 +178,45 @@ def _georef_values(img) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """The 16 doubles and 16 shorts of the two georeferencing tags, as the source stores them."""
     matrix, keys = split_georef_block(img.georef_block())
     return tuple(float(v) for v in matrix), tuple(int(v) for v in keys)
+
+
+def _reencode(img, dest: str, spec: str, codec, georef, bands, time, threads, progress) -> bytes:
+    """Decode ``img`` one row of tiles at a time and write it to ``dest`` with ``codec`` (a Writer does the rest)."""
+    from rumimm.writer.writer import Writer
+
+    hdr = img.header
+    b, steps = hdr.samples_per_pixel, hdr.time_count
+    shape = img.shape
+    if spec == "0.2":
+        # the source's planar unit; an interleaved one (read, never written) becomes its planar cell
+        unit = ("tile" if hdr.frame_unit == FrameUnit.TILE else "cell") if hdr.spec == "0.1" else \
+            ("cell" if units.interleaved(hdr.layout) else int(hdr.layout))
+        texts = bands if bands is not None else (img.descriptions if hdr.spec == "0.2"
+                                                 else [f"band {i + 1}" for i in range(b)])
+        when = time if time is not None or hdr.spec == "0.1" else img.time
+        extra = {"bands": texts, "time": when}
+    else:
+        if bands is not None or time is not None:
+            raise ValueError("spec 0.1 stores no band texts or time; leave bands and time unset")
+        if steps > 1:
+            raise RumiError(f"{where(img.path)}has {steps} time steps; spec 0.1 holds one (B, Y, X) image, so only "
+                            "files of one step convert to it")
+        shape = shape[-3:]
+        unit = ("tile" if hdr.frame_unit == FrameUnit.TILE else "cell") if hdr.spec == "0.1" else \
+            ("tile" if hdr.layout == 0 else "cell")
+        extra = {}
+    meta = img.metadata
+    with Writer(dest, shape, img.dtype, tile=img.tile, unit=unit, codec=codec, georef=georef, threads=threads,
+                progress=progress, metadata=None if meta.is_empty() else meta, format=spec, **extra) as w:
+        for r in range(w.rows):
+            y0, y1 = w.row_span(r)
+            block = img[:, :, y0:y1, :] if len(img.shape) == 4 else img[:, y0:y1, :]
+            if len(w.shape) == 3 and block.ndim == 4:
+                block = block[0]
+            w.write_row(r, block)
+            del block
+    assert w.header is not None
+    return w.header
 
 
 def _recode_plan(hdr, spec: str):

@@ -41,6 +41,7 @@ from rumimm.writer.args import (
     resolve_encoding,
     resolve_format_version,
     resolve_georef,
+    resolve_georef_tags,
     resolve_layout,
     resolve_path,
     resolve_shape,
@@ -134,7 +135,12 @@ class Writer:
     pixel_is_point : bool
         GTRasterTypeGeoKey: pixels are points (True) or areas (False).
     codec : str or codec object, optional
-        A preset of :mod:`rumimm.codec` (default: its lossless default).
+        A preset of :mod:`rumimm.codec` (``rumimm.PRESETS``): ``"fast"`` (fastest decode;
+        rumi-eo 0.16.0 and 0.26.1 decode it too), ``"small"`` (rumi-eo 0.26.1 only),
+        ``"portable"`` (OpenZL built-ins only), ...; per dtype, each picks its recipe and falls
+        back to the dtype's default where it has none.  Default: ``"auto"`` (= ``"portable"``)
+        for spec 0.1.0 files, ``"fast"`` for ``format="0.2"``.  ``"geozl:<recipe>"`` names any
+        geozl recipe.
     format_version : int, optional
         OpenZL frame format version, pinned for every frame (default
         ``codec.DEFAULT_FORMAT_VERSION`` = 24, the newest rumi-eo 0.16.0 reads).
@@ -164,6 +170,10 @@ class Writer:
         ``format="0.2"`` only, and required there: one coordinate per time step (a
         ``date``, ``datetime``, ISO string or ``numpy.datetime64``; whole UTC seconds,
         naive datetimes are UTC), or one ``(start, end)`` pair per step.
+    georef : (sequence of 16 float, sequence of 16 int), optional
+        The values of the two georeferencing tags (ModelTransformationTag, GeoKeyDirectoryTag)
+        as a rumi file stores them, written as they are instead of ``transform``, ``crs`` and
+        ``pixel_is_point`` (``rumimm.convert`` keeps its source's this way).
 
     Attributes
     ----------
@@ -206,7 +216,7 @@ class Writer:
 
     def __init__(self, path, shape, dtype, *, tile=512, unit="tile", transform=None, crs=None,
                  pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None,
-                 metadata=None, format=None, bands=None, time=None):  # noqa: A002
+                 metadata=None, format=None, bands=None, time=None, georef=None):  # noqa: A002
         from rumimm.codec import resolve_codec
         from rumimm.progress import Progress
 
@@ -238,10 +248,13 @@ class Writer:
                 self.unit = FrameUnit.TILE
             self.grid = Grid(x, y, tw, tl, b, self.unit)
         check_frame_size(self.grid.shape, (tl, tw), self.unit == FrameUnit.CELL, self.enc.itemsize)
-        self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
+        if georef is not None:
+            self._matrix, self._keys, self.epsg = resolve_georef_tags(georef, transform, crs, pixel_is_point)
+        else:
+            self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
         self.metadata = resolve_metadata(metadata, b, self.enc.dtype)
         self.codec = resolve_codec(codec, self.enc if not (self.spec == "0.2" and self.enc.itemsize == 16)
-                                   else resolve_encoding(np.float64))
+                                   else resolve_encoding(np.float64), spec=self.spec)
         self.format_version = resolve_format_version(format_version)
         self.threads = resolve_threads(threads)
         self.verify = bool(verify)
