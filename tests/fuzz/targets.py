@@ -198,12 +198,15 @@ def trailer(data: bytes) -> None:
 
 # -- frame headers ------------------------------------------------------------------------
 
-@target("frame", modules=("rumimm.codec.frames", "rumimm.codec.geozl_lib", "rumimm.reader.frame_checks"))
+@target("frame", modules=("rumimm.codec.frames", "rumimm.codec.geozl_lib", "rumimm.codec.readers",
+                          "rumimm.reader.frame_checks"))
 def frame(data: bytes) -> None:
     """An OpenZL frame for a frame position of a given encoding and sample count: check_frame_header,
-    reader/frame_checks.check_header, then a decode into exactly the checked size."""
+    reader/frame_checks.check_header, codec.readers.frame_codecs (which geozl codecs and readers it needs),
+    then a decode into exactly the checked size."""
     from rumimm import codec
     from rumimm.codec import geozl_lib
+    from rumimm.codec import readers as codec_readers
     from rumimm.errors import CodecError
     from rumimm.format.dtypes import ENCODINGS
     from rumimm.reader import frame_checks
@@ -231,6 +234,12 @@ def frame(data: bytes) -> None:
         checked = True
     except CodecError:
         checked = False
+    try:  # which codecs and readers the frame needs (info, validate): trial decodes bounded by the checked size
+        found = codec_readers.frame_codecs(body, max_bytes=n_samples * isz)
+        assert isinstance(found.codecs, frozenset) and isinstance(found.readers, tuple)
+        assert found.decodable or not found.codecs
+    except CodecError:
+        pass
     if checked:
         assert fs.header_checked[0] == 1
         if not (isz == 16 and spec == "0.2"):  # the same rule as check_frame_header without components
@@ -257,7 +266,7 @@ def ifd(data: bytes) -> None:
     except rumimm.RumiError:
         blob = None
     rep = rumimm.validate(path)
-    _ = rep.ok, str(rep)
+    _ = rep.ok, str(rep), getattr(rep, "readers", None), getattr(rep, "codecs", None)
     if blob is not None:
         hdr = parse_header(blob)  # index returns a canonical blob: it parses, and its frames lie in the file
         assert hdr.offset(hdr.n_frames) <= len(data), (hdr.offset(hdr.n_frames), len(data))
