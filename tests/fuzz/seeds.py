@@ -276,7 +276,8 @@ def _remote_read() -> list[tuple[str, bytes]]:
     out += [("cut-answer", bytes([32, 0]) + bytes([0, 0, 0, 1, 0, 2])),
             ("changed-etag", bytes([32, 1]) + honest + bytes([0, 0, 0, 0, 2, 0])),
             ("not-found", bytes([16, 1]) + bytes([5, 0, 0, 0, 0, 0])),
-            ("lying-bytes", bytes([16 | 32, 0]) + bytes([0, 0, 0, 3, 0, 9]))]
+            ("lying-bytes", bytes([16 | 32, 0]) + bytes([0, 0, 0, 3, 0, 9])),
+            ("auto-coalesce-sidecar", bytes([12 | 64, 2]) + honest)]
     return out
 
 

@@ -651,7 +651,7 @@ def remote(data: bytes) -> None:
         ranges = [(r.u16() % (len(REMOTE_OBJECT) + 16), r.u16() % 2048) for _ in range(r.u8() % 3 + 1)]
         ops.append((kind, ranges))
     _script(srv, r, REMOTE_OBJECT)
-    opts = {"max_retries": 0, "timeout": 2, "connect_timeout": 1, "coalesce": [0, 64, 1 << 20][flags % 3]}
+    opts = {"max_retries": 0, "timeout": 2, "connect_timeout": 1, "coalesce": [0, 64, 1 << 20, "auto"][flags % 4]}
     store = RemoteStore(srv.url(), opts, size=len(REMOTE_OBJECT) if flags & 4 else None,
                         version='"v1"' if flags & 8 else None)
     try:
@@ -709,9 +709,12 @@ def remote_read(data: bytes) -> None:
     flags = r.u8()
     content, blob, truth = files[r.u8() % len(files)]
     _script(srv, r, content)
-    opts = {"max_retries": 0, "timeout": 2, "connect_timeout": 1, "coalesce": [0, 64, 1 << 20][(flags >> 2) % 3]}
+    opts = {"max_retries": 0, "timeout": 2, "connect_timeout": 1,
+            "coalesce": [0, 64, 1 << 20, "auto"][(flags >> 2) % 4]}
     with rumimm.open(srv.url(), blob if flags & 16 else None, storage_options=opts, cache_bytes=0) as img:
         got = img[...] if flags & 32 else img[:, 2:9, 3:12]
+        if flags & 64:
+            _ = img.descriptions  # the sidecar next to it: one more request (the server's answer, scripted)
     served = srv.answers.etags
     blind = srv.answers.lies or (None in served and '"v2"' in served) or '"v2"' in served
     want = truth if flags & 32 else truth[:, 2:9, 3:12]
