@@ -64,8 +64,14 @@ def run_target(name: str, seconds: float, seed: int, work: Path, timeout: int, k
            f"-timeout={timeout}", f"-max_len={t.max_len}", "-print_final_stats=1",
            f"-artifact_prefix={findings}/", *map(str, dirs)]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False,
-                          timeout=seconds + 600)  # the warm-up and a last slow input, then it has hung
+    # the files each input is written to: in memory where there is /dev/shm, removed after the run
+    scratch = tempfile.mkdtemp(prefix=f"rumimm-fuzz-{name}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False,
+                              env={**os.environ, "RUMIMM_FUZZ_SCRATCH": scratch},
+                              timeout=seconds + 600)  # the warm-up and a last slow input, then it has hung
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     elapsed = time.monotonic() - t0
     log = proc.stdout + proc.stderr
     (work / f"{name}.log").write_text(log)
@@ -98,9 +104,13 @@ def _keep(name: str, dirs: list[Path], seeds: Path, work: Path) -> int:
     shutil.rmtree(merged, ignore_errors=True)
     merged.mkdir(parents=True)
     t = TARGETS[name]
-    proc = subprocess.run([sys.executable, "-m", "tests.fuzz.main", name, "-merge=1", f"-max_len={t.max_len}",
-                           "-timeout=30", str(merged), *map(str, dirs)], cwd=ROOT, capture_output=True, text=True,
-                          check=False)
+    scratch = tempfile.mkdtemp(prefix=f"rumimm-fuzz-{name}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tests.fuzz.main", name, "-merge=1", f"-max_len={t.max_len}",
+                               "-timeout=30", str(merged), *map(str, dirs)], cwd=ROOT, capture_output=True, text=True,
+                              check=False, env={**os.environ, "RUMIMM_FUZZ_SCRATCH": scratch})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     (work / f"{name}.merge.log").write_text(proc.stdout + proc.stderr)
     if not any(merged.iterdir()):
         print(f"{name}: the merge kept nothing (exit {proc.returncode}; {work / f'{name}.merge.log'})", flush=True)

@@ -11,8 +11,10 @@ blobs).  ``seeds(name)`` returns ``[(label, bytes)]`` in a fixed order;
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -31,7 +33,14 @@ REGRESSIONS = HERE / "regressions"  # inputs that once broke an invariant (each 
 
 @functools.cache
 def _workdir() -> str:
-    return tempfile.mkdtemp(prefix="rumimm-seeds-")
+    given = os.environ.get("RUMIMM_FUZZ_SCRATCH")  # under the fuzz runner: its folder, which it removes
+    if given:
+        d = os.path.join(given, "seeds")
+        os.makedirs(d, exist_ok=True)
+        return d
+    d = tempfile.mkdtemp(prefix="rumimm-seeds-")
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 @functools.cache

@@ -14,7 +14,9 @@ atheris: the replay test and the runner call the same functions.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -109,7 +111,13 @@ def scratch(name: str, data: bytes = b"") -> str:
     """A path in this process's scratch folder (in memory when /dev/shm exists), holding ``data``."""
     global _scratch
     if _scratch is None:
-        _scratch = tempfile.mkdtemp(prefix="rumimm-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        given = os.environ.get("RUMIMM_FUZZ_SCRATCH")  # the runner's, removed when the target's process ends
+        if given:
+            os.makedirs(given, exist_ok=True)
+            _scratch = given
+        else:
+            _scratch = tempfile.mkdtemp(prefix="rumimm-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+            atexit.register(shutil.rmtree, _scratch, True)
     path = os.path.join(_scratch, name)
     with open(path, "wb") as f:
         f.write(data)
