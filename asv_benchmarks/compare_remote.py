@@ -251,10 +251,15 @@ def coalescing(value) -> type:
                                                            "options": {"coalesce": value}})
 
 
-def with_codec(codec: str) -> type:
-    """A rumimm ``read_batch`` engine on the files written with preset ``codec`` (``--codec``)."""
-    return type(f"RumimmCodec_{codec}", (RumimmBatch,), {"name": f"rumimm read_batch, codec={codec}",
-                                                         "key": f"rumi_{codec}_url", "blob_key": f"blob_{codec}"})
+def with_codec(codec: str, coalesce=None) -> type:
+    """A rumimm ``read_batch`` engine on the files written with preset ``codec`` (``--codec``), merging
+    ranges closer than ``coalesce`` bytes (or ``"auto"``) when given."""
+    name = f"rumimm read_batch, codec={codec}"
+    attrs = {"name": name, "key": f"rumi_{codec}_url", "blob_key": f"blob_{codec}"}
+    if coalesce is not None:
+        label = coalesce if coalesce == "auto" else f"{int(coalesce) / (1 << 20):g} MiB"
+        attrs.update(name=f"{name}, coalesce {label}", options={"coalesce": coalesce})
+    return type(f"RumimmCodec_{codec}_{coalesce}", (RumimmBatch,), attrs)
 
 
 _PEER_READ = r'''
@@ -447,6 +452,7 @@ def main(argv=None) -> None:
     engines = [c for c in ENGINES if c.__name__ in args.engines]
     engines += [coalescing(v if v == "auto" else int(v)) for v in args.coalesce]
     engines += [with_codec(c) for c in args.codec]
+    engines += [with_codec(c, v if v == "auto" else int(v)) for c in args.codec for v in args.coalesce]
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or tmp
         files = write_files(work, args.files, args.size, args.codec)

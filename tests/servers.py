@@ -22,6 +22,9 @@ MAX_REQUESTS = 20_000
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
 
+_LAST_MODIFIED = "Tue, 01 Dec 2026 00:00:00 GMT"
+
+
 class Request:
     __slots__ = ("at", "if_match", "method", "path", "range")
 
@@ -112,6 +115,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(200)
         if srv.etags:
             self.send_header("ETag", etag)
+        self.send_header("Last-Modified", _LAST_MODIFIED)  # Azure's client refuses an answer without one
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
