@@ -603,3 +603,33 @@ def test_an_export_through_a_symlink_replaces_its_target_and_keeps_its_mode(tmp_
     assert (tmp_path / "real.tif").read_bytes()[:2] == b"II"
     assert (tmp_path / "real.tif").stat().st_mode & 0o777 == 0o444
     assert sorted(os.listdir(tmp_path)) == ["a.rumi", "link.tif", "real.tif"]
+
+
+@pytest.mark.parametrize("coefficients", [(10, 0, 5e5, 0, -10, float("nan")), (10, 0, 5e5, 20, 0, 4e6),
+                                          (0, 0, 5e5, 0, 0, 4e6)], ids=["nan", "singular", "zero"])
+def test_issue_24_a_geotiff_whose_geotransform_rumi_cannot_store_is_a_crs_error_naming_it(tmp_path, coefficients):
+    # found by the geotiff fuzz target: the source's geotransform went to the Writer, whose
+    # argument check raised a plain ValueError about "transform" (tests/fuzz/regressions/geotiff)
+    src = tmp_path / "bad.tif"
+    with rasterio.open(src, "w", driver="GTiff", width=4, height=3, count=1, dtype="uint8", crs="EPSG:32633",
+                       transform=Affine(*coefficients)) as ds:
+        ds.write(np.zeros((1, 3, 4), np.uint8))
+    with pytest.raises(CRSError, match="bad.tif: the geotransform") as info:
+        rumimm.from_geotiff(src, tmp_path / "out.rumi")
+    assert "drop_georef" in str(info.value)
+    assert not (tmp_path / "out.rumi").exists()
+    rumimm.from_geotiff(src, tmp_path / "out.rumi", drop_georef=True)  # the remedy the message names works
+
+
+def test_issue_24_a_tiff_tag_with_a_control_character_is_left_out_with_a_warning(tmp_path):
+    # found by the geotiff fuzz target: GDAL reports TIFFTAG_ARTIST (tag 315) with the control
+    # character it holds, and the sidecar's argument check raised a plain ValueError about "tags"
+    src = tmp_path / "artist.tif"
+    with rasterio.open(src, "w", driver="GTiff", width=4, height=3, count=1, dtype="uint8") as ds:
+        ds.write(np.arange(12, dtype=np.uint8).reshape(1, 3, 4))
+        ds.update_tags(TIFFTAG_ARTIST="a\x01b", TIFFTAG_SOFTWARE="kept")
+    with pytest.warns(RumiWarning, match="TIFFTAG_ARTIST"):
+        blob = rumimm.from_geotiff(src, tmp_path / "out.rumi")
+    with rumimm.open(tmp_path / "out.rumi", blob) as img:
+        assert np.array_equal(img[...], np.arange(12, dtype=np.uint8).reshape(1, 3, 4))
+        assert img.tags().get("TIFFTAG_SOFTWARE") == "kept" and "TIFFTAG_ARTIST" not in img.tags()

@@ -205,3 +205,24 @@ def test_mutated_sidecars_parse_or_are_format_errors():
         assert len(meta.bands) == 3
         outcomes["parsed"] += 1
     assert outcomes["parsed"] > 20 and outcomes["refused"] > 100, outcomes  # both paths were taken
+
+
+@pytest.mark.parametrize("encoding", ["UTF-06", "no-such-codec", "shift_jis", "utf-7", "utf-16"])
+def test_issue_24_a_sidecar_declaring_an_encoding_python_lacks_is_a_format_error(encoding):
+    # found by the pam fuzz target: expat and ElementTree raise LookupError for an XML
+    # declaration naming an encoding Python has no codec for (tests/fuzz/regressions/pam)
+    text = f'<?xml version="1.0" encoding="{encoding}"?><PAMDataset/>'
+    for data in (text.encode("ascii"), text.encode("utf-16"), b"\xff\xfe" + text.encode("utf-16-le")):
+        try:
+            parse_pam(data, 1, "x.tif.aux.xml")
+        except FormatError as exc:
+            assert "x.tif.aux.xml" in str(exc)
+
+
+def test_issue_24_an_empty_colour_table_reads_as_none_as_it_is_written_back():
+    # found by the pam fuzz target (read, build_pam, read again must agree): an empty
+    # <ColorTable/> read as {} and was not written back, so the second read said None
+    data = b'<PAMDataset><PAMRasterBand band="1"><ColorTable></ColorTable></PAMRasterBand></PAMDataset>'
+    meta = parse_pam(data, 1)
+    assert meta.bands[0].colormap is None
+    assert parse_pam(build_pam(meta), 1) == meta

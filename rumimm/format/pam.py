@@ -329,6 +329,9 @@ def parse_pam(data: bytes, count: int, path: str | None = None) -> Metadata:
     _refuse_dtd(data, name)
     try:
         root = ET.fromstring(data)
+    except (LookupError, ValueError) as exc:
+        raise FormatError(f"{name}sidecar's XML declaration names an encoding that cannot be read ({exc}); "
+                          "GDAL writes UTF-8") from None
     except ET.ParseError as exc:
         raise FormatError(f"{name}sidecar is not well-formed XML ({exc})") from None
     if root.tag != "PAMDataset":
@@ -380,6 +383,9 @@ def _refuse_dtd(data: bytes, name: str) -> None:
         raise FormatError(f"{name}sidecar declares a DTD or entities; a PAM sidecar has none") from None
     except expat.ExpatError as exc:
         raise FormatError(f"{name}sidecar is not well-formed XML ({expat.ErrorString(exc.code)})") from None
+    except (LookupError, ValueError) as exc:  # an encoding Python has no codec for, or a multi-byte one expat refuses
+        raise FormatError(f"{name}sidecar's XML declaration names an encoding that cannot be read ({exc}); "
+                          "GDAL writes UTF-8") from None
 
 
 def _mdi(md, name) -> dict[str, str]:
@@ -421,7 +427,7 @@ def _band(el, b: int, name: str) -> BandMetadata:
             # GDAL >= 3.10 names more (NIR, SWIR, ...); rasterio has no member for them
             values["colorinterp"] = COLORINTERP[gdal] if gdal else "undefined"
         elif tag == "ColorTable":
-            values["colormap"] = _colortable(child, name, b)
+            values["colormap"] = _colortable(child, name, b) or None  # no entries: no colour map (none is written)
         elif tag == "Metadata" and child.get("domain", "") == "":
             values["tags"] = _mdi(child, name)
     return BandMetadata(**values)

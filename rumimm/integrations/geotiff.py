@@ -227,11 +227,17 @@ def _source_georef(ds, crs, drop_georef: bool) -> tuple[object, object, str | No
     ``note`` says how a CRS without a code of its own was identified (for one warning).
     """
     from rumimm.format.crs_identify import identify, short_name
-    from rumimm.format.georef import resolve_crs
+    from rumimm.format.georef import resolve_crs, resolve_transform
 
     if drop_georef:
         return None, None, None
     identity = ds.transform.is_identity
+    if not identity:  # the file's own values: a CRSError about the file, not the Writer's ValueError about an argument
+        try:
+            resolve_transform(ds.transform)
+        except ValueError as exc:
+            raise CRSError(f"{where(ds.name)}the geotransform cannot be stored ({exc}); drop_georef=True "
+                           "(--drop-georef) converts the pixels without it") from None
     if crs is not None:
         if identity:
             raise CRSError(f"{where(ds.name)}crs={crs!r} was given but the file has no geotransform")
@@ -294,14 +300,30 @@ def _source_metadata(ds, dtype) -> tuple[object, list[str]]:
         except ValueError:
             pass
     scales, offsets = list(ds.scales), list(ds.offsets)
-    units = [u or None for u in ds.units]
-    tags = {k: v for k, v in ds.tags().items() if k != "AREA_OR_POINT"}
+
+    def held(what: str, text, **kw):
+        """``text``, or None (noted in ``lost``) when a sidecar cannot hold it (a control character)."""
+        try:
+            Metadata.from_args(1, **kw)
+            return text
+        except ValueError:
+            lost.append(f"{what} {text[:40]!r} (a control character XML cannot hold)")
+            return None
+
+    def held_tags(what: str, tags: dict) -> dict:
+        return {k: v for k, v in tags.items() if held(f"{what} {k[:40]!r}", v, tags={k: v}) is not None}
+
+    units = [held(f"band {i} unit", u, units=[u]) if u else None for i, u in enumerate(ds.units, 1)]
+    descriptions = [held(f"band {i} description", d, descriptions=[d]) if d else None
+                    for i, d in enumerate(ds.descriptions, 1)]
+    tags = held_tags("tag", {k: v for k, v in ds.tags().items() if k != "AREA_OR_POINT"})
+    band_tags = {i: held_tags(f"band {i} tag", ds.tags(i)) for i in ds.indexes}
     meta = Metadata.from_args(
-        count, nodata=nodata, descriptions=[d or None for d in ds.descriptions], colorinterp=interp,
+        count, nodata=nodata, descriptions=descriptions, colorinterp=interp,
         scales=scales if any(v != 1 for v in scales) else None,
         offsets=offsets if any(v != 0 for v in offsets) else None,
         units=units if any(units) else None, colormaps=maps or None, tags=tags,
-        band_tags={i: ds.tags(i) for i in ds.indexes if ds.tags(i)} or None)
+        band_tags={i: t for i, t in band_tags.items() if t} or None)
     return meta, lost
 
 
