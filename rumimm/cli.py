@@ -625,9 +625,9 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", action="append", metavar="NAME", dest="presets",
                    help="measure this preset (repeat; default: every preset that takes the dtype)")
     p.add_argument("--no-geozl", action="store_true", help="measure the presets only, not geozl's recipes")
-    p.add_argument("--tolerance", type=float, default=1.05,
+    p.add_argument("--tolerance", type=float, default=1.10,
                    help="the recommendation is the fastest decoder within this factor of the smallest size "
-                   "(default 1.05)")
+                   "(default 1.10)")
     p.add_argument("--require", action="append", metavar="READER", default=[],
                    help="a reader the recommendation must suit: 'rumi-eo 0.16.0' or 'rumi-eo 0.26.1' (repeat)")
     p.add_argument("--budget", type=_positive_float, default=60.0,

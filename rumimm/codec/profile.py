@@ -42,8 +42,11 @@ RUMI_EO_016 = "rumi-eo 0.16.0"
 RUMI_EO_026 = "rumi-eo 0.26.1"
 #: The readers a row may name, in the order tables print them.
 READERS = (RUMIMM, RUMI_EO_016, RUMI_EO_026)
-#: A recommendation may be this many times the smallest size measured.
-DEFAULT_TOLERANCE = 1.05
+#: A recommendation may be this many times the smallest size measured.  Training reads from
+#: local storage are decode-bound (a chip decodes 2-8x the bytes it returns), so a recipe that
+#: decodes several times faster is worth up to a tenth more bytes on disk (the ``fast`` preset
+#: is 5-9 % larger than the smallest on the synthetic scene and decodes 4-5x faster).
+DEFAULT_TOLERANCE = 1.10
 _MIB = float(1 << 20)
 
 
