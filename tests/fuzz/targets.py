@@ -354,10 +354,12 @@ def geotiff(data: bytes) -> None:
 
     src = scratch("in.tif", data)
     dst = os.path.join(os.path.dirname(src), "out.rumi")
-    with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR", CPL_DEBUG="OFF"):
+    # GDAL's block cache (5 % of RAM by default) would grow the process over thousands of inputs
+    # until libFuzzer's resident-memory limit calls an out-of-memory that no single input caused
+    with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR", CPL_DEBUG="OFF", GDAL_CACHEMAX=8):
         try:
             with rasterio.open(src) as ds:
-                if ds.count * ds.width * ds.height > 1 << 22:
+                if ds.count * ds.width * ds.height > 1 << 20:
                     return  # a header claiming a large raster: GDAL would decode it all, rumimm streams it
         except Exception:  # noqa: BLE001 - rasterio alone refuses (or fails on) the file: not rumimm's side
             return
