@@ -59,6 +59,7 @@ if _ROOT not in sys.path:  # a plain checkout: use the working tree
     sys.path.insert(0, _ROOT)
 
 import rumimm  # noqa: E402
+from asv_benchmarks.compare_v2 import PEER_WRITE  # noqa: E402
 
 BANDS, CHIP, BATCH, TILE = 4, 256, 16, 512
 LATENCIES_MS = (0, 5, 20, 50)
@@ -97,22 +98,6 @@ def write_files(work: str, n: int, size: int, codecs=()) -> list[dict]:
     return out
 
 
-_PEER_WRITE = r'''
-import json, sys
-import numpy as np, geozl, rumi
-args = json.loads(sys.argv[1])
-headers = []
-for npy, path in zip(args["npys"], args["paths"]):
-    arr = np.load(npy)
-    table = rumi.frames(arr, "b (row h) (col w) -> row col b (h w)", tile_size=args["tile"])
-    for frame in table:
-        frame.compressed = geozl.compress(frame.data, graph=geozl.graph(frame.data, "planar>zigzag>zstd"))
-    _, header = rumi.write(path, table, bands=[f"band {i}" for i in range(arr.shape[0])], time=["2026-01-01"])
-    headers.append(bytes(header).hex())
-print(json.dumps({"headers": headers, "rumi": rumi.__version__}))
-'''
-
-
 def _write_peer_files(work: str, files: list[dict]) -> None:
     """rumi-eo 0.26.1 writes each scene as a spec 0.2 file with its recommended recipe (its own interpreter)."""
     paths = [os.path.join(work, f"s{i}.v2.rumi") for i in range(len(files))]
@@ -123,7 +108,7 @@ def _write_peer_files(work: str, files: list[dict]) -> None:
             npys.append(os.path.join(work, f"s{i}.npy"))
             np.save(npys[-1], f["array"])
         args = json.dumps({"npys": npys, "paths": paths, "tile": TILE})
-        proc = subprocess.run([PEER, "-c", _PEER_WRITE, args], capture_output=True, text=True, check=False,
+        proc = subprocess.run([PEER, "-c", PEER_WRITE, args], capture_output=True, text=True, check=False,
                               cwd=tempfile.gettempdir())
         for npy in npys:
             os.remove(npy)

@@ -139,7 +139,8 @@ def worker(spec: dict) -> dict:
 # --------------------------------------------------------------------------- driver
 
 
-_WRITE = r'''
+# rumi-eo 0.26.1 writes the scenes with its recommended recipe (compare_remote.py runs it too)
+PEER_WRITE = r'''
 import json, sys
 import numpy as np, geozl, rumi
 args = json.loads(sys.argv[1])
@@ -195,7 +196,7 @@ def main(argv=None) -> int:
     results = {"rumimm": rumimm.__version__, "size": args.size, "files": args.files, "rows": {}}
     for tile in args.tiles:
         paths = [os.path.join(out, f"scene{i}_t{tile}.rumi") for i in range(args.files)]
-        meta = json.loads(_run(PEER, ["-c", _WRITE, json.dumps({"npys": npys, "paths": paths, "tile": tile})]))
+        meta = json.loads(_run(PEER, ["-c", PEER_WRITE, json.dumps({"npys": npys, "paths": paths, "tile": tile})]))
         results["peer"] = {"rumi-eo": meta["rumi"], "geozl": meta["geozl"]}
         ratio = statistics.mean(os.path.getsize(q) for q in paths) / raw
         for blob, q in zip(meta["headers"], paths, strict=True):

@@ -342,3 +342,24 @@ def http():
     srv = RangeServer().start()
     yield srv
     srv.stop()
+
+
+def remote_batch(server, urls, scenes, seed: int, latency: float = 0.05):
+    """``read_batch`` of 16 random 256 x 256 chips over 8 served ``scenes`` (1024 x 1024), with ``latency``
+    added to every request; checks the pixels and returns the chips' (file, y, x) rows."""
+    import rumimm
+
+    images = [rumimm.open(u, header=b, cache_bytes=0) for u, (_, _, b) in zip(urls, scenes, strict=True)]
+    rng = np.random.default_rng(seed)
+    rows = [(int(i), int(y), int(x)) for i, y, x in zip(rng.integers(0, 8, 16), rng.integers(0, 769, 16),
+                                                        rng.integers(0, 769, 16), strict=True)]
+    server.latency = latency
+    try:
+        got = rumimm.read_batch([images[i] for i, _, _ in rows], np.array([(y, x) for _, y, x in rows]),
+                                size=(256, 256))
+    finally:
+        server.latency = 0.0
+    for n, (i, y, x) in enumerate(rows):
+        np.testing.assert_array_equal(got[n], scenes[i][0][:, y:y + 256, x:x + 256])
+    return rows
+

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import remote_batch
 
 import rumimm
 from rumimm.errors import FormatError, RumiError
@@ -174,19 +175,7 @@ def test_a_cached_frame_is_not_fetched_again(server, scenes):
 
 
 def test_read_batch_fetches_a_batch_from_many_objects_together(server, scenes):
-    urls = _serve(server, scenes)
-    images = [rumimm.open(u, header=b, cache_bytes=0) for u, (_, _, b) in zip(urls, scenes, strict=True)]
-    rng = np.random.default_rng(3)
-    rows = [(int(i), int(y), int(x)) for i, y, x in zip(rng.integers(0, 8, 16), rng.integers(0, 769, 16),
-                                                        rng.integers(0, 769, 16), strict=True)]
-    server.latency = 0.05
-    try:
-        got = rumimm.read_batch([images[i] for i, _, _ in rows], np.array([(y, x) for _, y, x in rows]),
-                                size=(256, 256))
-    finally:
-        server.latency = 0.0
-    for n, (i, y, x) in enumerate(rows):
-        assert np.array_equal(got[n], scenes[i][0][:, y:y + 256, x:x + 256])
+    rows = remote_batch(server, _serve(server, scenes), scenes, seed=3)
     # at most one request per object and run of nearby frames: here every file is < 1 MiB
     # between its frames, so one per file the batch touches
     assert server.count("GET") == len({i for i, _, _ in rows})

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import remote_batch
 
 import rumimm
 from rumimm.errors import BlobError, FormatError
@@ -147,19 +148,7 @@ def test_opening_a_large_02_file_without_a_blob_costs_one_request(server, scenes
 
 
 def test_read_batch_of_02_files_fetches_one_request_per_file(server, scenes):
-    urls = _serve(server, scenes)
-    images = [rumimm.open(u, header=b, cache_bytes=0) for u, (_, _, b) in zip(urls, scenes, strict=True)]
-    rng = np.random.default_rng(7)
-    rows = [(int(i), int(y), int(x)) for i, y, x in zip(rng.integers(0, 8, 16), rng.integers(0, 769, 16),
-                                                        rng.integers(0, 769, 16), strict=True)]
-    server.latency = 0.05
-    try:
-        got = rumimm.read_batch([images[i] for i, _, _ in rows], np.array([(y, x) for _, y, x in rows]),
-                                size=(256, 256))
-    finally:
-        server.latency = 0.0
-    for n, (i, y, x) in enumerate(rows):
-        np.testing.assert_array_equal(got[n], scenes[i][0][:, y:y + 256, x:x + 256])
+    rows = remote_batch(server, _serve(server, scenes), scenes, seed=7)
     assert server.count("GET") == _runs(scenes, rows, 256)  # one per file and run of nearby frames
     assert server.max_in_flight >= 2
 
