@@ -64,6 +64,12 @@ def main(argv: list[str]) -> None:
 
     for _, data in seeds(name):  # warm up outside the limits
         t(data)
+    # The numba kernels load on the first read of more than a few frames, which small seeds may never
+    # make: load them now, so the resident-memory limit below counts them (about 100 MB of LLVM and
+    # compiled code) and a later input that reads them is not called out of memory for it.
+    from rumimm.reader import engine
+
+    engine.load()
     flags = argv[2:]
     if not any(f.startswith("-rss_limit_mb=") for f in flags):  # resident memory: what the warm process has + 200 MB
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
