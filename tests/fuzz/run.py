@@ -179,9 +179,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="libFuzzer's -seed (default 1)")
     ap.add_argument("--timeout", type=int, default=10, help="seconds one input may take (libFuzzer -timeout)")
     ap.add_argument("--keep", action="store_true", help="merge what was found into tests/fuzz/corpus/<target>")
-    ap.add_argument("--chunk-minutes", type=float, default=5.0,
+    ap.add_argument("--chunk-minutes", type=float, default=2.0,
                     help="a target's time in fresh processes of at most this long, each on the inputs found so far "
-                         "(default 5; 0: one process)")
+                         "(default 2; 0: one process)")
     ap.add_argument("--work", help="folder for seeds, new inputs, findings and logs (default: a temporary one)")
     ap.add_argument("--summary", help="write NAME.json and NAME.md")
     args = ap.parse_args(argv)
