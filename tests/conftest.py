@@ -363,3 +363,27 @@ def remote_batch(server, urls, scenes, seed: int, latency: float = 0.05):
         np.testing.assert_array_equal(got[n], scenes[i][0][:, y:y + 256, x:x + 256])
     return rows
 
+
+def write_scenes(folder, **write_kwargs):
+    """8 synthetic scenes of 4 bands, 1024 x 1024, 512-pixel tile frames, written with ``write_kwargs``:
+    [(array, path, blob)] (the remote tests' files, of either spec)."""
+    import rumimm
+    from rumimm.synthetic import eo_scene
+
+    out = []
+    for i in range(8):
+        a = eo_scene(bands=4, height=1024, width=1024, dtype="uint16", seed=i)
+        blob = rumimm.write(folder / f"s{i}.rumi", a, tile=512, **write_kwargs)
+        out.append((a, folder / f"s{i}.rumi", blob))
+    return out
+
+
+def moto_object(moto, monkeypatch, bucket: str, key: str, data: bytes) -> None:
+    """Point the environment at moto's S3 server, put ``data`` at ``s3://bucket/key`` and reset its counters."""
+    for k, v in moto.env.items():
+        monkeypatch.setenv(k, v)
+    c = moto.client()
+    c.create_bucket(Bucket=bucket)
+    c.put_object(Bucket=bucket, Key=key, Body=data)
+    moto.reset()
+

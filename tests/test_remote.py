@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import remote_batch
+from conftest import moto_object, remote_batch, write_scenes
 
 import rumimm
 from rumimm.errors import FormatError, RumiError
@@ -112,12 +112,7 @@ def test_validate_of_a_url_reports_a_corrupt_frame(server, small):
 
 def test_index_of_an_s3_object_through_the_environment(moto, monkeypatch, small):
     _, path, blob = small
-    for k, v in moto.env.items():
-        monkeypatch.setenv(k, v)
-    c = moto.client()
-    c.create_bucket(Bucket="rumimm-index")
-    c.put_object(Bucket="rumimm-index", Key="s/small.rumi", Body=path.read_bytes())
-    moto.reset()
+    moto_object(moto, monkeypatch, "rumimm-index", "s/small.rumi", path.read_bytes())
     assert rumimm.index("s3://rumimm-index/s/small.rumi") == blob
     assert moto.count("GET") == 1 and moto.count("HEAD") == 0
 
@@ -127,15 +122,7 @@ def test_index_of_an_s3_object_through_the_environment(moto, monkeypatch, small)
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory):
     """8 files of 4 bands, 1024 x 1024, 512-pixel tile frames: [(array, path, blob)]."""
-    from rumimm.synthetic import eo_scene
-
-    d = tmp_path_factory.mktemp("scenes")
-    out = []
-    for i in range(8):
-        a = eo_scene(bands=4, height=1024, width=1024, dtype="uint16", seed=i)
-        blob = rumimm.write(d / f"s{i}.rumi", a, tile=512)
-        out.append((a, d / f"s{i}.rumi", blob))
-    return out
+    return write_scenes(tmp_path_factory.mktemp("scenes"))
 
 
 def _serve(server, scenes):
@@ -218,12 +205,7 @@ def test_a_remote_image_pickles_as_its_uri_blob_and_options(server, scenes):
 
 def test_an_s3_object_through_the_environment(moto, monkeypatch, scenes):
     a, p, blob = scenes[6]
-    for k, v in moto.env.items():
-        monkeypatch.setenv(k, v)
-    c = moto.client()
-    c.create_bucket(Bucket="rumimm-images")
-    c.put_object(Bucket="rumimm-images", Key="s6.rumi", Body=p.read_bytes())
-    moto.reset()
+    moto_object(moto, monkeypatch, "rumimm-images", "s6.rumi", p.read_bytes())
     img = rumimm.open("s3://rumimm-images/s6.rumi", header=blob, cache_bytes=0)
     assert moto.requests == []
     assert np.array_equal(img[:, 300:556, 300:556], a[:, 300:556, 300:556])

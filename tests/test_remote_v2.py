@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import remote_batch
+from conftest import remote_batch, write_scenes
 
 import rumimm
 from rumimm.errors import BlobError, FormatError
@@ -96,16 +96,7 @@ def test_pixel_interleaved_layouts_read_windows_and_batches_over_http(server, na
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory):
     """8 spec 0.2 files of 4 bands, 1024 x 1024, 512-pixel tile frames: [(array, path, blob)]."""
-    from rumimm.synthetic import eo_scene
-
-    d = tmp_path_factory.mktemp("scenes_v2")
-    out = []
-    for i in range(8):
-        a = eo_scene(bands=4, height=1024, width=1024, dtype="uint16", seed=i)
-        blob = rumimm.write(d / f"s{i}.rumi", a, tile=512, format="0.2", bands=["B2", "B3", "B4", "B8"],
-                            time=TIME)
-        out.append((a, d / f"s{i}.rumi", blob))
-    return out
+    return write_scenes(tmp_path_factory.mktemp("scenes_v2"), format="0.2", bands=["B2", "B3", "B4", "B8"], time=TIME)
 
 
 def _serve(server, scenes):
