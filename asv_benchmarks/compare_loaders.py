@@ -39,7 +39,8 @@ Needs the ``bench`` extra (``pip install -e ".[bench]"``: rasterio, rumi-eo, zar
 second: ``rumimm.torchgeo.RumiDataset`` over a catalog of the scenes (tile 512 and 128)
 against TorchGeo's ``RasterDataset`` over GeoTIFFs of the same scenes (512 blocks, ZSTD 9,
 predictor 2), with the same queries from one TorchGeo sampler, through a ``DataLoader``
-(``stack_samples``) in process and with 2 forked workers.  Engines take turns epoch by
+(TorchGeo's ``stack_samples``; with ``--collate rumimm`` also rumimm's, for every row) in
+process and with 2 forked workers.  Engines take turns epoch by
 epoch in rotating order; each engine's first epoch (worker start, compilation) is untimed
 and its first batch is checked against the GeoTIFF dataset's.
 """
@@ -344,12 +345,25 @@ def run_mode(mode: str, engines: list, spec: dict) -> dict:
 TG_ENGINES = ("rumimm.torchgeo, tile 512", "rumimm.torchgeo, tile 128", "TorchGeo RasterDataset (GeoTIFF)")
 TG_SAMPLERS = ("RandomBatchGeoSampler", "RandomGeoSampler")
 TG_MODES = ("in process", "2 workers")
+#: a row name's ending when its DataLoader collates with rumimm.torchgeo.stack_samples, not TorchGeo's
+RUMI_COLLATE = ", rumimm stack_samples"
 
 
-def tg_engines(codecs=()) -> list[str]:
-    """The TorchGeo rows: rumimm.torchgeo at tile 512 and 128 (default codec, then each of ``codecs``), GeoTIFF last."""
-    return [*TG_ENGINES[:2], *(f"rumimm.torchgeo, tile {t}, codec={c}" for c in codecs for t in CODEC_TILES),
+def tg_engines(codecs=(), collates=("torchgeo",)) -> list[str]:
+    """The TorchGeo rows: rumimm.torchgeo at tile 512 and 128 (default codec, then each of ``codecs``), GeoTIFF
+    last; all of them again for each collate function in ``collates`` ("torchgeo", "rumimm")."""
+    rows = [*TG_ENGINES[:2], *(f"rumimm.torchgeo, tile {t}, codec={c}" for c in codecs for t in CODEC_TILES),
             TG_ENGINES[-1]]
+    return [row + ("" if c == "torchgeo" else RUMI_COLLATE) for c in collates for row in rows]
+
+
+def _tg_collate(engine: str):
+    """The DataLoader's collate_fn of a row: TorchGeo's stack_samples, or rumimm's where the row says so."""
+    if engine.endswith(RUMI_COLLATE):
+        from rumimm.torchgeo import stack_samples
+    else:
+        from torchgeo.datasets import stack_samples
+    return stack_samples
 
 
 def write_torchgeo_files(work: str, n: int, size: int, codecs=()) -> dict:
@@ -391,6 +405,7 @@ def _write_shifted_geotiff(path: str, arr: np.ndarray, transform) -> None:
 
 
 def _tg_dataset(engine: str, spec: dict):
+    engine = engine.removesuffix(RUMI_COLLATE)
     if engine.startswith("rumimm"):
         from rumimm.torchgeo import RumiDataset
 
@@ -426,13 +441,11 @@ def run_torchgeo(mode: str, sampler: str, spec: dict) -> dict:
     """Every TorchGeo engine over the same batches, epochs interleaved in rotating order."""
     import torch
     from torch.utils.data import DataLoader
-    from torchgeo.datasets import stack_samples
-
     batches = _tg_batches(spec, sampler, spec["batches"], spec["seed"])
     workers = 2 if mode == "2 workers" else 0
     kw = {"num_workers": workers, "persistent_workers": True, "multiprocessing_context": "fork"} if workers else {}
     engines = spec["engines"]
-    loaders = {e: DataLoader(_tg_dataset(e, spec), batch_sampler=batches, collate_fn=stack_samples, **kw)
+    loaders = {e: DataLoader(_tg_dataset(e, spec), batch_sampler=batches, collate_fn=_tg_collate(e), **kw)
                for e in engines}
     out = {e: {"seconds": [], "samples": len(batches) * BATCH, "exact": True} for e in engines}
     first = {}
@@ -463,7 +476,7 @@ def measure_torchgeo(args) -> dict:
         print(f"writing {args.files} scenes to {work}", file=sys.stderr)
         files = write_torchgeo_files(work, args.files, args.size, args.codec)
     spec = dict(files, files=files, batches=args.batches, epochs=args.rounds, seed=args.seed,
-                engines=tg_engines(args.codec))
+                engines=tg_engines(args.codec, args.collate))
     with open(spec_path, "w") as f:
         json.dump(spec, f)
     samples = {}
@@ -496,8 +509,8 @@ def build_torchgeo_table(results: dict) -> str:
     cols = [(s, m) for s in TG_SAMPLERS for m in TG_MODES]
     lines = ["| engine | " + " | ".join(f"{s}, {m}" for s, m in cols) + " |", "|---|" + "---:|" * len(cols)]
     engines = results.get("config", {}).get("engines", TG_ENGINES)
-    base = engines[-1]
     for e in engines:
+        base = TG_ENGINES[-1] + (RUMI_COLLATE if e.endswith(RUMI_COLLATE) else "")  # same collate function
         cells = []
         for s, m in cols:
             value = rate[f"{e}|{s}|{m}"]
@@ -698,6 +711,9 @@ def main(argv=None) -> int:
     p.add_argument("--torchgeo", action="store_true", help="compare rumimm.torchgeo with TorchGeo's RasterDataset")
     p.add_argument("--codec", nargs="*", default=[], metavar="PRESET",
                    help="also write rumimm files with these presets (tile 512 and 128) and read them (codec= rows)")
+    p.add_argument("--collate", nargs="+", default=["torchgeo"], choices=["torchgeo", "rumimm"],
+                   help="--torchgeo: the DataLoader's collate_fn, TorchGeo's stack_samples and/or rumimm.torchgeo's "
+                        "(every row once per choice, each rumi row against the GeoTIFF row of its collate)")
     p.add_argument("--worker", nargs=3, metavar=("MODE", "ENGINES", "SPEC"), help=argparse.SUPPRESS)
     p.add_argument("--torchgeo-worker", nargs=3, metavar=("MODE", "SAMPLER", "SPEC"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)

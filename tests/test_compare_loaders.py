@@ -76,3 +76,19 @@ def test_codec_rows_read_the_files_written_with_their_preset(tmp_path):
     assert all(got[e]["exact"] and got[e]["chips"] == loaders.BATCH for e in engines)
     sizes = loaders.file_sizes(files, loaders.BANDS * loaders.CHIP * loaders.CHIP * 2)
     assert all(0 < sizes[e]["ratio"] < 1.5 for e in engines)
+
+
+def test_torchgeo_rows_with_rumimms_collate_are_measured_against_the_geotiff_row_of_the_same_collate():
+    engines = loaders.tg_engines(["fast"], ["torchgeo", "rumimm"])
+    assert len(engines) == 10 and engines[4] == loaders.TG_ENGINES[-1]
+    assert engines[9] == loaders.TG_ENGINES[-1] + loaders.RUMI_COLLATE
+    samples = {}
+    for e in engines:
+        geotiff = e.startswith("TorchGeo")
+        seconds = [6.0] if geotiff and e.endswith(loaders.RUMI_COLLATE) else [12.0] if geotiff else [2.0]
+        for sampler in loaders.TG_SAMPLERS:
+            for mode in loaders.TG_MODES:
+                samples[f"{e}|{sampler}|{mode}"] = {"seconds": seconds, "samples": 48, "exact": True}
+    table = loaders.build_torchgeo_table({"samples": samples, "config": {"engines": engines}}).splitlines()
+    assert table[2].endswith(" | ".join(["24 (6.0x)"] * 4) + " |")  # TorchGeo's collate: 24 / 4 samples/s
+    assert table[7].endswith(" | ".join(["24 (3.0x)"] * 4) + " |")  # rumimm's collate: 24 / 8 samples/s

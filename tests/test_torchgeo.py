@@ -38,6 +38,7 @@ from torchgeo.samplers import (  # noqa: E402
 import rumimm  # noqa: E402
 from rumimm.errors import RumiError  # noqa: E402
 from rumimm.torchgeo import RumiDataset  # noqa: E402
+from rumimm.torchgeo import stack_samples as rumi_stack_samples  # noqa: E402
 
 RES = 10.0
 X0, Y0 = 500000.0, 4200000.0  # top-left corner of the mosaic
@@ -201,6 +202,61 @@ def test_dataloader_workers_reopen_files_with_their_blobs(world):
     # what a spawn worker gets: the dataset pickled without its open files (spawning costs ~20 s of imports here)
     clone = pickle.loads(pickle.dumps(ds))
     assert len(clone._images) == 0 and torch.equal(torch.stack([clone[q]["image"] for q in queries]), want)
+
+
+def test_rumi_stack_samples_returns_a_batch_without_copying_it_and_equals_torchgeos(world):
+    ds = RumiDataset(world["catalog"], bands=[2, 0])
+    torch.manual_seed(4)
+    queries = list(RandomGeoSampler(ds, size=48, length=8))
+    samples = ds.__getitems__(queries)
+    want = stack_samples(ds.__getitems__(queries))  # TorchGeo's: a fresh stacked copy
+    got = rumi_stack_samples(samples)
+    assert got.keys() == want.keys()
+    for key in want:
+        assert torch.equal(got[key], want[key]) and got[key].dtype == want[key].dtype
+    # the images were views of one batch: the batch is that memory, no copy was made
+    assert got["image"].data_ptr() == samples[0]["image"].data_ptr()
+    assert got["image"].shape == (8, 2, 48, 48) and got["image"].is_contiguous()
+    # anything else is stacked: reordered, repeated, strided or lone samples, and other keys' lists
+    for picked in ([samples[1], samples[0]], [samples[0], samples[0]], [samples[0]] + [samples[2]]):
+        batch = rumi_stack_samples(picked)
+        assert batch["image"].data_ptr() != samples[0]["image"].data_ptr()
+        assert torch.equal(batch["image"], torch.stack([s["image"] for s in picked]))
+    strided = [{"image": s["image"][:, ::2]} for s in samples[:2]]
+    assert torch.equal(rumi_stack_samples(strided)["image"], torch.stack([s["image"] for s in strided]))
+    assert rumi_stack_samples([{"image": samples[0]["image"], "name": "a"}])["name"] == ["a"]
+    # a single sample read alone is a view of its own one-sample batch
+    one = ds[queries[0]]
+    assert torch.equal(rumi_stack_samples([one])["image"][0], want["image"][0])
+    masks = RumiDataset(world["catalog"], bands=[1], is_image=False)
+    mask_samples = masks.__getitems__(queries)
+    batch = rumi_stack_samples(mask_samples)
+    assert batch["mask"].shape == (8, 48, 48) and batch["mask"].data_ptr() == mask_samples[0]["mask"].data_ptr()
+    assert torch.equal(batch["mask"], stack_samples(mask_samples)["mask"])
+
+
+@pytest.mark.parametrize("rumi_dataset", [True, False])
+def test_rumi_stack_samples_in_workers_gives_torchgeos_batches(world, rumi_dataset):
+    """Inside a worker the rumi batch is not copied, another dataset's is stacked straight into
+    shared memory; the training process gets the same batches as TorchGeo's stack_samples in
+    process, for the rumi dataset and for any other."""
+    ds = RumiDataset(world["catalog"]) if rumi_dataset else Labels(paths=str(world["root"] / "labels"))
+    queries = list(GridGeoSampler(ds, size=40, stride=97))[:12]
+    want = [stack_samples([ds[q] for q in queries[i:i + 4]]) for i in range(0, 12, 4)]
+    key = "image" if rumi_dataset else "mask"
+
+    def collate(samples):  # runs in the worker: is the batch in shared memory there, and is it a copy?
+        batch = rumi_stack_samples(samples)
+        return batch, (batch[key].is_shared(), batch[key].data_ptr() == samples[0][key].data_ptr())
+
+    loader = DataLoader(ds, sampler=queries, batch_size=4, num_workers=2, multiprocessing_context="fork",
+                        collate_fn=collate)
+    got = [batch for batch, flags in loader if flags == (not rumi_dataset, rumi_dataset)]
+    assert len(got) == 3
+    for g, w in zip(got, want, strict=True):
+        assert g.keys() == w.keys()
+        for key in w:
+            assert torch.equal(g[key], w[key]) if isinstance(w[key], torch.Tensor) else g[key] == w[key]
 
 
 def test_intersection_with_a_raster_dataset_of_masks(world):
