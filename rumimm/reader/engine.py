@@ -194,9 +194,12 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
                 batch.decoded[g][:] = frame
         elif missing:
             raw = fetch_frames(sources, owners, frames, missing)
-            mapped = [s.mapping() for s in sources]
-            check_new(batch, {g: raw[g] if g in raw else _frame_view(mapped[owners[g]], batch.source(g), frames[g])
-                              for g in missing})
+            checked = [s.header_checked for s in sources]
+            unchecked = [g for g in missing if not checked[owners[g]][frames[g]]]  # checked once per image
+            if unchecked:
+                mapped = [s.mapping() for s in sources]
+                check_new(batch, {g: raw[g] if g in raw else _frame_view(mapped[owners[g]], batch.source(g), frames[g])
+                                  for g in unchecked}, unchecked)
             need[missing] = 1
         addresses = np.array(batch.addresses, np.uint64)
         if missing and _NATIVE and not batch.store:
