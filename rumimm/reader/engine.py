@@ -194,12 +194,8 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
                 batch.decoded[g][:] = frame
         elif missing:
             raw = fetch_frames(sources, owners, frames, missing)
-            checked = [s.header_checked for s in sources]
-            unchecked = [g for g in missing if not checked[owners[g]][frames[g]]]  # checked once per image
-            if unchecked:
-                mapped = [s.mapping() for s in sources]
-                check_new(batch, {g: raw[g] if g in raw else _frame_view(mapped[owners[g]], batch.source(g), frames[g])
-                                  for g in unchecked}, unchecked)
+            mapped = [s.mapping() for s in sources]
+            check_new(batch, raw, view=lambda g: _frame_view(mapped[owners[g]], batch.source(g), frames[g]))
             need[missing] = 1
         addresses = np.array(batch.addresses, np.uint64)
         if missing and _NATIVE and not batch.store:

@@ -102,15 +102,20 @@ def plan_frames(sources, owners: list[int], frames: list[int], sizes: list[int],
     return batch
 
 
-def check_new(batch: FrameBatch, raw=None, groups=None) -> None:
-    """Check each new frame's OpenZL header (once per open image); ``raw[g]``: its bytes when read already.
+def check_new(batch: FrameBatch, raw=None, groups=None, view=None) -> None:
+    """Check each new frame's OpenZL header (once per open image); ``raw[g]``: its bytes when read already,
+    else ``view(g)``: its bytes in the file mapping, asked for only while the frame is unchecked.
 
     ``groups``: only these new frames (default all).
     """
     from rumimm.reader.frame_checks import check_header  # OpenZL loads with the first pixel read, not at open
 
     for g in batch.missing if groups is None else groups:
-        check_header(batch.source(g), batch.frames[g], None if raw is None else raw[g], batch.sizes[g])
+        fs, k = batch.source(g), batch.frames[g]
+        if fs.header_checked[k]:  # a batch re-reads mostly checked frames: no view built for them
+            continue
+        frame = raw[g] if raw is not None and g in raw else (None if view is None else view(g))
+        check_header(fs, k, frame, batch.sizes[g])
 
 
 def finish(batch: FrameBatch, bad: int = -1, status: int = 0) -> None:
