@@ -100,28 +100,23 @@ def _torch_ready(data: np.ndarray) -> np.ndarray:
     return data
 
 
-def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised tensor, in shared memory inside a ``DataLoader`` worker (where torch's
-    ``default_collate`` allocates its batches too), in ordinary memory elsewhere."""
-    if torch.utils.data.get_worker_info() is None:
-        return torch.empty(shape, dtype=dtype)
-    nbytes = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-    storage = torch.UntypedStorage._new_shared(nbytes)
+def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor in shared memory, where torch's ``default_collate`` puts a
+    worker's batches too: sending it to the training process copies nothing."""
+    storage = torch.UntypedStorage._new_shared(int(np.prod(shape)) * dtype.itemsize)
     return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
 
 
 def _batch_of(tensors: list) -> torch.Tensor | None:
-    """The batch that the tensors are consecutive views of, or None.
+    """The batch that the tensors (at least one) are consecutive views of, or None.
 
     Every tensor contiguous, of one shape, dtype and device, and tensor ``i`` starting ``i``
     tensor sizes after the first in one storage: stacking them would copy that storage onto
     itself, and a view of it is the same batch."""
     first = tensors[0]
-    if not isinstance(first, torch.Tensor) or first.requires_grad:
-        return None
     storage, n, start = first.untyped_storage(), first.numel(), first.storage_offset()
     for i, t in enumerate(tensors):
-        if not (isinstance(t, torch.Tensor) and t.dtype == first.dtype and t.shape == first.shape
+        if not (t.dtype == first.dtype and t.shape == first.shape
                 and t.device == first.device and t.is_contiguous() and not t.requires_grad
                 and t.untyped_storage().data_ptr() == storage.data_ptr() and t.storage_offset() == start + i * n):
             return None
@@ -151,7 +146,7 @@ def stack_samples(samples) -> dict:
         batch = _batch_of(values)
         if batch is None:
             if torch.utils.data.get_worker_info() is not None and len({v.shape for v in values}) == 1:
-                batch = torch.stack(values, out=_empty((len(values), *values[0].shape), values[0].dtype))
+                batch = torch.stack(values, out=_shared_empty((len(values), *values[0].shape), values[0].dtype))
             else:
                 batch = torch.stack(values)
         out[key] = batch
