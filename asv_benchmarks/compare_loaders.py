@@ -36,13 +36,16 @@ Engines read files hot in the OS page cache: this measures decoding, not disks.
 Needs the ``bench`` extra (``pip install -e ".[bench]"``: rasterio, rumi-eo, zarr, matplotlib).
 
 ``--torchgeo`` (Python >= 3.12, the ``torchgeo`` extra) instead compares TorchGeo samples per
-second: ``rumimm.torchgeo.RumiDataset`` over a catalog of the scenes (tile 512 and 128)
+second: ``rumimm.torchgeo.RumiDataset`` over a catalog of the scenes (tile 512 and 128; with
+``--codec``, also written with each preset in tile frames at 512 and 128 and cell frames at 128)
 against TorchGeo's ``RasterDataset`` over GeoTIFFs of the same scenes (512 blocks, ZSTD 9,
 predictor 2), with the same queries from one TorchGeo sampler, through a ``DataLoader``
 (TorchGeo's ``stack_samples``; with ``--collate rumimm`` also rumimm's, for every row) in
 process and with 2 forked workers.  Engines take turns epoch by
-epoch in rotating order; each engine's first epoch (worker start, compilation) is untimed
-and its first batch is checked against the GeoTIFF dataset's.
+epoch in rotating order; before each timed epoch an engine's DataLoader starts with a few
+untimed batches (worker start, kernels, open files), and with workers only that engine's
+workers are alive, as in a training process.  Each engine's first batch is checked against
+the GeoTIFF dataset's.
 """
 
 from __future__ import annotations
@@ -349,10 +352,21 @@ TG_MODES = ("in process", "2 workers")
 RUMI_COLLATE = ", rumimm stack_samples"
 
 
+#: (tile, unit) of the TorchGeo comparison's codec= rows: tile frames at 512 and 128, and cell frames (every
+#: band of a tile in one frame) at 128, which decode the same bytes as tile frames in a quarter as many frames
+TG_CODEC_LAYOUTS = ((512, "tile"), (128, "tile"), (128, "cell"))
+
+
+def _tg_rumi_engine(tile: int, unit: str = "tile", codec: str | None = None) -> str:
+    return (f"rumimm.torchgeo, tile {tile}{'' if unit == 'tile' else ' ' + unit}"
+            + ("" if codec is None else f", codec={codec}"))
+
+
 def tg_engines(codecs=(), collates=("torchgeo",)) -> list[str]:
-    """The TorchGeo rows: rumimm.torchgeo at tile 512 and 128 (default codec, then each of ``codecs``), GeoTIFF
-    last; all of them again for each collate function in ``collates`` ("torchgeo", "rumimm")."""
-    rows = [*TG_ENGINES[:2], *(f"rumimm.torchgeo, tile {t}, codec={c}" for c in codecs for t in CODEC_TILES),
+    """The TorchGeo rows: rumimm.torchgeo at tile 512 and 128 (default codec), then each of ``codecs`` at every
+    ``TG_CODEC_LAYOUTS``, GeoTIFF last; all of them again for each collate function in ``collates``
+    ("torchgeo", "rumimm")."""
+    rows = [*TG_ENGINES[:2], *(_tg_rumi_engine(t, u, c) for c in codecs for t, u in TG_CODEC_LAYOUTS),
             TG_ENGINES[-1]]
     return [row + ("" if c == "torchgeo" else RUMI_COLLATE) for c in collates for row in rows]
 
@@ -367,28 +381,29 @@ def _tg_collate(engine: str):
 
 
 def write_torchgeo_files(work: str, n: int, size: int, codecs=()) -> dict:
-    """The scenes as rumi (tile 512 and 128, catalogs of both; again per preset in ``codecs``) and as
-    GeoTIFFs in a folder of their own."""
+    """The scenes as rumi (tile 512 and 128, catalogs of both; again per preset in ``codecs`` at every
+    ``TG_CODEC_LAYOUTS``) and as GeoTIFFs in a folder of their own."""
     from rumimm.synthetic import eo_scene
 
     os.makedirs(os.path.join(work, "tif"), exist_ok=True)
     out = {"catalogs": {}, "tif": os.path.join(work, "tif")}
-    written: dict = {(t, None): ([], []) for t in (512, 128)}
-    written.update({(t, c): ([], []) for c in codecs for t in CODEC_TILES})
+    written: dict = {(t, "tile", None): ([], []) for t in (512, 128)}
+    written.update({(t, u, c): ([], []) for c in codecs for t, u in TG_CODEC_LAYOUTS})
     for i in range(n):
         arr = eo_scene(bands=BANDS, height=size, width=size, dtype="uint16", seed=i)
         a, b, c, d, e, f = TRANSFORM
         transform = (a, b, c + i * size * a, d, e, f)  # scenes side by side: the index has one per place
-        for (tile, codec), (paths, blobs) in written.items():
-            path = os.path.join(work, f"s{i}_t{tile}{'' if codec is None else '_' + codec}.rumi")
-            blobs.append(rumimm.write(path, arr, tile=tile, codec=codec, transform=transform, crs=EPSG))
+        for (tile, unit, codec), (paths, blobs) in written.items():
+            name = f"s{i}_t{tile}{'' if unit == 'tile' else unit}{'' if codec is None else '_' + codec}.rumi"
+            path = os.path.join(work, name)
+            blobs.append(rumimm.write(path, arr, tile=tile, unit=unit, codec=codec, transform=transform, crs=EPSG))
             paths.append(path)
         _write_shifted_geotiff(os.path.join(work, "tif", f"s{i}.tif"), arr, transform)
-    for (tile, codec), (paths, blobs) in written.items():
-        cat = os.path.join(work, f"catalog_t{tile}{'' if codec is None else '_' + codec}.parquet")
+    for (tile, unit, codec), (paths, blobs) in written.items():
+        cat = os.path.join(work, f"catalog_t{tile}{'' if unit == 'tile' else unit}"
+                                 f"{'' if codec is None else '_' + codec}.parquet")
         rumimm.write_catalog(rumimm.catalog(paths, blobs=blobs), cat)
-        engine = f"rumimm.torchgeo, tile {tile}" + ("" if codec is None else f", codec={codec}")
-        out["catalogs"][engine] = cat
+        out["catalogs"][_tg_rumi_engine(tile, unit, codec)] = cat
     return out
 
 
@@ -437,31 +452,70 @@ def _tg_batches(spec: dict, sampler: str, n_batches: int, seed: int) -> list:
     return batches
 
 
+#: untimed batches that start an engine's DataLoader (worker processes, kernels, open files) before each timed epoch
+TG_WARMUP = 3
+
+
+class _Batches:
+    """A DataLoader's batch sampler whose batches can be swapped between epochs (warm-up, then timed)."""
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+def _tg_first_batch(engine: str, spec: dict, queries):
+    """The images of one batch of ``queries``, read in this process by a dataset made for it."""
+    ds = _tg_dataset(engine, spec)
+    samples = ds.__getitems__(queries) if hasattr(ds, "__getitems__") else [ds[q] for q in queries]
+    return _tg_collate(engine)(samples)["image"]
+
+
 def run_torchgeo(mode: str, sampler: str, spec: dict) -> dict:
-    """Every TorchGeo engine over the same batches, epochs interleaved in rotating order."""
+    """Every TorchGeo engine over the same batches, epochs interleaved in rotating order.
+
+    First every engine reads the first batch in this process (rumimm's kernels load here, so
+    forked workers start with them); that batch, and the same batch through the engine's
+    DataLoader, must equal the GeoTIFF dataset's.  With workers,
+    one engine's DataLoader is alive at a time, as in a training process: it starts
+    (``TG_WARMUP`` untimed batches: workers fork, files open), runs the timed epoch and shuts
+    its workers down.  Keeping every engine's workers alive at once (two dozen processes,
+    each with its copy-on-write share of the parent's heap) slowed whichever engine ran next
+    by up to a third on the 2-core machine.
+    """
     import torch
     from torch.utils.data import DataLoader
     batches = _tg_batches(spec, sampler, spec["batches"], spec["seed"])
     workers = 2 if mode == "2 workers" else 0
     kw = {"num_workers": workers, "persistent_workers": True, "multiprocessing_context": "fork"} if workers else {}
     engines = spec["engines"]
-    loaders = {e: DataLoader(_tg_dataset(e, spec), batch_sampler=batches, collate_fn=_tg_collate(e), **kw)
-               for e in engines}
+    datasets = {e: _tg_dataset(e, spec) for e in engines}
     out = {e: {"seconds": [], "samples": len(batches) * BATCH, "exact": True} for e in engines}
-    first = {}
-    for e in engines:  # untimed first epoch: workers start, kernels compile; its first batch is checked
-        for k, batch in enumerate(loaders[e]):
-            if k == 0:
-                first[e] = batch["image"]
-    reference = first[engines[-1]]
-    for e in engines:
-        out[e]["exact"] = bool(torch.equal(first[e], reference))
+    first = {e: _tg_first_batch(e, spec, batches[0]) for e in engines}  # datasets of their own: nothing to fork
+    loaded = {}  # the same batch through each engine's DataLoader
     for r in range(spec["epochs"]):
         for e in _rotated(list(engines), r):
+            order = _Batches(batches[:TG_WARMUP])
+            loader = DataLoader(datasets[e], batch_sampler=order, collate_fn=_tg_collate(e), **kw)
+            for k, batch in enumerate(loader):  # untimed: the loader starts
+                if k == 0 and r == 0:
+                    loaded[e] = batch["image"]
+            order.batches = batches
             t0 = time.perf_counter()
-            for _ in loaders[e]:
+            for _ in loader:
                 pass
             out[e]["seconds"].append(time.perf_counter() - t0)
+            if workers:  # now, not whenever the garbage collector gets to it
+                loader._iterator._shutdown_workers()
+            del loader
+    reference = first[engines[-1]]
+    for e in engines:
+        out[e]["exact"] = bool(torch.equal(first[e], reference) and torch.equal(loaded[e], reference))
     return out
 
 

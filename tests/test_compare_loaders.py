@@ -80,8 +80,9 @@ def test_codec_rows_read_the_files_written_with_their_preset(tmp_path):
 
 def test_torchgeo_rows_with_rumimms_collate_are_measured_against_the_geotiff_row_of_the_same_collate():
     engines = loaders.tg_engines(["fast"], ["torchgeo", "rumimm"])
-    assert len(engines) == 10 and engines[4] == loaders.TG_ENGINES[-1]
-    assert engines[9] == loaders.TG_ENGINES[-1] + loaders.RUMI_COLLATE
+    assert len(engines) == 12 and engines[5] == loaders.TG_ENGINES[-1]
+    assert engines[4] == "rumimm.torchgeo, tile 128 cell, codec=fast"
+    assert engines[11] == loaders.TG_ENGINES[-1] + loaders.RUMI_COLLATE
     samples = {}
     for e in engines:
         geotiff = e.startswith("TorchGeo")
@@ -91,4 +92,18 @@ def test_torchgeo_rows_with_rumimms_collate_are_measured_against_the_geotiff_row
                 samples[f"{e}|{sampler}|{mode}"] = {"seconds": seconds, "samples": 48, "exact": True}
     table = loaders.build_torchgeo_table({"samples": samples, "config": {"engines": engines}}).splitlines()
     assert table[2].endswith(" | ".join(["24 (6.0x)"] * 4) + " |")  # TorchGeo's collate: 24 / 4 samples/s
-    assert table[7].endswith(" | ".join(["24 (3.0x)"] * 4) + " |")  # rumimm's collate: 24 / 8 samples/s
+    assert table[8].endswith(" | ".join(["24 (3.0x)"] * 4) + " |")  # rumimm's collate: 24 / 8 samples/s
+
+
+def test_torchgeo_rows_read_catalogs_of_their_own_tile_unit_and_preset(tmp_path):
+    files = loaders.write_torchgeo_files(str(tmp_path), 2, 256, codecs=["fast"])
+    rows = [e for e in loaders.tg_engines(["fast"]) if e.startswith("rumimm")]
+    assert sorted(files["catalogs"]) == sorted(rows)
+    for engine in rows:
+        table = rumimm.read_catalog(files["catalogs"][engine])
+        assert table.num_rows == 2
+        for path, blob in zip(table.column("path").to_pylist(), table.column("blob").to_pylist(), strict=True):
+            with rumimm.open(path, bytes(blob)) as img:
+                want = "tile 128 cell" if "cell" in engine else f"tile {img.tile[0]}"
+                assert f"{want}," in engine + "," and img.frame_unit == ("cell" if "cell" in engine else "tile")
+                assert ("codec=fast" in engine) == (recognise_preset(img.raw_frame(0), img.header) == "fast")

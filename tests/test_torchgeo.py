@@ -241,22 +241,50 @@ def test_rumi_stack_samples_in_workers_gives_torchgeos_batches(world, rumi_datas
     shared memory; the training process gets the same batches as TorchGeo's stack_samples in
     process, for the rumi dataset and for any other."""
     ds = RumiDataset(world["catalog"]) if rumi_dataset else Labels(paths=str(world["root"] / "labels"))
-    queries = list(GridGeoSampler(ds, size=40, stride=97))[:12]
-    want = [stack_samples([ds[q] for q in queries[i:i + 4]]) for i in range(0, 12, 4)]
+    torch.manual_seed(3)
+    queries = list(RandomGeoSampler(ds, size=40, length=24))
+    want = [stack_samples([ds[q] for q in queries[i:i + 4]]) for i in range(0, 24, 4)]
     key = "image" if rumi_dataset else "mask"
 
-    def collate(samples):  # runs in the worker: is the batch in shared memory there, and is it a copy?
+    def collate(samples):  # runs in the worker: where were the samples read, is the batch in shared memory, a copy?
         batch = rumi_stack_samples(samples)
-        return batch, (batch[key].is_shared(), batch[key].data_ptr() == samples[0][key].data_ptr())
+        return batch, (torch.utils.data.get_worker_info().id, samples[0][key].is_shared(), batch[key].is_shared(),
+                       batch[key].data_ptr() == samples[0][key].data_ptr())
 
     loader = DataLoader(ds, sampler=queries, batch_size=4, num_workers=2, multiprocessing_context="fork",
                         collate_fn=collate)
-    got = [batch for batch, flags in loader if flags == (not rumi_dataset, rumi_dataset)]
-    assert len(got) == 3
+    got, flags = zip(*loader, strict=True)
+    assert len(got) == 6
     for g, w in zip(got, want, strict=True):
         assert g.keys() == w.keys()
-        for key in w:
-            assert torch.equal(g[key], w[key]) if isinstance(w[key], torch.Tensor) else g[key] == w[key]
+        for key_ in w:
+            assert torch.equal(g[key_], w[key_]) if isinstance(w[key_], torch.Tensor) else g[key_] == w[key_]
+    for n, (worker, read_shared, sent_shared, same) in enumerate(flags):
+        if rumi_dataset:
+            # sent as read; a worker's first batch is read in ordinary memory (torch moves it to shared memory
+            # to send it), the next ones straight into shared memory once the worker has seen its collate keep them
+            assert same and read_shared == sent_shared == (n >= 2), (n, worker)
+        else:
+            assert not same and not read_shared and sent_shared
+
+
+def test_rumi_batches_stay_in_ordinary_memory_for_torchgeos_collate(world):
+    """With a collate that copies (TorchGeo's), a worker never reads into shared memory, which
+    would cost slower page faults for a batch copied anyway."""
+    ds = RumiDataset(world["catalog"])
+    torch.manual_seed(3)
+    queries = list(RandomGeoSampler(ds, size=40, length=24))
+
+    def collate(samples):
+        return stack_samples(samples), samples[0]["image"].is_shared()
+
+    loader = DataLoader(ds, sampler=queries, batch_size=4, num_workers=2, multiprocessing_context="fork",
+                        collate_fn=collate)
+    got = list(loader)
+    assert len(got) == 6 and not any(shared for _, shared in got)
+    want = [stack_samples([ds[q] for q in queries[i:i + 4]]) for i in range(0, 24, 4)]
+    for (g, _), w in zip(got, want, strict=True):
+        assert torch.equal(g["image"], w["image"]) and torch.equal(g["bounds"], w["bounds"])
 
 
 def test_intersection_with_a_raster_dataset_of_masks(world):
@@ -339,3 +367,22 @@ def test_bad_catalogs_and_queries_are_refused_clearly(world, tmp_path):
         ds.crs = pyproj.CRS.from_epsg(4326)
     with pytest.raises(ValueError, match="bands must be 0-based band numbers below 3"):
         RumiDataset(table, bands=[3])
+
+
+def test_the_loader_comparison_times_every_row_on_the_same_samples(tmp_path):
+    """compare_loaders.py --torchgeo: each row's first batch equals the GeoTIFF dataset's, in
+    process and with workers that start and stop around each timed epoch."""
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script
+    from asv_benchmarks import compare_loaders as loaders
+
+    files = loaders.write_torchgeo_files(str(tmp_path), 1, 2 * loaders.CHIP, codecs=["fast"])
+    engines = ["rumimm.torchgeo, tile 128 cell, codec=fast" + loaders.RUMI_COLLATE, "rumimm.torchgeo, tile 512",
+               loaders.TG_ENGINES[-1]]
+    spec = dict(files, batches=loaders.TG_WARMUP + 1, epochs=2, seed=0, engines=engines)
+    for mode in loaders.TG_MODES:
+        got = loaders.run_torchgeo(mode, "RandomGeoSampler", spec)
+        assert set(got) == set(engines)
+        for row in got.values():
+            assert row["exact"] and len(row["seconds"]) == 2 and row["samples"] == spec["batches"] * loaders.BATCH

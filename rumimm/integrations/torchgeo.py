@@ -100,6 +100,12 @@ def _torch_ready(data: np.ndarray) -> np.ndarray:
     return data
 
 
+#: True inside a ``DataLoader`` worker once :func:`stack_samples` has sent a batch on as it was
+#: read: that worker's collate keeps batches, so :class:`RumiDataset` assembles the next ones
+#: in shared memory, where the worker would otherwise copy them to send them.
+_collate_keeps_batches = False
+
+
 def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised tensor in shared memory, where torch's ``default_collate`` puts a
     worker's batches too: sending it to the training process copies nothing."""
@@ -132,9 +138,11 @@ def stack_samples(samples) -> dict:
     Tensors under one key are stacked along a new first axis; other values are gathered in
     lists.  Where a key's tensors are consecutive views of one batch, which is what
     :class:`RumiDataset` returns for a ``DataLoader`` batch, that batch is returned as it is,
-    without the copy (16 MB for 16 float32 samples of 4 x 256 x 256).  Other tensors are
-    stacked, inside a worker straight into shared memory (as torch's ``default_collate``
-    does), which spares any dataset's batch the second copy a worker makes to send it.
+    without the copy (16 MB for 16 float32 samples of 4 x 256 x 256); inside a worker, this
+    tells the worker's rumi dataset to read its next batches into shared memory, so that
+    sending them copies nothing either.  Other tensors are stacked, inside a worker straight
+    into shared memory (as torch's ``default_collate`` does), which spares any dataset's
+    batch the second copy a worker makes to send it.
     """
     samples = list(samples)
     out: dict = {}
@@ -144,11 +152,14 @@ def stack_samples(samples) -> dict:
             out[key] = values
             continue
         batch = _batch_of(values)
-        if batch is None:
-            if torch.utils.data.get_worker_info() is not None and len({v.shape for v in values}) == 1:
-                batch = torch.stack(values, out=_shared_empty((len(values), *values[0].shape), values[0].dtype))
-            else:
-                batch = torch.stack(values)
+        in_worker = torch.utils.data.get_worker_info() is not None
+        if batch is None and in_worker and len({v.shape for v in values}) == 1:
+            batch = torch.stack(values, out=_shared_empty((len(values), *values[0].shape), values[0].dtype))
+        elif batch is None:
+            batch = torch.stack(values)
+        elif in_worker:
+            global _collate_keeps_batches
+            _collate_keeps_batches = True
         out[key] = batch
     return out
 
@@ -183,6 +194,9 @@ class RumiDataset(GeoDataset):
         Applied to every sample dict.
     cache_bytes : int, optional
         Decoded-frame cache per file, as in :func:`rumimm.open` (0: none).
+    verify : bool
+        Verify each frame's OpenZL checksums while decoding, as :func:`rumimm.open`
+        (default True).
     worker_threads : int
         Decode threads in a ``DataLoader`` worker process (default 1: the workers are the
         parallelism); the process that built the dataset keeps its setting.
@@ -212,7 +226,7 @@ class RumiDataset(GeoDataset):
 
     def __init__(self, catalog, *, where=None, bands=None, res=None, time=None, is_image: bool = True,
                  dtype: torch.dtype | None = None, nodata: float = 0, transforms=None, cache_bytes=None,
-                 worker_threads: int = 1, max_open: int = 256):
+                 verify: bool = True, worker_threads: int = 1, max_open: int = 256):
         table = _table(catalog, where)
         n = table.num_rows
         if n == 0:
@@ -265,11 +279,15 @@ class RumiDataset(GeoDataset):
         self.nodata = nodata
         self.transforms = transforms
         self.cache_bytes = cache_bytes
+        self.verify = bool(verify)
         self.worker_threads = int(worker_threads)
         self.max_open = int(max_open)
 
         times = _times(table, time, n)
         self.time_ns = np.array([[s.value, e.value] for s, e in times], np.int64)
+        b = self.file_bounds
+        self._extent = (float(b[:, 0].min()), float(b[:, 2].max()), float(b[:, 1].min()), float(b[:, 3].max()),
+                        pd.Timestamp(int(self.time_ns[:, 0].min())), pd.Timestamp(int(self.time_ns[:, 1].max())))
         geometry = shapely.box(self.file_bounds[:, 0], self.file_bounds[:, 1], self.file_bounds[:, 2],
                                self.file_bounds[:, 3])
         interval = pd.IntervalIndex.from_tuples(times, closed="both", name="datetime")
@@ -283,11 +301,10 @@ class RumiDataset(GeoDataset):
     # -- TorchGeo's properties ------------------------------------------------------------------
     @property
     def bounds(self) -> tuple[slice, slice, slice]:
-        """Bounding x, y and t slices of the index (from the catalog's bounds, not recomputed per query)."""
-        b, t = self.file_bounds, self.time_ns
-        return (slice(float(b[:, 0].min()), float(b[:, 2].max()), self.res[0]),
-                slice(float(b[:, 1].min()), float(b[:, 3].max()), self.res[1]),
-                slice(pd.Timestamp(int(t[:, 0].min())), pd.Timestamp(int(t[:, 1].max())), 1))
+        """Bounding x, y and t slices of the index (the catalog's extent, found once: TorchGeo
+        asks for it at every query)."""
+        xmin, xmax, ymin, ymax, tmin, tmax = self._extent
+        return slice(xmin, xmax, self.res[0]), slice(ymin, ymax, self.res[1]), slice(tmin, tmax, 1)
 
     @GeoDataset.crs.setter
     def crs(self, new_crs) -> None:
@@ -300,7 +317,7 @@ class RumiDataset(GeoDataset):
     # -- files --------------------------------------------------------------------------------
     def _image(self, f: int):
         return self._images.get(f, lambda: rumimm.open(self.paths[f], header=self.blobs[f],
-                                                       cache_bytes=self.cache_bytes))
+                                                       cache_bytes=self.cache_bytes, verify=self.verify))
 
     def close(self) -> None:
         """Close the files this process opened (they reopen on the next read)."""
@@ -362,7 +379,7 @@ class RumiDataset(GeoDataset):
                 pieces.append((int(f), py, px))
                 if px[:2] == (0, width) and py[:2] == (0, height):
                     break  # this row covers the whole sample: the rows after it are hidden
-        return (x, y), height, width, pieces[::-1]  # painted last to first: the first row wins
+        return (x, y, t), height, width, pieces[::-1]  # painted last to first: the first row wins
 
     # -- reading --------------------------------------------------------------------------------
     def _read(self, queries) -> list[dict]:
@@ -394,27 +411,37 @@ class RumiDataset(GeoDataset):
             if px[4] is not None:
                 chip = chip[:, :, px[4]]
             outs[n][:, py[0]:py[1], px[0]:px[1]] = chip  # cast to the sample dtype on the way
-        return [self._sample(q, (x, y), t) for q, ((x, y), _, _, _), t in zip(queries, plans, tensors, strict=True)]
+        # bounds and transform are tensors of their own per sample: rows of one tensor per batch made a
+        # forked worker's heap grow by tens of MB a batch with TorchGeo's collate (measured, glibc 2.36)
+        return [self._sample(data, *xyt) for data, (xyt, _, _, _) in zip(tensors, plans, strict=True)]
 
     def _outputs(self, shapes: list[tuple[int, int, int]]) -> list:
         """Where each sample is assembled, already in the sample dtype: views of one batch tensor
         when the samples share a shape, so :func:`stack_samples` returns that batch without
-        copying it.  Ordinary memory even in a ``DataLoader`` worker: fresh shared memory costs
-        about 1 ms a MB to fault in here, and a batch that TorchGeo's ``stack_samples`` copies
-        would pay it for nothing (the worker moves what it sends to shared memory anyway)."""
+        copying it.
+
+        In a ``DataLoader`` worker whose collate is :func:`stack_samples` (known once it has
+        sent a batch on as it was read) the batch is placed in shared memory, which the
+        worker sends without copying; elsewhere in ordinary memory: a batch that another
+        collate function copies anyway would pay for shared memory's slower page faults
+        for nothing."""
         if self.dtype not in _NUMPY_OF:  # a dtype numpy lacks (bfloat16, ...): torch casts in _sample
             return [np.empty(s, self.sample_dtype) for s in shapes]
         if len(set(shapes)) == 1:
-            return list(torch.empty((len(shapes), *shapes[0]), dtype=self.dtype))
+            shape = (len(shapes), *shapes[0])
+            if _collate_keeps_batches and torch.utils.data.get_worker_info() is not None:
+                return list(_shared_empty(shape, self.dtype))
+            return list(torch.empty(shape, dtype=self.dtype))
         return [torch.empty(s, dtype=self.dtype) for s in shapes]
 
-    def _sample(self, query, xy, data) -> dict:
-        x, y = xy
+    def _sample(self, data, x: slice, y: slice, t: slice) -> dict:
+        """TorchGeo's sample dict of the query whose disambiguated slices are ``x``, ``y``, ``t``."""
         if isinstance(data, torch.Tensor):
             tensor = data  # what _outputs made, filled in self.dtype
         else:
             tensor = torch.from_numpy(_torch_ready(data)).to(self.dtype)
-        sample = {"bounds": self._slice_to_tensor(query),
+        sample = {"bounds": torch.tensor([x.start, x.stop, x.step, y.start, y.stop, y.step,  # _slice_to_tensor's
+                                          t.start.timestamp(), t.stop.timestamp(), t.step]),
                   "transform": torch.tensor([x.step, 0.0, x.start, 0.0, -y.step, y.stop, 0.0, 0.0, 1.0])}
         if self.is_image:
             sample["image"] = tensor
