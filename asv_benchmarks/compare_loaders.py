@@ -380,6 +380,11 @@ def _tg_collate(engine: str):
     return stack_samples
 
 
+def _tg_tag(tile: int, unit: str, codec: str | None) -> str:
+    """The file-name part of a layout and preset: t128, t128cell_fast, ..."""
+    return f"t{tile}{'' if unit == 'tile' else unit}{'' if codec is None else '_' + codec}"
+
+
 def write_torchgeo_files(work: str, n: int, size: int, codecs=()) -> dict:
     """The scenes as rumi (tile 512 and 128, catalogs of both; again per preset in ``codecs`` at every
     ``TG_CODEC_LAYOUTS``) and as GeoTIFFs in a folder of their own."""
@@ -394,14 +399,12 @@ def write_torchgeo_files(work: str, n: int, size: int, codecs=()) -> dict:
         a, b, c, d, e, f = TRANSFORM
         transform = (a, b, c + i * size * a, d, e, f)  # scenes side by side: the index has one per place
         for (tile, unit, codec), (paths, blobs) in written.items():
-            name = f"s{i}_t{tile}{'' if unit == 'tile' else unit}{'' if codec is None else '_' + codec}.rumi"
-            path = os.path.join(work, name)
+            path = os.path.join(work, f"s{i}_{_tg_tag(tile, unit, codec)}.rumi")
             blobs.append(rumimm.write(path, arr, tile=tile, unit=unit, codec=codec, transform=transform, crs=EPSG))
             paths.append(path)
         _write_shifted_geotiff(os.path.join(work, "tif", f"s{i}.tif"), arr, transform)
     for (tile, unit, codec), (paths, blobs) in written.items():
-        cat = os.path.join(work, f"catalog_t{tile}{'' if unit == 'tile' else unit}"
-                                 f"{'' if codec is None else '_' + codec}.parquet")
+        cat = os.path.join(work, f"catalog_{_tg_tag(tile, unit, codec)}.parquet")
         rumimm.write_catalog(rumimm.catalog(paths, blobs=blobs), cat)
         out["catalogs"][_tg_rumi_engine(tile, unit, codec)] = cat
     return out

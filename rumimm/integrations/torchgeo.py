@@ -379,7 +379,7 @@ class RumiDataset(GeoDataset):
                 pieces.append((int(f), py, px))
                 if px[:2] == (0, width) and py[:2] == (0, height):
                     break  # this row covers the whole sample: the rows after it are hidden
-        return (x, y, t), height, width, pieces[::-1]  # painted last to first: the first row wins
+        return (x, y), height, width, pieces[::-1]  # painted last to first: the first row wins
 
     # -- reading --------------------------------------------------------------------------------
     def _read(self, queries) -> list[dict]:
@@ -413,7 +413,7 @@ class RumiDataset(GeoDataset):
             outs[n][:, py[0]:py[1], px[0]:px[1]] = chip  # cast to the sample dtype on the way
         # bounds and transform are tensors of their own per sample: rows of one tensor per batch made a
         # forked worker's heap grow by tens of MB a batch with TorchGeo's collate (measured, glibc 2.36)
-        return [self._sample(data, *xyt) for data, (xyt, _, _, _) in zip(tensors, plans, strict=True)]
+        return [self._sample(q, x, y, data) for q, ((x, y), _, _, _), data in zip(queries, plans, tensors, strict=True)]
 
     def _outputs(self, shapes: list[tuple[int, int, int]]) -> list:
         """Where each sample is assembled, already in the sample dtype: views of one batch tensor
@@ -434,14 +434,13 @@ class RumiDataset(GeoDataset):
             return list(torch.empty(shape, dtype=self.dtype))
         return [torch.empty(s, dtype=self.dtype) for s in shapes]
 
-    def _sample(self, data, x: slice, y: slice, t: slice) -> dict:
-        """TorchGeo's sample dict of the query whose disambiguated slices are ``x``, ``y``, ``t``."""
+    def _sample(self, query, x: slice, y: slice, data) -> dict:
+        """TorchGeo's sample dict of ``query``, whose disambiguated x and y slices are ``x``, ``y``."""
         if isinstance(data, torch.Tensor):
             tensor = data  # what _outputs made, filled in self.dtype
         else:
             tensor = torch.from_numpy(_torch_ready(data)).to(self.dtype)
-        sample = {"bounds": torch.tensor([x.start, x.stop, x.step, y.start, y.stop, y.step,  # _slice_to_tensor's
-                                          t.start.timestamp(), t.stop.timestamp(), t.step]),
+        sample = {"bounds": self._slice_to_tensor(query),
                   "transform": torch.tensor([x.step, 0.0, x.start, 0.0, -y.step, y.stop, 0.0, 0.0, 1.0])}
         if self.is_image:
             sample["image"] = tensor
