@@ -688,7 +688,7 @@ def measure(args) -> dict:
             "versions": versions,
             "machine": {"cpu": _cpu(), "cores": os.cpu_count(), "platform": platform.platform()},
             "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-            "command": " ".join(["python asv_benchmarks/compare.py"] + args.argv),
+            "command": " ".join(["python asv_benchmarks/compare.py", *args.argv]),
         }
         results["elapsed_seconds"] = time.perf_counter() - t_start
         return results

@@ -371,7 +371,7 @@ def run(files, server: Served, latency_ms: float, batches: int, seed: int, engin
     for cls in classes:
         try:
             engines.append(cls(files))
-        except Exception as exc:  # noqa: BLE001 - an engine that cannot run is reported, not fatal
+        except Exception as exc:
             print(f"  {cls.name}: cannot run ({type(exc).__name__}: {exc})")
     server.control(f"latency/{latency_ms:g}")
     try:

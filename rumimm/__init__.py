@@ -21,7 +21,7 @@ from rumimm.errors import BlobError, CodecError, CRSError, FormatError, RumiErro
 
 # Bound eagerly: ``validate`` is also a submodule name, and a lazy binding would be
 # replaced by the module object the first time anything imports ``rumimm.validate``.
-from rumimm.reader.validate import Report, index, validate  # noqa: E402
+from rumimm.reader.validate import Report, index, validate
 
 _LAZY = {
     "open": "rumimm.reader.image",

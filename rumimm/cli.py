@@ -34,12 +34,12 @@ import json
 import os
 import sys
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 from rumimm import __version__
 from rumimm.errors import BlobError, RumiWarning, where
 
-__all__ = ["main", "register", "build_parser", "describe"]
+__all__ = ["build_parser", "describe", "main", "register"]
 
 Configure = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]

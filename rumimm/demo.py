@@ -79,7 +79,7 @@ def run(out_dir: str | None = None, *, bands: int = 4, size: int = 2048, tile: i
             dt = time.perf_counter() - t
             ok = np.array_equal(got, scene[key])
             results[name] = {"shape": got.shape, "seconds": dt, "exact": ok}
-            echo(f"  read {name:<22} -> {str(got.shape):<20} {dt * 1e3:8.2f} ms  exact={ok}")
+            echo(f"  read {name:<22} -> {got.shape!s:<20} {dt * 1e3:8.2f} ms  exact={ok}")
         echo("  (the first read compiles the numba kernels on a first-ever run, or loads them from the "
              "on-disk cache after; overlapping reads reuse decoded frames from the frame cache)")
     if not all(r["exact"] for r in results.values()) or not report.ok:

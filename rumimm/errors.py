@@ -8,13 +8,13 @@ Subclasses also inherit the builtin a caller would catch anyway.
 from __future__ import annotations
 
 __all__ = [
-    "RumiError",
-    "FormatError",
     "BlobError",
-    "CodecError",
-    "WindowError",
     "CRSError",
+    "CodecError",
+    "FormatError",
+    "RumiError",
     "RumiWarning",
+    "WindowError",
     "where",
 ]
 

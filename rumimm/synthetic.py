@@ -73,7 +73,7 @@ def _fractal_filter(height: int, width: int, beta: float) -> np.ndarray:
 
 def _fractal(rng: np.random.Generator, amp: np.ndarray, height: int, width: int) -> np.ndarray:
     """One zero-mean, unit-variance Gaussian random field with spectrum ``amp**2``."""
-    spec = rng.standard_normal(amp.shape + (2,), dtype=np.float32).view(np.complex64)[..., 0]
+    spec = rng.standard_normal((*amp.shape, 2), dtype=np.float32).view(np.complex64)[..., 0]
     spec *= amp
     field = np.fft.irfft2(spec, s=(height, width)).astype(np.float32, copy=False)
     # a strided sample estimates the spread well enough and costs 1/16th

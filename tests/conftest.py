@@ -226,10 +226,7 @@ class Crafted:
         cursor = self.first_ifd + 8 + 20 * n_entries + 8
         datas = {}
         for e in self.entries:  # sizes first: TileOffsets values depend on where frames start
-            if e.data is None:
-                size = len(self.frames) * (8 if e.tag == 324 else 4)
-            else:
-                size = len(e.data)
+            size = len(self.frames) * (8 if e.tag == 324 else 4) if e.data is None else len(e.data)
             datas[e.tag] = size
         for e in self.entries:
             if datas[e.tag] > 8:

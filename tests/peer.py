@@ -21,17 +21,17 @@ import openzl.ext as zl
 import rumi
 
 __all__ = [
-    "PEER_WRITABLE",
+    "PEER_MAX_FORMAT_VERSION",
+    "PEER_ML_BY_DLPACK",
     "PEER_READABLE",
     "PEER_READABLE_ALWAYS",
-    "PEER_ML_BY_DLPACK",
-    "numpy_takes_through_dlpack",
-    "PEER_MAX_FORMAT_VERSION",
+    "PEER_WRITABLE",
     "compress_frame",
+    "numpy_takes_through_dlpack",
     "peer_frames",
-    "peer_write",
-    "peer_read",
     "peer_header",
+    "peer_read",
+    "peer_write",
 ]
 
 #: Dtype names (as in ``rumimm.format.dtypes.DTYPES``) the peer writes: ``rumi.frames``

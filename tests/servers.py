@@ -357,7 +357,7 @@ class FakeGCS:
         self.proc.terminate()
         try:
             self.proc.wait(5)
-        except Exception:  # noqa: BLE001 - a server that will not stop is killed
+        except Exception:
             self.proc.kill()
 
 

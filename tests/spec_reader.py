@@ -23,26 +23,26 @@ import os
 import struct
 
 __all__ = [
-    "SpecViolation",
+    "BLOB_HEADER_SIZE",
     "BLOB_MAGIC",
     "BLOB_VERSION",
-    "BLOB_HEADER_SIZE",
+    "FIXED_TAGS",
     "IFD_OFFSET",
     "IFD_SIZE",
     "OPENZL_MAGIC_BASE",
-    "VALID_PAIRS",
-    "FIXED_TAGS",
-    "UNDEFINED_MATRIX",
     "TIFF_TYPE_SIZES",
-    "parse_blob",
-    "check_blob",
-    "parse_file",
-    "check_file",
+    "UNDEFINED_MATRIX",
+    "VALID_PAIRS",
+    "SpecViolation",
     "blob_from_file",
     "build_blob",
     "build_file",
-    "expected_base_frame_offset",
+    "check_blob",
+    "check_file",
     "entries_of",
+    "expected_base_frame_offset",
+    "parse_blob",
+    "parse_file",
 ]
 
 

@@ -162,7 +162,7 @@ def test_frame_numbers_outside_the_image_raise_index_error():
 
 
 @pytest.mark.parametrize(
-    "grid, counts, match",
+    ("grid", "counts", "match"),
     [
         (Grid(30, 20, 8, 8, 3), [5] * 35, "expected 36 frame byte counts"),
         (Grid(30, 20, 8, 8, 3), [0] + [5] * 35, "must be > 0"),
@@ -243,7 +243,7 @@ def test_a_blob_breaking_a_rule_is_rejected_with_blob_error(name):
     # the batch path finds the same rule
     status = parse_blobs([blob], errors="status")["status"]
     assert status[0] != K.OK
-    with pytest.raises(BlobError, match="^blob 0 of 1: "):
+    with pytest.raises(BlobError, match=r"^blob 0 of 1: "):
         parse_blobs([blob])
     # and the independent struct reader agrees the blob is bad (where it checks that rule)
     if name != "count beyond uint32":
@@ -307,7 +307,7 @@ def test_parse_blobs_reports_a_status_per_blob_in_a_mixed_batch(rng):
     offs = np.concatenate([[0], np.cumsum([len(b) for b in batch])])
     out2 = parse_blobs(flat, offs, errors="status")
     assert all(np.array_equal(out[k], out2[k]) for k in out)
-    with pytest.raises(BlobError, match="^blob 1 of 12: magic"):
+    with pytest.raises(BlobError, match=r"^blob 1 of 12: magic"):
         parse_blobs(batch)
     assert "status" not in parse_blobs(good)
 

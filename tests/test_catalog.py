@@ -92,7 +92,7 @@ def test_geoparquet_one_crs(scenes, tmp_path):
 
 def test_geoparquet_mixed_crs_goes_to_lonlat_with_an_epsg_column(scenes, tmp_path):
     gpd = pytest.importorskip("geopandas")
-    p32, b32, _ = _write(tmp_path, "west.rumi", transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0), crs=32632)
+    p32, _b32, _ = _write(tmp_path, "west.rumi", transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0), crs=32632)
     table = rumimm.catalog([scenes[0][0], p32])
     rumimm.write_catalog(table, tmp_path / "mixed.parquet")
     frame = gpd.read_parquet(tmp_path / "mixed.parquet")
@@ -181,12 +181,12 @@ def test_parse_blobs_takes_arrow_arrays(blobs):
 
 
 def test_parse_blobs_arrow_errors(blobs):
-    column = pa.array(blobs[:2] + [None] + blobs[2:], pa.binary())
+    column = pa.array([*blobs[:2], None, *blobs[2:]], pa.binary())
     with pytest.raises(rumimm.BlobError, match="blob 2 is null"):
         rumimm.parse_blobs(column)
     with pytest.raises(TypeError, match="binary or large_binary, got string"):
         rumimm.parse_blobs(pa.array(["x"]))
-    bad = pa.array(blobs[:3] + [blobs[3][:-1]], pa.binary())
+    bad = pa.array([*blobs[:3], blobs[3][:-1]], pa.binary())
     with pytest.raises(rumimm.BlobError, match="blob 3 of 4"):
         rumimm.parse_blobs(bad)
     assert rumimm.parse_blobs(bad, errors="status")["status"].tolist()[:3] == [0, 0, 0]

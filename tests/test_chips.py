@@ -68,7 +68,7 @@ def test_weights_bands_and_transform(files):
     assert isinstance(got, list) and got[1].dtype == np.float32
     assert np.array_equal(got[1], _expected(flip, files, 3)[:, ::-1])
     assert np.array_equal(flip[2], _expected(flip, files, 2)[:, ::-1])
-    with pytest.raises(ValueError, match="4 finite values|3 finite values"):
+    with pytest.raises(ValueError, match=r"4 finite values|3 finite values"):
         _dataset(files, n=5, weights=[1, 1])
     with pytest.raises(ValueError, match="bands \\[3\\] out of range"):
         _dataset(files, n=5, bands=[3])

@@ -46,7 +46,7 @@ def run(capsys, *argv):
 
 
 def test_info_prints_shape_dtype_grid_frames_crs_and_sizes(capsys, files):
-    d, paths, crafted = files
+    _d, paths, crafted = files
     code, out, err = run(capsys, "info", paths["geo"])
     assert code == 0 and err == ""
     lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())  # "label  value"
@@ -164,7 +164,7 @@ def test_index_writes_the_canonical_blob(capsys, files, tmp_path):
 def test_index_of_a_broken_file_writes_nothing_and_exits_2(capsys, files, tmp_path):
     _, paths, _ = files
     out_path = tmp_path / "bad.blob"
-    code, out, err = run(capsys, "index", paths["bad"], "--output", out_path)
+    code, _out, err = run(capsys, "index", paths["bad"], "--output", out_path)
     assert code == 2 and not out_path.exists()
     assert err.startswith(f"rumimm: {paths['bad']}: ")
 
@@ -215,7 +215,7 @@ def test_subcommands_register_in_one_place():
 
 @pytest.mark.slow
 def test_python_dash_m_rumimm_runs_the_command_line(files):
-    d, paths, _ = files
+    _d, paths, _ = files
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "rumimm", "validate", paths["bad"]], capture_output=True, text=True,
@@ -288,7 +288,7 @@ def test_info_names_the_crs_and_gives_bounds_and_resolution(capsys, files):
 
 
 # ------------------------------------------------------------------ convert, export, quicklook
-@pytest.fixture()
+@pytest.fixture
 def tif(tmp_path):
     import rasterio
     from affine import Affine
@@ -327,7 +327,7 @@ def test_convert_reads_a_gdal_virtual_path(capsys, tif, tmp_path):
     with zipfile.ZipFile(tmp_path / "t.zip", "w") as z:
         z.write(src, "d.tif")
     vsi = f"/vsizip/{tmp_path / 't.zip'}/d.tif"
-    code, out, err = run(capsys, "convert", vsi, tmp_path / "z.rumi")
+    code, out, _err = run(capsys, "convert", vsi, tmp_path / "z.rumi")
     assert code == 0 and out.startswith(f"{tmp_path / 'z.rumi'}: ") and f"from {vsi} in " in out
     assert np.array_equal(rumimm.open(tmp_path / "z.rumi")[:], data)
 
@@ -406,7 +406,7 @@ def test_export_to_a_directory_fails_before_writing_and_names_the_directory(caps
     run(capsys, "convert", src, tmp_path / "x.rumi", "--tile", "64")
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    code, out, err = run(capsys, "export", tmp_path / "x.rumi", out_dir)
+    code, _out, err = run(capsys, "export", tmp_path / "x.rumi", out_dir)
     assert code == 2 and err == f"rumimm: {out_dir}: is a directory; name the file to write\n"
     assert os.listdir(out_dir) == []
 

@@ -76,7 +76,7 @@ def _bits(a: np.ndarray) -> bytes:
 # ----------------------------------------------------------------------- round trips
 
 
-@pytest.mark.parametrize("enc,preset", CASES, ids=[f"{e.name}-{p}" for e, p in CASES])
+@pytest.mark.parametrize(("enc", "preset"), CASES, ids=[f"{e.name}-{p}" for e, p in CASES])
 def test_every_encoding_round_trips_bit_exactly_through_every_preset_that_supports_it(enc, preset, decoder):
     scene = _with_odd_bits(eo_scene(3, 21, 37, enc.dtype, seed=5), seed=len(preset))
     encoder = FrameEncoder(preset, enc)
@@ -291,7 +291,7 @@ def test_a_valid_frame_of_the_wrong_width_raises_codec_error_naming_the_frame(de
     with pytest.raises(CodecError,
                        match=r"^scene.rumi: frame 7: decoded 4096 samples of width 2, expected 8192 of width 1$"):
         decoder.decode(blob, "uint8", 8192, index=7, where="scene.rumi: ")
-    with pytest.raises(CodecError, match="^frame 2: decoded 4096 samples of width 2, expected 2048 of width 4$"):
+    with pytest.raises(CodecError, match=r"^frame 2: decoded 4096 samples of width 2, expected 2048 of width 4$"):
         decoder.decode(blob, "uint32", 2048, index=2)
 
 
@@ -560,7 +560,7 @@ def test_a_recipe_of_frame_format_27_needs_format_version_27():
 
 
 def test_an_unknown_recipe_is_a_codec_error_naming_it():
-    with pytest.raises(CodecError, match="geozl:nope>zstd.*unknown method"):
+    with pytest.raises(CodecError, match=r"geozl:nope>zstd.*unknown method"):
         FrameEncoder("geozl:nope>zstd", "uint16").encode(np.zeros((4, 4), np.uint16))
     with pytest.raises(ValueError, match="recipe must be"):
         resolve_codec("geozl:", "uint16")

@@ -12,7 +12,7 @@ pytest.importorskip("rasterio")
 pytest.importorskip("rumi")  # rumi-eo 0.16.0, the reference column (the test extra installs it)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script does
-from asv_benchmarks import compare  # noqa: E402
+from asv_benchmarks import compare
 
 
 @pytest.mark.slow

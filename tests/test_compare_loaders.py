@@ -13,7 +13,7 @@ from rumimm.cli import recognise_preset
 from rumimm.synthetic import eo_scene
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script does
-from asv_benchmarks import compare_loaders as loaders  # noqa: E402
+from asv_benchmarks import compare_loaders as loaders
 
 ENGINE = "rumimm kept open (read_batch)"
 

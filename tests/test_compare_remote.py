@@ -12,9 +12,9 @@ pytest.importorskip("zarr")
 pytest.importorskip("rasterio")
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script does
-import peer026  # noqa: E402
+import peer026
 
-from asv_benchmarks import compare_remote as remote  # noqa: E402
+from asv_benchmarks import compare_remote as remote
 
 PEER_ENGINES = {remote.RumimmBatchV2.name, remote.RumiEo.name}
 

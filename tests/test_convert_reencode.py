@@ -111,7 +111,7 @@ def test_bad_codecs_are_refused_before_the_destination_is_touched(tmp_path, scen
     src, dst = tmp_path / "a.rumi", tmp_path / "b.rumi"
     rumimm.write(src, scene, tile=32)
     dst.write_bytes(b"keep me")
-    with pytest.raises(ValueError, match="codec 'fastest' is not a preset; expected one of: .*delta"):
+    with pytest.raises(ValueError, match=r"codec 'fastest' is not a preset; expected one of: .*delta"):
         rumimm.convert(src, dst, codec="fastest")
     floats = tmp_path / "f.rumi"
     rumimm.write(floats, scene.astype(np.float32), tile=32)
@@ -119,7 +119,7 @@ def test_bad_codecs_are_refused_before_the_destination_is_touched(tmp_path, scen
         rumimm.convert(floats, dst, codec="geozl-planar")
     with pytest.raises(ValueError, match="threads= and progress= apply to re-encoding"):
         rumimm.convert(src, dst, threads=2)
-    with pytest.raises(ValueError, match="spec 0.1 stores no band texts or time"):
+    with pytest.raises(ValueError, match=r"spec 0.1 stores no band texts or time"):
         rumimm.convert(src, dst, codec="delta", bands=["a", "b", "c"])
     assert dst.read_bytes() == b"keep me"
     assert sorted(os.listdir(tmp_path)) == ["a.rumi", "b.rumi", "f.rumi"]

@@ -34,7 +34,7 @@ def _frames_v2(path) -> bytes:
     return p["data"][p["offsets"][0]:p["offsets"][-1] + p["counts"][-1]]
 
 
-@pytest.mark.parametrize("unit, layout", [("tile", 0), ("cell", 1)])
+@pytest.mark.parametrize(("unit", "layout"), [("tile", 0), ("cell", 1)])
 def test_a_01_file_converts_to_02_with_its_frames_and_back_to_the_same_bytes(tmp_path, rng, unit, layout):
     arr = rng.integers(0, 5000, (3, 37, 29)).astype(np.uint16)
     v1 = tmp_path / "a.rumi"
@@ -80,10 +80,10 @@ def test_reference_02_files_of_one_step_convert_to_01(tmp_path, name):
 
 
 def test_what_the_other_spec_cannot_hold_is_refused_before_writing(tmp_path):
-    with pytest.raises(RumiError, match="has 3 time steps; spec 0.1 holds one"):
+    with pytest.raises(RumiError, match=r"has 3 time steps; spec 0.1 holds one"):
         rumimm.convert(DATA / "cube_u4.rumi", tmp_path / "x.rumi", format="0.1")
     rumimm.write(tmp_path / "i4.rumi", np.zeros((1, 4, 4), ml_dtypes.int4), tile=4)
-    with pytest.raises(RumiError, match="int4 has no encoding in rumi spec 0.2"):
+    with pytest.raises(RumiError, match=r"int4 has no encoding in rumi spec 0.2"):
         rumimm.convert(tmp_path / "i4.rumi", tmp_path / "x.rumi", time=["2026-01-01"])
     rumimm.write(tmp_path / "u8.rumi", np.zeros((1, 4, 4), np.uint8), tile=4)
     with pytest.raises(TypeError, match="pass time="):

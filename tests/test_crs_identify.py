@@ -14,7 +14,7 @@ def test_an_epsg_crs_is_itself_exactly():
     assert found.epsg == 32633 and found.exact
 
 
-@pytest.mark.parametrize("crs, centre, code", [
+@pytest.mark.parametrize(("crs", "centre", "code"), [
     ("+proj=utm +zone=18 +ellps=WGS84 +units=m", (500000, 4500000), 32618),  # JAD2001 fits too, narrower
     ("+proj=utm +zone=18 +ellps=WGS84 +units=m", None, 32618),
     ("+proj=laea +lat_0=52 +lon_0=10 +x_0=4321000 +y_0=3210000 +ellps=GRS80 +units=m", (4321000, 3210000), 3035),
@@ -32,7 +32,7 @@ def test_several_datums_none_of_which_covers_the_image_are_refused():
         identify(pyproj.CRS.from_user_input("+proj=utm +zone=18 +ellps=intl +units=m"), (500000, 4500000))
 
 
-@pytest.mark.parametrize("crs, match", [
+@pytest.mark.parametrize(("crs", "match"), [
     ("+proj=utm +zone=18 +ellps=GRS67 +units=m", "no EPSG|nearest"),
     ("+proj=geos +h=35785831 +lon_0=0 +ellps=WGS84 +units=m", "has no EPSG equivalent"),
     ("+proj=utm +zone=18 +ellps=WGS84 +units=us-ft", "no EPSG|nearest"),

@@ -75,7 +75,7 @@ def test_sources_an_image_a_blob_file_or_no_blob(scene, tmp_path):
         from_image = rumimm.to_dask(img)
     for arr in (from_image, rumimm.to_dask(path, header=tmp_path / "b.blob"), rumimm.to_dask(str(path))):
         assert same_bits(arr.compute(), a)
-    with pytest.raises(TypeError, match="path or a rumimm.Image"):
+    with pytest.raises(TypeError, match=r"path or a rumimm.Image"):
         rumimm.to_dask(a)
 
 
@@ -88,7 +88,7 @@ def test_an_unreadable_blob_file_is_refused_as_rumimm_open_refuses_it(scene, tmp
         rumimm.to_dask(path, header=tmp_path / blob_file)
     assert str(by_dask.value) == str(by_open.value) and str(tmp_path / blob_file) in str(by_dask.value)
     with pytest.raises(TypeError,
-                       match="^header must be the blob bytes, a Header or the path of a blob file, got int$"):
+                       match=r"^header must be the blob bytes, a Header or the path of a blob file, got int$"):
         rumimm.to_dask(path, header=12)
 
 

@@ -117,7 +117,7 @@ PAGES_WITH_OPTIONAL = [(p, _optional(p)) for p in PAGES_WITH_CODE if _optional(p
 
 
 # not slow: the one run with torchgeo runs the fast subset, and this is where those blocks run
-@pytest.mark.parametrize("page, names", PAGES_WITH_OPTIONAL, ids=[p.name for p, _ in PAGES_WITH_OPTIONAL])
+@pytest.mark.parametrize(("page", "names"), PAGES_WITH_OPTIONAL, ids=[p.name for p, _ in PAGES_WITH_OPTIONAL])
 def test_a_page_with_optional_blocks_runs_whole_where_they_are_installed(page, names, tmp_path, monkeypatch):
     for name in ["torch", *names] if _needs_torch(page) else names:
         pytest.importorskip(name, reason=f"{name} is installed in {OPTIONAL_ELSEWHERE.get(name, 'the main run')}")
@@ -301,7 +301,7 @@ def render_api() -> str:
                 sig = _signature(obj, f"rumimm.{name}")
                 lines.append(f"### `{sig}`\n\n*class*\n\n{_numpydoc_to_md(inspect.getdoc(obj) or '')}\n")
                 for mname, member in _members(obj):
-                    if isinstance(member, property) or hasattr(member, "__set_name__") and not callable(member):
+                    if isinstance(member, property) or (hasattr(member, "__set_name__") and not callable(member)):
                         doc = inspect.getdoc(member) or ""
                         lines.append(f"#### `{name}.{mname}`\n\n*property*. {_numpydoc_to_md(doc)}".rstrip() + "\n")
                     else:

@@ -49,7 +49,7 @@ def test_itemsize_holds_the_sample_and_sub_byte_samples_take_one_byte(key):
 
 
 @pytest.mark.parametrize(
-    "key, expected",
+    ("key", "expected"),
     [
         ((1, 1), np.dtype(bool)),
         ((1, 2), np.dtype(ml_dtypes.uint2)),

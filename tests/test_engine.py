@@ -67,7 +67,7 @@ def test_opening_and_reading_metadata_load_neither_numba_nor_openzl(scene_file):
 @pytest.mark.slow
 def test_issue_18_ml_dtypes_loads_only_for_a_file_whose_sample_type_needs_it(tmp_path, scene_file):
     # ml_dtypes 0.7's import alone costs about a second: a uint16 user must never pay it
-    path, blob, a = scene_file
+    path, blob, _a = scene_file
     bf = (np.arange(2 * 300 * 280, dtype=np.float32).reshape(2, 300, 280) / 7).astype(rumimm.DTYPES["bfloat16"])
     bf_blob = rumimm.write(tmp_path / "bf16.rumi", bf, tile=128)
     np.save(tmp_path / "bf16_bits.npy", bf.view(np.uint16))
@@ -95,7 +95,7 @@ def test_issue_18_ml_dtypes_loads_only_for_a_file_whose_sample_type_needs_it(tmp
 
 @pytest.mark.slow
 def test_reading_chips_loads_no_numba_and_a_larger_read_starts_loading_it(scene_file):
-    path, blob, a = scene_file
+    path, blob, _a = scene_file
     code = f"""
         import sys
         import numpy as np
@@ -119,7 +119,7 @@ def test_reading_chips_loads_no_numba_and_a_larger_read_starts_loading_it(scene_
 
 @pytest.mark.slow
 def test_a_read_larger_than_the_loading_limit_waits_for_the_kernels(scene_file):
-    path, blob, a = scene_file
+    path, blob, _a = scene_file
     code = f"""
         import numpy as np
         import rumimm
@@ -215,7 +215,7 @@ _FORK_PROBE = """
 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.parametrize("key,index", [("1, 100:164, 200:264", np.s_[1, 100:164, 200:264]),
+@pytest.mark.parametrize(("key", "index"), [("1, 100:164, 200:264", np.s_[1, 100:164, 200:264]),
                                        (":, 100:400, 200:500", np.s_[:, 100:400, 200:500])],
                          ids=["chip without numba", "12 frames while the kernels load"])
 def test_children_forked_at_any_point_of_a_first_read_read_at_once(tmp_path, scene_file, key, index):
@@ -290,7 +290,7 @@ def test_a_fork_while_the_kernels_compile_does_not_wait_and_the_child_reads_with
                                     blobs=[b.hex() for b in blobs], checked=checked)
     out = _run(code, env={"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "RUMIMM_NUM_THREADS": "2"}, timeout=400)
     first, codes = out.split(" ", 1)
-    codes = eval(codes)  # noqa: S307  (a list of (str, int) printed by the probe)
+    codes = eval(codes)
     assert first == "True"
     # a fork returned while the loader still ran (so it did not wait for it); that child read every window
     # right without numba and refuses to load it; children forked once it was ready read with the kernels
@@ -326,7 +326,7 @@ def test_unpickling_a_closed_image_gives_a_closed_image(scene_file):
 
 
 def test_a_tiny_blob_claiming_millions_of_frames_is_refused_without_a_large_allocation(tmp_path, scene_file):
-    path, blob, _ = scene_file
+    path, _blob, _ = scene_file
     import struct
 
     # a 28-byte blob (count_bits 0) for a 100000 x 100000 image in 1 x 10 tiles: 10**9 frames

@@ -111,7 +111,7 @@ def test_spec_02_sample_types_drop_sub_byte_and_complex_integers_and_add_the_fnu
     assert encoding(107, 8, spec="0.2").name == "float8_e4m3fnuz"
     with pytest.raises(FormatError, match=r"\(107, 8\) is not a valid rumi sample encoding;"):
         encoding(107, 8)
-    with pytest.raises(FormatError, match="in spec 0.2"):
+    with pytest.raises(FormatError, match=r"in spec 0.2"):
         encoding(1, 4, spec="0.2")
     assert encoding_for_dtype(np.uint16, "0.2") is encoding_for_dtype(np.uint16)
     assert len(v2) == 21
@@ -139,7 +139,7 @@ def test_a_blob_valid_as_both_versions_asks_for_format():
     assert parse_header(both).spec == "0.2"
     assert parse_header(v1).spec == "0.1"
     assert parse_header(v1, spec="0.1").spec == "0.1"
-    with pytest.raises(BlobError, match="spec 0.2"):
+    with pytest.raises(BlobError, match=r"spec 0.2"):
         parse_header(v1, spec="0.2")
     with pytest.raises(ValueError, match="spec must be"):
         parse_header(v1, spec="1.0")
@@ -150,7 +150,7 @@ def test_an_ambiguous_blob_is_refused_without_format(monkeypatch):
 
     v1 = struct.pack("<IHIIHHHBBBIB", 0x45564F4C, 1, 1, 1, 1, 1, 1, 8, 1, 0, 10, 0)
     monkeypatch.setattr(v2mod, "check_blob2", lambda data: (None, {}))  # pretend it is also a 0.2 blob
-    with pytest.raises(BlobError, match="valid as both spec 0.1 .* pass format="):
+    with pytest.raises(BlobError, match=r"valid as both spec 0.1 .* pass format="):
         v2mod.parse_header(v1)
 
 
@@ -169,7 +169,7 @@ def _set(blob: bytes, fmt: str, at: int, value) -> bytes:
     return bytes(b)
 
 
-@pytest.mark.parametrize("change, rule", [
+@pytest.mark.parametrize(("change", "rule"), [
     (lambda b: b[:20], "shorter than the 32-byte header"),
     (lambda b: _set(b, "<I", 0, 0x12345678), "magic is not"),
     (lambda b: _set(b, "<H", 4, 2), "version must be 1"),
@@ -215,7 +215,7 @@ def _tail(name="cube_seconds"):
     return p["data"][end:], p["bands"], p["times"]
 
 
-@pytest.mark.parametrize("change, rule", [
+@pytest.mark.parametrize(("change", "rule"), [
     (lambda t: t[:3], "fewer than the trailer's 6-byte head"),
     (lambda t: b"TAIX" + t[4:], "expected b'TAIL'"),
     (lambda t: t[:4] + b"\2\0" + t[6:], "version is 2"),

@@ -67,7 +67,7 @@ def test_resolve_transform_accepts_six_coefficients_an_affine_or_a_3x3(t):
     assert resolve_transform(t) == UTM
 
 
-@pytest.mark.parametrize("bad, match", [
+@pytest.mark.parametrize(("bad", "match"), [
     ((1, 2, 3, 4, 5), "6 or 9 coefficients"),
     ((*UTM, 0, 1, 1), "must end with 0, 0, 1"),
     ((1.0, 0.0, 0.0, 0.0, float("nan"), 0.0), "finite"),
@@ -88,7 +88,7 @@ def test_epsg_4326_is_geographic_and_32633_projected_in_the_registry():
     assert pyproj.CRS.from_epsg(4326).is_geographic and pyproj.CRS.from_epsg(32633).is_projected
 
 
-@pytest.mark.parametrize("code, match", [
+@pytest.mark.parametrize(("code", "match"), [
     (5773, "Vertical CRS; .*ordinary GeoTIFF"),  # EGM96 height
     (7415, "Compound CRS; .*ordinary GeoTIFF"),  # Amersfoort / RD New + NAP height
     (4978, "Geocentric CRS, neither projected nor geographic; .*ordinary GeoTIFF"),
@@ -122,7 +122,7 @@ def test_resolve_crs_uses_to_epsg_of_any_object():
             return None
 
     assert resolve_crs(Rasterio()) == 32633
-    with pytest.raises(CRSError, match="has no EPSG code; .*GeoTIFF"):
+    with pytest.raises(CRSError, match=r"has no EPSG code; .*GeoTIFF"):
         resolve_crs(NoCode())
 
 
@@ -168,7 +168,7 @@ def test_no_crs_writes_model_type_0_and_geographic_type_0(point):
     assert g == Georef(None, None, None, point) and g.crs is None
 
 
-@pytest.mark.parametrize("code, geographic", [(4326, True), (32633, False), (3857, False), (4258, True)])
+@pytest.mark.parametrize(("code", "geographic"), [(4326, True), (32633, False), (3857, False), (4258, True)])
 def test_parse_geokeys_reads_back_what_geokeys_wrote(code, geographic):
     g, bad = parse_geokeys(geokeys(code), matrix_from_transform(UTM))
     assert bad == []

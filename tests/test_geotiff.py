@@ -53,7 +53,7 @@ def read_tif(path):
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16", "float32"])
-@pytest.mark.parametrize("shape,transform,tile", [((1, 77, 101), NORTH_UP, 32), ((4, 45, 70), ROTATED, 16)],
+@pytest.mark.parametrize(("shape", "transform", "tile"), [((1, 77, 101), NORTH_UP, 32), ((4, 45, 70), ROTATED, 16)],
                          ids=["1band-north-up", "4bands-rotated"])
 def test_geotiff_to_rumi_to_geotiff_keeps_pixels_transform_and_crs(tmp_path, dtype, shape, transform, tile):
     data = sample(dtype, shape)
@@ -116,7 +116,7 @@ def _first_ifd_tags(path, codes):
     return found
 
 
-@pytest.mark.parametrize("dtype,nbits", [("bool", 1), ("uint2", 2), ("uint4", 4), ("float16", 16)])
+@pytest.mark.parametrize(("dtype", "nbits"), [("bool", 1), ("uint2", 2), ("uint4", 4), ("float16", 16)])
 def test_sub_byte_and_half_samples_travel_as_gdal_nbits(tmp_path, dtype, nbits):
     dt = rumimm.DTYPES[dtype]
     rng = np.random.default_rng(1)
@@ -197,7 +197,7 @@ def test_exported_files_get_the_usual_permissions(tmp_path):
 def test_a_failed_export_leaves_an_existing_file_untouched(tmp_path):
     rumimm.write(tmp_path / "a.rumi", sample("uint8", (1, 16, 16)), tile=16)
     (tmp_path / "a.tif").write_bytes(b"old")
-    with pytest.raises(ValueError, match="compress must be one of .*zstd"):
+    with pytest.raises(ValueError, match=r"compress must be one of .*zstd"):
         to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", compress="no-such-codec")
 
     def interrupt(done, total):
@@ -323,7 +323,7 @@ def test_a_crs_no_epsg_code_fits_is_refused_naming_the_nearest(tmp_path):
     data = sample("uint8", (1, 16, 16))
     custom = make_tif(tmp_path / "custom.tif", data, crs="+proj=tmerc +lon_0=13.3 +k=0.9999 +ellps=GRS80 +units=m",
                       transform=Affine(10, 0, 400000, 0, -10, 5800000))
-    with pytest.raises(CRSError, match="custom.tif: the CRS .* has no EPSG code with the same projection, parameters "
+    with pytest.raises(CRSError, match=r"custom.tif: the CRS .* has no EPSG code with the same projection, parameters "
                                        "and ellipsoid; nearest: EPSG:") as info:
         from_geotiff(custom, tmp_path / "c.rumi", tile=16)
     assert "gdalwarp -t_srs" in str(info.value)
@@ -346,7 +346,7 @@ def test_a_geotransform_without_a_crs_needs_crs_or_drop_georef(tmp_path):
             ds.transform = NORTH_UP
     with pytest.raises(CRSError, match=r"geotransform but no CRS; pass crs=<EPSG code> .* or drop_georef=True"):
         from_geotiff(bare, tmp_path / "b.rumi", tile=16)
-    with pytest.raises(CRSError, match="EPSG:4326 is geographic .* beyond longitudes"):
+    with pytest.raises(CRSError, match=r"EPSG:4326 is geographic .* beyond longitudes"):
         from_geotiff(bare, tmp_path / "b.rumi", tile=16, crs=4326)  # metres are not degrees
     blob = from_geotiff(bare, tmp_path / "b.rumi", tile=16, crs=32633)
     with rumimm.open(tmp_path / "b.rumi", header=blob) as img:
@@ -362,7 +362,7 @@ def test_a_crs_argument_contradicting_the_files_crs_is_refused(tmp_path):
         from_geotiff(src, tmp_path / "x.rumi", tile=16, crs=32634)
 
 
-@pytest.mark.parametrize("name, crs, transform, code", [
+@pytest.mark.parametrize(("name", "crs", "transform", "code"), [
     ("utm-north-wgs84-ellipsoid", "+proj=utm +zone=18 +ellps=WGS84 +units=m +no_defs",
      Affine(30, 0, 300000, 0, -30, 4500000), 32618),
     ("utm-south-wgs84-ellipsoid", "+proj=utm +zone=23 +south +ellps=WGS84 +units=m +no_defs",
@@ -439,7 +439,7 @@ def test_progress_is_reported_once_per_row(tmp_path):
 
 
 # ------------------------------------------------------------------ the rasterio-shaped surface
-@pytest.fixture()
+@pytest.fixture
 def rotated(tmp_path):
     data = sample("uint16", (3, 45, 70))
     blob = rumimm.write(tmp_path / "r.rumi", data, tile=(16, 32), transform=ROTATED, crs=32632)
@@ -614,7 +614,7 @@ def test_issue_24_a_geotiff_whose_geotransform_rumi_cannot_store_is_a_crs_error_
     with rasterio.open(src, "w", driver="GTiff", width=4, height=3, count=1, dtype="uint8", crs="EPSG:32633",
                        transform=Affine(*coefficients)) as ds:
         ds.write(np.zeros((1, 3, 4), np.uint8))
-    with pytest.raises(CRSError, match="bad.tif: the geotransform") as info:
+    with pytest.raises(CRSError, match=r"bad.tif: the geotransform") as info:
         rumimm.from_geotiff(src, tmp_path / "out.rumi")
     assert "drop_georef" in str(info.value)
     assert not (tmp_path / "out.rumi").exists()

@@ -40,7 +40,7 @@ def test_the_smallest_file_starts_its_frames_after_the_ifd_and_the_160_georef_by
 
 
 @pytest.mark.parametrize(
-    "bands, n, expected",
+    ("bands", "n", "expected"),
     [
         (1, 1, 412),  # only the georef tags are external
         (1, 2, 412 + 16),  # N >= 2: TileOffsets (8 N) goes external, TileByteCounts (4 N = 8) fits
@@ -74,7 +74,8 @@ def test_files_of_the_same_shape_and_unit_share_a_base_offset():
 
 
 # -- frame units ------------------------------------------------------------------------
-@pytest.mark.parametrize("value, unit", [("tile", FrameUnit.TILE), ("cell", FrameUnit.CELL), ("TILE", FrameUnit.TILE),
+@pytest.mark.parametrize(
+    ("value", "unit"), [("tile", FrameUnit.TILE), ("cell", FrameUnit.CELL), ("TILE", FrameUnit.TILE),
                                          (0, FrameUnit.TILE), (1, FrameUnit.CELL), (FrameUnit.CELL, FrameUnit.CELL)])
 def test_frame_unit_accepts_names_codes_and_members(value, unit):
     assert frame_unit(value) is unit

@@ -110,7 +110,7 @@ def test_damaged_files_raise_rumi_error_from_every_entry_point(tmp_path, bases):
                     outcomes["ok"] += 1
                 except RumiError:
                     outcomes["rejected"] += 1
-                except Exception as exc:  # noqa: BLE001 - the point of the test
+                except Exception as exc:
                     pytest.fail(f"damage {i}: {name} raised {type(exc).__name__}: {exc}")
             if i % 8 == 0:
                 try:
@@ -203,6 +203,6 @@ def test_files_of_garbage_or_cut_frames_with_a_blob_that_matches_them_raise_rumi
                 outcomes["ok"] += 1
             except RumiError:
                 outcomes["rejected"] += 1
-            except Exception as exc:  # noqa: BLE001 - the point of the test
+            except Exception as exc:
                 pytest.fail(f"case {i} (header={'yes' if header else 'no'}): {type(exc).__name__}: {exc}")
     assert outcomes["ok"] > 5 and outcomes["rejected"] > 100, outcomes

@@ -80,7 +80,7 @@ def test_damaged_02_files_raise_rumi_error_from_every_entry_point(tmp_path):
                     outcomes["ok"] += 1
                 except RumiError:
                     outcomes["rejected"] += 1
-                except Exception as exc:  # noqa: BLE001 - the point of the test
+                except Exception as exc:
                     pytest.fail(f"damage {i}: {name} raised {type(exc).__name__}: {exc}")
         peak = tracemalloc.get_traced_memory()[1]
     finally:

@@ -104,7 +104,7 @@ def test_a_catalog_lists_spec_time_and_band_texts_and_reopens_its_rows(tmp_path)
 
     fields = parse_blobs_any(table.column("blob"))
     assert fields["spec"].tolist() == [2, 2, 1] and fields["time_count"].tolist() == [1, 2, 1]
-    with pytest.raises(BlobError, match="blob 0 of 1: .*nor a spec 0.2 blob"):
+    with pytest.raises(BlobError, match=r"blob 0 of 1: .*nor a spec 0.2 blob"):
         parse_blobs_any([b"LOVE" + bytes(40)])
 
 

@@ -118,7 +118,7 @@ ODD_SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("shape, tile, unit, name", ODD_SHAPES,
+@pytest.mark.parametrize(("shape", "tile", "unit", "name"), ODD_SHAPES,
                          ids=[f"{'x'.join(map(str, s))}-t{t}-{u}-{n}" for s, t, u, n in ODD_SHAPES])
 def test_odd_shapes_the_peer_wrote_read_exactly(tmp_path, shape, tile, unit, name):
     import spec_reader
@@ -147,7 +147,7 @@ NON_SQUARE = [((1, 11, 13), (3, 7), "tile"), ((2, 20, 9), (16, 5), "tile"), ((2,
               ((5, 6, 33), (1, 32), "cell"), ((3, 17, 4), (17, 4), "tile")]
 
 
-@pytest.mark.parametrize("shape, tile, unit", NON_SQUARE,
+@pytest.mark.parametrize(("shape", "tile", "unit"), NON_SQUARE,
                          ids=[f"{'x'.join(map(str, s))}-t{t[0]}x{t[1]}-{u}" for s, t, u in NON_SQUARE])
 def test_non_square_tiles_read_exactly_and_agree_with_the_peers_reader(tmp_path, shape, tile, unit):
     from conftest import craft

@@ -212,7 +212,7 @@ def test_the_reference_writer_agrees_byte_for_byte_for_every_encoding_it_writes(
 
 
 @pytest.mark.parametrize("unit", ["tile", "cell"])
-@pytest.mark.parametrize("shape, tile", [((1, 21, 50), (8, 32)), ((5, 40, 9), (32, 8)), ((3, 7, 70), (5, 16))])
+@pytest.mark.parametrize(("shape", "tile"), [((1, 21, 50), (8, 32)), ((5, 40, 9), (32, 8)), ((3, 7, 70), (5, 16))])
 def test_the_reference_reads_non_square_tiles_and_sees_the_same_header(tmp_path, rng, shape, tile, unit):
     a = rng.integers(-900, 900, shape, dtype=np.int16)
     path = tmp_path / "ns.rumi"

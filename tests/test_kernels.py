@@ -76,7 +76,7 @@ def test_residuals_match_the_bit_by_bit_reference_from_any_start(case, start):
 @settings(max_examples=50, deadline=None)
 @given(residual_sets(max_n=60), st.integers(252, 2**40))
 def test_a_headers_counts_offsets_and_sums_agree_with_a_running_sum(case, base):
-    bits, residuals, count_min = case
+    bits, residuals, _count_min = case
     packed = _packed_array(ref_pack(residuals, bits))
     for k in range(len(residuals) + 1):
         assert B.residual_sum(packed, k, bits) == sum(residuals[:k])

@@ -23,7 +23,7 @@ ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "
 
 
 def module_name(path: pathlib.Path) -> str:
-    parts = ("rumimm",) + path.relative_to(PKG).with_suffix("").parts
+    parts = ("rumimm", *path.relative_to(PKG).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -76,7 +76,7 @@ def test_every_module_is_in_a_layer():
         assert layer(mod) in LAYERS, mod
 
 
-@pytest.mark.parametrize("package, home", sorted(ONLY.items()))
+@pytest.mark.parametrize(("package", "home"), sorted(ONLY.items()))
 def test_only_its_layer_imports_a_native_package(package, home):
     for mod in MODULES:
         for target, _ in imports(mod):
@@ -119,10 +119,10 @@ def test_the_import_graph_has_no_cycles():
         state[m] = 1
         for t in graph[m]:
             if state.get(t) == 1:
-                cycle = path[path.index(t):] + [t]
+                cycle = [*path[path.index(t):], t]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if t not in state:
-                visit(t, path + [t])
+                visit(t, [*path, t])
         state[m] = 2
 
     for m in graph:

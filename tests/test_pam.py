@@ -92,7 +92,7 @@ def test_a_sidecar_gdal_writes_is_read(tmp_path):
     assert meta.bands[1].tags == {"Y": "2"}
 
 
-@pytest.mark.parametrize("text, match", [
+@pytest.mark.parametrize(("text", "match"), [
     (b"not xml", "not well-formed XML"),
     (b"<Other/>", "root element is <Other>"),
     (b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><PAMDataset>&a;</PAMDataset>', "DTD or entities"),
@@ -137,7 +137,7 @@ def test_unknown_elements_gdal_writes_are_ignored():
     assert meta.bands[0].colorinterp == "undefined"  # GDAL >= 3.10 names rasterio has no member for
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
     (dict(nodata=[1, 2]), ValueError, "one entry per band"),
     (dict(nodata=True), TypeError, "must be a number"),
     (dict(descriptions=["a", 3, None]), TypeError, "must be strings"),
@@ -153,7 +153,7 @@ def test_bad_metadata_arguments_are_refused(kwargs, error, match):
         Metadata.from_args(3, **kwargs)
 
 
-@pytest.mark.parametrize("dtype, nodata, ok", [
+@pytest.mark.parametrize(("dtype", "nodata", "ok"), [
     ("uint8", 255, True), ("uint8", 256, False), ("uint8", -1, False), ("uint8", 1.5, False),
     ("int16", -32768.0, True), ("uint64", 2**64 - 1, True), ("int64", 2**63, False),
     ("float32", float("nan"), True), ("float32", 1e39, False), ("float32", -9999.5, True),

@@ -275,7 +275,7 @@ def test_frames_are_whole_tiles_at_seeded_positions_in_file_order(scene):
     for f, (t, b, y, x) in zip(frames, where, strict=True):
         assert t == 0 and f.shape == (64, 64) and y + 64 <= 200 and x + 64 <= 170
         np.testing.assert_array_equal(f, scene[b, y:y + 64, x:x + 64])
-    again, where2 = sample_frames(scene, tile=64, samples=4, seed=1)
+    _again, where2 = sample_frames(scene, tile=64, samples=4, seed=1)
     assert where2 == where
     assert sample_frames(scene, tile=64, samples=4, seed=2)[1] != where
     # 3 bands x 3 x 2 whole tiles: asking for more gives them all
@@ -330,7 +330,7 @@ def test_a_geotiff_is_profiled_on_windows_gdal_reads(tmp_path, scene):
 
 def test_a_file_that_is_neither_rumi_nor_a_tiff_is_refused_as_not_rumi(tmp_path):
     (tmp_path / "x.rumi").write_bytes(b"PNG? no" * 10)
-    with pytest.raises(rumimm.RumiError, match="x.rumi"):
+    with pytest.raises(rumimm.RumiError, match=r"x.rumi"):
         profile(tmp_path / "x.rumi")
 
 

@@ -138,7 +138,7 @@ def test_read_frames_gives_each_frame_in_its_layouts_axes():
 
 
 def test_format_must_agree_with_the_file():
-    with pytest.raises(FormatError, match="file is rumi spec 0.2 .* format='0.1'"):
+    with pytest.raises(FormatError, match=r"file is rumi spec 0.2 .* format='0.1'"):
         _open("img_u0", format="0.1")
     with pytest.raises(ValueError, match="format must be"):
         _open("img_u0", format="2")
@@ -147,7 +147,7 @@ def test_format_must_agree_with_the_file():
 
 
 def test_a_header_of_another_file_or_spec_is_refused(tmp_path):
-    with pytest.raises(BlobError, match="spec 0.2"):
+    with pytest.raises(BlobError, match=r"spec 0.2"):
         rumimm.open(DATA / "img_u0.rumi", (DATA.parent / "f32_tile_b1.blob").read_bytes())
     with pytest.raises(BlobError, match="truncated, or the blob belongs to another file"):
         rumimm.open(DATA / "cube_u4.rumi", (DATA / "cube_u3.header").read_bytes())

@@ -125,7 +125,7 @@ def test_windows_read_the_same_with_the_cache_on(written, scene, key):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_random_windows_and_steps_match_numpy(img, scene, data):
-    b, y, x = SHAPE
+    _b, y, x = SHAPE
 
     def axis(n):
         a = data.draw(st.integers(-n - 2, n + 2))
@@ -166,7 +166,7 @@ def test_every_encoding_reads_back_in_windows(tmp_path, name, unit):
             assert same(image[key], array[key]), key
 
 
-@pytest.mark.parametrize("dtype,bits", [("bool", 1), ("uint2", 2), ("int4", 4), ("float6_e2m3fn", 6),
+@pytest.mark.parametrize(("dtype", "bits"), [("bool", 1), ("uint2", 2), ("int4", 4), ("float6_e2m3fn", 6),
                                         ("float4_e2m1fn", 4)])
 def test_sub_byte_samples_are_the_low_bits_of_each_byte(tmp_path, monkeypatch, dtype, bits):
     grid = Grid(7, 5, 4, 4, 1, frame_unit("tile"))
@@ -385,9 +385,8 @@ def test_many_threads_reading_at_once_get_correct_windows(written, scene, cache_
         h, w = rng.integers(1, 38 - y0), rng.integers(1, 54 - x0)
         keys.append((slice(None) if rng.random() < 0.5 else int(rng.integers(0, 3)),
                      slice(y0, y0 + h), slice(x0, x0 + w)))
-    with rumimm.open(path, blob, cache_bytes=cache_bytes) as image:
-        with cf.ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(lambda k: image[k], keys))
+    with rumimm.open(path, blob, cache_bytes=cache_bytes) as image, cf.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda k: image[k], keys))
     assert all(same(r, scene[k]) for r, k in zip(results, keys, strict=True))
 
 
@@ -505,7 +504,7 @@ def test_a_blob_for_another_file_is_refused(tmp_path, written, scene):
 
 
 def test_a_blob_with_another_grid_but_the_same_file_size_is_refused(tmp_path, written):
-    path, blob, unit = written
+    path, blob, _unit = written
     hdr = Header.parse(blob)
     g = hdr.grid
     n = g.n_frames
@@ -526,7 +525,7 @@ def test_a_blob_whose_frame_sizes_do_not_match_the_file_raises_codec_error(writt
     lie = build_header(hdr.grid, hdr.encoding, counts)
     with rumimm.open(path, lie, cache_bytes=0) as image:
         # frame 0 keeps its header but runs into frame 1 (checksum); frame 1 loses its magic
-        with pytest.raises(CodecError, match="frame [01] of"):
+        with pytest.raises(CodecError, match=r"frame [01] of"):
             image[:, 0:2, 0:2]
 
 
@@ -554,9 +553,8 @@ def test_a_frame_of_the_wrong_sample_width_is_caught_by_the_fallback(tmp_path, m
     blob = assemble(tmp_path / "t.rumi", grid, frames, np.uint16)
     engine.load()
     monkeypatch.setattr(engine, "_NATIVE", False)  # as without geozl's library
-    with rumimm.open(tmp_path / "t.rumi", blob, cache_bytes=0) as image:
-        with pytest.raises(CodecError, match="frame 0"):
-            image[:]
+    with rumimm.open(tmp_path / "t.rumi", blob, cache_bytes=0) as image, pytest.raises(CodecError, match="frame 0"):
+        image[:]
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "fallback"])
@@ -646,7 +644,7 @@ def _lie(blob, **over) -> bytes:
     return build_header(grid, enc, np.array(h.counts))
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(("field", "value", "message"), [
     ("image_width", 50, "image_width is 53 in the file but 50 in the blob"),
     ("image_length", 40, "image_length is 37 in the file but 40 in the blob"),
     ("tile_width", 14, "tile_width is 16 in the file but 14 in the blob"),
@@ -696,7 +694,7 @@ def test_open_with_a_header_checks_that_frame_0_starts_with_an_openzl_magic(tmp_
     path.write_bytes(bytes(data))
     with pytest.raises(FormatError, match="frame 0 does not start with an OpenZL frame magic \\(found 0xfd2fb528\\)"):
         rumimm.open(path, blob)
-    with pytest.raises(FormatError, match="frame 0 .* does not start with an OpenZL frame magic"):
+    with pytest.raises(FormatError, match=r"frame 0 .* does not start with an OpenZL frame magic"):
         rumimm.open(path)
 
 
@@ -723,7 +721,7 @@ def _crafted(tmp_path, change, shape=(3, 20, 30)):
     return c.write(tmp_path / "x.rumi"), blob
 
 
-@pytest.mark.parametrize("change, error, message", [
+@pytest.mark.parametrize(("change", "error", "message"), [
     (set_entry(322, type=8), BlobError, "IFD entry 4 is tag 322, type 8, count 1; expected tag 322 \\(TILE_WIDTH\\), "
                                          "type SHORT \\(3\\), count 1"),
     (set_entry(256, type=3, data=(30).to_bytes(2, "little")), BlobError, "IFD entry 0 is tag 256, type 3"),
@@ -741,7 +739,7 @@ def test_open_with_a_header_compares_the_whole_ifd_with_the_one_the_blob_implies
         rumimm.open(path)  # and index() rejects the file too
 
 
-@pytest.mark.parametrize("shape, tag, values, message", [
+@pytest.mark.parametrize(("shape", "tag", "values", "message"), [
     ((1, 8, 8), 324, [413], "tag 324 \\(TILE_OFFSETS\\) holds \\(413,\\), the blob gives \\(412,\\)"),  # N = 1
     ((1, 8, 16), 325, "swap", "tag 325 \\(TILE_BYTE_COUNTS\\) holds \\((\\d+), (\\d+)\\), the blob gives "
                                "\\(\\2, \\1\\)"),  # N = 2

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from asv_benchmarks import recipes  # noqa: E402
+from asv_benchmarks import recipes
 
 
 def test_the_presets_table_measures_every_preset_per_dtype_and_round_trips_each():

@@ -22,8 +22,8 @@ from rumimm.reader.validate import CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFI
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
 
-import peer026  # noqa: E402
-from servers import MotoS3  # noqa: E402
+import peer026
+from servers import MotoS3
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
@@ -126,7 +126,7 @@ def test_a_window_in_one_tile_position_costs_one_request_and_the_trailer_one_mor
 
 
 def test_opening_a_large_02_file_without_a_blob_costs_one_request(server, scenes):
-    a, p, blob = scenes[1]
+    a, _p, blob = scenes[1]
     url = _serve(server, scenes)[1]
     with rumimm.open(url, storage_options=FAST) as img:
         assert bytes(img.header) == blob and img.spec == "0.2"
@@ -222,7 +222,7 @@ def test_a_remote_02_image_pickles_without_fetching_and_reads_its_trailer_where_
     img.close()
     closed = pickle.loads(pickle.dumps(img))
     with pytest.raises(rumimm.RumiError, match=r"s3\.rumi: image is closed"):
-        closed.time  # noqa: B018
+        closed.time
 
 
 def test_convert_reads_a_url_of_either_spec(server, scenes, tmp_path):
@@ -280,14 +280,14 @@ def test_a_blob_of_another_02_file_fails_at_the_first_read_or_trailer(server, sc
         img[:, 0:10, 0:10]
     img = rumimm.open(url, header=blob, cache_bytes=0, storage_options=FAST)
     with pytest.raises(BlobError, match=r"small\.rumi: the object ends before the bytes asked for .*HTTP 416"):
-        img.descriptions  # noqa: B018  (the trailer first: the blob's frames end past the object)
+        img.descriptions
     small_blob = rumimm.index(small)
     big = server.put("scenes2/big.rumi", scenes[0][1].read_bytes())
     server.reset()
     img = rumimm.open(big, header=small_blob, cache_bytes=0, storage_options=FAST)
     with pytest.raises(BlobError, match=r"big\.rumi: \d+ bytes follow the frames the header blob locates, more "
                                         r"than the \d+ a trailer of 4 bands and 1 steps can hold"):
-        img.descriptions  # noqa: B018
+        img.descriptions
     assert len(server.requests) == 1 and server.bytes_sent <= 64 << 10  # never more than a trailer can take
 
 
@@ -366,7 +366,7 @@ def test_a_trailer_request_is_retried_on_a_transient_fault_and_named_when_it_per
     img = rumimm.open(url, header=blob, storage_options=FAST)
     server.faults[:] = ["503"] * 20
     with pytest.raises(rumimm.RumiError, match=r"scenes2/s5\.rumi: GET bytes \d+\.\.\d+ failed \(HTTP 503") as info:
-        img.time  # noqa: B018
+        img.time
     assert "SECRET" not in str(info.value)
 
 

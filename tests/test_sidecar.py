@@ -114,7 +114,7 @@ def test_a_sidecar_gdal_tools_wrote_without_a_digest_is_applied(tmp_path):
         assert img.nodatavals == (-1.0,) * 3
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
     ({"nodata": 300}, ValueError, "not a uint8 value"),
     ({"nodata": [0, 1]}, ValueError, "one entry per band"),
     ({"descriptions": "red"}, TypeError, "sequence of one value per band"),
@@ -152,7 +152,7 @@ def test_a_colour_map_round_trips(tmp_path):
 
 
 def test_a_geographic_crs_with_metre_coordinates_is_refused(tmp_path):
-    with pytest.raises(CRSError, match="EPSG:4326 is geographic .* beyond longitudes"):
+    with pytest.raises(CRSError, match=r"EPSG:4326 is geographic .* beyond longitudes"):
         rumimm.write(tmp_path / "x.rumi", scene(), tile=16, transform=UTM, crs=4326)
     # a global grid, pixel centres from -180 to 180, and a 0..360 grid are degrees
     rumimm.write(tmp_path / "g.rumi", np.zeros((1, 181, 361), np.uint8), tile=64,

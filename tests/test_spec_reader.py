@@ -180,7 +180,7 @@ def test_the_fixture_folder_stays_small():
 
 @pytest.mark.parametrize("bands", [1, 4, 5, 13])
 @pytest.mark.parametrize("unit", ["tile", "cell"])
-@pytest.mark.parametrize("shape, tile", [((37, 50), 16), ((33, 17), 32), ((16, 16), 16), ((1, 1), 16)])
+@pytest.mark.parametrize(("shape", "tile"), [((37, 50), 16), ((33, 17), 32), ((16, 16), 16), ((1, 1), 16)])
 def test_a_peer_file_is_compliant_and_its_blob_rebuilds_byte_for_byte(tmp_path, bands, unit, shape, tile):
     path = tmp_path / "a.rumi"
     blob = peer.peer_write(path, _ramp((bands, *shape), seed=bands), tile=tile, unit=unit)
@@ -263,7 +263,7 @@ def test_a_peer_file_without_georeferencing_has_the_undefined_matrix_and_keys(tm
 
 
 @pytest.mark.parametrize(
-    "crs, transform, model, key",
+    ("crs", "transform", "model", "key"),
     [
         (32633, (10.0, 0.0, 500000.0, 0.0, -10.0, 4100000.0), 1, 3072),
         ("EPSG:4326", (0.001, 0.0002, -3.0, 0.0003, -0.001, 40.0), 2, 2048),
@@ -285,7 +285,8 @@ def test_a_georeferenced_peer_file_stores_the_full_matrix_and_three_keys(
     assert f["geokeys"] == (1, 1, 0, 3, 1024, 0, 1, model, 1025, 0, 1, raster, key, 0, 1, epsg)
 
 
-@pytest.mark.parametrize("bands, across, down, frames", [(4, 1, 1, 1), (1, 2, 1, 2), (1, 3, 1, 3), (5, 1, 1, 5)])
+@pytest.mark.parametrize(
+    ("bands", "across", "down", "frames"), [(4, 1, 1, 1), (1, 2, 1, 2), (1, 3, 1, 3), (5, 1, 1, 5)])
 def test_the_base_frame_offset_formula_matches_the_first_tile_offset(tmp_path, bands, across, down, frames):
     path = tmp_path / "b.rumi"
     unit = "cell" if frames == across * down and bands > 1 else "tile"
@@ -339,7 +340,7 @@ def test_build_blob_packs_the_hand_example_exactly():
 
 
 @pytest.mark.parametrize(
-    "blob, message",
+    ("blob", "message"),
     [
         (_blob_header(magic=0x45564F4D) + HAND_PACKED, "magic"),
         (_blob_header(version=2) + HAND_PACKED, "version"),
@@ -391,7 +392,7 @@ def test_check_file_flags_an_added_tag(tmp_path, four_band_file):
     path, _ = four_band_file
     entries, frames = sr.entries_of(path)
     scale = (33550, sr.DOUBLE, 3, struct.pack("<3d", 1.0, 1.0, 0.0))
-    entries = sorted(entries + [scale])
+    entries = sorted([*entries, scale])
     sr.build_file(tmp_path / "x.rumi", entries, frames)
     problems = sr.check_file(tmp_path / "x.rumi")
     assert _flags(problems, "tag 33550 (ModelPixelScaleTag) must not appear")
@@ -530,7 +531,7 @@ def test_check_file_flags_a_second_ifd(tmp_path, four_band_file):
 
 
 @pytest.mark.parametrize(
-    "header, message",
+    ("header", "message"),
     [(b"MM", "expected b'II'"), (b"II\x2a\x00", "expected 43 (BigTIFF)")],
 )
 def test_check_file_flags_a_file_that_is_not_little_endian_bigtiff(tmp_path, four_band_file, header, message):
@@ -574,21 +575,21 @@ UTM_MATRIX = (10.0, 0.0, 0.0, 5e5, 0.0, -10.0, 0.0, 4e6, 0.0, 0.0, 0.0, 0.0, 0.0
 
 
 @pytest.mark.parametrize(
-    "matrix, geokeys, message",
+    ("matrix", "geokeys", "message"),
     [
-        (UTM_MATRIX[:10] + (1.0,) + UTM_MATRIX[11:], None, "matrix third row"),
-        (UTM_MATRIX[:2] + (0.5,) + UTM_MATRIX[3:], None, "Z column"),
-        (UTM_MATRIX[:15] + (2.0,), None, "fourth row"),
-        (None, UTM_KEYS[:12] + (2048, 0, 1, 32633), "comes with key 2048, expected 3072"),
-        (None, UTM_KEYS[:7] + (2,) + UTM_KEYS[8:12] + (2048, 0, 1, 32633), "is projected but GTModelTypeGeoKey"),
-        (None, UTM_KEYS[:15] + (40000,), "outside 1024..32766"),
-        (None, UTM_KEYS[:15] + (1000,), "outside 1024..32766"),
-        (None, UTM_KEYS[:15] + (1111,), "not in the EPSG registry"),
-        (None, UTM_KEYS[:7] + (3,) + UTM_KEYS[8:], "GTModelTypeGeoKey is 3"),
-        (None, UTM_KEYS[:11] + (3,) + UTM_KEYS[12:], "GTRasterTypeGeoKey is 3"),
-        (None, UTM_KEYS[:3] + (4,) + UTM_KEYS[4:], "declares 4 keys"),
-        (None, UTM_KEYS[:4] + (1026,) + UTM_KEYS[5:], "GeoKey ids are"),
-        (None, UTM_KEYS[:13] + (34736,) + UTM_KEYS[14:], "location 34736"),
+        ((*UTM_MATRIX[:10], 1.0, *UTM_MATRIX[11:]), None, "matrix third row"),
+        ((*UTM_MATRIX[:2], 0.5, *UTM_MATRIX[3:]), None, "Z column"),
+        ((*UTM_MATRIX[:15], 2.0), None, "fourth row"),
+        (None, (*UTM_KEYS[:12], 2048, 0, 1, 32633), "comes with key 2048, expected 3072"),
+        (None, (*UTM_KEYS[:7], 2, *UTM_KEYS[8:12], 2048, 0, 1, 32633), "is projected but GTModelTypeGeoKey"),
+        (None, (*UTM_KEYS[:15], 40000), "outside 1024..32766"),
+        (None, (*UTM_KEYS[:15], 1000), "outside 1024..32766"),
+        (None, (*UTM_KEYS[:15], 1111), "not in the EPSG registry"),
+        (None, (*UTM_KEYS[:7], 3, *UTM_KEYS[8:]), "GTModelTypeGeoKey is 3"),
+        (None, (*UTM_KEYS[:11], 3, *UTM_KEYS[12:]), "GTRasterTypeGeoKey is 3"),
+        (None, (*UTM_KEYS[:3], 4, *UTM_KEYS[4:]), "declares 4 keys"),
+        (None, (*UTM_KEYS[:4], 1026, *UTM_KEYS[5:]), "GeoKey ids are"),
+        (None, (*UTM_KEYS[:13], 34736, *UTM_KEYS[14:]), "location 34736"),
         (UTM_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 0), "undefined georeferencing has matrix"),
         (sr.UNDEFINED_MATRIX, (1, 1, 0, 3, 1024, 0, 1, 0, 1025, 0, 1, 1, 2048, 0, 1, 4326),
          "expected GeographicTypeGeoKey 2048 = 0"),

@@ -86,7 +86,7 @@ def test_a_local_store_reads_ranges_and_maps_the_file(tmp_path):
     assert bytes(a) == DATA[:10] and bytes(b) == DATA[4990:5000] and c.size == 0
     assert bytes(st.mapping()[100:200]) == DATA[100:200]
     assert st.read(4990, 20) == DATA[4990:5000]  # read: fewer at the end
-    with pytest.raises(FormatError, match="a.bin"):
+    with pytest.raises(FormatError, match=r"a.bin"):
         st.read_ranges([(4990, 20)])  # read_ranges: exactly, or FormatError
     st.close()
 
@@ -228,7 +228,7 @@ def test_a_transient_fault_is_retried_and_gives_the_right_bytes(server, fault):
     assert server.count("GET") == 2
 
 
-@pytest.mark.parametrize("fault, reason", [("500", "HTTP 500"), ("429", "HTTP 429"), ("reset", "connection"),
+@pytest.mark.parametrize(("fault", "reason"), [("500", "HTTP 500"), ("429", "HTTP 429"), ("reset", "connection"),
                                            ("stall", "timed out|connection")])
 def test_a_fault_that_persists_ends_in_a_remote_error_after_bounded_retries(server, fault, reason):
     server.stall = 1.5
@@ -239,7 +239,7 @@ def test_a_fault_that_persists_ends_in_a_remote_error_after_bounded_retries(serv
     assert server.count("GET") == FAST["max_retries"] + 1
 
 
-@pytest.mark.parametrize("fault, message", [
+@pytest.mark.parametrize(("fault", "message"), [
     ("403", r"scene\.rumi: access denied \(HTTP 403\)"),
     ("404", r"scene\.rumi: not found \(HTTP 404\)"),
     ("ignore-range", r"scene\.rumi: the server answered a ranged GET .* with the whole object"),

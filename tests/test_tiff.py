@@ -132,7 +132,7 @@ def test_read_entries_decodes_the_raw_ifd():
     assert entries[6].count == 36 and entries[6].pointer == 252
 
 
-@pytest.mark.parametrize("shape, tile, unit", [((3, 20, 30), 8, "tile"), ((5, 20, 30), (8, 16), "cell"),
+@pytest.mark.parametrize(("shape", "tile", "unit"), [((3, 20, 30), 8, "tile"), ((5, 20, 30), (8, 16), "cell"),
                                                ((1, 8, 8), 8, "tile"), ((13, 9, 17), 8, "tile")])
 def test_the_conftest_writer_and_build_prefix_make_the_same_bytes(shape, tile, unit):
     c = craft(shape, tile, unit)

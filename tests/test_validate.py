@@ -53,7 +53,7 @@ def test_a_crafted_good_file_is_compliant_and_indexes_to_its_canonical_blob(tmp_
 
 
 @pytest.mark.parametrize("unit", ["tile", "cell"])
-@pytest.mark.parametrize("epsg, point", [(None, False), (None, True), (4326, True), (32633, False)])
+@pytest.mark.parametrize(("epsg", "point"), [(None, False), (None, True), (4326, True), (32633, False)])
 def test_crafted_files_of_both_units_with_and_without_georef_are_compliant(tmp_path, unit, epsg, point):
     c = craft((5, 17, 21), (8, 6), unit, "float32", epsg=epsg, pixel_is_point=point)
     path = c.write(tmp_path / "f.rumi")
@@ -76,7 +76,7 @@ THRESHOLDS = [  # (B, Y, X), unit -> N; each crosses one inline/external thresho
 ]
 
 
-@pytest.mark.parametrize("shape, unit", THRESHOLDS, ids=[f"{s}-{u}" for s, u in THRESHOLDS])
+@pytest.mark.parametrize(("shape", "unit"), THRESHOLDS, ids=[f"{s}-{u}" for s, u in THRESHOLDS])
 def test_files_at_every_inline_or_external_threshold_validate_and_index(tmp_path, shape, unit):
     c = craft(shape, 8, unit, "uint8")
     path = c.write(tmp_path / "crafted.rumi")
@@ -108,7 +108,7 @@ def _scene(name, bands, seed=0):
     return raw.view(dt).reshape(bands, 19, 23)
 
 
-@pytest.mark.parametrize("name, bands, unit", PEER_CASES, ids=[f"{n}-b{b}-{u}" for n, b, u in PEER_CASES])
+@pytest.mark.parametrize(("name", "bands", "unit"), PEER_CASES, ids=[f"{n}-b{b}-{u}" for n, b, u in PEER_CASES])
 def test_a_reference_written_file_indexes_to_the_blob_rumi_write_returned(tmp_path, name, bands, unit):
     path = tmp_path / f"{name}.rumi"
     blob = peer.peer_write(path, _scene(name, bands), tile=8, unit=unit)
@@ -122,7 +122,7 @@ def test_a_reference_written_file_indexes_to_the_blob_rumi_write_returned(tmp_pa
 
 @pytest.mark.parametrize("bands", [1, 4, 5, 13])
 @pytest.mark.parametrize("unit", ["tile", "cell"])
-@pytest.mark.parametrize("crs, point", [(None, False), (4326, True), ("EPSG:32633", False)])
+@pytest.mark.parametrize(("crs", "point"), [(None, False), (4326, True), ("EPSG:32633", False)])
 def test_reference_files_of_every_band_count_unit_and_georef_index_exactly(tmp_path, bands, unit, crs, point):
     path = tmp_path / "scene.rumi"
     arr = _scene("uint16", bands, seed=bands)
@@ -287,9 +287,9 @@ FILE_CASES = {
     "alignment before the frames": ({}, lambda c: setattr(c, "gap_before_frames", 4), "base_frame_offset"),
     "band-interleaved": ({}, _band_interleaved,
                          "TileOffsets\\[1\\] \\(row 0, col 0, band 1\\) .*\\(band-interleaved\\?\\)"),
-    "two frames swapped": ({}, lambda c: setattr(c, "frame_order", [0, 2, 1] + list(range(3, 36))),
+    "two frames swapped": ({}, lambda c: setattr(c, "frame_order", [0, 2, 1, *list(range(3, 36))]),
                            "TileOffsets\\[1\\] .* frame-index order"),
-    "sparse frame": ({}, _frames(lambda f: f[:5] + [b""] + f[6:]),
+    "sparse frame": ({}, _frames(lambda f: [*f[:5], b"", *f[6:]]),
                      "frame 5 has TileByteCounts 0; no frame may be sparse"),
     "entry count neither g nor g*B": ({}, lambda c: (set_entry(324, count=24)(c), set_entry(325, count=24)(c),
                                                      setattr(c, "frames", c.frames[:24])),
@@ -312,7 +312,7 @@ FILE_CASES = {
     "registry says geographic": ({"epsg": 32633}, _set(34735, _keys(code=4326)),
                                  "EPSG:4326 is geographic in the EPSG registry, but GTModelTypeGeoKey says projected"),
     "undefined georef with a matrix": ({}, _set(34264, georef.matrix_from_transform(UTM)), "undefined matrix"),
-    "undefined georef with an EPSG code": ({}, _set(34735, list(georef.geokeys(None))[:15] + [4326]),
+    "undefined georef with an EPSG code": ({}, _set(34735, [*list(georef.geokeys(None))[:15], 4326]),
                                            "needs key 2048 = 0"),
     "raster type 3": ({"epsg": 32633}, _set(34735, _keys(raster=3)), "GTRasterTypeGeoKey is 3"),
     "third matrix row non-zero": ({"epsg": 32633}, _set(34264, _matrix(10, 1.0)), "matrix must be"),
@@ -328,7 +328,7 @@ FILE_CASES = {
                                   "key 3072 must be stored inline \\(location 0, count 1\\)"),
     "GeoKey count 2": ({"epsg": 32633}, _set(34735, _keys(count=2)), "key 3072 must be stored inline"),
     "GTModelTypeGeoKey 3": ({"epsg": 32633}, _set(34735, _keys(model=3)), "GTModelTypeGeoKey is 3, expected 0, 1"),
-    "undefined georef with key 3072": ({}, _set(34735, list(georef.geokeys(None))[:12] + [3072, 0, 1, 0]),
+    "undefined georef with key 3072": ({}, _set(34735, [*list(georef.geokeys(None))[:12], 3072, 0, 1, 0]),
                                        "no CRS \\(GTModelTypeGeoKey 0\\) needs key 2048 = 0, got key 3072 = 0"),
     "vertical EPSG code": ({"epsg": 32633}, _set(34735, _keys(code=5773)), "EPSG:5773 is a Vertical CRS"),
     "fourth matrix row non-zero": ({"epsg": 32633}, _set(34264, _matrix(12, 1.0)), "matrix must be"),
@@ -342,11 +342,11 @@ FILE_CASES = {
     "truncated in the header": ({}, ("bytes", lambda b: b[:10]), "shorter than the 16-byte BigTIFF header"),
     "empty file": ({}, ("bytes", lambda b: b""), "file is empty"),
     "trailing bytes": ({}, lambda c: setattr(c, "tail", b"\0" * 5), "5 bytes follow the last frame"),
-    "a frame that is not OpenZL": ({}, _frames(lambda f: f[:9] + [b"\x28\xb5\x2f\xfd" + f[9][4:]] + f[10:]),
+    "a frame that is not OpenZL": ({}, _frames(lambda f: [*f[:9], b"(\xb5/\xfd" + f[9][4:], *f[10:]]),
                                    "frame 9 \\(row 0, col 3, band 0\\) does not start with an OpenZL frame magic"),
-    "a frame too short for a magic": ({}, _frames(lambda f: f[:2] + [b"ab"] + f[3:]), "frame 2 is 2 bytes, too short"),
-    "mixed OpenZL format versions": ({}, _frames(lambda f: f[:4] + [openzl_frame(np.arange(64, dtype="<u2"), 23)]
-                                                 + f[5:]),
+    "a frame too short for a magic": ({}, _frames(lambda f: [*f[:2], b"ab", *f[3:]]), "frame 2 is 2 bytes, too short"),
+    "mixed OpenZL format versions": ({}, _frames(
+        lambda f: [*f[:4], openzl_frame(np.arange(64, dtype="<u2"), 23), *f[5:]]),
                                      "frame 4 uses OpenZL format version 23 but frame 0 uses 24"),
 }
 

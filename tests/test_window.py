@@ -24,7 +24,7 @@ def read_selection(array: np.ndarray, sel) -> np.ndarray:
     ys = np.arange(sel.y.count) * sel.y.step + sel.y.start
     xs = np.arange(sel.x.count) * sel.x.step + sel.x.start
     return block[..., ys[:, None], xs[None, :]] if ys.size and xs.size else \
-        np.empty(block.shape[:-2] + (ys.size, xs.size), block.dtype)
+        np.empty((*block.shape[:-2], ys.size, xs.size), block.dtype)
 
 
 def via_selection(array, key):
@@ -99,7 +99,7 @@ def test_sparse_rows_become_one_run_that_covers_them():
 
 
 def test_a_four_dimensional_key_selects_images_first():
-    shape = (4,) + SHAPE
+    shape = (4, *SHAPE)
     arr = np.arange(np.prod(shape)).reshape(shape)
     for key in (np.s_[1:3, 0, 2:5, ::3], np.s_[[3, 0], :, 1], np.s_[..., 2, 3], np.s_[-1]):
         assert np.array_equal(via_selection(arr, key), arr[key])
@@ -184,7 +184,7 @@ def test_read_with_repeated_bands_reads_each_once():
     assert np.array_equal(block[sel.remap], ARRAY[[2, 0, 2]])
 
 
-@pytest.mark.parametrize("bands,window", [
+@pytest.mark.parametrize(("bands", "window"), [
     (3, None), ([0, 5], None), (None, ((0, 12), (0, 5))), (None, ((-1, 3), (0, 5))), (None, ((4, 2), (0, 1))),
     (None, (slice(0, 4, 2), slice(0, 3))), (None, "nope"),
 ])

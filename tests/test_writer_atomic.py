@@ -157,7 +157,7 @@ def test_a_frame_that_compresses_to_nothing_is_refused(tmp_path, scene, monkeypa
 
 def test_a_frame_larger_than_a_tile_byte_count_can_hold_is_refused(tmp_path, scene, monkeypatch):
     monkeypatch.setattr(frame_job, "MAX_COUNT", 20)  # stands in for 2**32 - 1: TileByteCounts is LONG
-    with pytest.raises(RumiError, match="frame 0 of 27 compressed to .* bytes, more than the 20 a TileByteCounts"):
+    with pytest.raises(RumiError, match=r"frame 0 of 27 compressed to .* bytes, more than the 20 a TileByteCounts"):
         rumimm.write(tmp_path / "o.rumi", scene, tile=16)
     assert os.listdir(tmp_path) == []
 

@@ -81,7 +81,7 @@ SPEC_GEOREFS = [  # write kwargs, (model, epsg, raster) the spec asks for
 ]
 
 
-@pytest.mark.parametrize("shape, tile, unit", SPEC_LAYOUTS, ids=str)
+@pytest.mark.parametrize(("shape", "tile", "unit"), SPEC_LAYOUTS, ids=str)
 def test_every_byte_before_the_first_frame_is_the_spec_layout(tmp_path, rng, shape, tile, unit):
     a = rng.integers(0, 2000, shape, dtype=np.int32)
     for kwargs, (model, epsg, raster) in SPEC_GEOREFS:

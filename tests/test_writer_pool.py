@@ -107,10 +107,9 @@ def test_frames_lost_by_a_worker_that_died_while_storing_abort_the_write(tmp_pat
     path.write_bytes(b"old")
     writer = rumimm.Writer(path, scene.shape, scene.dtype, tile=16, threads=2)
     lost = "were lost when an encoding worker process died"
-    with pytest.warns(RumiWarning), pytest.raises(CodecError, match=lost):
-        with writer:
-            for r in range(writer.rows):
-                writer.write_row(r, scene[:, slice(*writer.row_span(r))])
+    with pytest.warns(RumiWarning), pytest.raises(CodecError, match=lost), writer:
+        for r in range(writer.rows):
+            writer.write_row(r, scene[:, slice(*writer.row_span(r))])
     assert path.read_bytes() == b"old" and no_temp_files(tmp_path)
 
 

@@ -39,7 +39,7 @@ def test_the_writer_keeps_at_most_one_finished_row_of_frames_unwritten(tmp_path,
 
 def test_rows_out_of_order_are_refused_and_the_writer_stays_usable(tmp_path, scene):
     w = rumimm.Writer(tmp_path / "o.rumi", scene.shape, scene.dtype, tile=16)
-    with pytest.raises(RumiError, match="row 1 arrived out of order.*expected row 0"):
+    with pytest.raises(RumiError, match=r"row 1 arrived out of order.*expected row 0"):
         w.write_row(1, scene[:, 16:32])
     with pytest.raises(RumiError, match=r"block has shape \(3, 15, 45\), expected \(B, h, X\) = \(3, 16, 45\)"):
         w.write_row(0, scene[:, :15])
@@ -64,10 +64,9 @@ def test_closing_before_every_row_raises_and_leaves_no_file(tmp_path, scene):
 def test_an_exception_inside_the_with_block_discards_the_file(tmp_path, scene):
     path = tmp_path / "x.rumi"
     path.write_bytes(b"old contents")
-    with pytest.raises(ZeroDivisionError):
-        with rumimm.Writer(path, scene.shape, scene.dtype, tile=16) as w:
-            w.write_row(0, scene[:, :16])
-            1 / 0
+    with pytest.raises(ZeroDivisionError), rumimm.Writer(path, scene.shape, scene.dtype, tile=16) as w:
+        w.write_row(0, scene[:, :16])
+        1 / 0
     assert path.read_bytes() == b"old contents" and no_temp_files(tmp_path)
     assert w.closed and w.header is None
 

@@ -26,7 +26,8 @@ def cube(rng):
     return rng.integers(0, 4000, (3, 4, 37, 29)).astype(np.uint16)
 
 
-@pytest.mark.parametrize("unit, layout, frames", [("tile", 0, 3 * 2 * 4 * 3), ("cell", 4, 6), (3, 3, 6), (4, 4, 6),
+@pytest.mark.parametrize(
+    ("unit", "layout", "frames"), [("tile", 0, 3 * 2 * 4 * 3), ("cell", 4, 6), (3, 3, 6), (4, 4, 6),
                                                   (9, 9, 72), (0, 0, 72)])
 def test_a_cube_writes_every_planar_unit_and_reads_back(tmp_path, cube, unit, layout, frames):
     path = tmp_path / "c.rumi"
@@ -76,12 +77,12 @@ def test_spec_02_writes_the_fnuz_floats_that_spec_01_has_not(tmp_path, rng):
         np.testing.assert_array_equal(img[...].view(np.uint8), arr.view(np.uint8))
     with pytest.raises(RumiError, match="no rumi sample encoding"):
         rumimm.write(tmp_path / "g.rumi", arr, tile=4)
-    with pytest.raises(RumiError, match="in spec 0.2"):
+    with pytest.raises(RumiError, match=r"in spec 0.2"):
         rumimm.write(tmp_path / "g.rumi", np.zeros((1, 4, 4), ml_dtypes.int4), format="0.2", bands=["a"],
                      time=["2026-01-01"])
 
 
-@pytest.mark.parametrize("kw, exc, msg", [
+@pytest.mark.parametrize(("kw", "exc", "msg"), [
     ({}, TypeError, "pass bands=\\[...\\]"),
     ({"bands": ["a", "b", "c", "d"]}, TypeError, "pass time=\\[...\\]"),
     ({"bands": ["a", "b"], "time": ["2026-01-01"] * 3}, ValueError, "one text per band, so 4; got 2"),
@@ -107,7 +108,7 @@ def test_bad_spec_02_arguments_are_refused_before_a_file_exists(tmp_path, cube, 
 
 
 def test_spec_01_refuses_bands_time_and_four_dimensions(tmp_path, cube):
-    with pytest.raises(ValueError, match="spec 0.2 files only"):
+    with pytest.raises(ValueError, match=r"spec 0.2 files only"):
         rumimm.write(tmp_path / "x.rumi", cube[0], bands=list("abcd"))
     with pytest.raises(RumiError, match="4-D shape"):
         rumimm.write(tmp_path / "x.rumi", cube)

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import rasterio
-import rioxarray  # noqa: F401  (registers the .rio accessor)
+import rioxarray
 import xarray as xr
 from affine import Affine
 from conftest import affine_times, random_samples, same_bits
@@ -354,7 +354,7 @@ def test_an_open_image_can_be_passed_and_stays_open(scene):
 @pytest.mark.parametrize("point", [False, True])
 @pytest.mark.parametrize("chunks", [None, {}])
 def test_to_rumi_round_trips_values_and_georeferencing(scene, tmp_path, point, chunks):
-    path, _, a = scene
+    _path, _, a = scene
     src = tmp_path / "src.rumi"
     rumimm.write(src, a, tile=16, transform=UTM, crs=32633, pixel_is_point=point, threads=1)
     with xr.open_dataset(src, engine="rumimm", chunks=chunks) as ds:
@@ -492,7 +492,7 @@ def test_a_masked_stack_masks_each_image_by_its_band_nodata(described, tmp_path)
 
 
 def test_to_rumi_keeps_rioxarrays_nodata_scales_descriptions_and_units(described, tmp_path):
-    path, tif, a = described
+    _path, tif, a = described
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         raw = rioxarray.open_rasterio(tif)

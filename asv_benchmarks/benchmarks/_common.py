@@ -19,10 +19,10 @@ import os
 import sys
 
 try:
-    import rumimm  # noqa: F401
+    import rumimm
 except ImportError:  # a plain checkout: benchmark the working tree
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    import rumimm  # noqa: F401
+    import rumimm
 
 import numpy as np
 

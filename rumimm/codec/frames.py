@@ -109,7 +109,7 @@ def frame_format_version(frame) -> int:
 
 
 
-def frame_declaration(frame) -> tuple[int, "zl.Type | None", int]:
+def frame_declaration(frame) -> tuple[int, zl.Type | None, int]:
     """(outputs, type of output 0, its byte size) that an OpenZL frame's header declares.
 
     ``frame`` may be the whole frame or any prefix of it holding the header: the
@@ -128,7 +128,7 @@ def frame_declaration(frame) -> tuple[int, "zl.Type | None", int]:
             if outputs < 1:
                 return outputs, None, 0
             return outputs, info.output_type(0), info.output_content_size(0)
-        except Exception as exc:  # noqa: BLE001 - nanobind raises plain RuntimeError/ValueError
+        except Exception as exc:
             reason = failure_reason(exc)
     raise CodecError(reason)
 

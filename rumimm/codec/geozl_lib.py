@@ -28,8 +28,17 @@ import os
 import threading
 from pathlib import Path
 
-__all__ = ["library_path", "functions", "available", "decompress", "status_message",
-           "STATUS_SIZE_MISMATCH", "STATUS_UNAVAILABLE", "DECOMPRESS", "DSIZE"]
+__all__ = [
+    "DECOMPRESS",
+    "DSIZE",
+    "STATUS_SIZE_MISMATCH",
+    "STATUS_UNAVAILABLE",
+    "available",
+    "decompress",
+    "functions",
+    "library_path",
+    "status_message",
+]
 
 # Codes of our own, below every -ZL_ErrorCode (those are -1..-99).
 STATUS_SIZE_MISMATCH = -1001  # decoded fine, but not to the expected byte count

@@ -34,8 +34,17 @@ from rumimm.codec.wrapper import FrameEncoder
 from rumimm.errors import CodecError
 from rumimm.format.dtypes import Encoding
 
-__all__ = ["Candidate", "Profile", "measure", "preset_readers", "READERS", "RUMIMM", "RUMI_EO_016",
-           "RUMI_EO_026", "DEFAULT_TOLERANCE"]
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "READERS",
+    "RUMIMM",
+    "RUMI_EO_016",
+    "RUMI_EO_026",
+    "Candidate",
+    "Profile",
+    "measure",
+    "preset_readers",
+]
 
 RUMIMM = "rumimm"
 RUMI_EO_016 = "rumi-eo 0.16.0"

@@ -9,7 +9,7 @@ frames.
 
 from __future__ import annotations
 
-__all__ = ["TIFF_HEADER_SIZE", "ENTRY_SIZE", "FIRST_ENTRY", "entry_offset", "value_offset", "ifd_size", "ifd_end"]
+__all__ = ["ENTRY_SIZE", "FIRST_ENTRY", "TIFF_HEADER_SIZE", "entry_offset", "ifd_end", "ifd_size", "value_offset"]
 
 #: Bytes of the file header (BigTIFF's, or spec 0.2's RUMI header).
 TIFF_HEADER_SIZE = 16

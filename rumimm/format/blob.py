@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numbers
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable
 
 import numpy as np
 
@@ -34,8 +34,18 @@ from rumimm.format.packing import (  # noqa: F401
     residuals,
 )
 
-__all__ = ["Header", "RecentHeaders", "blob_bytes", "build_header", "HEADER_SIZE", "MAGIC", "VERSION", "BLOB_FIELDS",
-           "VALID_PAIRS", "rule_broken"]
+__all__ = [
+    "BLOB_FIELDS",
+    "HEADER_SIZE",
+    "MAGIC",
+    "VALID_PAIRS",
+    "VERSION",
+    "Header",
+    "RecentHeaders",
+    "blob_bytes",
+    "build_header",
+    "rule_broken",
+]
 
 MAGIC = 0x45564F4C
 VERSION = 1
@@ -174,7 +184,7 @@ class Header:
     time_count = 1
 
     @classmethod
-    def parse(cls, blob, *, path=None) -> "Header":
+    def parse(cls, blob, *, path=None) -> Header:
         """Check ``blob`` against every rule of the spec and return its Header."""
         if type(blob) is bytes:  # the common case first: a blob parsed recently is reused as is
             hdr = _recent.get(blob)

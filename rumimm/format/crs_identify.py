@@ -60,7 +60,7 @@ def short_name(crs) -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pyproj's "you will likely lose information": this is only a name
             text = crs.to_proj4() if hasattr(crs, "to_proj4") else crs.to_string()
-    except Exception:  # noqa: BLE001 - any CRS-like object may come here
+    except Exception:
         text = str(crs)
     text = " ".join(str(text).replace("+type=crs", "").replace("=True", "").split())
     return text if len(text) <= 100 else text[:97] + "..."
@@ -99,7 +99,7 @@ def _datum_code(crs) -> str | None:
     """The source datum's EPSG code, or None for an unknown datum ("Unknown based on ... ellipsoid")."""
     try:
         datum = crs.datum
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     if datum is None:
         return None
@@ -108,7 +108,7 @@ def _datum_code(crs) -> str | None:
         return None
     try:
         code = datum.to_epsg(min_confidence=90)
-    except Exception:  # noqa: BLE001
+    except Exception:
         code = None
     return None if code is None else str(code)
 
@@ -208,7 +208,7 @@ def _centre_lonlat(src, centre):
     try:
         tr = pyproj.Transformer.from_crs(src, src.geodetic_crs, always_xy=True)
         lon, lat = tr.transform(*centre)
-    except Exception:  # noqa: BLE001 - a point outside the projection's domain
+    except Exception:
         return None
     ok = math.isfinite(lon) and math.isfinite(lat) and -180 <= lon <= 180 and -90 <= lat <= 90
     return (lon, lat) if ok else None

@@ -28,13 +28,13 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
 
-__all__ = ["Encoding", "ENCODINGS", "SPEC_ENCODINGS", "SPECS", "encoding", "encoding_for_dtype", "DTYPES"]
+__all__ = ["DTYPES", "ENCODINGS", "SPECS", "SPEC_ENCODINGS", "Encoding", "encoding", "encoding_for_dtype"]
 
 
 def _complex(component: str) -> np.dtype:
@@ -169,7 +169,7 @@ class _Dtypes(Mapping):
     An ml_dtypes value imports ml_dtypes when first read.
     """
 
-    _names = {e.name: e for e in ENCODINGS.values()}
+    _names: ClassVar[dict] = {e.name: e for e in ENCODINGS.values()}
 
     def __getitem__(self, name: str) -> np.dtype:
         return self._names[name].dtype

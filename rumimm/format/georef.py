@@ -18,18 +18,18 @@ import numpy as np
 from rumimm.errors import CRSError
 
 __all__ = [
-    "Georef",
+    "GEOREF_BYTES",
     "UNDEFINED_MATRIX",
-    "matrix_from_transform",
-    "transform_from_matrix",
+    "Georef",
+    "check_extent",
+    "crs_kind",
     "geokeys",
+    "matrix_from_transform",
     "parse_geokeys",
     "resolve_crs",
     "resolve_transform",
-    "crs_kind",
-    "check_extent",
-    "GEOREF_BYTES",
     "split_georef_block",
+    "transform_from_matrix",
 ]
 
 #: The two georeferencing tag values stored right before the first frame: ModelTransformation
@@ -154,7 +154,7 @@ def _short(crs) -> str:
     """A one-line name of a CRS object for messages."""
     try:
         text = crs.to_string()
-    except Exception:  # noqa: BLE001 - any object with to_epsg() may come here
+    except Exception:
         text = repr(crs)
     text = " ".join(str(text).split())
     return repr(text if len(text) <= 100 else text[:97] + "...")

@@ -21,9 +21,25 @@ from rumimm.format.bigtiff import TIFF_HEADER_SIZE, entry_offset, ifd_end, value
 from rumimm.format.dtypes import Encoding
 from rumimm.format.grid import IFD_END, Grid
 
-__all__ = ["Tag", "TagV2", "TiffType", "FIXED_TAGS", "FIXED_TAGS_V2", "Profile", "PROFILE_V1", "PROFILE_V2", "IfdEntry",
-           "build_prefix", "read_entries", "check_blob_prefix", "explain_blob_mismatch", "OPENZL_MAGIC",
-           "OPENZL_FORMAT_VERSIONS", "BIGTIFF_MAGIC", "N_TAGS"]
+__all__ = [
+    "BIGTIFF_MAGIC",
+    "FIXED_TAGS",
+    "FIXED_TAGS_V2",
+    "N_TAGS",
+    "OPENZL_FORMAT_VERSIONS",
+    "OPENZL_MAGIC",
+    "PROFILE_V1",
+    "PROFILE_V2",
+    "IfdEntry",
+    "Profile",
+    "Tag",
+    "TagV2",
+    "TiffType",
+    "build_prefix",
+    "check_blob_prefix",
+    "explain_blob_mismatch",
+    "read_entries",
+]
 
 BIGTIFF_MAGIC = b"II\x2b\x00\x08\x00\x00\x00"
 N_TAGS = 11

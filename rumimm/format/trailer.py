@@ -45,10 +45,10 @@ __all__ = [
     "Trailer",
     "build_trailer",
     "canonical_time",
-    "max_trailer_bytes",
-    "min_trailer_bytes",
     "check_band_texts",
     "check_time_order",
+    "max_trailer_bytes",
+    "min_trailer_bytes",
     "parse_trailer",
 ]
 

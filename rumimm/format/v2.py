@@ -454,8 +454,8 @@ def _explain(head: bytes, want: bytes, hdr: Header2, path) -> None:
     for i, tag in enumerate(PROFILE_V2.tags):
         at = entry_offset(i)
         if head[at:at + 20] != want[at:at + 20]:
-            got = struct.unpack_from("<HHQ", head, at) + (head[at + 12:at + 20].hex(),)
-            exp = struct.unpack_from("<HHQ", want, at) + (want[at + 12:at + 20].hex(),)
+            got = (*struct.unpack_from("<HHQ", head, at), head[at + 12:at + 20].hex())
+            exp = (*struct.unpack_from("<HHQ", want, at), want[at + 12:at + 20].hex())
             raise BlobError(f"{where(path)}the header blob does not describe this file: IFD entry {i} (tag {int(tag)}) "
                             f"is (tag, type, count, value) {got}, the blob implies {exp}")
     raise FormatError(f"{where(path)}next-IFD offset is {struct.unpack_from('<Q', head, IFD_END2 - 8)[0]}; a rumi "

@@ -23,7 +23,7 @@ import numpy as np
 
 from rumimm.errors import WindowError
 
-__all__ = ["Selection", "Run", "select", "select_read", "AXES"]
+__all__ = ["AXES", "Run", "Selection", "select", "select_read"]
 
 AXES = ("band", "y", "x")
 _ALL = slice(None)

@@ -22,7 +22,7 @@ import numpy as np
 from rumimm.reader.catalog_table import catalog_images, read_catalog, select_bbox
 from rumimm.writer.atomic import replacing
 
-__all__ = ["catalog", "write_catalog", "read_catalog", "select_bbox", "catalog_images", "CATALOG_COLUMNS"]
+__all__ = ["CATALOG_COLUMNS", "catalog", "catalog_images", "read_catalog", "select_bbox", "write_catalog"]
 
 #: Columns of a catalog table, in order.
 CATALOG_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "tile_height", "tile_width", "unit",

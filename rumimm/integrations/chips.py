@@ -21,7 +21,7 @@ import numpy as np
 from rumimm.errors import RumiError
 from rumimm.integrations.open_files import OpenFiles
 
-__all__ = ["ChipDataset", "MAX_CHIPS"]
+__all__ = ["MAX_CHIPS", "ChipDataset"]
 
 #: Most chips a dataset holds (its table takes 24 bytes a chip: 1.5 GiB at this bound).
 MAX_CHIPS = 1 << 26

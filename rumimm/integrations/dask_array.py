@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-__all__ = ["to_dask", "frame_chunks"]
+__all__ = ["frame_chunks", "to_dask"]
 
 
 def frame_chunks(img) -> tuple[int, ...]:
@@ -27,7 +27,7 @@ def frame_chunks(img) -> tuple[int, ...]:
 
     cell = img.header.frame_unit == FrameUnit.CELL
     tl, tw = img.tile
-    return tuple(n if cell else 1 for n in img.shape[:-2]) + (tl, tw)
+    return (*tuple(n if cell else 1 for n in img.shape[:-2]), tl, tw)
 
 
 def read_chunk(source, *bounds) -> np.ndarray:
@@ -104,6 +104,6 @@ def to_dask(source, header=None, chunks=None, *, name=None, storage_options=None
     # consumes it (a sum's per-chunk sum), one task per chunk instead of two.  The source
     # and the edges are layer-wide keywords, pickled once with the graph, not per task.
     name = name or f"rumimm-{tokenize(path, blob, chunks)}"
-    edges = tuple(tuple(int(v) for v in np.cumsum((0,) + c)) for c in chunks)
+    edges = tuple(tuple(int(v) for v in np.cumsum((0, *c))) for c in chunks)
     return da.map_blocks(_read_block, dtype=dtype, chunks=chunks, name=name, meta=np.empty((0,) * len(shape), dtype),
                          source=(path, blob) if options is None else (path, blob, options), edges=edges)

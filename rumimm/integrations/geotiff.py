@@ -69,7 +69,7 @@ def _restore_metadata(out, img) -> list[str]:
         if b.colormap:
             try:
                 out.write_colormap(i, b.colormap)
-            except Exception as exc:  # noqa: BLE001 - GDAL refuses tables on some band types
+            except Exception as exc:
                 lost.append(f"the colour map of band {i} ({' '.join(str(exc).split())})")
     if any(b.scale is not None for b in bands):
         out.scales = tuple(1.0 if b.scale is None else b.scale for b in bands)
@@ -347,7 +347,7 @@ def _unheld(ds) -> list[str]:
 
 def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, header_out=None, progress=None,
                  threads=None, verify: bool = False, drop_georef: bool = False, format=None, bands=None,
-                 time=None) -> bytes:  # noqa: A002
+                 time=None) -> bytes:
     """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
 
     Parameters

@@ -436,10 +436,8 @@ class RumiDataset(GeoDataset):
 
     def _sample(self, query, x: slice, y: slice, data) -> dict:
         """TorchGeo's sample dict of ``query``, whose disambiguated x and y slices are ``x``, ``y``."""
-        if isinstance(data, torch.Tensor):
-            tensor = data  # what _outputs made, filled in self.dtype
-        else:
-            tensor = torch.from_numpy(_torch_ready(data)).to(self.dtype)
+        # a tensor is what _outputs made, filled in self.dtype
+        tensor = data if isinstance(data, torch.Tensor) else torch.from_numpy(_torch_ready(data)).to(self.dtype)
         sample = {"bounds": self._slice_to_tensor(query),
                   "transform": torch.tensor([x.step, 0.0, x.start, 0.0, -y.step, y.stop, 0.0, 0.0, 1.0])}
         if self.is_image:

@@ -24,7 +24,7 @@ from xarray.core import indexing
 from rumimm.errors import RumiError
 from rumimm.integrations.dask_array import frame_chunks
 
-__all__ = ["RumiBackendEntrypoint", "RumiBackendArray", "spatial_coords", "gdal_transform", "pixel_centres"]
+__all__ = ["RumiBackendArray", "RumiBackendEntrypoint", "gdal_transform", "pixel_centres", "spatial_coords"]
 
 VARIABLE = "band_data"  # the name rioxarray's own xarray backend gives a raster's values
 
@@ -165,7 +165,7 @@ def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, 
     attrs = dict(_grid_mapping(int(epsg)))
     attrs["GeoTransform"] = " ".join(str(float(v)) for v in gt)
     coords = {"spatial_ref": xr.Variable((), np.int64(0), attrs)}
-    c, a, b, f, d, e = gt
+    _c, _a, b, _f, d, _e = gt
     if b == 0 and d == 0:
         x, y = pixel_centres(gt, nx, ny)
         coords["x"] = xr.Variable("x", x, {"axis": "X"})

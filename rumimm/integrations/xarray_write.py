@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_rumi", "georef_of", "metadata_of"]
+__all__ = ["georef_of", "metadata_of", "to_rumi"]
 
 _X_NAMES = ("x", "lon", "longitude")
 _Y_NAMES = ("y", "lat", "latitude")
@@ -30,7 +30,7 @@ def _spatial_dims(da) -> tuple[str, str]:
 
 def _grid_mapping(da):
     name = da.encoding.get("grid_mapping", da.attrs.get("grid_mapping", "spatial_ref"))
-    return da.coords[name] if name in da.coords else None
+    return da.coords.get(name, None)
 
 
 def _transform_from_coords(da, y: str, x: str):

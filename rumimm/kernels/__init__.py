@@ -10,15 +10,15 @@ it), on a background thread.  All are compiled with ``cache=True``.
 import numpy as np
 
 from rumimm.format.window import Run
-from rumimm.kernels import blob as _blob_mod  # noqa: E402
-from rumimm.kernels import copy as _copy_mod  # noqa: E402
-from rumimm.kernels import native as _native_mod  # noqa: E402
-from rumimm.kernels import plan as _plan_mod  # noqa: E402
-from rumimm.kernels._stale import drop_stale_indexes  # noqa: E402
-from rumimm.kernels.blob import *  # noqa: F401,F403
+from rumimm.kernels import blob as _blob_mod
+from rumimm.kernels import copy as _copy_mod
+from rumimm.kernels import native as _native_mod
+from rumimm.kernels import plan as _plan_mod
+from rumimm.kernels._stale import drop_stale_indexes
+from rumimm.kernels.blob import *  # noqa: F403
 from rumimm.kernels.blob import check_blobs  # noqa: F401
 from rumimm.kernels.copy import STATUS_SIZE_MISMATCH, Frames, Placement, decode_copy  # noqa: F401
-from rumimm.kernels.plan import *  # noqa: F401,F403
+from rumimm.kernels.plan import *  # noqa: F403
 from rumimm.kernels.plan import GRID_COLS, PLAN_COLS, WINDOW_COLS, plan_batch, plan_window  # noqa: F401
 
 drop_stale_indexes([f for m in (_blob_mod, _copy_mod, _native_mod, _plan_mod)

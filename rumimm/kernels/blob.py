@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from rumimm.format.blob import (  # noqa: F401  (the status codes, named once in blob.py)
+from rumimm.format.blob import (
     BAD_COUNT_BITS,
     BAD_MAGIC,
     BAD_PAIR,

@@ -69,12 +69,12 @@ from rumimm.codec.geozl_lib import (
 )
 
 __all__ = [
-    "available",
-    "library_path",
-    "decode_one",
-    "status_message",
     "STATUS_SIZE_MISMATCH",
     "STATUS_UNAVAILABLE",
+    "available",
+    "decode_one",
+    "library_path",
+    "status_message",
 ]
 
 _lock = threading.Lock()

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from rumimm._env import env_int
 
-__all__ = ["FrameCache", "SHARED", "shared", "check_size", "DEFAULT_CACHE_BYTES", "tune_malloc", "default_cache_bytes"]
+__all__ = ["DEFAULT_CACHE_BYTES", "SHARED", "FrameCache", "check_size", "default_cache_bytes", "shared", "tune_malloc"]
 
 DEFAULT_CACHE_BYTES = 64 << 20
 

@@ -11,7 +11,7 @@ import os
 
 from rumimm.errors import RumiError
 
-__all__ = ["read_catalog", "select_bbox", "catalog_images", "check_rows"]
+__all__ = ["catalog_images", "check_rows", "read_catalog", "select_bbox"]
 
 
 def read_catalog(path, *, columns=None, bbox=None):

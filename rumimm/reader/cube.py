@@ -264,7 +264,7 @@ class Cube(RasterioSurface):
     @property
     def shape(self) -> tuple[int, int, int, int]:
         """(N, B, Y, X): N items (one per image, or per time step of a spec 0.2 file)."""
-        return (len(self),) + _step_shape(self._images[0])
+        return (len(self), *_step_shape(self._images[0]))
 
     @property
     def dtype(self) -> np.dtype:
@@ -333,7 +333,7 @@ class Cube(RasterioSurface):
         sel = select_read(bands, window, shape[1:])
         items = np.arange(shape[0], dtype=np.int64)
         shape = (len(items), sel.lists[0].shape[0], sel.y.count, sel.x.count)
-        remap = None if sel.remap is None else (slice(None),) + sel.remap
+        remap = None if sel.remap is None else (slice(None), *sel.remap)
         if out is not None:
             want = shape if remap is None else np.empty(shape, np.uint8)[remap].shape
             _check_out(out, want, self.dtype)
@@ -451,7 +451,7 @@ class ImageCollection:
 
     @classmethod
     def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True,
-                     storage_options=None) -> "ImageCollection":
+                     storage_options=None) -> ImageCollection:
         """The images of a catalog's rows, opened with their blobs (no IFD is read).
 
         ``table_or_path`` is a :func:`rumimm.catalog` table or its Parquet file;
@@ -572,7 +572,7 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
                 raise RumiError(f"image {i} ({img.path}) is {img.dtype} but image 0 is {dtype}; "
                                 "read_batch returns one array")
             ny, nx = img.height, img.width
-            if not (0 <= y0[i] and y0[i] + h <= ny and 0 <= x0[i] and x0[i] + w <= nx):
+            if not (y0[i] >= 0 and y0[i] + h <= ny and x0[i] >= 0 and x0[i] + w <= nx):
                 raise WindowError(f"window {i} [{y0[i]}:{y0[i] + h}, {x0[i]}:{x0[i] + w}] leaves image {i} "
                                   f"({img.path}) of {ny} x {nx} pixels")
         drop = isinstance(bands, (int, np.integer)) and not isinstance(bands, bool)

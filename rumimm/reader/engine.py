@@ -39,8 +39,15 @@ from rumimm.reader import jit as _jit
 from rumimm.reader.planner import check_new, finish, plan_frames
 from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, fetch_frames
 
-__all__ = ["FrameSource", "load", "execute", "read_window", "read_windows", "decode_frames",
-           "PARALLEL_MIN_BYTES"]
+__all__ = [
+    "PARALLEL_MIN_BYTES",
+    "FrameSource",
+    "decode_frames",
+    "execute",
+    "load",
+    "read_window",
+    "read_windows",
+]
 
 #: A window of at most this many frames is read without numba (geozl's decoder through ctypes).
 SMALL_READ_FRAMES = 4
@@ -290,7 +297,7 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarra
         return out
     kern = K if K is not None else load()
     plan = kern.plan_window(fs.grid_rows[0], bands, _run(y), _run(x), fs.isz)
-    execute((fs,), plan, bands, y.step, x.step, out.reshape((1,) + out.shape).view(np.uint8), group=False)
+    execute((fs,), plan, bands, y.step, x.step, out.reshape((1, *out.shape)).view(np.uint8), group=False)
     return out
 
 
@@ -331,7 +338,7 @@ def _read_each(sources, windows, bands, y, x, out4) -> None:
         cols = segments(x0 + x.start, x.step, x.count, fs.grid.tile_width, fs.grid.image_width).tolist()
         item = out4[n]
         direct = item.flags.c_contiguous
-        out = item.view(fs.dtype) if direct else np.empty(item.shape[:2] + (x.count,), fs.dtype)
+        out = item.view(fs.dtype) if direct else np.empty((*item.shape[:2], x.count), fs.dtype)
         _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
         if not direct:
             item[...] = out.view(np.uint8)

@@ -23,7 +23,7 @@ from rumimm.format.tiff import OPENZL_FORMAT_VERSIONS, OPENZL_MAGIC
 if TYPE_CHECKING:
     from rumimm.reader.source import FrameSource
 
-__all__ = ["frame_error", "check_pinned", "check_header", "fallback_frames"]
+__all__ = ["check_header", "check_pinned", "fallback_frames", "frame_error"]
 
 
 def frame_error(fs: FrameSource, k: int, code: int) -> CodecError:

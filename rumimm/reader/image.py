@@ -38,7 +38,7 @@ from rumimm.reader.remote import RemoteStore, is_remote, public_name
 from rumimm.reader.store import LocalStore
 from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD walk, used only when no blob is given
 
-__all__ = ["Image", "open", "read_frames", "load_header"]
+__all__ = ["Image", "load_header", "open", "read_frames"]
 
 _tokens = itertools.count(1)
 _PENDING: Trailer = Trailer.__new__(Trailer)  # a remote spec 0.2 image's trailer, fetched on first use
@@ -661,7 +661,7 @@ def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=N
     return img
 
 
-def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=None,  # noqa: A001
+def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=None,
          storage_options=None) -> Image:
     """Open a rumi file for reading: spec 0.1.0 or spec 0.2 (rumi-eo 0.18 and later).
 

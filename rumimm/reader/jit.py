@@ -33,7 +33,7 @@ import threading
 
 from rumimm.errors import RumiError
 
-__all__ = ["kernels", "wait", "ready", "state"]
+__all__ = ["kernels", "ready", "state", "wait"]
 
 _NAME = "rumimm-kernels"
 _state = threading.Lock()  # guards the fields below; a fork holds it (before_fork)
@@ -112,7 +112,7 @@ def _load(stoppable: bool = True) -> None:
                 raise RumiError("the numba kernels were still loading when the interpreter exited")
             step()
         _kernels = kern
-    except BaseException as exc:  # noqa: BLE001  (handed to wait())
+    except BaseException as exc:
         _error = exc
     finally:
         _done.set()

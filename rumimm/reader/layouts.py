@@ -37,7 +37,7 @@ def frame_planes(grid: Grid2, k: int, frame: np.ndarray) -> np.ndarray:
     names, sizes = units.frame_axes(grid.layout, grid.bands, grid.times, h, w)
     arr = frame.reshape(sizes)
     outer = [i for i, a in enumerate(names) if a not in ("h", "w")]
-    return arr.transpose(outer + [names.index("h"), names.index("w")]).reshape(-1, h, w)
+    return arr.transpose([*outer, names.index("h"), names.index("w")]).reshape(-1, h, w)
 
 
 def _segments(grid: Grid2, y: Run, x: Run):

@@ -21,7 +21,7 @@ import numpy as np
 
 from rumimm.reader.source import align, thread_scratch
 
-__all__ = ["FrameBatch", "plan_frames", "check_new", "finish"]
+__all__ = ["FrameBatch", "check_new", "finish", "plan_frames"]
 
 
 class FrameBatch:
@@ -35,8 +35,19 @@ class FrameBatch:
     ``i % slots`` of ``stride`` bytes for the i-th missing frame.
     """
 
-    __slots__ = ("sources", "owners", "frames", "sizes", "decoded", "addresses", "missing", "store", "scratch",
-                 "stride", "slots")
+    __slots__ = (
+        "addresses",
+        "decoded",
+        "frames",
+        "missing",
+        "owners",
+        "scratch",
+        "sizes",
+        "slots",
+        "sources",
+        "store",
+        "stride",
+    )
 
     def __init__(self, sources, owners, frames, sizes):
         self.sources = sources

@@ -16,8 +16,19 @@ import numpy as np
 
 from rumimm.errors import RumiError, WindowError
 
-__all__ = ["OFFSETS", "RasterioSurface", "require", "gtiff_profile", "gdal_type", "COMPRESSIONS_WITH_PREDICTOR",
-           "NBITS_OUT", "NBITS_IN", "GDAL_NATIVE", "indexes_to_bands", "nodata_key"]
+__all__ = [
+    "COMPRESSIONS_WITH_PREDICTOR",
+    "GDAL_NATIVE",
+    "NBITS_IN",
+    "NBITS_OUT",
+    "OFFSETS",
+    "RasterioSurface",
+    "gdal_type",
+    "gtiff_profile",
+    "indexes_to_bands",
+    "nodata_key",
+    "require",
+]
 
 #: Where in a pixel ``xy`` puts the point: (column, row) offsets from the pixel's corner.
 OFFSETS = {"center": (0.5, 0.5), "ul": (0.0, 0.0), "ur": (1.0, 0.0), "ll": (0.0, 1.0), "lr": (1.0, 1.0)}

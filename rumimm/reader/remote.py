@@ -260,7 +260,7 @@ class RemoteStore:
         self.requests += 1
         try:
             return await obstore.head_async(self._client, self._path)
-        except Exception as exc:  # noqa: BLE001 - obstore raises many kinds; all mapped below
+        except Exception as exc:
             raise _error(exc, self.name, "HEAD") from None
 
     async def _fetch_all(self, groups):
@@ -312,7 +312,7 @@ class RemoteStore:
             meta = result.meta
             self._note(meta)
             buf = await result.bytes_async()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise _error(exc, self.name, f"GET bytes {start}..{end}") from None
         got = len(memoryview(buf))
         self.link.note(t1 - t0, got, time.perf_counter() - t0)
@@ -540,7 +540,7 @@ def _make_client(root, config, client_opts, retry_config, name):
         raise ImportError(f"{name}: reading remote files needs obstore; pip install 'rumimm[remote]'") from None
     try:
         return from_url(root, client_options=client_opts or None, retry_config=retry_config, **config)
-    except Exception as exc:  # noqa: BLE001 - configuration errors of every store kind
+    except Exception as exc:
         kind = type(exc).__name__
         raise ValueError(f"{name}: cannot configure the client ({kind}); check storage_options and the "
                          "AWS_/GOOGLE_/AZURE_ environment variables") from None

@@ -31,7 +31,7 @@ _local = threading.local()
 class ChipPart:
     """What one frame gives a chip: its index, its decoded shape, and where its rectangle goes."""
 
-    __slots__ = ("frame", "shape", "nbytes", "into", "take")
+    __slots__ = ("frame", "into", "nbytes", "shape", "take")
 
     def __init__(self, frame: int, shape: tuple, into: tuple, take: tuple):
         self.frame = frame  # index in the file
@@ -50,7 +50,7 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
     g = fs.grid
     cell = fs.cell
     planes = g.samples_per_pixel if cell else 1
-    dst = out.view(np.uint8).reshape(out.shape + (fs.isz,))
+    dst = out.view(np.uint8).reshape((*out.shape, fs.isz))
     slots = [(slice(None), None)] if cell else list(enumerate(bands.tolist()))
     parts = []
     for r, fy, cy, dy in rows:
@@ -61,7 +61,7 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
             take = (slice(fy, fy + (cy - 1) * ys + 1, ys), slice(fx, fx + (cx - 1) * xs + 1, xs))
             for slot, b in slots:
                 k = g.frame_index(r, c) if cell else g.frame_index(r, c, b)
-                parts.append(ChipPart(k, shape, (slot,) + into, ((bands,) if cell else (0,)) + take))
+                parts.append(ChipPart(k, shape, (slot, *into), ((bands,) if cell else (0,)) + take))
     def place(g: int, frame: np.ndarray) -> None:
         p = parts[g]
         dst[p.into] = frame.reshape(p.shape)[p.take]

@@ -18,7 +18,7 @@ from rumimm.errors import RumiError, where
 from rumimm.format.grid import FrameUnit
 from rumimm.reader.remote import RemoteStore, read_many
 
-__all__ = ["FrameSource", "thread_scratch", "align", "fetch_frames", "PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES"]
+__all__ = ["PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES", "FrameSource", "align", "fetch_frames", "thread_scratch"]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
 PARALLEL_MIN_BYTES = 1 << 20
@@ -41,8 +41,26 @@ class FrameSource:
     mapping are built on first use.
     """
 
-    __slots__ = ("path", "header", "store", "cache", "token", "verify", "magic0", "grid", "enc", "dtype", "isz",
-                 "mask", "n_frames", "cell", "_grid_rows", "_addresses", "_checked", "remote")
+    __slots__ = (
+        "_addresses",
+        "_checked",
+        "_grid_rows",
+        "cache",
+        "cell",
+        "dtype",
+        "enc",
+        "grid",
+        "header",
+        "isz",
+        "magic0",
+        "mask",
+        "n_frames",
+        "path",
+        "remote",
+        "store",
+        "token",
+        "verify",
+    )
 
     def __init__(self, path: str, header, store, cache, token: int, verify: bool, magic0: int):
         self.path = path

@@ -46,7 +46,7 @@ import numpy as np
 from rumimm.errors import FormatError, RumiError, where
 from rumimm.reader.remote import RemoteStore, is_remote
 
-__all__ = ["Store", "LocalStore", "open_store"]
+__all__ = ["LocalStore", "Store", "open_store"]
 
 _PREAD = hasattr(os, "preadv")
 _TRACKFD = {"trackfd": False} if sys.version_info >= (3, 13) else {}
@@ -95,7 +95,7 @@ class LocalStore:
         The file is empty.
     """
 
-    __slots__ = ("path", "fd", "size", "version", "_buf", "_made")
+    __slots__ = ("_buf", "_made", "fd", "path", "size", "version")
 
     def __init__(self, path: str):
         self.path = path

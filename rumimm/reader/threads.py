@@ -31,7 +31,7 @@ import numpy as np
 
 from rumimm._env import env_int
 
-__all__ = ["get_num_threads", "set_num_threads", "max_threads", "parallel_slot", "release_parallel", "run_workers"]
+__all__ = ["get_num_threads", "max_threads", "parallel_slot", "release_parallel", "run_workers", "set_num_threads"]
 
 _parallel_lock = threading.Lock()
 _pool = None  # concurrent.futures.ThreadPoolExecutor, made on the first parallel read

@@ -37,8 +37,16 @@ from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
 from rumimm.reader.remote import is_remote
 from rumimm.reader.store import LocalStore, open_store
 
-__all__ = ["Report", "validate", "index", "inspect_file", "inspect_mapping", "inspect_store", "index_mapping",
-           "PREFIX_BYTES"]
+__all__ = [
+    "PREFIX_BYTES",
+    "Report",
+    "index",
+    "index_mapping",
+    "inspect_file",
+    "inspect_mapping",
+    "inspect_store",
+    "validate",
+]
 
 _FORBIDDEN_GEOTIFF = {
     33550: "ModelPixelScaleTag",

@@ -25,8 +25,19 @@ from rumimm.format.georef import (
 )
 from rumimm.writer.atomic import path_str
 
-__all__ = ["MAX_TILE", "MAX_DIM", "MAX_BANDS", "MAX_COUNT", "MAX_FRAME_BYTES", "resolve_threads", "resolve_spec",
-           "resolve_shape2", "resolve_bands", "resolve_time", "resolve_layout"]
+__all__ = [
+    "MAX_BANDS",
+    "MAX_COUNT",
+    "MAX_DIM",
+    "MAX_FRAME_BYTES",
+    "MAX_TILE",
+    "resolve_bands",
+    "resolve_layout",
+    "resolve_shape2",
+    "resolve_spec",
+    "resolve_threads",
+    "resolve_time",
+]
 
 MAX_TILE = 0xFFFF  # TileWidth / TileLength are SHORT
 MAX_DIM = 0xFFFFFFFF  # ImageWidth / ImageLength are LONG

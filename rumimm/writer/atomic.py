@@ -22,7 +22,7 @@ import secrets
 import stat
 from contextlib import contextmanager
 
-__all__ = ["AtomicFile", "clean", "replacing", "stale_temp_files", "temp_path", "TEMP_PATTERN"]
+__all__ = ["TEMP_PATTERN", "AtomicFile", "clean", "replacing", "stale_temp_files", "temp_path"]
 
 #: What a rumimm temporary file is called: ``.<target name>.rumimm-<pid>-<random>.tmp``.
 TEMP_PATTERN = re.compile(r"^\.(?P<name>.*)\.rumimm-(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")

@@ -31,7 +31,7 @@ from rumimm.format.grid import Grid
 from rumimm.writer.encode_worker import recv_message, send_message
 from rumimm.writer.frame_job import FrameJob, cut, encode_specs, frame_specs
 
-__all__ = ["ProcessBackend", "PoolUnavailable", "pool_running", "ROWS_IN_FLIGHT"]
+__all__ = ["ROWS_IN_FLIGHT", "PoolUnavailable", "ProcessBackend", "pool_running"]
 
 #: Rows of frames submitted but not yet written (the in-flight bound).
 ROWS_IN_FLIGHT = 2

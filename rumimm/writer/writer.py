@@ -216,7 +216,7 @@ class Writer:
 
     def __init__(self, path, shape, dtype, *, tile=512, unit="tile", transform=None, crs=None,
                  pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None,
-                 metadata=None, format=None, bands=None, time=None, georef=None):  # noqa: A002
+                 metadata=None, format=None, bands=None, time=None, georef=None):
         from rumimm.codec import resolve_codec
         from rumimm.progress import Progress
 
@@ -504,7 +504,7 @@ def _source(array):
 def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel_is_point=False, codec=None,
           format_version=None, threads=None, verify=False, progress=None, nodata=None, descriptions=None,
           colorinterp=None, scales=None, offsets=None, units=None, colormaps=None, tags=None,
-          band_tags=None, format=None, bands=None, time=None) -> bytes:  # noqa: A002
+          band_tags=None, format=None, bands=None, time=None) -> bytes:
     """Write ``array`` as a rumi file and return its header blob.
 
     Parameters
