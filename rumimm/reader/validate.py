@@ -33,7 +33,7 @@ from rumimm.format.tiff import (
     read_entries,
 )
 from rumimm.format.trailer import Trailer, max_trailer_bytes, parse_trailer
-from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
+from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, build_header2, parse_header
 from rumimm.reader.remote import is_remote
 from rumimm.reader.store import LocalStore, open_store
 
@@ -679,35 +679,56 @@ def _check_frame_decode(buf, hdr: Header, f: _Findings) -> None:
 
 
 def compare_header(header, blob: bytes | None, path, spec: str | None = "0.1") -> list[str]:
-    """How ``header`` (blob bytes or a Header) differs from a file's canonical ``blob``: [] or the first difference.
+    """How ``header`` (blob bytes or a Header) differs from a file's canonical ``blob``: [] or one violation.
 
-    ``spec`` is the file's specification (None: unknown, the blob's own layout decides).
+    ``spec`` is the file's specification (None: unknown, the blob's own layout decides).  A blob
+    of another file, of either specification, is one violation naming both images.
     """
     try:
         given = parse_header(header, spec=spec, path=path)
     except BlobError as exc:
-        return [str(exc).removeprefix(where(path))]
+        other = _as_other_spec(header, spec)
+        if other is None:
+            return [str(exc).removeprefix(where(path))]
+        file = "" if blob is None else f", {describe_header(parse_header(blob, spec=spec))}"
+        return [f"header blob is a spec {other.spec} blob of {describe_header(other)}, but the file is spec "
+                f"{spec}{file}; the blob belongs to another file"]
     if blob is None:
         return []
     if given.blob == blob:
         return []
     canon = parse_header(blob, spec=given.spec)
-    diffs = [name for name in ("image_width", "image_length", "time_count", "tile_width", "tile_length",
-                               "samples_per_pixel", "bits_per_sample", "sample_format", "frame_unit", "layout",
-                               "count_min", "count_bits")
-             if hasattr(canon, name)
-             if getattr(given, name) != getattr(canon, name)
-             # with one band the tile and cell layouts are the same bytes: either unit describes the file
-             and not (name == "frame_unit" and canon.samples_per_pixel == 1)]
-    if diffs:
-        name = diffs[0]
-        return [f"header blob field {name} is {int(getattr(given, name))} but the file gives "
-                f"{int(getattr(canon, name))}"]
+    if any(getattr(given, name) != getattr(canon, name)
+           for name in ("image_width", "image_length", "time_count", "tile_width", "tile_length",
+                        "samples_per_pixel", "bits_per_sample", "sample_format", "frame_unit", "layout")
+           if hasattr(canon, name)
+           # with one band the tile and cell layouts are the same bytes: either unit describes the file
+           and not (name == "frame_unit" and canon.samples_per_pixel == 1)):
+        return [f"header blob describes {describe_header(given)}, but the file is {describe_header(canon)}; "
+                "the blob belongs to another file"]
     differ = np.flatnonzero(given.counts != canon.counts)
     if differ.size == 0:
         return []
     k = int(differ[0])
     return [f"header blob byte count of frame {k} is {int(given.counts[k])} but the file has {int(canon.counts[k])}"]
+
+
+def _as_other_spec(header, spec: str | None) -> Header | None:
+    """``header`` parsed as a blob of the specification other than ``spec``, or None when it is not one."""
+    if spec is None:
+        return None
+    try:
+        return parse_header(header, spec="0.2" if spec == "0.1" else "0.1")
+    except (BlobError, TypeError):
+        return None
+
+
+def describe_header(h: Header) -> str:
+    """What a blob describes: ``a 4 x 600 x 800 uint16 image in 256 x 256 tiles (48 tile frames)``."""
+    shape = " x ".join(str(v) for v in h.shape)
+    unit = f"'{h.layout_name}' " if isinstance(h, Header2) else f"{h.frame_unit.name.lower()} "
+    return (f"a {shape} {h.encoding.name} image in {h.tile_length} x {h.tile_width} tiles "
+            f"({h.n_frames} {unit}frames)")
 
 
 def validate(path, header=None, *, decode: bool = False, storage_options=None) -> Report:
