@@ -188,9 +188,10 @@ def describe(path, header: bytes | None = None) -> dict:
     walk rebuilt, and the codec is recognised from the Image's first frame.
     """
     from rumimm.codec import frame_format_version
+    from rumimm.format.profile_checks import compare_header
     from rumimm.reader.image import frame_source
     from rumimm.reader.image import open as open_image
-    from rumimm.reader.validate import compare_header, file_readers, sample_frames
+    from rumimm.reader.validate import file_readers, sample_frames
 
     with open_image(path, cache_bytes=0) as img:
         h = img.header

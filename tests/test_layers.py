@@ -194,3 +194,19 @@ def test_no_module_uses_another_modules_private_names():
     """``other_module._name`` is as private as ``from other_module import _name``; ruff's SLF001 sees neither."""
     found = [use for mod in MODULES for use in private_uses(mod, _tree(mod))]
     assert not found, found
+
+
+IO_MODULES = {"os", "io", "mmap", "socket", "pathlib", "shutil", "tempfile", "urllib", "http", "requests", "fsspec",
+              "obstore", "aiohttp", "builtins"}
+
+
+def test_format_reads_and_writes_no_file():
+    """format/ says what a rumi file is from bytes it is given: no module there imports I/O or calls ``open``."""
+    found = []
+    for mod in MODULES:
+        if layer(mod) != "format":
+            continue
+        found += [f"{mod} imports {target}" for target, _ in imports(mod) if target.split(".")[0] in IO_MODULES]
+        found += [f"{mod}:{node.lineno} calls open" for node in ast.walk(_tree(mod))
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"]
+    assert not found, found
