@@ -60,6 +60,7 @@ if _ROOT not in sys.path:  # a plain checkout: use the working tree
 
 import rumimm  # noqa: E402
 from asv_benchmarks.compare_v2 import PEER_WRITE  # noqa: E402
+from rumimm.reader.image import frame_source  # noqa: E402
 
 BANDS, CHIP, BATCH, TILE = 4, 256, 16, 512
 LATENCIES_MS = (0, 5, 20, 50)
@@ -378,7 +379,7 @@ def run(files, server: Served, latency_ms: float, batches: int, seed: int, engin
         out = _time(files, server, chips, engines, batches)
         for e in engines:
             if (e.options or {}).get("coalesce") == "auto" if hasattr(e, "options") else False:
-                link = e.images[0]._open_source().live_store().link
+                link = frame_source(e.images[0]).live_store().link
                 print(f"  {e.name}: round trip {link.rtt * 1e3:.0f} ms x {link.rate / 1e6:.0f} MB/s an answer: "
                       f"merging threshold {link.coalesce() / (1 << 20):.1f} MiB")
         return out

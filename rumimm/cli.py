@@ -188,8 +188,10 @@ def describe(path, header: bytes | None = None) -> dict:
     walk rebuilt, and the codec is recognised from the Image's first frame.
     """
     from rumimm.codec import frame_format_version
+    from rumimm.format.profile_checks import compare_header
+    from rumimm.reader.image import frame_source
     from rumimm.reader.image import open as open_image
-    from rumimm.reader.validate import compare_header, file_readers, sample_frames
+    from rumimm.reader.validate import file_readers, sample_frames
 
     with open_image(path, cache_bytes=0) as img:
         h = img.header
@@ -208,7 +210,7 @@ def describe(path, header: bytes | None = None) -> dict:
             whole = img.to_dict()
             out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])
         raw = h.time_count * h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
-        size = img._open_source().live_store().size  # spec 0.2: the frames and the trailer
+        size = frame_source(img).live_store().size  # spec 0.2: the frames and the trailer
         out.update(
             crs=g.crs,
             crs_name=_crs_name(g.epsg) if geo else None,

@@ -20,7 +20,7 @@ from peer import PEER_READABLE, peer_read
 
 import rumimm
 from rumimm.codec import PRESETS, READERS, FrameEncoder, frame_codecs, resolve_codec
-from rumimm.codec.presets import C_ONLY, READER_RUMI_016, READER_RUMI_026, READER_RUMIMM, recipe_codecs
+from rumimm.codec.compat import C_ONLY, READER_RUMI_016, READER_RUMI_026, READER_RUMIMM, recipe_codecs
 from rumimm.format.dtypes import encoding_for_dtype
 from rumimm.format.v2 import parse_header
 from rumimm.synthetic import eo_scene

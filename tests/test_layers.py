@@ -128,3 +128,85 @@ def test_the_import_graph_has_no_cycles():
     for m in graph:
         if m not in state and layer(m) != "top":
             visit(m, [m])
+
+
+
+def _module_aliases(tree: ast.Module) -> dict[str, str]:
+    """Local names bound to rumimm modules: ``import rumimm.a.b as c``, ``from rumimm.a import b``."""
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name in MODULES:
+                    aliases[a.asname] = a.name  # a plain ``import rumimm.a.b`` binds ``rumimm``, added below
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rumimm"):
+            for a in node.names:
+                if f"{node.module}.{a.name}" in MODULES:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    return aliases
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return None if head is None else f"{head}.{node.attr}"
+    return None
+
+
+def private_uses(mod: str, tree: ast.Module) -> list[str]:
+    """Every ``other_module._name`` in ``mod``: another rumimm module's underscore name, used through the module."""
+    aliases = _module_aliases(tree)
+    aliases.setdefault("rumimm", "rumimm")
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        owner = _dotted(node.value)
+        if owner is None:
+            continue
+        head, _, rest = owner.partition(".")
+        if head not in aliases:
+            continue
+        target = f"{aliases[head]}.{rest}" if rest else aliases[head]
+        if target in MODULES and target != mod:
+            found.append(f"{mod} uses {target}.{node.attr}")
+    return found
+
+
+def test_private_uses_sees_a_module_attribute_through_any_import_form():
+    src = """
+import rumimm.reader.cache
+import rumimm.reader.engine as eng
+from rumimm.reader import layouts
+from rumimm.format import grid as g
+
+def f(img):
+    rumimm.reader.cache._ALL, eng._pool(), layouts._x, g._y, img._source, g.Grid, g.__name__
+"""
+    found = private_uses("rumimm.cli", ast.parse(src))
+    assert sorted(found) == ["rumimm.cli uses rumimm.format.grid._y", "rumimm.cli uses rumimm.reader.cache._ALL",
+                             "rumimm.cli uses rumimm.reader.engine._pool", "rumimm.cli uses rumimm.reader.layouts._x"]
+
+
+def test_no_module_uses_another_modules_private_names():
+    """``other_module._name`` is as private as ``from other_module import _name``; ruff's SLF001 sees neither."""
+    found = [use for mod in MODULES for use in private_uses(mod, _tree(mod))]
+    assert not found, found
+
+
+IO_MODULES = {"os", "io", "mmap", "socket", "pathlib", "shutil", "tempfile", "urllib", "http", "requests", "fsspec",
+              "obstore", "aiohttp", "builtins"}
+
+
+def test_format_reads_and_writes_no_file():
+    """format/ says what a rumi file is from bytes it is given: no module there imports I/O or calls ``open``."""
+    found = []
+    for mod in MODULES:
+        if layer(mod) != "format":
+            continue
+        found += [f"{mod} imports {target}" for target, _ in imports(mod) if target.split(".")[0] in IO_MODULES]
+        found += [f"{mod}:{node.lineno} calls open" for node in ast.walk(_tree(mod))
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"]
+    assert not found, found

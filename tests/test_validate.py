@@ -175,7 +175,9 @@ def test_a_one_band_cell_file_from_the_reference_carries_frame_unit_tile_and_ind
     two = peer.peer_write(tmp_path / "b2.rumi", _scene("uint16", 2), tile=8, unit="cell")
     as_tile = build_header(Grid(23, 19, 8, 8, 2, FrameUnit.TILE), Header.parse(two).encoding, [9] * 18)
     rep = validate(tmp_path / "b2.rumi", header=as_tile)
-    assert rep.header_violations == ["header blob field frame_unit is 0 but the file gives 1"]
+    assert rep.header_violations == ["header blob describes a 2 x 19 x 23 uint16 image in 8 x 8 tiles "
+                                     "(18 tile frames), but the file is a 2 x 19 x 23 uint16 image in 8 x 8 tiles "
+                                     "(9 cell frames); the blob belongs to another file"]
 
 
 # -- a blob given with the file ---------------------------------------------------------
@@ -195,6 +197,34 @@ def test_a_header_that_disagrees_with_the_file_is_reported(tmp_path, good_tile_f
     assert len(rep.header_violations) == 1 and "magic" in rep.header_violations[0]
     with pytest.raises(BlobError, match="byte count of frame 7"):
         inspect_file(path, strict=True, header=other)
+
+
+@pytest.mark.parametrize("file_spec", ["0.1", "0.2"])
+@pytest.mark.parametrize("blob_spec", ["0.1", "0.2"])
+def test_issue_32_a_blob_of_another_file_is_one_violation_naming_both_images(tmp_path, file_spec, blob_spec):
+    import rumimm
+
+    def write(name, array, spec, tile):
+        names = {"bands": [f"b{i}" for i in range(array.shape[0])], "time": ["2026-06-01"]} if spec == "0.2" else {}
+        return rumimm.write(tmp_path / name, array, tile=tile, format=spec, **names)
+
+    write("scene.rumi", _scene("uint16", 4), file_spec, 8)
+    other = write("other.rumi", _scene("uint8", 2)[:, :12, :16], blob_spec, 4)
+    rep = validate(tmp_path / "scene.rumi", header=other)
+    assert not rep.ok and rep.violations == [] and len(rep.header_violations) == 1
+    (msg,) = rep.header_violations
+    unit = "24 tile frames" if blob_spec == "0.1" else "24 'h w' frames"
+    file_unit = "36 tile frames" if file_spec == "0.1" else "36 'h w' frames"
+    blob_image = f"a 2 x 12 x 16 uint8 image in 4 x 4 tiles ({unit})"
+    file_image = f"a 4 x 19 x 23 uint16 image in 8 x 8 tiles ({file_unit})"
+    if blob_spec == file_spec:
+        assert msg == (f"header blob describes {blob_image}, but the file is {file_image}; "
+                       "the blob belongs to another file")
+    else:
+        assert msg == (f"header blob is a spec {blob_spec} blob of {blob_image}, but the file is spec {file_spec}, "
+                       f"{file_image}; the blob belongs to another file")
+    with pytest.raises(BlobError, match="the blob belongs to another file"):
+        inspect_file(tmp_path / "scene.rumi", strict=True, header=other)
 
 
 # -- every file MUST: a broken file is rejected ------------------------------------------

@@ -1,7 +1,8 @@
 """The frame codec: OpenZL frames of rumi tiles and cells.
 
 Modules: ``frames`` (what a frame declares: magic, version, header), ``presets`` (named
-compression graphs and per-dtype preset tables), ``readers`` (which readers decode a
+compression graphs and per-dtype preset tables), ``graphs`` (the OpenZL graph each built-in
+preset builds), ``compat`` (which reader decodes which codecs and frame formats), ``readers`` (which readers decode a
 frame, from the codecs it references), ``wrapper`` (``FrameEncoder``/``FrameDecoder`` over ``openzl.ext``) and
 ``geozl_lib`` (geozl's GIL-free C decoder through ctypes, no numba) and ``native`` (the same
 decoder bound for numba kernels).
@@ -27,6 +28,7 @@ builds a graph on an ``openzl.ext.Compressor``.
 
 from __future__ import annotations
 
+from rumimm.codec.compat import READER_SPECS, READERS
 from rumimm.codec.frames import (
     DEFAULT_FORMAT_VERSION,
     FRAME_MAGIC,
@@ -41,8 +43,6 @@ from rumimm.codec.presets import (
     DEFAULT_PRESET_BY_SPEC,
     DEFAULT_PRESETS,
     PRESETS,
-    READER_SPECS,
-    READERS,
     Codec,
     recipe_codec,
     resolve_codec,

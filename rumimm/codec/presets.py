@@ -1,164 +1,40 @@
 """Named compression graphs (presets) and how a ``codec=`` argument resolves to one.
 
-Chosen by measurement on ``rumimm.synthetic.eo_scene`` (``docs/dev/codec-measurements.md``).
+A :class:`Codec` is one of three kinds: a graph built on an OpenZL compressor (its builder
+is in ``graphs.py``), a geozl 2D recipe, or a per-dtype table of the other two.  Which
+readers decode each comes from ``compat.py``.  Chosen by measurement on
+``rumimm.synthetic.eo_scene`` (``docs/dev/codec-measurements.md``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import openzl.ext as zl
-from openzl.ext import graphs as _g
-from openzl.ext import nodes as _n
 
+from rumimm.codec.compat import EVERY_READER, RECIPE_PREFIX, REFERENCE_MAX_FORMAT_VERSION, readers_of, recipe_codecs
 from rumimm.codec.frames import STRUCT_WIDTH, as_encoding
+from rumimm.codec.graphs import (
+    ALL_WIDTHS,
+    FLOAT_FORMATS,
+    INTEGER_FORMATS,
+    NUMERIC_WIDTHS,
+    build_delta,
+    build_delta_fieldlz,
+    build_delta_huffman,
+    build_float,
+    build_generic,
+    build_geozl_average,
+    build_geozl_planar,
+    build_store,
+    build_transpose,
+    geometry_key,
+    no_builder,
+    no_key,
+    recipe_key,
+)
 from rumimm.format.dtypes import ENCODINGS, Encoding
-
-# ------------------------------------------------------------------------- readers
-
-#: The readers a codec's frames are checked against (tests decode them in each one's own venv).
-READER_RUMIMM = "rumimm"
-READER_RUMI_016 = "rumi-eo 0.16.0"
-READER_RUMI_026 = "rumi-eo 0.26.1"
-READERS: tuple[str, ...] = (READER_RUMIMM, READER_RUMI_016, READER_RUMI_026)
-_EVERY_READER = frozenset(READERS)
-#: The file specifications each reader opens (measured: each reference refuses the other's
-#: files with "invalid sample format").
-READER_SPECS: dict[str, tuple[str, ...]] = {
-    READER_RUMIMM: ("0.1", "0.2"),
-    READER_RUMI_016: ("0.1",),
-    READER_RUMI_026: ("0.2",),
-}
-
-#: The newest OpenZL frame format both reference readers decode.
-REFERENCE_MAX_FORMAT_VERSION = 24
-#: Stands for the codecs only geozl 0.19's C library decodes (``pivco``); frames using
-#: them are written at frame format 27.
-C_ONLY = "geozl 0.19 C codecs (pivco)"
-#: The geozl codecs each reference decodes besides OpenZL's built-ins, as measured by
-#: decoding frames in each one's own environment (tests/test_codec_readers.py):
-#: rumi-eo 0.16.0's own library carries some geozl codecs, rumi-eo 0.26.1 registers
-#: geozl 0.18's.  Codecs not measured (deinterleave, nodata, planar, med) are left out.
-REFERENCE_CODECS: dict[str, frozenset] = {
-    READER_RUMI_016: frozenset({"delta_w", "delta_n", "average", "wp_static", "pfor"}),
-    READER_RUMI_026: frozenset({"delta_w", "delta_n", "average", "wp_static", "pfor", "planar_zigzag",
-                                "planar_zigzag_pfor", "med_zigzag"}),
-}
-
-
-def readers_of(codecs, format_version: int) -> frozenset:
-    """The readers that decode a frame of ``format_version`` referencing geozl ``codecs``."""
-    codecs = frozenset(codecs)
-    out = {READER_RUMIMM}
-    if format_version <= REFERENCE_MAX_FORMAT_VERSION:
-        out |= {reader for reader, known in REFERENCE_CODECS.items() if codecs <= known}
-    return frozenset(out)
-
-
-# -------------------------------------------------------------------------- graphs
-
-_NUMERIC_WIDTHS = frozenset((1, 2, 4, 8))
-_ALL_WIDTHS = frozenset((1, 2, 4, 8, 16))
-_INTEGER_FORMATS = frozenset((1, 2))
-_FLOAT_FORMATS = frozenset((3, 102))  # IEEE floats and bfloat16
-
-
-def _bytes_entropy(c: zl.Compressor, width: int) -> zl.GraphID:
-    """Order-0 entropy coding, on byte lanes (a transpose) for samples wider than a byte."""
-    if width == 1:
-        return _g.Entropy()(c)
-    if width == STRUCT_WIDTH:
-        return _n.TransposeSplit()(c, _g.Entropy()(c))
-    return _n.ConvertNumToStructLE()(c, _n.TransposeSplit()(c, _g.Entropy()(c)))
-
-
-def _delta_tail(c: zl.Compressor, enc: Encoding) -> zl.GraphID:
-    # Entropy takes Numeric of width 1 or 2 directly.  On 16-bit integer residuals
-    # byte lanes were no smaller (0.485 vs 0.487) and slower to decode; on 16-bit
-    # float residuals they were smaller and 2-5x faster (bfloat16 0.487 vs 0.504).
-    width = enc.storage_dtype.itemsize
-    if width == 1 or (width == 2 and enc.sample_format in _INTEGER_FORMATS):
-        return _g.Entropy()(c)
-    return _bytes_entropy(c, width)
-
-
-def _build_delta(c, enc, shape):
-    return _n.DeltaInt()(c, _n.Zigzag()(c, _delta_tail(c, enc)))
-
-
-def _build_delta_huffman(c, enc, shape):
-    return _n.DeltaInt()(c, _n.Zigzag()(c, _g.Huffman()(c)))
-
-
-def _build_delta_fieldlz(c, enc, shape):
-    return _n.DeltaInt()(c, _g.FieldLz()(c))
-
-
-def _build_transpose(c, enc, shape):
-    return _bytes_entropy(c, enc.storage_dtype.itemsize)
-
-
-def _build_generic(c, enc, shape):
-    return _g.Compress()(c)
-
-
-def _build_store(c, enc, shape):
-    return _g.Store()(c)
-
-
-def _build_float(c, enc, shape):
-    # the sign+mantissa output is a Struct (3 bytes for float32, 2 for float16)
-    if enc.name == "float32":
-        return _n.Float32Deconstruct()(c, _n.TransposeSplit()(c, _g.Entropy()(c)), _g.Entropy()(c))
-    if enc.name == "float16":
-        return _n.Float16Deconstruct()(c, _n.TransposeSplit()(c, _g.Entropy()(c)), _g.Entropy()(c))
-    if enc.name == "bfloat16":
-        return _n.BFloat16Deconstruct()(c, _g.Entropy()(c), _g.Entropy()(c))
-    return _bytes_entropy(c, enc.storage_dtype.itemsize)  # float64: no deconstruct node, byte lanes
-
-
-def _geometry(shape: tuple[int, ...]) -> tuple[int, int]:
-    """Row width and plane count of a (h, w) or (B, h, w) frame."""
-    width = int(shape[-1]) if shape else 0
-    planes = int(shape[0]) if len(shape) == 3 else 1
-    return width, planes
-
-
-def geozl_module():
-    try:
-        import geozl
-    except ImportError as exc:  # pragma: no cover - geozl is installed in the test env
-        raise ImportError("this codec needs the geozl package; install geozl or choose a portable codec") from exc
-    return geozl
-
-
-def geozl_lossless():
-    try:
-        import geozl.lossless as lossless
-    except ImportError as exc:  # pragma: no cover - geozl is installed in the test env
-        raise ImportError("this codec needs the geozl package; install geozl or choose a portable codec") from exc
-    return lossless
-
-
-def _build_geozl_planar(c, enc, shape):
-    width, planes = _geometry(shape)
-    node = geozl_lossless().PlanarZigzag(width, planes)
-    return node(c, _delta_tail(c, enc))
-
-
-def _build_geozl_average(c, enc, shape):
-    width, planes = _geometry(shape)
-    node = geozl_lossless().Average(width, planes)
-    return node(c, _n.Zigzag()(c, _delta_tail(c, enc)))
-
-
-def _no_key(shape: tuple[int, ...]) -> Hashable:
-    return None
-
-
-def _no_builder(c, enc, shape):
-    raise TypeError("this codec is a geozl recipe: geozl builds and runs its graph, not an openzl.ext Compressor")
 
 
 @dataclass(frozen=True)
@@ -205,12 +81,12 @@ class Codec:
     portable: bool
     requires_geozl: bool
     lossless: bool | None
-    widths: frozenset = _ALL_WIDTHS
+    widths: frozenset = ALL_WIDTHS
     formats: frozenset | None = None
-    builder: Callable = field(default=_build_generic, repr=False, compare=False)
-    graph_key: Callable = field(default=_no_key, repr=False, compare=False)
+    builder: Callable = field(default=build_generic, repr=False, compare=False)
+    graph_key: Callable = field(default=no_key, repr=False, compare=False)
     recipe: str | None = None
-    readers: frozenset = _EVERY_READER
+    readers: frozenset = EVERY_READER
     members: Mapping | None = field(default=None, repr=False, compare=False)
 
     def for_encoding(self, encoding) -> Codec:
@@ -249,12 +125,8 @@ class Codec:
         return gid
 
 
-def _geo_key(shape: tuple[int, ...]) -> Hashable:
-    return _geometry(shape)
-
-
-def _preset(name, description, *, builder, portable=True, geozl=False, widths=_NUMERIC_WIDTHS, formats=None,
-            key=_no_key, readers=_EVERY_READER):
+def _preset(name, description, *, builder, portable=True, geozl=False, widths=NUMERIC_WIDTHS, formats=None,
+            key=no_key, readers=EVERY_READER):
     return Codec(
         name=name,
         description=description,
@@ -280,40 +152,40 @@ _DELTA = _preset(
     "for every dtype but float64 and complex128. uint16 0.487 (GeoTIFF zstd9+predictor2 "
     "0.583, generic 0.583), decode ~600 MiB/s, encode ~300 MiB/s; float32 0.683 "
     "(GeoTIFF zstd9+predictor3 0.738); bool 0.028",
-    builder=_build_delta,
+    builder=build_delta,
 )
 _DELTA_HUFFMAN = _preset(
     "delta-huffman",
     "DeltaInt > Zigzag > Huffman; built-ins, portable; 1- and 2-byte samples only. "
     "uint16 0.487 like 'delta', but Huffman spends >= 1 bit a sample: bool 0.129",
-    builder=_build_delta_huffman,
+    builder=build_delta_huffman,
     widths=(1, 2),
 )
 _DELTA_FIELDLZ = _preset(
     "delta-fieldlz",
     "DeltaInt > FieldLz (LZ over whole samples); built-ins, portable; encodes at "
     "~25 MiB/s. uint16 0.548",
-    builder=_build_delta_fieldlz,
+    builder=build_delta_fieldlz,
 )
 _TRANSPOSE = _preset(
     "transpose",
     "TransposeSplit into byte lanes > Entropy, no prediction; built-ins, portable; "
     "the default for float64 (0.376, GeoTIFF 0.375) and complex128 (0.412, generic 0.543)",
-    builder=_build_transpose,
-    widths=_ALL_WIDTHS,
+    builder=build_transpose,
+    widths=ALL_WIDTHS,
 )
 _GENERIC = _preset(
     "generic",
     "OpenZL's generic graphs.Compress; built-ins, portable; encodes at ~25-80 MiB/s. "
     "uint16 0.583, float32 0.690, float64 0.343",
-    builder=_build_generic,
-    widths=_ALL_WIDTHS,
+    builder=build_generic,
+    widths=ALL_WIDTHS,
 )
 _STORE = _preset(
     "store",
     "graphs.Store: no compression, for debugging; portable",
-    builder=_build_store,
-    widths=_ALL_WIDTHS,
+    builder=build_store,
+    widths=ALL_WIDTHS,
 )
 _FLOAT = _preset(
     "float",
@@ -321,18 +193,18 @@ _FLOAT = _preset(
     "(byte lanes for float64); built-ins, portable. For floats with few exponents and "
     "smooth mantissas; on the synthetic scene larger than 'delta': float32 0.759, "
     "float16 0.715, bfloat16 0.627",
-    builder=_build_float,
-    formats=_FLOAT_FORMATS,
+    builder=build_float,
+    formats=FLOAT_FORMATS,
 )
 _GEOZL_PLANAR = _preset(
     "geozl-planar",
     "geozl PlanarZigzag 2D predictor (W + N - NW, reset per band) > Entropy; needs geozl "
     "to encode; NOT portable: rumi-eo 0.26.1 decodes it, rumi-eo 0.16.0 does not. uint16 0.498",
-    builder=_build_geozl_planar,
+    builder=build_geozl_planar,
     portable=False,
     geozl=True,
-    formats=_INTEGER_FORMATS,
-    key=_geo_key,
+    formats=INTEGER_FORMATS,
+    key=geometry_key,
     readers=readers_of({"planar_zigzag"}, REFERENCE_MAX_FORMAT_VERSION),
 )
 _GEOZL_AVERAGE = _preset(
@@ -340,53 +212,16 @@ _GEOZL_AVERAGE = _preset(
     "geozl Average 2D predictor ((W + N) / 2, reset per band) > Zigzag > Entropy; needs "
     "geozl to encode; NOT portable, though rumi-eo 0.16.0 and 0.26.1 both decode it (their "
     "libraries carry the average codec); uint16 0.477, uint8 0.429, decode ~450 MiB/s",
-    builder=_build_geozl_average,
+    builder=build_geozl_average,
     portable=False,
     geozl=True,
-    formats=_INTEGER_FORMATS,
-    key=_geo_key,
+    formats=INTEGER_FORMATS,
+    key=geometry_key,
     readers=readers_of({"average"}, REFERENCE_MAX_FORMAT_VERSION),
 )
 
 
 # --------------------------------------------------------------- geozl recipes
-
-#: Prefix of a codec name that is a geozl 2D recipe: ``"geozl:planar>zigzag>pfor"``.
-RECIPE_PREFIX = "geozl:"
-# geozl's fused codecs: a recipe's "<predictor>>zigzag" or "planar>zigzag>pfor" is one codec
-_FUSED = (("planar", "zigzag", "pfor"), ("planar", "zigzag"), ("med", "zigzag"))
-_PREDICTOR_CODECS = {"delta_w": "delta_w", "delta_n": "delta_n", "average": "average", "wp_static": "wp_static",
-                     "planar": "planar", "med": "med", "pfor": "pfor"}  # id, delta_1d, zigzag, ...: built-ins
-_V27_PARTS = frozenset({"pivco", "sparse"})  # written at frame format 27 (measured)
-
-
-def recipe_codecs(recipe: str) -> tuple[frozenset, int]:
-    """(geozl codecs a recipe's frames reference, their frame format version), from the recipe's name.
-
-    The tests check this against :func:`rumimm.codec.frame_codecs` on real frames.
-    """
-    parts = recipe.split(">")
-    codecs = set()
-    i = 0
-    while i < len(parts):
-        for fused in _FUSED:
-            if tuple(parts[i:i + len(fused)]) == fused:
-                codecs.add("_".join(fused))
-                i += len(fused)
-                break
-        else:
-            if parts[i] == "pivco":
-                codecs.add(C_ONLY)
-            elif parts[i] in _PREDICTOR_CODECS:
-                codecs.add(_PREDICTOR_CODECS[parts[i]])
-            i += 1
-    version = 27 if _V27_PARTS & set(parts) else REFERENCE_MAX_FORMAT_VERSION
-    return frozenset(codecs), version
-
-
-def _recipe_key(shape: tuple[int, ...]) -> Hashable:
-    return tuple(int(n) for n in shape)
-
 
 def recipe_codec(recipe: str, description: str = "") -> Codec:
     """A codec whose frames geozl writes with its 2D ``recipe`` (``geozl.graph(tile, recipe)``).
@@ -408,10 +243,10 @@ def recipe_codec(recipe: str, description: str = "") -> Codec:
         portable=not codecs and version <= REFERENCE_MAX_FORMAT_VERSION,
         requires_geozl=True,
         lossless=True,
-        widths=_NUMERIC_WIDTHS,
+        widths=NUMERIC_WIDTHS,
         formats=None,
-        builder=_no_builder,
-        graph_key=_recipe_key,
+        builder=no_builder,
+        graph_key=recipe_key,
         recipe=recipe,
         readers=readers,
     )
@@ -438,7 +273,7 @@ _AUTO = Codec(
     portable=True,
     requires_geozl=False,
     lossless=True,
-    widths=_ALL_WIDTHS,
+    widths=ALL_WIDTHS,
     builder=_build_auto,
 )
 
@@ -489,8 +324,8 @@ def _table(name: str, description: str, picks: Mapping[str, str]) -> Codec:
         portable=all(m.portable for m in members.values()),
         requires_geozl=any(m.requires_geozl for m in members.values()),
         lossless=True,
-        widths=_ALL_WIDTHS,
-        builder=_no_builder,
+        widths=ALL_WIDTHS,
+        builder=no_builder,
         readers=frozenset.intersection(*(m.readers for m in members.values())),
         members=members,
     )
@@ -608,7 +443,7 @@ def resolve_codec(codec, encoding, spec: str = "0.1") -> Codec:
             portable=False,
             requires_geozl=False,
             lossless=None,
-            widths=_ALL_WIDTHS,
+            widths=ALL_WIDTHS,
             builder=lambda c, e, s: fn(c),
             readers=frozenset(),  # unknown: rumimm.codec.frame_codecs finds them from a frame
         )

@@ -9,10 +9,10 @@ registry, such as ``pivco``).  About 15 decodes of one frame at worst (a 512 x 5
 uint16 frame: ~10-30 ms), so callers sample a few frames, not all.
 
 Which readers decode a frame follows from those codecs and the frame format version
-(:func:`~rumimm.codec.presets.readers_of`): rumimm decodes every frame geozl 0.19 or
+(:func:`~rumimm.codec.compat.readers_of`): rumimm decodes every frame geozl 0.19 or
 ``openzl.ext`` decodes; each reference decodes frame format <= 24 with OpenZL's built-ins
 and the geozl codecs its library was measured to carry
-(:data:`~rumimm.codec.presets.REFERENCE_CODECS`).
+(:data:`~rumimm.codec.compat.REFERENCE_CODECS`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 import openzl.ext as zl
 
 from rumimm.codec import geozl_lib
+from rumimm.codec.compat import C_ONLY, READERS, readers_of
 from rumimm.codec.frames import as_bytes, frame_declaration, frame_format_version
-from rumimm.codec.presets import C_ONLY, READERS, readers_of
 from rumimm.errors import CodecError
 
 __all__ = ["FrameCodecs", "frame_codecs"]
@@ -52,7 +52,7 @@ class FrameCodecs:
 
     @property
     def readers(self) -> tuple[str, ...]:
-        """The readers (in the order of :data:`~rumimm.codec.presets.READERS`) that decode this frame."""
+        """The readers (in the order of :data:`~rumimm.codec.compat.READERS`) that decode this frame."""
         if not self.decodable:
             return ()
         ok = readers_of(self.codecs, self.format_version)

@@ -18,7 +18,8 @@ from rumimm.codec.frames import (
     check_frame_header,
     failure_reason,
 )
-from rumimm.codec.presets import Codec, geozl_lossless, geozl_module, resolve_codec
+from rumimm.codec.graphs import geozl_lossless, geozl_module
+from rumimm.codec.presets import Codec, resolve_codec
 from rumimm.errors import CodecError
 from rumimm.format.dtypes import Encoding
 

@@ -3,7 +3,7 @@
 ``build_prefix`` lays out everything before the frame data exactly as the spec
 places it (IFD at byte 16, 236 bytes, external values in rising tag order with no
 gaps).  ``read_entries`` decodes raw IFD entries without judging them;
-``validate.py`` holds the rules.
+``profile_checks.py`` holds the rules.
 """
 
 from __future__ import annotations

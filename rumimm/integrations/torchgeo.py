@@ -109,7 +109,9 @@ _collate_keeps_batches = False
 def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised tensor in shared memory, where torch's ``default_collate`` puts a
     worker's batches too: sending it to the training process copies nothing."""
-    storage = torch.UntypedStorage._new_shared(int(np.prod(shape)) * dtype.itemsize)
+    # torch's own default_collate allocates with this private call: the public share_memory_() would
+    # first fill ordinary memory and then copy it into a shared segment
+    storage = torch.UntypedStorage._new_shared(int(np.prod(shape)) * dtype.itemsize)  # noqa: SLF001
     return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
 
 

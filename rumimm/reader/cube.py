@@ -19,7 +19,7 @@ from rumimm.format.georef import split_georef_block
 from rumimm.format.v2 import Grid2
 from rumimm.format.window import Run, select, window_bounds
 from rumimm.reader import engine, layouts
-from rumimm.reader.image import Image
+from rumimm.reader.image import Image, frame_source, read_block
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.remote import read_many
 
@@ -88,9 +88,9 @@ def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
         raw = _fetch_interleaved(images, runs)
         for n, im in enumerate(images):
             if im.spec == "0.2" and units.interleaved(im.header.layout):
-                block = layouts.read_interleaved(im._open_source(), bands, *runs[n], None, raw.get(id(im)))
+                block = layouts.read_interleaved(frame_source(im), bands, *runs[n], None, raw.get(id(im)))
             else:
-                block = im._read_block(bands, *runs[n], None)
+                block = read_block(im, bands, *runs[n], None)
             out4[n] = block.view(np.uint8).reshape(out4.shape[1:])
         return
     uniq, index = _unique(images)
@@ -98,7 +98,7 @@ def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
     windows[:, 0] = index
     windows[:, 1] = y0
     windows[:, 2] = x0
-    engine.read_windows([im._open_source() for im in uniq], windows, bands, y, x, out4)
+    engine.read_windows([frame_source(im) for im in uniq], windows, bands, y, x, out4)
 
 
 def _fetch_interleaved(images, runs) -> dict:
@@ -113,7 +113,7 @@ def _fetch_interleaved(images, runs) -> dict:
         return {}
     jobs = []
     for im, ks in wanted.values():
-        fs = im._open_source()
+        fs = frame_source(im)
         order = sorted(ks)
         jobs.append((id(im), order, fs.live_store(), [fs.frame_range(k) for k in order]))
     got = read_many([(store, ranges) for _, _, store, ranges in jobs])

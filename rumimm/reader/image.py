@@ -38,11 +38,15 @@ from rumimm.reader.remote import RemoteStore, is_remote, public_name
 from rumimm.reader.store import LocalStore
 from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD walk, used only when no blob is given
 
-__all__ = ["Image", "load_header", "open", "read_frames"]
+__all__ = ["Image", "frame_source", "load_header", "open", "read_block", "read_frames"]
 
 _tokens = itertools.count(1)
 _PENDING: Trailer = Trailer.__new__(Trailer)  # a remote spec 0.2 image's trailer, fetched on first use
 _TIME_AXES = ("time", "band", "y", "x")
+#: Each open image's frame source, what the read engine reads it through: held by this module, not as a
+#: member of ``Image``, so that the cube, the converter and the CLI reach it by :func:`frame_source`
+#: without widening Image's public API.  An image that closes, or is collected, leaves it.
+_SOURCES: weakref.WeakKeyDictionary[Image, engine.FrameSource] = weakref.WeakKeyDictionary()
 
 
 def load_header(header, path, spec=None):
@@ -139,8 +143,7 @@ class Image(RasterioSurface):
             self.__dict__["georef"] = georef
         self._cache = cache
         self._token = token = next(_tokens)
-        self._source: engine.FrameSource | None = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify),
-                                                                     magic0)
+        _SOURCES[self] = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify), magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
     def _open_local(self, header, format):
@@ -197,23 +200,38 @@ class Image(RasterioSurface):
     # -- lifecycle ------------------------------------------------------------------
     def close(self) -> None:
         """Release the file mapping and this image's cached frames (idempotent)."""
-        src = self._source
+        src = _SOURCES.pop(self, None)
         if src is None:
             return
-        self._source = None
         src.store = None  # closed now, or when a read in flight that holds it returns
         if self._finalizer is not None:
             self._finalizer()
 
     @property
     def closed(self) -> bool:
-        return self._source is None
+        return self not in _SOURCES
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+    def __setstate__(self, state: tuple) -> None:
+        """Make this image, created by ``__new__``, a closed image of the given state: no file is opened.
+
+        ``state`` is ``(path, blob, cache_bytes, verify, spec, trailer, storage_options)``, as ``__reduce__``
+        gives them.
+        """
+        path, blob, cache_bytes, verify, spec, trailer, storage_options = state
+        remote = is_remote(path)
+        self._uri = path if remote else None
+        self._storage_options = storage_options
+        self.path = public_name(path) if remote else path
+        self._init(parse_header(blob, spec=spec, path=path), cache_bytes, verify)
+        self._trailer = trailer if trailer is not None or spec != "0.2" else _PENDING  # a closed image fetches nothing
+        self._cache = self._finalizer = None
+        self._token = 0
 
     def __reduce__(self):
         trailer = None if self._trailer is _PENDING else self._trailer
@@ -326,7 +344,7 @@ class Image(RasterioSurface):
         tr = self._trailer
         if tr is _PENDING:
             assert isinstance(self._header, Header2)  # only a spec 0.2 image leaves its trailer pending
-            tr = self._trailer = fetch_trailer(self._open_source().live_store(), self._header)
+            tr = self._trailer = fetch_trailer(frame_source(self).live_store(), self._header)
         return tr
 
     @property
@@ -428,7 +446,7 @@ class Image(RasterioSurface):
         if len(sel.lists) == 2:  # (T, B, Y, X): the (step, band) pairs are virtual bands of the grid
             block = self._read_steps(sel.lists[0], sel.lists[1], sel.y, sel.x)
         else:
-            block = self._read_block(sel.lists[0], sel.y, sel.x, None)
+            block = read_block(self, sel.lists[0], sel.y, sel.x, None)
         return block if sel.remap is None else block[sel.remap]
 
     def __array__(self, dtype=None, copy=None):
@@ -487,7 +505,7 @@ class Image(RasterioSurface):
 
     def raw_frame(self, k: int) -> bytes:
         """Frame ``k`` as stored in the file: its OpenZL bytes, not decoded (``rumimm info`` reads frame 0)."""
-        fs = self._open_source()
+        fs = frame_source(self)
         if not 0 <= int(k) < fs.n_frames:
             raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
         return bytes(fs.read_frame(int(k)))
@@ -495,28 +513,13 @@ class Image(RasterioSurface):
     def georef_block(self) -> bytes:
         """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
         base = self._grid.base_frame_offset
-        return bytes(self._open_source().live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
-
-    def _open_source(self) -> engine.FrameSource:
-        src = self._source
-        if src is None:
-            raise RumiError(f"{where(self.path)}image is closed")
-        return src
-
-    def _read_block(self, bands: np.ndarray, y: Run, x: Run, out):
-        """Decode the (len(bands), y.count, x.count) block into ``out`` or a new array.
-
-        ``bands`` are the grid's bands: for a spec 0.2 file its virtual bands (``format.units``).
-        """
-        if isinstance(self._grid, Grid2) and self._grid.interleaved:
-            return layouts.read_interleaved(self._open_source(), bands, y, x, out)
-        return engine.read_window(self._open_source(), bands, y, x, out)
+        return bytes(frame_source(self).live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
 
     def _read_steps(self, steps: np.ndarray, bands: np.ndarray, y: Run, x: Run) -> np.ndarray:
         """The (len(steps), len(bands), y.count, x.count) block of a spec 0.2 file of several steps."""
         assert isinstance(self._grid, Grid2)  # only a spec 0.2 file has steps
         virtual = self._grid.virtual_bands(steps, bands).reshape(-1)
-        block = self._read_block(virtual, y, x, None)
+        block = read_block(self, virtual, y, x, None)
         return block.reshape(steps.shape[0], bands.shape[0], y.count, x.count)
 
 
@@ -624,12 +627,31 @@ def _size_error(size: int, hdr: Header, path):
     raise BlobError(f"{where(path)}file has {size} bytes but the header blob's frames end at byte {end}; {kind}")
 
 
+def frame_source(img: Image) -> engine.FrameSource:
+    """The frame source an open image is read through (``engine.FrameSource``); RumiError once it is closed."""
+    src = _SOURCES.get(img)
+    if src is None:
+        raise RumiError(f"{where(img.path)}image is closed")
+    return src
+
+
+def read_block(img: Image, bands: np.ndarray, y: Run, x: Run, out) -> np.ndarray:
+    """Decode the (len(bands), y.count, x.count) block of ``img`` into ``out`` or a new array.
+
+    ``bands`` are the grid's bands: for a spec 0.2 file its virtual bands (``format.units``).
+    """
+    grid = img.header.grid
+    if isinstance(grid, Grid2) and grid.interleaved:
+        return layouts.read_interleaved(frame_source(img), bands, y, x, out)
+    return engine.read_window(frame_source(img), bands, y, x, out)
+
+
 def _read_into(img: Image, sel: Selection, out):
     """Read a selection, applying its remap, into ``out`` when given."""
     bands = sel.lists[0]
     shape = (bands.shape[0], sel.y.count, sel.x.count)
     if out is None:
-        block = img._read_block(bands, sel.y, sel.x, None)
+        block = read_block(img, bands, sel.y, sel.x, None)
         return block if sel.remap is None else block[sel.remap]
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
@@ -639,9 +661,9 @@ def _read_into(img: Image, sel: Selection, out):
     if not out.flags.writeable:
         raise ValueError("out must be writable")
     if sel.remap is None and out.flags.c_contiguous:
-        img._read_block(bands, sel.y, sel.x, out)
+        read_block(img, bands, sel.y, sel.x, out)
     else:
-        block = img._read_block(bands, sel.y, sel.x, None)
+        block = read_block(img, bands, sel.y, sel.x, None)
         out[...] = block if sel.remap is None else block[sel.remap]
     return out
 
@@ -650,14 +672,7 @@ def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=N
     if not closed:
         return Image(path, blob, cache_bytes=cache_bytes, verify=verify, format=spec, storage_options=storage_options)
     img = Image.__new__(Image)  # a closed image stays closed: no file is opened
-    remote = is_remote(path)
-    img._uri = path if remote else None
-    img._storage_options = storage_options
-    img.path = public_name(path) if remote else path
-    img._init(parse_header(blob, spec=spec, path=path), cache_bytes, verify)
-    img._trailer = trailer if trailer is not None or spec != "0.2" else _PENDING  # a closed image fetches nothing
-    img._source = img._cache = img._finalizer = None
-    img._token = 0
+    img.__setstate__((path, blob, cache_bytes, verify, spec, trailer, storage_options))
     return img
 
 
@@ -727,13 +742,13 @@ def read_frames(img: Image, frames) -> list[np.ndarray]:
     cell frames, in the image's dtype; a spec 0.2 cell frame in its layout's axes
     (``(T, B, h, w)`` for ``t b h w``, ``(h, w, B)`` for ``h w b``).  Mostly for tests and tools.
     """
-    src = img._open_source()
+    src = frame_source(img)
     ks = [int(k) for k in frames]
     for k in ks:
         if not 0 <= k < img.n_frames:
             raise WindowError(f"frame {k} is out of range for {img.n_frames} frames")
     out = engine.decode_frames(src, ks)
-    grid = img._grid
+    grid = img.header.grid
     if isinstance(grid, Grid2):
         out = [layouts.frame_array(grid, k, f) for k, f in zip(ks, out, strict=True)]
     return out

@@ -95,7 +95,7 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
     >>> rumimm.convert("scene.rumi", "scene_v02.rumi", time=["2026-06-01"])   # doctest: +SKIP
     >>> rumimm.convert("scene.rumi", "scene_fast.rumi", codec="delta")        # doctest: +SKIP
     """
-    from rumimm.reader.image import Image
+    from rumimm.reader.image import Image, frame_source
 
     if codec is None and (threads is not None or progress is not None):
         raise ValueError("threads= and progress= apply to re-encoding; pass codec= too, or leave them unset")
@@ -141,7 +141,7 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
             unit = hdr.frame_unit if hdr.spec == "0.1" else FrameUnit.TILE if hdr.layout == 0 else FrameUnit.CELL
             grid = Grid(x, y, tw, tl, b, unit)
         recode = _recode_plan(hdr, spec)
-        src = img._open_source()
+        src = frame_source(img)
         file = src.live_store()
         counts = np.array(hdr.counts, dtype=np.uint64)
         out = AtomicFile(dest)
@@ -242,7 +242,7 @@ def _recode_plan(hdr, spec: str):
         for k in range(hdr.n_frames):
             (frame,) = read_frames(img, [k])
             if interleaved:
-                frame = frame_planes(img._grid, k, frame)
+                frame = frame_planes(img.header.grid, k, frame)
             frame = np.ascontiguousarray(frame)
             data = bytes(encoder.encode(frame.view(np.float64) if to_components else frame))
             fh.write(data)

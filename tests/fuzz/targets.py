@@ -262,7 +262,7 @@ def frame(data: bytes) -> None:
 # -- the IFD: index and validate -----------------------------------------------------------
 
 @target("ifd", modules=("rumimm.format.tiff", "rumimm.format.bigtiff", "rumimm.format.v2", "rumimm.reader.validate",
-                        "rumimm.reader.store"), max_len=1 << 16)
+                        "rumimm.format.profile_checks", "rumimm.reader.store"), max_len=1 << 16)
 def ifd(data: bytes) -> None:
     """A whole file's bytes (spec 0.1 BigTIFF or spec 0.2): index and validate; a blob index returns parses."""
     import rumimm
@@ -306,7 +306,8 @@ def _peer016(path: str, blob: bytes, shape):
 
 @target("open_read", modules=("rumimm.reader.image", "rumimm.reader.planner", "rumimm.reader.source",
                               "rumimm.reader.frame_checks", "rumimm.reader.small_reads", "rumimm.format.georef",
-                              "rumimm.format.trailer", "rumimm.reader.validate"), max_len=1 << 16)
+                              "rumimm.format.trailer", "rumimm.reader.validate", "rumimm.format.profile_checks"),
+         max_len=1 << 16)
 def open_read(data: bytes) -> None:
     """A small file of either spec with mutated bytes: open, read whole and a window, with and without the
     blob index gives; both reads agree, and a spec 0.1 read agrees with rumi-eo 0.16.0 where both succeed."""
@@ -707,7 +708,7 @@ def _remote_files():
 
 
 @target("remote_read", modules=("rumimm.reader.remote", "rumimm.reader.image", "rumimm.reader.planner",
-                                "rumimm.reader.source", "rumimm.reader.validate"))
+                                "rumimm.reader.source", "rumimm.reader.validate", "rumimm.format.profile_checks"))
 def remote_read(data: bytes) -> None:
     """A small rumi file of either spec served over HTTP with scripted answers: open (with or without its
     blob) and read; the pixels are the file's unless the server altered bytes under right framing."""
