@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -26,10 +26,7 @@ __all__ = ["profile", "sample_frames"]
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
 
-    from rumimm._typing import StrPath
-
-Unit: TypeAlias = Literal["tile", "cell"]
-Tile: TypeAlias = int | tuple[int, int]
+    from rumimm._typing import StrPath, Tile, Unit
 
 
 class FrameSource(Protocol):
