@@ -317,7 +317,7 @@ def _storage(frame: np.ndarray, enc: Encoding) -> np.ndarray:
 class _Decoder:
     """Decodes through geozl_lib into one reused, 8-byte aligned buffer: a checked decode, and timed ones."""
 
-    def __init__(self, capacity: int, clock: Callable[[], float], verify: bool):
+    def __init__(self, capacity: int, clock: Callable[[], float], verify: bool) -> None:
         self.out = np.empty(-(-capacity // 8), np.uint64).view(np.uint8)
         self.clock = clock
         self.verify = verify
