@@ -1,7 +1,7 @@
 """Type aliases the annotations of several modules share.
 
 Imported under ``TYPE_CHECKING`` only (the annotations are strings at run time), so none of this
-costs ``import rumimm`` anything.
+costs ``import rumimm`` anything.  In the base layer: it imports no other rumimm module.
 """
 
 from __future__ import annotations
@@ -9,13 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from rumimm.codec.presets import Codec
-    from rumimm.format.blob import Header
+__all__ = ["AnyPath", "CRSArg", "ProgressArg", "StrPath", "Tile", "TimeArg", "TimeCoord", "Unit"]
 
 #: A file system path as the public functions take it.
 StrPath: TypeAlias = str | os.PathLike[str]
@@ -23,14 +21,10 @@ StrPath: TypeAlias = str | os.PathLike[str]
 AnyPath: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 #: The ``progress=`` argument of long operations (rumimm.progress): nothing, a bar, or ``f(done, total)``.
 ProgressArg: TypeAlias = bool | Callable[[int, int], object] | None
-#: A header as ``rumimm.open`` takes it: the blob, a parsed Header, a path to a blob file, or None.
-HeaderArg: TypeAlias = "bytes | Header | StrPath | None"
 #: ``tile=``: one size for square frames, or (height, width).
 Tile: TypeAlias = int | tuple[int, int]
 #: ``unit=`` of a spec 0.1 write: a frame per band and position, or one holding every band.
 Unit: TypeAlias = Literal["tile", "cell"]
-#: ``codec=``: a preset name (``rumimm.PRESETS``) or a codec object.
-CodecArg: TypeAlias = "str | Codec | None"
 #: ``crs=``: an EPSG code, or a string naming one (``"EPSG:32633"``).
 CRSArg: TypeAlias = int | str | None
 #: One time coordinate of a spec 0.2 write: an instant, or a (start, end) interval.

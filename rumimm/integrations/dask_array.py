@@ -23,8 +23,12 @@ if TYPE_CHECKING:
     import dask.array
     from numpy.typing import NDArray
 
-    from rumimm._typing import HeaderArg, StrPath
+    from rumimm._typing import StrPath
+    from rumimm.format.blob import Header
     from rumimm.reader.image import Image
+
+    #: A header as ``rumimm.open`` takes it: the blob, a parsed Header, a path to a blob file, or None.
+    HeaderArg: TypeAlias = bytes | Header | StrPath | None
 
 __all__ = ["frame_chunks", "to_dask"]
 

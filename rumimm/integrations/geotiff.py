@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from rasterio.io import DatasetReader, DatasetWriter
     from rasterio.windows import Window
 
-    from rumimm._typing import CodecArg, CRSArg, ProgressArg, StrPath, Tile, TimeArg, Unit
+    from rumimm._typing import CRSArg, ProgressArg, StrPath, Tile, TimeArg, Unit
+    from rumimm.codec import Codec
     from rumimm.format.pam import Metadata
     from rumimm.reader.image import Image
 
@@ -362,7 +363,7 @@ def _unheld(ds: DatasetReader) -> list[str]:
     return found
 
 
-def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "tile", codec: CodecArg = None,
+def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "tile", codec: str | Codec | None = None,
                  crs: CRSArg = None, header_out: StrPath | None = None, progress: ProgressArg = None,
                  threads: int | None = None, verify: bool = False, drop_georef: bool = False,
                  format: str | None = None, bands: Sequence[str] | None = None, time: TimeArg = None) -> bytes:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from numpy.typing import DTypeLike, NDArray
     from xarray.backends.common import T_PathFileOrDataStore
 
-    from rumimm._typing import HeaderArg, StrPath
+    from rumimm._typing import StrPath
+    from rumimm.integrations.dask_array import HeaderArg
     from rumimm.reader.cube import Cube, ImageCollection
     from rumimm.reader.image import Image
 
