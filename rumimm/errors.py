@@ -7,6 +7,11 @@ Subclasses also inherit the builtin a caller would catch anyway.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rumimm._typing import StrPath
+
 __all__ = [
     "BlobError",
     "CRSError",
@@ -47,6 +52,6 @@ class RumiWarning(UserWarning):
     """A recoverable oddity, such as a non-canonical but readable blob."""
 
 
-def where(path) -> str:
+def where(path: StrPath | None) -> str:
     """Prefix for messages about a file: ``"scene.rumi: "`` or ``""``."""
     return f"{path}: " if path else ""

@@ -3,28 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import pytest
 
 pytest.importorskip("rasterio")
 pytest.importorskip("rumi")  # rumi-eo 0.16.0, the reference column (the test extra installs it)
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script does
-from asv_benchmarks import compare
+from asv_benchmarks.compare import engines  # the package, from the checkout (pytest's pythonpath)
 
 
 @pytest.mark.slow
 def test_a_codec_column_reads_its_own_file_exactly_beside_every_engine_in_the_same_run(tmp_path):
     out = tmp_path / "out"
-    rc = compare.main(["--size", "1024", "--tile", "512", "--bands", "2", "--repeats", "2", "--rounds", "1",
+    rc = engines.main(["--size", "1024", "--tile", "512", "--bands", "2", "--repeats", "2", "--rounds", "1",
                        "--cold-repeats", "1", "--threads", "1", "--codec-column", "transpose", "--out", str(out),
                        "--no-chart", "--quiet"])
     assert rc == 0
     results = json.loads((out / "performance.json").read_text())
-    engine = compare.CODEC_PREFIX + "transpose"
-    assert results["setup"]["engines"] == [*compare.ENGINES, engine]
+    engine = engines.CODEC_PREFIX + "transpose"
+    assert results["setup"]["engines"] == [*engines.ENGINES, engine]
     cell = results["timings"]["1"][engine]
     assert all(entry["exact"] for entry in cell.values())  # every row's warm-up read checked pixel for pixel
     assert all(entry["seconds"] for entry in cell.values())

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pytest
 
 import rumimm
+from asv_benchmarks.compare import loaders
 from rumimm.cli import recognise_preset
 from rumimm.synthetic import eo_scene
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script does
-from asv_benchmarks import compare_loaders as loaders
 
 ENGINE = "rumimm kept open (read_batch)"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -11,10 +10,9 @@ pytest.importorskip("obstore")  # the "remote" extra; CI installs it
 pytest.importorskip("zarr")
 pytest.importorskip("rasterio")
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script does
 import peer026
 
-from asv_benchmarks import compare_remote as remote
+from asv_benchmarks.compare import remote_chips as remote
 
 PEER_ENGINES = {remote.RumimmBatchV2.name, remote.RumiEo.name}
 

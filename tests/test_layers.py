@@ -3,7 +3,7 @@
 Read from the source with ``ast`` (function-level imports count too), so a lazy import
 cannot hide a dependency.  The order, lowest first::
 
-    base (errors, _env, _version, progress) < format < codec < kernels < reader < writer < integrations
+    base (errors, _env, _version, _typing, progress) < format < codec < kernels < reader < writer < integrations
     < top (cli, demo, synthetic, torchgeo, rumimm)
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
 LAYERS = ["base", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
-BASE = {"rumimm.errors", "rumimm._env", "rumimm._version", "rumimm.progress"}
+BASE = {"rumimm.errors", "rumimm._env", "rumimm._version", "rumimm._typing", "rumimm.progress"}
 TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__", "rumimm.torchgeo"}
 ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
 

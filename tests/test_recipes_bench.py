@@ -1,14 +1,10 @@
-"""asv_benchmarks/recipes.py: the per-dtype recipe table and the whole-scene numbers, on small inputs."""
+"""asv_benchmarks/compare/recipes.py: the per-dtype recipe table and the whole-scene numbers, on small inputs."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from asv_benchmarks import recipes
+from asv_benchmarks.compare import recipes
 
 
 def test_the_presets_table_measures_every_preset_per_dtype_and_round_trips_each():

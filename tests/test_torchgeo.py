@@ -370,12 +370,9 @@ def test_bad_catalogs_and_queries_are_refused_clearly(world, tmp_path):
 
 
 def test_the_loader_comparison_times_every_row_on_the_same_samples(tmp_path):
-    """compare_loaders.py --torchgeo: each row's first batch equals the GeoTIFF dataset's, in
+    """compare/loaders.py --torchgeo: each row's first batch equals the GeoTIFF dataset's, in
     process and with workers that start and stop around each timed epoch."""
-    import os
-
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, as the script
-    from asv_benchmarks import compare_loaders as loaders
+    from asv_benchmarks.compare import loaders
 
     files = loaders.write_torchgeo_files(str(tmp_path), 1, 2 * loaders.CHIP, codecs=["fast"])
     engines = ["rumimm.torchgeo, tile 128 cell, codec=fast" + loaders.RUMI_COLLATE, "rumimm.torchgeo, tile 512",

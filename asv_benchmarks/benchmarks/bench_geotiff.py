@@ -1,6 +1,6 @@
 """GeoTIFF conversion: ``from_geotiff`` and ``to_geotiff`` against the whole-array recipe.
 
-``asv_benchmarks/compare_geotiff.py`` runs the same comparison in fresh processes with
+``asv_benchmarks/compare/geotiff_convert.py`` runs the same comparison in fresh processes with
 peak-memory columns; these are the asv rows for tracking it over commits.
 """
 

@@ -5,7 +5,7 @@ synthetic scene, three ways (the dataset's ``__getitems__``, ``read_batch`` over
 kept open, and opening each chip's file with its blob), on 1 and 2 threads, frame cache
 off.  ``CatalogScale`` loads a 1,000,000-row catalog from Parquet and checks every blob
 (the goal is under a second on 2 cores, everything included), and selects about 1,000
-rows by bounding box and opens them.  ``asv_benchmarks/compare_loaders.py`` puts the
+rows by bounding box and opens them.  ``asv_benchmarks/compare/loaders.py`` puts the
 chip numbers side by side with rumi-eo, GDAL and zarr.
 """
 

@@ -2,7 +2,7 @@
 
 The scene is the shared 4 x 2048 x 2048 uint16 one in 512-pixel tile frames.  Each
 class times the rumimm peer of its xarray or Dask path in the same class, so
-``asv compare`` and the side-by-side script (``compare_xarray.py``) read ratios.
+``asv compare`` and the side-by-side script (``compare/xarray_dask.py``) read ratios.
 Needs the ``xarray`` and ``dask`` extras, and ``distributed`` for ``DaskSumCluster``.
 """
 

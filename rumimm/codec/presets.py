@@ -279,7 +279,7 @@ _AUTO = Codec(
 
 # ---------------------------------------------------------- per-dtype tables
 
-# Chosen from asv_benchmarks/recipes.py (docs/dev/codec-measurements.md, "Recipes"):
+# Chosen from asv_benchmarks/compare/recipes.py (docs/dev/codec-measurements.md, "Recipes"):
 # 16 tile frames of 512 x 512 per dtype, one core, rumimm's own decoder.  A dtype not
 # listed falls back to its default preset (no faster recipe was measured for it).
 #

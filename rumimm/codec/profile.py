@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +35,9 @@ from rumimm.codec.presets import PRESETS, Codec, resolve_codec
 from rumimm.codec.wrapper import FrameEncoder
 from rumimm.errors import CodecError
 from rumimm.format.dtypes import Encoding
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike, NDArray
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -150,16 +155,16 @@ class Profile:
     require: tuple[str, ...] = ()
     frames_skipped: int = 0
     seconds: float = 0.0
-    frames: list[tuple] = field(default_factory=list)
+    frames: list[tuple[int, int | None, int, int]] = field(default_factory=list)
     source: str = "array"
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Candidate]:
         return iter(self.rows)
 
-    def __getitem__(self, key) -> Candidate:
+    def __getitem__(self, key: str | int) -> Candidate:
         if isinstance(key, str):
             for row in self.rows:
                 if row.name == key:
@@ -251,7 +256,7 @@ def _describe(row: Candidate) -> str:
 # ------------------------------------------------------------------------ readers
 
 
-def preset_readers(codec: Codec, encoding) -> tuple[str, ...]:
+def preset_readers(codec: Codec, encoding: Encoding | DTypeLike) -> tuple[str, ...]:
     """The readers that decode frames of ``codec`` for ``encoding``.
 
     A preset may declare them with a ``readers_for(encoding)`` method, or as a
@@ -312,7 +317,7 @@ def _storage(frame: np.ndarray, enc: Encoding) -> np.ndarray:
 class _Decoder:
     """Decodes through geozl_lib into one reused, 8-byte aligned buffer: a checked decode, and timed ones."""
 
-    def __init__(self, capacity: int, clock: Callable[[], float], verify: bool):
+    def __init__(self, capacity: int, clock: Callable[[], float], verify: bool) -> None:
         self.out = np.empty(-(-capacity // 8), np.uint64).view(np.uint8)
         self.clock = clock
         self.verify = verify
@@ -370,9 +375,9 @@ class _Tally:
                          _rate(raw, self.decode_s), self.readers, self.compressed, self.note, same_as, self.codec)
 
 
-def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[str] | None = None,
-            geozl: bool = True, reps: int = 3, budget: float | None = None, tolerance: float = DEFAULT_TOLERANCE,
-            require: Iterable[str] = (), verify: bool = True,
+def measure(frames: Sequence[np.ndarray], encoding: Encoding | DTypeLike | None = None, *,
+            presets: Iterable[str] | None = None, geozl: bool = True, reps: int = 3, budget: float | None = None,
+            tolerance: float = DEFAULT_TOLERANCE, require: Iterable[str] = (), verify: bool = True,
             clock: Callable[[], float] = time.perf_counter) -> Profile:
     """Measure every candidate recipe on ``frames``.
 
@@ -495,7 +500,7 @@ def measure(frames: Sequence[np.ndarray], encoding=None, *, presets: Iterable[st
     return out
 
 
-def _import_geozl():
+def _import_geozl() -> ModuleType:
     try:
         import geozl
     except ImportError as exc:
@@ -517,7 +522,8 @@ def _recipe_codec(recipe: str) -> Codec | None:
         return None
 
 
-def _encode_geozl(geo, enc: Encoding, samples: np.ndarray, tallies: dict[str, _Tally], first: bool):
+def _encode_geozl(geo: ModuleType, enc: Encoding, samples: np.ndarray, tallies: dict[str, _Tally], first: bool,
+                  ) -> list[tuple[_Tally, NDArray[np.uint8]]]:
     """Every geozl recipe's frame of ``samples``; the encode time is what geozl's profiler measured.
 
     The recipes are the ones geozl's profiler lists for the first frame; a recipe it

@@ -28,11 +28,16 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from rumimm._typing import StrPath
 
 __all__ = ["DTYPES", "ENCODINGS", "SPECS", "SPEC_ENCODINGS", "Encoding", "encoding", "encoding_for_dtype"]
 
@@ -136,7 +141,7 @@ _BY_NAME: dict[str, Encoding] = {e.name: e for table in SPEC_ENCODINGS.values() 
 _ML_NAMES: tuple[str, ...] = tuple(name for _, _, dt, name in _TABLE + _ONLY_02 if dt is _ML)
 
 
-def _little(dt) -> np.dtype:
+def _little(dt: DTypeLike) -> np.dtype:
     dt = np.dtype(dt)
     return dt.newbyteorder("<") if dt.fields is None else dt
 
@@ -180,7 +185,7 @@ class _Dtypes(Mapping):
     def __len__(self) -> int:
         return len(self._names)
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._names
 
     def __repr__(self) -> str:
@@ -202,7 +207,8 @@ def _in(spec: str) -> str:
     return "" if spec == "0.1" else f" in spec {spec}"
 
 
-def encoding(sample_format: int, bits_per_sample: int, *, path=None, spec: str = "0.1") -> Encoding:
+def encoding(sample_format: int, bits_per_sample: int, *, path: StrPath | None = None,
+             spec: str = "0.1") -> Encoding:
     """Return the encoding of a pair in ``spec``, or raise FormatError for any unlisted pair."""
     try:
         return _table(spec)[(int(sample_format), int(bits_per_sample))]
@@ -213,7 +219,7 @@ def encoding(sample_format: int, bits_per_sample: int, *, path=None, spec: str =
         ) from None
 
 
-def encoding_for_dtype(dtype, spec: str = "0.1") -> Encoding:
+def encoding_for_dtype(dtype: DTypeLike, spec: str = "0.1") -> Encoding:
     """Return the encoding of ``spec`` that stores ``dtype`` exactly, or raise RumiError."""
     table = _table(spec)
     if isinstance(dtype, str) and dtype in _ML_NAMES:

@@ -15,12 +15,28 @@ import glob
 import json
 import os
 import struct
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from rumimm.reader.catalog_table import catalog_images, read_catalog, select_bbox
 from rumimm.writer.atomic import replacing
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from numpy.typing import NDArray
+
+    from rumimm._typing import ProgressArg, StrPath
+
+#: One file's catalog entries, as ``_row`` gathers them for ``_table``: path, blob, (bands, height,
+#: width), dtype, tile, unit, epsg, transform, bounds, (nodata, descriptions, scales, offsets, units),
+#: (spec, time_count, time).
+_Row: TypeAlias = tuple[Any, ...]
+#: A GDAL-ordered affine transform (a, b, c, d, e, f).
+_Transform: TypeAlias = Sequence[float]
 
 __all__ = ["CATALOG_COLUMNS", "catalog", "catalog_images", "read_catalog", "select_bbox", "write_catalog"]
 
@@ -33,7 +49,7 @@ _CRS84 = "OGC:CRS84"
 _EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a UTM tile bend in degrees)
 
 
-def _paths(paths_or_glob) -> list[str]:
+def _paths(paths_or_glob: StrPath | Iterable[StrPath]) -> list[str]:
     """A list of paths from a list, a glob pattern or a folder (its ``*.rumi`` files, recursively)."""
     if isinstance(paths_or_glob, (str, os.PathLike)):
         text = os.fspath(paths_or_glob)
@@ -45,7 +61,7 @@ def _paths(paths_or_glob) -> list[str]:
     return [os.fspath(p) for p in paths_or_glob]
 
 
-def _row(path: str, blob):
+def _row(path: str, blob: bytes | None) -> _Row:
     """Everything a catalog row holds for one file; the file is opened with its blob (no IFD walk)."""
     from rumimm.reader.image import Image
     from rumimm.reader.validate import index
@@ -61,7 +77,7 @@ def _row(path: str, blob):
                 img.frame_unit, geo.epsg, geo.transform, img.bounds, meta, (img.spec, img.time_count, time))
 
 
-def _transform_column(pa, transforms):
+def _transform_column(pa: ModuleType, transforms: Sequence[_Transform | None]) -> pa.Array:
     """The ``transform`` column: a list of 6 floats a row, null for a file without georeferencing.
 
     A variable-size list, not a fixed-size one: pyarrow's Parquet writer before 24 refuses
@@ -70,7 +86,7 @@ def _transform_column(pa, transforms):
     return pa.array([None if t is None else [float(v) for v in t] for t in transforms], pa.list_(pa.float64()))
 
 
-def _corners(transform, height: int, width: int, n: int = 1) -> np.ndarray:
+def _corners(transform: _Transform, height: int, width: int, n: int = 1) -> NDArray[np.float64]:
     """(4n + 1, 2) ring of the image outline in CRS units, closed, ``n`` points per edge."""
     a, b, c, d, e, f = transform
     t = np.arange(n) / n
@@ -79,7 +95,7 @@ def _corners(transform, height: int, width: int, n: int = 1) -> np.ndarray:
     return np.column_stack([c + a * px + b * py, f + d * px + e * py])
 
 
-def _wkb_polygon(ring: np.ndarray) -> bytes:
+def _wkb_polygon(ring: NDArray[np.float64]) -> bytes:
     """ISO WKB of a one-ring polygon (little endian), exterior counter-clockwise as GeoParquet advises."""
     x, y = ring[:, 0], ring[:, 1]
     if np.sum(x[:-1] * y[1:] - x[1:] * y[:-1]) < 0:
@@ -87,13 +103,14 @@ def _wkb_polygon(ring: np.ndarray) -> bytes:
     return struct.pack("<BIII", 1, 3, 1, ring.shape[0]) + np.ascontiguousarray(ring, "<f8").tobytes()
 
 
-def _projjson(crs: str) -> dict:
+def _projjson(crs: str) -> dict[str, Any]:
     import pyproj
 
     return json.loads(pyproj.CRS.from_user_input(crs).to_json())
 
 
-def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = None):
+def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes] | None = None,
+            progress: ProgressArg = None, workers: int | None = None) -> pa.Table:
     """Build a catalog table of rumi files.
 
     Parameters
@@ -126,29 +143,27 @@ def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = N
     from rumimm.progress import Progress
 
     paths = _paths(paths_or_glob)
-    if blobs is None:
-        blobs = [None] * len(paths)
-    else:
-        blobs = list(blobs)
-        if len(blobs) != len(paths):
-            raise ValueError(f"got {len(paths)} paths but {len(blobs)} blobs")
+    given: list[bytes | None] = [None] * len(paths) if blobs is None else list(blobs)
+    if len(given) != len(paths):
+        raise ValueError(f"got {len(paths)} paths but {len(given)} blobs")
     workers = workers or min(8, os.cpu_count() or 1)
     rows = []
     with Progress(progress, len(paths), desc="catalog", unit="file") as bar, ThreadPoolExecutor(workers) as pool:
-        for row in pool.map(_row, paths, blobs):
+        for row in pool.map(_row, paths, given):
             rows.append(row)
             bar.advance()
     return _table(rows)
 
 
-def _table(rows):
+def _table(rows: list[_Row]) -> pa.Table:
     import pyarrow as pa
 
     n = len(rows)
     epsgs = {r[6] for r in rows if r[6] is not None}
     crs = f"EPSG:{next(iter(epsgs))}" if len(epsgs) == 1 else _CRS84
-    transformers = {}
-    geoms, boxes = [], []
+    transformers: dict[int, Any] = {}  # pyproj.Transformer per EPSG code
+    geoms: list[bytes | None] = []
+    boxes: list[dict[str, float] | None] = []
     for r in rows:
         epsg, transform, (_, height, width) = r[6], r[7], r[2]
         if epsg is None:
@@ -169,7 +184,7 @@ def _table(rows):
         lo, hi = ring.min(axis=0), ring.max(axis=0)
         boxes.append({"xmin": float(lo[0]), "ymin": float(lo[1]), "xmax": float(hi[0]), "ymax": float(hi[1])})
 
-    def col(i, j=None):
+    def col(i: int, j: int | None = None) -> list[Any]:
         return [r[i] if j is None else (None if r[i] is None else r[i][j]) for r in rows]
 
     box_type = pa.struct([(k, pa.float64()) for k in ("xmin", "ymin", "xmax", "ymax")])
@@ -204,7 +219,7 @@ def _table(rows):
     return table.replace_schema_metadata({b"geo": json.dumps(_geo_metadata(table, crs)).encode()})
 
 
-def _geo_metadata(table, crs: str) -> dict:
+def _geo_metadata(table: pa.Table, crs: str) -> dict[str, Any]:
     import pyarrow.compute as pc
 
     box = table.column("bbox")
@@ -217,7 +232,7 @@ def _geo_metadata(table, crs: str) -> dict:
     return {"version": "1.1.0", "primary_column": "geometry", "columns": {"geometry": column}}
 
 
-def write_catalog(table, path, *, row_group_size: int | None = None) -> None:
+def write_catalog(table: pa.Table, path: StrPath, *, row_group_size: int | None = None) -> None:
     """Write a catalog table as GeoParquet, atomically (a temporary file renamed into place).
 
     ``geopandas.read_parquet(path)`` reads it as a GeoDataFrame with the catalog's CRS.

@@ -14,13 +14,31 @@ time; :func:`rumimm.to_rumi` adds xarray metadata.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import dask.array
+    from numpy.typing import NDArray
+
+    from rumimm._typing import StrPath
+    from rumimm.format.blob import Header
+    from rumimm.reader.image import Image
+
+    #: A header as ``rumimm.open`` takes it: the blob, a parsed Header, a path to a blob file, or None.
+    HeaderArg: TypeAlias = bytes | Header | StrPath | None
+
 __all__ = ["frame_chunks", "to_dask"]
 
+#: What a task opens: (path or URI, header blob[, storage options]).
+_Source: TypeAlias = tuple[str, bytes] | tuple[str, bytes, Mapping[str, Any]]
+#: ``chunks=`` as ``dask.array`` takes it ("auto", a size, sizes per axis, a dict of axis -> size, ...).
+Chunks: TypeAlias = str | int | Sequence[int | str | Sequence[int]] | Mapping[int, Any]
 
-def frame_chunks(img) -> tuple[int, ...]:
+
+def frame_chunks(img: Image) -> tuple[int, ...]:
     """The frame grid as Dask chunk sizes: (1 or B, tile_length, tile_width); for a spec 0.2
     file of several steps (1 or T, 1 or B, tile_length, tile_width)."""
     from rumimm.format.grid import FrameUnit
@@ -30,7 +48,7 @@ def frame_chunks(img) -> tuple[int, ...]:
     return (*tuple(n if cell else 1 for n in img.shape[:-2]), tl, tw)
 
 
-def read_chunk(source, *bounds) -> np.ndarray:
+def read_chunk(source: _Source, *bounds: tuple[int, int]) -> NDArray[Any]:
     """One task: open ``source = (path, blob[, storage_options])``, read ``[b0:b1, y0:y1, x0:x1]`` (one
     (start, stop) per axis), close."""
     from rumimm.reader.image import open as open_image
@@ -40,12 +58,13 @@ def read_chunk(source, *bounds) -> np.ndarray:
         return img[tuple(slice(a, b) for a, b in bounds)]
 
 
-def _read_block(source=None, edges=None, block_id=None) -> np.ndarray:
+def _read_block(*, source: _Source, edges: tuple[tuple[int, ...], ...], block_id: tuple[int, ...]) -> NDArray[Any]:
     """The task of chunk ``block_id``: its window from the chunk ``edges`` of each axis."""
     return read_chunk(source, *((int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id, strict=True)))
 
 
-def to_dask(source, header=None, chunks=None, *, name=None, storage_options=None):
+def to_dask(source: StrPath | Image, header: HeaderArg = None, chunks: Chunks | None = None, *,
+            name: str | None = None, storage_options: Mapping[str, Any] | None = None) -> dask.array.Array:
     """A Dask array of a rumi file, one task per chunk.
 
     Parameters
@@ -98,12 +117,12 @@ def to_dask(source, header=None, chunks=None, *, name=None, storage_options=None
     finally:
         if owned:
             img.close()
-    chunks = da.core.normalize_chunks(default if chunks is None else chunks, shape, dtype=dtype,
-                                      previous_chunks=default)
+    grid: tuple[tuple[int, ...], ...] = da.core.normalize_chunks(default if chunks is None else chunks, shape,
+                                                                 dtype=dtype, previous_chunks=default)
     # a blockwise layer with no inputs: Dask fuses each read with the first step of what
     # consumes it (a sum's per-chunk sum), one task per chunk instead of two.  The source
     # and the edges are layer-wide keywords, pickled once with the graph, not per task.
-    name = name or f"rumimm-{tokenize(path, blob, chunks)}"
-    edges = tuple(tuple(int(v) for v in np.cumsum((0, *c))) for c in chunks)
-    return da.map_blocks(_read_block, dtype=dtype, chunks=chunks, name=name, meta=np.empty((0,) * len(shape), dtype),
+    name = name or f"rumimm-{tokenize(path, blob, grid)}"
+    edges = tuple(tuple(int(v) for v in np.cumsum((0, *c))) for c in grid)
+    return da.map_blocks(_read_block, dtype=dtype, chunks=grid, name=name, meta=np.empty((0,) * len(shape), dtype),
                          source=(path, blob) if options is None else (path, blob, options), edges=edges)

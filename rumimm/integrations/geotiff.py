@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,11 +39,22 @@ from rumimm.writer.atomic import replacing, temp_path
 
 __all__ = ["COMPRESSIONS_WITH_PREDICTOR", "from_geotiff", "gtiff_profile", "to_geotiff"]
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+    from rasterio.env import Env
+    from rasterio.io import DatasetReader, DatasetWriter
+    from rasterio.windows import Window
+
+    from rumimm._typing import CRSArg, ProgressArg, StrPath, Tile, TimeArg, Unit
+    from rumimm.codec import Codec
+    from rumimm.format.pam import Metadata
+    from rumimm.reader.image import Image
+
 #: larger cache only holds blocks that are never needed again (GDAL's default is 5 % of RAM).
 GDAL_CACHE_BYTES = 16 << 20
 
 
-def _env(rasterio, **options):
+def _env(rasterio: ModuleType, **options: object) -> Env:
     """A rasterio Env that keeps PixelIsPoint matrices as stored and GDAL's block cache bounded."""
     return rasterio.Env(GTIFF_POINT_GEO_IGNORE=True, GDAL_CACHEMAX=GDAL_CACHE_BYTES, **options)
 
@@ -48,7 +62,7 @@ def _env(rasterio, **options):
 # --------------------------------------------------------------------------- #
 # rumi -> GeoTIFF
 # --------------------------------------------------------------------------- #
-def _restore_metadata(out, img) -> list[str]:
+def _restore_metadata(out: DatasetWriter, img: Image) -> list[str]:
     """Put an image's sidecar metadata on a GeoTIFF being created; return what a GeoTIFF cannot take."""
     meta = getattr(img, "metadata", None)
     if meta is None or meta.is_empty():
@@ -109,8 +123,10 @@ def cog_available() -> bool:
         return "COG" in env.drivers()
 
 
-def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predictor=None, tile=None, interleave=None,
-               cog: bool = False, bigtiff: str = "IF_SAFER", threads=None, progress=None) -> None:
+def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = None, compress: str | None = "zstd",
+               predictor: int | None = None, tile: Tile | None = None, interleave: str | None = None,
+               cog: bool = False, bigtiff: str = "IF_SAFER", threads: int | None = None,
+               progress: ProgressArg = None) -> None:
     """Write a rumi image as a tiled, compressed GeoTIFF (or a COG), one row of blocks at a time.
 
     Parameters
@@ -150,7 +166,8 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
     if cog and not cog_available():
         raise ImportError("cog=True needs GDAL >= 3.1 (the COG driver); this rasterio's GDAL has none")
     if isinstance(src, Image):  # a private handle: streaming every frame once must not fill the shared cache
-        src, header = src.path, bytes(src.header)
+        header = bytes(src.header)
+        src = src.path
     threads = resolve_threads(threads)
     with open_image(src, header=header, cache_bytes=0) as img, replacing(dst) as tmp:
         _one_step(img)
@@ -173,7 +190,8 @@ def to_geotiff(src, dst, *, header=None, compress: str | None = "zstd", predicto
                 _remove(staged)
 
 
-def _write_gtiff(rasterio, img, path: str, profile: dict, progress) -> None:
+def _write_gtiff(rasterio: ModuleType, img: Image, path: str, profile: dict[str, Any], progress: ProgressArg,
+                 ) -> None:
     """Stream ``img`` into a GeoTIFF at ``path``, one row of blocks at a time."""
     from rumimm.progress import Progress
 
@@ -199,7 +217,7 @@ def _write_gtiff(rasterio, img, path: str, profile: dict, progress) -> None:
 # --------------------------------------------------------------------------- #
 # GeoTIFF -> rumi
 # --------------------------------------------------------------------------- #
-def _source_dtype(ds) -> np.dtype:
+def _source_dtype(ds: DatasetReader) -> np.dtype:
     """The rumi dtype that holds a GDAL dataset's samples exactly."""
     from rumimm.format.dtypes import DTYPES
 
@@ -221,7 +239,7 @@ def _source_dtype(ds) -> np.dtype:
     return np.dtype(name)
 
 
-def _source_georef(ds, crs, drop_georef: bool) -> tuple[object, object, str | None]:
+def _source_georef(ds: DatasetReader, crs: CRSArg, drop_georef: bool) -> tuple[object, object, str | None]:
     """(transform, EPSG code, note) to store, or CRSError saying what to do.
 
     ``note`` says how a CRS without a code of its own was identified (for one warning).
@@ -268,14 +286,14 @@ def _source_georef(ds, crs, drop_georef: bool) -> tuple[object, object, str | No
     return tuple(ds.transform)[:6], code, note
 
 
-def _centre(ds) -> tuple[float, float]:
+def _centre(ds: DatasetReader) -> tuple[float, float]:
     """The image centre in CRS units."""
     a, b, c, d, e, f = tuple(ds.transform)[:6]
     u, v = ds.width / 2.0, ds.height / 2.0
     return (a * u + b * v + c, d * u + e * v + f)
 
 
-def _source_metadata(ds, dtype) -> tuple[object, list[str]]:
+def _source_metadata(ds: DatasetReader, dtype: np.dtype) -> tuple[Metadata, list[str]]:
     """(Metadata for the sidecar, what of it does not fit the rumi dtype) of a GDAL dataset."""
     from rasterio.enums import ColorInterp
 
@@ -301,7 +319,7 @@ def _source_metadata(ds, dtype) -> tuple[object, list[str]]:
             pass
     scales, offsets = list(ds.scales), list(ds.offsets)
 
-    def held(what: str, text, **kw):
+    def held(what: str, text: str, **kw: Any) -> str | None:
         """``text``, or None (noted in ``lost``) when a sidecar cannot hold it (a control character)."""
         try:
             Metadata.from_args(1, **kw)
@@ -310,7 +328,7 @@ def _source_metadata(ds, dtype) -> tuple[object, list[str]]:
             lost.append(f"{what} {text[:40]!r} (a control character XML cannot hold)")
             return None
 
-    def held_tags(what: str, tags: dict) -> dict:
+    def held_tags(what: str, tags: dict[str, str]) -> dict[str, str]:
         return {k: v for k, v in tags.items() if held(f"{what} {k[:40]!r}", v, tags={k: v}) is not None}
 
     units = [held(f"band {i} unit", u, units=[u]) if u else None for i, u in enumerate(ds.units, 1)]
@@ -327,7 +345,7 @@ def _source_metadata(ds, dtype) -> tuple[object, list[str]]:
     return meta, lost
 
 
-def _unheld(ds) -> list[str]:
+def _unheld(ds: DatasetReader) -> list[str]:
     """What a dataset carries that neither rumi nor its PAM sidecar holds, as short phrases."""
     from rasterio.enums import MaskFlags
 
@@ -345,9 +363,10 @@ def _unheld(ds) -> list[str]:
     return found
 
 
-def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, header_out=None, progress=None,
-                 threads=None, verify: bool = False, drop_georef: bool = False, format=None, bands=None,
-                 time=None) -> bytes:
+def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "tile", codec: str | Codec | None = None,
+                 crs: CRSArg = None, header_out: StrPath | None = None, progress: ProgressArg = None,
+                 threads: int | None = None, verify: bool = False, drop_georef: bool = False,
+                 format: str | None = None, bands: Sequence[str] | None = None, time: TimeArg = None) -> bytes:
     """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
 
     Parameters
@@ -445,7 +464,7 @@ def from_geotiff(src, dst, *, tile=512, unit="tile", codec=None, crs=None, heade
     return blob
 
 
-def _read_rows(rasterio, ds, window) -> np.ndarray:
+def _read_rows(rasterio: ModuleType, ds: DatasetReader, window: Window) -> NDArray[Any]:
     """Rows of a GDAL dataset, or RumiError naming the file, the rows and GDAL's own reason."""
     try:
         return ds.read(window=window)
@@ -463,14 +482,14 @@ def _read_rows(rasterio, ds, window) -> np.ndarray:
                         "corrupt") from None
 
 
-def _from_gdal(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _from_gdal(block: NDArray[Any], dtype: np.dtype) -> NDArray[Any]:
     """GDAL samples as the rumi dtype that holds them (a view for the 1-byte types)."""
     if block.dtype.itemsize == 1 and dtype.itemsize == 1:
         return block.view(dtype)
     return block.astype(dtype)  # float32 holding NBITS=16 halves -> float16, exact
 
 
-def _one_step(img) -> None:
+def _one_step(img: Image) -> None:
     if img.ndim == 4:
         raise RumiError(f"{img.path} has {img.shape[0]} time steps (T, B, Y, X); a GeoTIFF holds one (B, Y, X) "
                         "image: write a step of it (rumimm.write(path, img[t], format='0.2', ...)) and export that")

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rumimm.errors import RumiError
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from rumimm._typing import StrPath
+    from rumimm.reader.image import Image
 
 __all__ = ["PERCENTILES", "quicklook", "stretch"]
 
@@ -21,7 +29,7 @@ __all__ = ["PERCENTILES", "quicklook", "stretch"]
 PERCENTILES = (2.0, 98.0)
 
 
-def stretch(block: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
+def stretch(block: NDArray[Any], percentiles: tuple[float, float] = PERCENTILES) -> NDArray[np.uint8]:
     """Each band of a (n, h, w) block scaled to uint8 between its low and high percentiles.
 
     NaN and infinite samples become 0 and are left out of the percentiles; a band
@@ -43,7 +51,7 @@ def stretch(block: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
     return out
 
 
-def _bands(bands, count: int) -> list[int]:
+def _bands(bands: int | np.integer | Sequence[int | np.integer] | None, count: int) -> list[int]:
     if bands is None:
         return [0, 1, 2] if count >= 3 else [0]
     if isinstance(bands, (int, np.integer)):
@@ -61,7 +69,7 @@ def _bands(bands, count: int) -> list[int]:
 FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}
 
 
-def picture_format(dst) -> str:
+def picture_format(dst: StrPath) -> str:
     """Pillow's format name for ``dst``'s extension, or ValueError naming the ones known."""
     ext = os.path.splitext(os.fspath(dst))[1].lower()
     if ext not in FORMATS:
@@ -70,7 +78,8 @@ def picture_format(dst) -> str:
     return FORMATS[ext]
 
 
-def quicklook(src, dst, *, bands=None, max_size: int = 1024, header=None, percentiles=PERCENTILES) -> tuple[int, int]:
+def quicklook(src: StrPath | Image, dst: StrPath, *, bands: int | Sequence[int] | None = None, max_size: int = 1024,
+              header: bytes | None = None, percentiles: tuple[float, float] = PERCENTILES) -> tuple[int, int]:
     """Write a PNG preview of a rumi image; return its (height, width).
 
     Parameters

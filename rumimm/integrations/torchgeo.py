@@ -18,6 +18,8 @@ than a file's is resampled with nearest neighbour.  Needs torchgeo (Python >= 3.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -36,6 +38,25 @@ import rumimm
 from rumimm.errors import RumiError
 from rumimm.integrations.open_files import OpenFiles
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from numpy.typing import NDArray
+
+    from rumimm._typing import StrPath
+    from rumimm.reader.image import Image
+
+#: A TorchGeo query: ``[xmin:xmax:xres, ymin:ymax:yres, tmin:tmax:tstep]``, trailing slices optional.
+GeoSlice: TypeAlias = slice | tuple[slice, ...]
+#: A sample dict: ``image`` or ``mask``, ``bounds``, ``transform`` (and what ``transforms`` add).
+Sample: TypeAlias = dict[str, Any]
+#: ``where=``: a bbox in the catalog's CRS, a pyarrow expression or a boolean mask.
+Where: TypeAlias = "tuple[float, float, float, float] | pa.compute.Expression | Sequence[bool] | None"
+#: ``time=``: one (start, end) pair for every row, or one per row (anything ``pandas.Timestamp`` takes).
+TimeRange: TypeAlias = tuple[Any, Any] | Sequence[tuple[Any, Any]] | None
+#: Output pixels [out0, out1) from source pixels [src0, src1) along one axis, and the gather index
+#: (None: one to one), as ``RumiDataset._pixels`` gives them.
+_Span: TypeAlias = "tuple[int, int, int, int, NDArray[np.int64] | None]"
+
 __all__ = ["RumiDataset", "stack_samples"]
 
 _COLUMNS = ["path", "blob", "bands", "height", "width", "dtype", "epsg", "transform", "left", "bottom", "right",
@@ -43,7 +64,7 @@ _COLUMNS = ["path", "blob", "bands", "height", "width", "dtype", "epsg", "transf
 _ALIGNED = 1e-6  # a query edge within this many pixels of a pixel edge is on it (float noise of k * res sums)
 
 
-def _table(catalog, where):
+def _table(catalog: pa.Table | StrPath, where: Where) -> pa.Table:
     """The catalog's pyarrow table (read from GeoParquet if a path), rows selected by ``where``."""
     if isinstance(catalog, (str, os.PathLike)):
         names = rumimm.read_catalog(catalog, columns=[]).schema.names
@@ -58,7 +79,7 @@ def _table(catalog, where):
     return table.filter(where)
 
 
-def _times(table, time, n: int) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+def _times(table: pa.Table, time: TimeRange, n: int) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
     """One closed (start, end) per row: ``time``, else the table's datetime columns, else all of time."""
     if time is not None:
         pairs = [time] * n if len(time) == 2 and not isinstance(time[0], (tuple, list)) else list(time)
@@ -89,7 +110,7 @@ _NUMPY_OF = {torch.float32: np.float32, torch.float64: np.float64, torch.float16
              torch.bool: np.bool_}
 
 
-def _torch_ready(data: np.ndarray) -> np.ndarray:
+def _torch_ready(data: NDArray[Any]) -> NDArray[Any]:
     """``data`` in a dtype torch.from_numpy takes, values unchanged (uint16/uint32 widen, ML floats -> float32)."""
     if data.dtype == np.uint16:
         return data.astype(np.int32)
@@ -115,7 +136,7 @@ def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
 
 
-def _batch_of(tensors: list) -> torch.Tensor | None:
+def _batch_of(tensors: list[torch.Tensor]) -> torch.Tensor | None:
     """The batch that the tensors (at least one) are consecutive views of, or None.
 
     Every tensor contiguous, of one shape, dtype and device, and tensor ``i`` starting ``i``
@@ -133,7 +154,7 @@ def _batch_of(tensors: list) -> torch.Tensor | None:
     return torch.empty(0, dtype=first.dtype, device=first.device).set_(storage, start, (len(tensors), *first.shape))
 
 
-def stack_samples(samples) -> dict:
+def stack_samples(samples: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """TorchGeo's ``stack_samples`` (a ``DataLoader``'s ``collate_fn``) without its copies where
     none is needed.
 
@@ -226,9 +247,11 @@ class RumiDataset(GeoDataset):
     ...                     collate_fn=torchgeo.datasets.stack_samples)
     """
 
-    def __init__(self, catalog, *, where=None, bands=None, res=None, time=None, is_image: bool = True,
-                 dtype: torch.dtype | None = None, nodata: float = 0, transforms=None, cache_bytes=None,
-                 verify: bool = True, worker_threads: int = 1, max_open: int = 256):
+    def __init__(self, catalog: pa.Table | StrPath, *, where: Where = None, bands: Sequence[int] | None = None,
+                 res: float | tuple[float, float] | None = None, time: TimeRange = None, is_image: bool = True,
+                 dtype: torch.dtype | None = None, nodata: float = 0,
+                 transforms: Callable[[Sample], Sample] | None = None, cache_bytes: int | None = None,
+                 verify: bool = True, worker_threads: int = 1, max_open: int = 256) -> None:
         table = _table(catalog, where)
         n = table.num_rows
         if n == 0:
@@ -309,7 +332,7 @@ class RumiDataset(GeoDataset):
         return slice(xmin, xmax, self.res[0]), slice(ymin, ymax, self.res[1]), slice(tmin, tmax, 1)
 
     @GeoDataset.crs.setter
-    def crs(self, new_crs) -> None:
+    def crs(self, new_crs: pyproj.CRS | str | int) -> None:
         if new_crs == self.crs:
             return
         raise RumiError(f"a RumiDataset reads its files in their CRS ({self.crs.to_string()}) and cannot warp them "
@@ -317,7 +340,7 @@ class RumiDataset(GeoDataset):
                         "other dataset is warped to it")
 
     # -- files --------------------------------------------------------------------------------
-    def _image(self, f: int):
+    def _image(self, f: int) -> Image:
         return self._images.get(f, lambda: rumimm.open(self.paths[f], header=self.blobs[f],
                                                        cache_bytes=self.cache_bytes, verify=self.verify))
 
@@ -326,7 +349,7 @@ class RumiDataset(GeoDataset):
         self._images.close()
 
     # -- planning -------------------------------------------------------------------------------
-    def _rows(self, query, x, y, t) -> np.ndarray:
+    def _rows(self, query: GeoSlice, x: slice, y: slice, t: slice) -> NDArray[np.intp]:
         """Catalog rows a query touches, in catalog order.
 
         Intervals are closed at both ends, the query's too: a file taken at one instant
@@ -342,7 +365,7 @@ class RumiDataset(GeoDataset):
             raise IndexError(f"index: {query} not found in dataset with bounds: {self.bounds}")
         return hit
 
-    def _pixels(self, f: int, start: float, res: float, n: int, axis: int):
+    def _pixels(self, f: int, start: float, res: float, n: int, axis: int) -> _Span | None:
         """Source pixel of each of the ``n`` output pixels along x (axis 0) or y (axis 1) of file ``f``.
 
         Returns (out0, out1, src0, src1, gather): output pixels [out0, out1) come from source
@@ -368,7 +391,7 @@ class RumiDataset(GeoDataset):
         s0, s1 = int(src[o0]), int(src[o1 - 1]) + 1
         return o0, o1, s0, s1, src[o0:o1] - s0
 
-    def _plan(self, query):
+    def _plan(self, query: GeoSlice) -> tuple[tuple[slice, slice], int, int, list[tuple[int, _Span, _Span]]]:
         """(H, W, pieces) of a query; a piece is (file, (y...), (x...)) as :meth:`_pixels` gives them."""
         x, y, t = self._disambiguate_slice(query)
         width = round((x.stop - x.start) / x.step)
@@ -384,7 +407,7 @@ class RumiDataset(GeoDataset):
         return (x, y), height, width, pieces[::-1]  # painted last to first: the first row wins
 
     # -- reading --------------------------------------------------------------------------------
-    def _read(self, queries) -> list[dict]:
+    def _read(self, queries: Sequence[GeoSlice]) -> list[Sample]:
         plans = [self._plan(q) for q in queries]
         nb = len(self.band_list)
         tensors = self._outputs([(nb, h, w) for _, h, w, _ in plans])
@@ -397,7 +420,7 @@ class RumiDataset(GeoDataset):
         for n, (_, _, _, pieces) in enumerate(plans):
             for order, (f, py, px) in enumerate(pieces):
                 groups.setdefault((py[3] - py[2], px[3] - px[2]), []).append((n, order, f, py, px))
-        placed = []
+        placed: list[tuple[int, int, NDArray[Any], _Span, _Span]] = []  # (sample, order, chip, py, px)
         try:
             for (h, w), items in groups.items():
                 images = [self._image(f) for _, _, f, _, _ in items]
@@ -417,7 +440,7 @@ class RumiDataset(GeoDataset):
         # forked worker's heap grow by tens of MB a batch with TorchGeo's collate (measured, glibc 2.36)
         return [self._sample(q, x, y, data) for q, ((x, y), _, _, _), data in zip(queries, plans, tensors, strict=True)]
 
-    def _outputs(self, shapes: list[tuple[int, int, int]]) -> list:
+    def _outputs(self, shapes: list[tuple[int, int, int]]) -> list[torch.Tensor] | list[NDArray[Any]]:
         """Where each sample is assembled, already in the sample dtype: views of one batch tensor
         when the samples share a shape, so :func:`stack_samples` returns that batch without
         copying it.
@@ -436,7 +459,7 @@ class RumiDataset(GeoDataset):
             return list(torch.empty(shape, dtype=self.dtype))
         return [torch.empty(s, dtype=self.dtype) for s in shapes]
 
-    def _sample(self, query, x: slice, y: slice, data) -> dict:
+    def _sample(self, query: GeoSlice, x: slice, y: slice, data: torch.Tensor | NDArray[Any]) -> Sample:
         """TorchGeo's sample dict of ``query``, whose disambiguated x and y slices are ``x``, ``y``."""
         # a tensor is what _outputs made, filled in self.dtype
         tensor = data if isinstance(data, torch.Tensor) else torch.from_numpy(_torch_ready(data)).to(self.dtype)
@@ -450,7 +473,7 @@ class RumiDataset(GeoDataset):
             sample = self.transforms(sample)
         return sample
 
-    def __getitem__(self, query) -> dict:
+    def __getitem__(self, query: GeoSlice) -> Sample:
         """The sample of one GeoSlice ``[xmin:xmax:xres, ymin:ymax:yres, tmin:tmax:tstep]``.
 
         Raises
@@ -460,7 +483,7 @@ class RumiDataset(GeoDataset):
         """
         return self._read([query])[0]
 
-    def __getitems__(self, queries) -> list[dict]:
+    def __getitems__(self, queries: Iterable[GeoSlice]) -> list[Sample]:
         """Samples of many GeoSlices, read together (what a ``DataLoader`` calls for a batch)."""
         return self._read(list(queries))
 

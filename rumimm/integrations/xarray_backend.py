@@ -14,7 +14,9 @@ frame (per cell of frames for ``unit="cell"`` files).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 import xarray as xr
@@ -24,12 +26,26 @@ from xarray.core import indexing
 from rumimm.errors import RumiError
 from rumimm.integrations.dask_array import frame_chunks
 
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike, NDArray
+    from xarray.backends.common import T_PathFileOrDataStore
+
+    from rumimm._typing import StrPath
+    from rumimm.integrations.dask_array import HeaderArg
+    from rumimm.reader.cube import Cube, ImageCollection
+    from rumimm.reader.image import Image
+
+    #: What the backend reads windows from: one image, or a stack of aligned ones.
+    Source: TypeAlias = Image | Cube
+    #: What opens as a Dataset: a path or URI, an Image, a Cube, an ImageCollection, or a list of paths/Images.
+    Openable: TypeAlias = StrPath | Image | Cube | ImageCollection | Sequence[StrPath | Image]
+
 __all__ = ["RumiBackendArray", "RumiBackendEntrypoint", "gdal_transform", "pixel_centres", "spatial_coords"]
 
 VARIABLE = "band_data"  # the name rioxarray's own xarray backend gives a raster's values
 
 
-def _outer_read(source, key: tuple):
+def _outer_read(source: Source, key: tuple[Any, ...]) -> NDArray[Any]:
     """``source[key]`` with xarray's outer semantics (each 1-D array picks along its own axis).
 
     Numpy broadcasts two index arrays together; rumimm follows numpy, so every array
@@ -62,16 +78,16 @@ class RumiBackendArray(BackendArray):
     Pickles as the source does (path and blob), so Dask graphs stay small.
     """
 
-    def __init__(self, source, decode=None):
+    def __init__(self, source: Source, decode: Decode | None = None) -> None:
         self.source = source
         self.shape = tuple(source.shape)
         self.decode = decode
         self.dtype = np.dtype(source.dtype) if decode is None else decode.dtype
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._raw)
 
-    def _raw(self, key: tuple):
+    def _raw(self, key: tuple[Any, ...]) -> NDArray[Any]:
         block = _outer_read(self.source, key)
         return block if self.decode is None else self.decode.apply(block, key, len(self.shape) - 3)
 
@@ -85,7 +101,8 @@ class Decode:
     adds its offset, in that dtype.
     """
 
-    def __init__(self, dtype, nodatavals, scales, offsets, scale: bool):
+    def __init__(self, dtype: DTypeLike, nodatavals: Iterable[float | None], scales: Sequence[float],
+                 offsets: Sequence[float], scale: bool) -> None:
         from xarray.core.dtypes import maybe_promote
 
         self.dtype, self.fill = maybe_promote(np.dtype(dtype))
@@ -94,7 +111,7 @@ class Decode:
         self.offsets = np.asarray(offsets, np.float64)
         self.scale = scale and bool(np.any(self.scales != 1) or np.any(self.offsets != 0))
 
-    def apply(self, block: np.ndarray, key: tuple, band_axis: int) -> np.ndarray:
+    def apply(self, block: NDArray[Any], key: tuple[Any, ...], band_axis: int) -> NDArray[Any]:
         bands = np.arange(len(self.nodata))[key[band_axis]]
         # where the band axis is in the block: the axes before it that an integer did not drop
         axis = sum(1 for k in key[:band_axis] if not isinstance(k, (int, np.integer)))
@@ -114,7 +131,7 @@ class Decode:
         return out
 
 
-def gdal_transform(transform, pixel_is_point: bool) -> tuple[float, ...]:
+def gdal_transform(transform: Sequence[float], pixel_is_point: bool) -> tuple[float, ...]:
     """GDAL's ``GeoTransform`` (pixel corners) from a rumi transform.
 
     A PixelIsPoint transform maps pixel indices to the pixels' points; GDAL (and so
@@ -126,7 +143,7 @@ def gdal_transform(transform, pixel_is_point: bool) -> tuple[float, ...]:
     return (c, a, b, f, d, e)
 
 
-def pixel_centres(gt, nx: int, ny: int) -> tuple[np.ndarray, np.ndarray]:
+def pixel_centres(gt: Sequence[float], nx: int, ny: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """1-D pixel-centre x and y of a north-up GDAL geotransform, bitwise equal to rioxarray's.
 
     rioxarray (``affine_to_coords``) moves the transform by half a pixel with affine's
@@ -142,7 +159,7 @@ def pixel_centres(gt, nx: int, ny: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=64)
-def _grid_mapping(epsg: int) -> dict:
+def _grid_mapping(epsg: int) -> dict[str, Any]:
     from pyproj import CRS
 
     crs = CRS.from_epsg(epsg)
@@ -151,7 +168,8 @@ def _grid_mapping(epsg: int) -> dict:
     return attrs
 
 
-def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, dict]:
+def spatial_coords(shape: Sequence[int], transform: Sequence[float] | None, epsg: int | None, pixel_is_point: bool,
+                   ) -> tuple[dict[str, xr.Variable], dict[str, Any]]:
     """(coords, attrs) for a (..., y, x) raster: pixel-centre ``x``/``y`` and ``spatial_ref``.
 
     Without a CRS there is no georeferencing: no coordinates and no ``spatial_ref``.
@@ -160,6 +178,7 @@ def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, 
     """
     if epsg is None:
         return {}, {}
+    transform = cast("Sequence[float]", transform)  # a CRS comes with a transform
     ny, nx = shape[-2:]
     gt = gdal_transform(transform, pixel_is_point)
     attrs = dict(_grid_mapping(int(epsg)))
@@ -174,7 +193,7 @@ def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, 
     return coords, var_attrs
 
 
-def _frame_chunks(images, leading) -> dict:
+def _frame_chunks(images: Sequence[Image], leading: str | None) -> dict[str, int]:
     """Preferred chunks on the frame grid; a stack mixing frame units gets one band per chunk."""
     grids = [frame_chunks(im) for im in images]
     *lead, bands, tl, tw = min(grids)
@@ -184,14 +203,15 @@ def _frame_chunks(images, leading) -> dict:
     return {leading: lead[0] if lead else 1, **chunks}  # a spec 0.2 file's own time axis, or a stack
 
 
-def _local_abspath(item):
+def _local_abspath(item: StrPath) -> StrPath:
     """A local path made absolute (a Dask worker unpickling the image may run elsewhere); a URI as is."""
     from rumimm.reader.remote import is_remote
 
     return item if is_remote(item) else os.path.abspath(item)
 
 
-def _open_source(obj, header, cache_bytes, verify, storage_options=None):
+def _open_source(obj: Openable, header: HeaderArg | Sequence[HeaderArg], cache_bytes: int | None, verify: bool,
+                 storage_options: Mapping[str, Any] | None = None) -> tuple[Source, list[Image], bool]:
     """(source, images, owned) from a path, an Image, a Cube, an ImageCollection or a list of paths."""
     from rumimm.reader.cube import Cube, ImageCollection
     from rumimm.reader.image import Image, load_header
@@ -214,7 +234,7 @@ def _open_source(obj, header, cache_bytes, verify, storage_options=None):
         return obj, obj.images, False
     if isinstance(obj, (list, tuple)):
         items = [item if isinstance(item, Image) else _local_abspath(item) for item in obj]
-        headers = None if header is None else list(header)
+        headers = None if header is None else list(cast("Sequence[HeaderArg]", header))  # one per path
         if headers is not None and len(headers) == len(items):  # the Cube refuses a count that differs
             # a Cube takes blob bytes only: blob files and bad blobs are read and refused as rumimm.open does
             headers = [h if isinstance(item, Image) else load_header(h, item)
@@ -225,7 +245,7 @@ def _open_source(obj, header, cache_bytes, verify, storage_options=None):
                     "an Image, a Cube or an ImageCollection")
 
 
-def metadata_attrs(img) -> dict:
+def metadata_attrs(img: Image) -> dict[str, Any]:
     """The attributes rioxarray gives a raster's variable from its band metadata.
 
     ``_FillValue`` (the first band's nodata, in the image's dtype), ``scale_factor`` and
@@ -255,7 +275,8 @@ def metadata_attrs(img) -> dict:
     return attrs
 
 
-def _decoding(img, attrs: dict, encoding: dict, masked: bool, mask_and_scale: bool):
+def _decoding(img: Image, attrs: dict[str, Any], encoding: dict[str, Any], masked: bool, mask_and_scale: bool,
+              ) -> Decode | None:
     """The Decode of ``masked``/``mask_and_scale``; moves the attributes it applies to ``encoding``, as rioxarray."""
     masked = masked or mask_and_scale
     if not masked:
@@ -269,14 +290,15 @@ def _decoding(img, attrs: dict, encoding: dict, masked: bool, mask_and_scale: bo
     return Decode(img.dtype, img.nodatavals, img.scales, img.offsets, mask_and_scale)
 
 
-def _stack_times(images) -> dict | None:
+def _stack_times(images: Sequence[Image]) -> dict[str, NDArray[np.datetime64]] | None:
     """``time`` (and ``time_end``) coordinates of a stack of spec 0.2 files, or None.
 
     None unless every image has a trailer and all share one time kind (instants or intervals).
     A file of T steps gives T values, in the stack's item order (``Cube``).
     """
-    trailers = [im.trailer for im in images]
-    if any(t is None for t in trailers) or len({t.time_kind for t in trailers}) != 1:
+    found = [im.trailer for im in images]
+    trailers = [t for t in found if t is not None]
+    if len(trailers) != len(found) or len({t.time_kind for t in trailers}) != 1:
         return None
     times = np.concatenate([t.datetime64() for t in trailers])
     if trailers[0].time_kind == "interval":
@@ -284,9 +306,10 @@ def _stack_times(images) -> dict | None:
     return {"time": times}
 
 
-def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, drop_variables=None,
-                      cache_bytes=None, verify=True, masked=False, mask_and_scale=False,
-                      storage_options=None) -> xr.Dataset:
+def open_rumi_dataset(obj: Openable, *, header: HeaderArg | Sequence[HeaderArg] = None, stack_dim: str = "time",
+                      stack_labels: Sequence[Any] | None = None, drop_variables: str | Iterable[str] | None = None,
+                      cache_bytes: int | None = None, verify: bool = True, masked: bool = False,
+                      mask_and_scale: bool = False, storage_options: Mapping[str, Any] | None = None) -> xr.Dataset:
     """The Dataset the backend returns; see :class:`RumiBackendEntrypoint`."""
     source, images, owned = _open_source(obj, header, cache_bytes, verify, storage_options)
     try:
@@ -311,8 +334,8 @@ def open_rumi_dataset(obj, *, header=None, stack_dim="time", stack_labels=None, 
                 else:
                     coords["time"] = xr.Variable("time", times)
             else:
-                attrs = {**attrs, "time": str(img.time[0]) if img.time_kind == "instant" else
-                         "/".join(str(v) for v in img.time[0])}
+                first = cast("list[Any]", img.time)[0]  # a trailer holds the times
+                attrs = {**attrs, "time": str(first) if img.time_kind == "instant" else "/".join(str(v) for v in first)}
         if leading is not None and not own_time:
             series = _stack_times(images) if stack_labels is None and leading == "time" else None
             if series is not None:  # spec 0.2 files, one time kind: their times end to end
@@ -373,16 +396,18 @@ class RumiBackendEntrypoint(BackendEntrypoint):
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "header", "stack_dim", "stack_labels",
                                "cache_bytes", "verify", "masked", "mask_and_scale", "storage_options")
 
-    def open_dataset(self, filename_or_obj, *, drop_variables=None, header=None, stack_dim="time",
-                     stack_labels=None, cache_bytes=None, verify=True, masked=False, mask_and_scale=False,
-                     storage_options=None):
-        return open_rumi_dataset(filename_or_obj, header=header, stack_dim=stack_dim, stack_labels=stack_labels,
-                                 drop_variables=drop_variables, cache_bytes=cache_bytes, verify=verify,
-                                 masked=bool(masked), mask_and_scale=bool(mask_and_scale),
+    def open_dataset(self, filename_or_obj: T_PathFileOrDataStore | Openable, *,
+                     drop_variables: str | Iterable[str] | None = None, header: HeaderArg | Sequence[HeaderArg] = None,
+                     stack_dim: str = "time", stack_labels: Sequence[Any] | None = None,
+                     cache_bytes: int | None = None, verify: bool = True, masked: bool = False,
+                     mask_and_scale: bool = False, storage_options: Mapping[str, Any] | None = None) -> xr.Dataset:
+        return open_rumi_dataset(cast("Openable", filename_or_obj), header=header, stack_dim=stack_dim,
+                                 stack_labels=stack_labels, drop_variables=drop_variables, cache_bytes=cache_bytes,
+                                 verify=verify, masked=bool(masked), mask_and_scale=bool(mask_and_scale),
                                  storage_options=storage_options)
 
-    def guess_can_open(self, filename_or_obj) -> bool:
+    def guess_can_open(self, filename_or_obj: T_PathFileOrDataStore | Openable) -> bool:
         try:
-            return os.fspath(filename_or_obj).lower().endswith(".rumi")
+            return os.fspath(cast("StrPath", filename_or_obj)).lower().endswith(".rumi")  # else TypeError
         except TypeError:
             return False

@@ -9,7 +9,20 @@ array is computed one row of tiles at a time and never held whole.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import dask.array
+    import xarray as xr
+    from numpy.typing import NDArray
+    from pyproj import CRS
+
+    from rumimm._typing import StrPath
+
+_T = TypeVar("_T")
 
 __all__ = ["georef_of", "metadata_of", "to_rumi"]
 
@@ -17,7 +30,7 @@ _X_NAMES = ("x", "lon", "longitude")
 _Y_NAMES = ("y", "lat", "latitude")
 
 
-def _spatial_dims(da) -> tuple[str, str]:
+def _spatial_dims(da: xr.DataArray) -> tuple[Hashable, Hashable]:
     dims = list(da.dims)
     y = next((d for d in dims if str(d).lower() in _Y_NAMES), None)
     x = next((d for d in dims if str(d).lower() in _X_NAMES), None)
@@ -28,12 +41,13 @@ def _spatial_dims(da) -> tuple[str, str]:
     return y, x
 
 
-def _grid_mapping(da):
+def _grid_mapping(da: xr.DataArray) -> xr.DataArray | None:
     name = da.encoding.get("grid_mapping", da.attrs.get("grid_mapping", "spatial_ref"))
     return da.coords.get(name, None)
 
 
-def _transform_from_coords(da, y: str, x: str):
+def _transform_from_coords(da: xr.DataArray, y: Hashable, x: Hashable,
+                           ) -> tuple[float, float, float, float, float, float] | None:
     """A north-up transform (pixel corners) from regular 1-D coordinates, or None."""
     if x not in da.coords or y not in da.coords:
         return None
@@ -47,7 +61,7 @@ def _transform_from_coords(da, y: str, x: str):
     return (a, 0.0, xs[0] - a / 2, 0.0, e, ys[0] - e / 2)
 
 
-def georef_of(da) -> dict:
+def georef_of(da: xr.DataArray) -> dict[str, Any]:
     """``transform``, ``crs`` and ``pixel_is_point`` for :func:`rumimm.write`, from rioxarray's metadata.
 
     Returns an empty dict for an array without a CRS.  The transform is rumimm's
@@ -60,7 +74,7 @@ def georef_of(da) -> dict:
     gm = _grid_mapping(da)
     wkt = None if gm is None else gm.attrs.get("crs_wkt", gm.attrs.get("spatial_ref"))
     point = str(da.attrs.get("AREA_OR_POINT", "Area")).lower() == "point"
-    if wkt is None:
+    if gm is None or wkt is None:  # (no grid mapping: no WKT)
         if gm is not None and "GeoTransform" in gm.attrs:
             raise ValueError("the array has a GeoTransform but no CRS; rumi keeps a transform only with an EPSG "
                              "CRS: pass crs=")
@@ -81,7 +95,8 @@ def georef_of(da) -> dict:
             "pixel_is_point": point}
 
 
-def _epsg_of(crs, transform, height: int, width: int) -> int:
+def _epsg_of(crs: CRS, transform: tuple[float, float, float, float, float, float], height: int, width: int,
+             ) -> int:
     """The EPSG code of the array's CRS, identified as ``from_geotiff`` identifies a file's.
 
     One warning when the identification is inexact.
@@ -100,7 +115,7 @@ def _epsg_of(crs, transform, height: int, width: int) -> int:
     return found.epsg
 
 
-def metadata_of(da, count: int) -> dict:
+def metadata_of(da: xr.DataArray, count: int) -> dict[str, Any]:
     """The ``nodata``, ``scales``, ``offsets``, ``descriptions`` and ``units`` arguments of :func:`rumimm.write`.
 
     Read from the array as rioxarray keeps them: ``_FillValue`` (attribute or encoding: where
@@ -109,16 +124,16 @@ def metadata_of(da, count: int) -> dict:
     encoding) gets NaN as nodata; scales and offsets already applied (``mask_and_scale``) are not
     stored again.
     """
-    def get(name):
+    def get(name: str) -> Any:
         return da.attrs.get(name, da.encoding.get(name))
 
-    def per_band(value, cast):
+    def per_band(value: Any, cast: Callable[[Any], _T]) -> list[_T] | None:
         if value is None:
             return None
         values = [value] * count if np.ndim(value) == 0 or isinstance(value, str) else list(value)
         return [cast(v) for v in values] if len(values) == count else None
 
-    out = {}
+    out: dict[str, Any] = {}
     fill = get("_FillValue")
     if fill is not None:
         fill = np.asarray(fill).item()
@@ -142,7 +157,7 @@ def metadata_of(da, count: int) -> dict:
     return out
 
 
-def _spec02_labels(da, other: list, out: dict) -> list:
+def _spec02_labels(da: xr.DataArray, other: list[Hashable], out: dict[str, Any]) -> list[Hashable]:
     """Band texts and time for a spec 0.2 write from the array's own labels; returns the (time, band) dims.
 
     ``time`` comes from a ``time`` dimension's coordinate (``time_end`` too makes intervals)
@@ -166,7 +181,7 @@ def _spec02_labels(da, other: list, out: dict) -> list:
     return [d for d in (tdim, bdim) if d is not None]
 
 
-def to_rumi(obj, path, **write_kwargs) -> bytes:
+def to_rumi(obj: xr.DataArray | NDArray[Any] | dask.array.Array, path: StrPath, **write_kwargs: Any) -> bytes:
     """Write a DataArray (or a numpy or Dask array) as a rumi file; return the blob.
 
     Parameters
@@ -205,18 +220,19 @@ def to_rumi(obj, path, **write_kwargs) -> bytes:
     from rumimm.writer.writer import write
 
     if hasattr(obj, "dims") and hasattr(obj, "coords"):
+        da = cast("xr.DataArray", obj)
         v2 = write_kwargs.get("format") == "0.2"
-        if obj.ndim not in ((2, 3, 4) if v2 else (2, 3)):
+        if da.ndim not in ((2, 3, 4) if v2 else (2, 3)):
             raise ValueError(f"a rumi image needs 2 or 3 dims (band, y, x), or (time, band, y, x) with "
-                             f"format='0.2', got dims {tuple(obj.dims)}")
-        y, x = _spatial_dims(obj)
-        georef = georef_of(obj)
-        other = [d for d in obj.dims if d not in (y, x)]
+                             f"format='0.2', got dims {tuple(da.dims)}")
+        y, x = _spatial_dims(da)
+        georef = georef_of(da)
+        other = [d for d in da.dims if d not in (y, x)]
         if v2:
-            other = _spec02_labels(obj, other, georef)
-        georef.update(metadata_of(obj, obj.sizes[other[-1]] if other else 1))
+            other = _spec02_labels(da, other, georef)
+        georef.update(metadata_of(da, da.sizes[other[-1]] if other else 1))
         georef.update(write_kwargs)
         # the DataArray itself is the source: write() slices it a row of tiles at a time,
         # which loads (or computes, if Dask-backed) only that row
-        return write(path, obj.transpose(*other, y, x), **georef)
+        return write(path, da.transpose(*other, y, x), **georef)
     return write(path, obj, **write_kwargs)

@@ -9,6 +9,9 @@ decode threads (the kernel is nogil).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
+
 import numpy as np
 
 from rumimm.errors import BlobError
@@ -16,14 +19,24 @@ from rumimm.format.blob import BLOB_FIELDS, TOO_SHORT, VALID_PAIRS, check_one, r
 
 __all__ = ["parse_blobs", "parse_blobs_any"]
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
 
-def _as_uint8(blob) -> np.ndarray:
+    #: Blobs one by one (a pyarrow binary column, untyped, is iterable and passes as one of these).
+    BlobList: TypeAlias = Iterable[bytes | bytearray | memoryview]
+    #: What ``parse_blobs`` takes: blobs one by one, or one flat uint8 buffer with offsets.
+    Blobs: TypeAlias = BlobList | NDArray[np.uint8]
+    Columns: TypeAlias = dict[str, NDArray[np.int64]]
+
+
+def _as_uint8(blob: NDArray[Any] | bytes | bytearray | memoryview) -> NDArray[np.uint8]:
     if isinstance(blob, np.ndarray):
         return np.ascontiguousarray(blob).view(np.uint8).reshape(-1)
     return np.frombuffer(blob, dtype=np.uint8)
 
 
-def parse_blobs(blobs, offsets=None, *, errors: str = "raise"):
+def parse_blobs(blobs: Blobs, offsets: ArrayLike | None = None, *,
+                errors: Literal["raise", "status"] = "raise") -> Columns:
     """Check and parse many blobs at once, e.g. a catalog column.
 
     Parameters
@@ -55,7 +68,7 @@ def parse_blobs(blobs, offsets=None, *, errors: str = "raise"):
         starts = np.zeros(len(blobs) + 1, dtype=np.int64)
         np.cumsum(lengths, out=starts[1:])
     else:
-        data = _as_uint8(blobs)
+        data = _as_uint8(cast("NDArray[Any] | bytes", blobs))  # with offsets: one flat buffer
         starts = np.ascontiguousarray(offsets, dtype=np.int64)
         if (starts.ndim != 1 or starts.size < 1 or starts[0] < 0 or starts[-1] > data.size
                 or np.any(np.diff(starts) < 0)):
@@ -78,7 +91,7 @@ def parse_blobs(blobs, offsets=None, *, errors: str = "raise"):
     return out
 
 
-def _arrow_buffers(column) -> tuple[np.ndarray, np.ndarray]:
+def _arrow_buffers(column: Any) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
     """(data, offsets) of a pyarrow binary column, zero-copy for a single chunk.
 
     Chunks are joined into one buffer (one copy of the bytes) so the whole column is
@@ -110,7 +123,8 @@ def _arrow_buffers(column) -> tuple[np.ndarray, np.ndarray]:
 _PARALLEL_ROWS = 1 << 16  # below this a second thread costs more than it saves
 
 
-def _check_in_parallel(data, starts, fields, status) -> None:
+def _check_in_parallel(data: NDArray[np.uint8], starts: NDArray[np.int64], fields: NDArray[np.int64],
+                       status: NDArray[np.int64]) -> None:
     """``check_blobs`` over row ranges on the reader's decode threads (the kernel is nogil)."""
     from rumimm.reader import jit
     from rumimm.reader.engine import load
@@ -128,7 +142,7 @@ def _check_in_parallel(data, starts, fields, status) -> None:
     try:
         bounds = np.linspace(0, m, workers + 1).astype(np.int64)
 
-        def part(w):
+        def part(w: int) -> None:
             a, b = bounds[w], bounds[w + 1]
             K.check_blobs(data, starts[a:b + 1], VALID_PAIRS, fields[a:b], status[a:b])
 
@@ -137,7 +151,8 @@ def _check_in_parallel(data, starts, fields, status) -> None:
         release_parallel()
 
 
-def _check_each(data, starts, fields, status) -> None:
+def _check_each(data: NDArray[np.uint8], starts: NDArray[np.int64], fields: NDArray[np.int64],
+                status: NDArray[np.int64]) -> None:
     """``check_blobs`` blob by blob with numpy (``blob.check_one``: the same rules, order and codes)."""
     for i in range(starts.size - 1):
         code, f = check_one(data[starts[i]:starts[i + 1]].tobytes())
@@ -147,7 +162,7 @@ def _check_each(data, starts, fields, status) -> None:
         fields[i] = [f.get(name, 0) for name in BLOB_FIELDS]
 
 
-def parse_blobs_any(blobs, specs=None) -> dict:
+def parse_blobs_any(blobs: BlobList, specs: Sequence[str | None] | None = None) -> Columns:
     """:func:`parse_blobs` for a column that may hold spec 0.2 blobs (rumi-eo 0.18+ headers).
 
     Spec 0.1 blobs are checked in the one numba pass; a blob that is not a valid 0.1 blob,
@@ -160,7 +175,7 @@ def parse_blobs_any(blobs, specs=None) -> dict:
     from rumimm.format.v2 import Header2
 
     if type(blobs).__module__.startswith("pyarrow"):
-        blobs = blobs.to_pylist()
+        blobs = cast(Any, blobs).to_pylist()
     blobs = list(blobs)
     m = len(blobs)
     out = parse_blobs(blobs, errors="status")

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
@@ -33,8 +35,10 @@ from rumimm._env import env_int
 
 __all__ = ["get_num_threads", "max_threads", "parallel_slot", "release_parallel", "run_workers", "set_num_threads"]
 
+_T = TypeVar("_T")
+
 _parallel_lock = threading.Lock()
-_pool = None  # concurrent.futures.ThreadPoolExecutor, made on the first parallel read
+_pool: ThreadPoolExecutor | None = None  # made on the first parallel read
 _pool_size = 0
 _pool_lock = threading.Lock()
 _forked_default = False  # a forked child reads on one thread until told otherwise
@@ -104,7 +108,7 @@ def release_parallel() -> None:
     _parallel_lock.release()
 
 
-def _get_pool(workers: int):
+def _get_pool(workers: int) -> ThreadPoolExecutor:
     global _pool, _pool_size
     with _pool_lock:
         if _pool is None or _pool_size < workers:
@@ -116,7 +120,7 @@ def _get_pool(workers: int):
         return _pool
 
 
-def run_workers(fn, workers: int) -> list:
+def run_workers(fn: Callable[[int], _T], workers: int) -> list[_T]:
     """Call ``fn(w)`` for w in 0..workers-1: w = 0 on this thread, the rest on the pool.
 
     Returns the results in worker order, after every call has returned.

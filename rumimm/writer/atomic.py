@@ -20,7 +20,12 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rumimm._typing import AnyPath, StrPath
 
 __all__ = ["TEMP_PATTERN", "AtomicFile", "clean", "replacing", "stale_temp_files", "temp_path"]
 
@@ -29,7 +34,7 @@ TEMP_PATTERN = re.compile(r"^\.(?P<name>.*)\.rumimm-(?P<pid>\d+)-[0-9a-f]{8}\.tm
 _NAME_ROOM = 200  # a target name near NAME_MAX (255) still leaves room for the temp name
 
 
-def path_str(path) -> str:
+def path_str(path: AnyPath) -> str:
     """``path`` as a non-empty ``str`` (bytes decoded as the file system does), as every write and clean takes it."""
     p = os.fspath(path)
     if isinstance(p, bytes):
@@ -43,7 +48,7 @@ def _temp_name(target_name: str) -> str:
     return f".{target_name[:_NAME_ROOM]}.rumimm-{os.getpid()}-{secrets.token_hex(4)}.tmp"
 
 
-def _target(path) -> tuple[str, int | None]:
+def _target(path: StrPath) -> tuple[str, int | None]:
     """The file a write of ``path`` replaces (through a symlink: its target, the link kept) and its mode.
 
     The mode is None for a new file, which gets ``0o666 & ~umask`` from the kernel.
@@ -58,7 +63,7 @@ def _target(path) -> tuple[str, int | None]:
     return target, st.st_mode & 0o7777
 
 
-def temp_path(dst) -> str:
+def temp_path(dst: StrPath) -> str:
     """A fresh temporary path next to ``dst``'s target, named so that :func:`clean` finds it if its writer dies.
 
     Only a name: whoever creates the file (GDAL, Pillow, ``open``) applies the umask.
@@ -70,7 +75,7 @@ def temp_path(dst) -> str:
 
 
 @contextmanager
-def replacing(dst):
+def replacing(dst: StrPath) -> Iterator[str]:
     """Yield a :func:`temp_path` for ``dst``; it replaces ``dst`` if the block succeeds, else is removed.
 
     For outputs written by other libraries (GeoTIFFs, PNGs, blob files); rumi files
@@ -152,7 +157,7 @@ def stale_temp_files(directory: str, target_name: str | None = None) -> list[str
     return out
 
 
-def _remove(paths) -> list[str]:
+def _remove(paths: Iterable[str]) -> list[str]:
     removed = []
     for p in paths:
         try:
@@ -163,7 +168,7 @@ def _remove(paths) -> list[str]:
     return removed
 
 
-def clean(path) -> list[str]:
+def clean(path: AnyPath) -> list[str]:
     """Remove the temporary files that killed rumimm writers left behind.
 
     Parameters
@@ -193,7 +198,7 @@ def clean(path) -> list[str]:
 class AtomicFile:
     """A locked temporary file next to ``path``'s target; ``commit`` renames it over the target."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.path = path
         self.target, mode = _target(path)  # through a symlink: replace its target, keep the link
         directory, name = os.path.split(self.target)

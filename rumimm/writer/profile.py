@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -21,11 +23,25 @@ from rumimm.writer.args import resolve_tile
 
 __all__ = ["profile", "sample_frames"]
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from rumimm._typing import StrPath, Tile, Unit
+
+
+class FrameSource(Protocol):
+    """What :func:`sample_frames` slices: an ndarray, a memmap, a :class:`rumimm.Image`, a GeoTIFF's bands."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def __getitem__(self, key: Any) -> Any: ...
+
 
 class _GeoTIFFBands:
     """A GDAL raster as the (B, Y, X) array :func:`sample_frames` slices: each slice one windowed read."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         try:
             import rasterio
         except ImportError as exc:
@@ -35,7 +51,7 @@ class _GeoTIFFBands:
         self.shape = (self.ds.count, self.ds.height, self.ds.width)
         self.dtype = np.dtype(self.ds.dtypes[0])
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: tuple[int | slice, slice, slice]) -> NDArray[Any]:
         from rasterio.windows import Window
 
         band, rows, cols = key
@@ -64,7 +80,8 @@ def _is_rumi(path: str) -> bool:
     return True
 
 
-def _open_source(source, storage_options=None):
+def _open_source(source: StrPath | ArrayLike | FrameSource, storage_options: Mapping[str, Any] | None = None,
+                 ) -> tuple[FrameSource, str, Tile | None, Unit | None, Callable[[], None] | None]:
     """(array-like, label, tile default, unit default, closer) for a path or an array."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -79,14 +96,15 @@ def _open_source(source, storage_options=None):
         img = open_rumi(path, cache_bytes=0, storage_options=storage_options)
         label = img.path if remote else path  # a URI as the reader words it (no query string)
         # spec 0.2: unit 0 ("h w") is one band per frame; every other unit holds the bands of a position
-        unit = "tile" if img.frame_unit in ("tile", "h w") else "cell"
+        unit: Unit = "tile" if img.frame_unit in ("tile", "h w") else "cell"
         return img, label, img.tile, unit, img.close
-    if not all(hasattr(source, a) for a in ("shape", "dtype", "__getitem__")):
-        source = np.asarray(source)
-    return source, "array", None, None, None
+    if all(hasattr(source, a) for a in ("shape", "dtype", "__getitem__")):
+        return cast(FrameSource, source), "array", None, None, None
+    return np.asarray(source), "array", None, None, None
 
 
-def sample_frames(array, tile=512, unit="tile", samples: int = 8, seed: int = 0):
+def sample_frames(array: FrameSource, tile: Tile = 512, unit: Unit = "tile", samples: int = 8, seed: int = 0,
+                  ) -> tuple[list[NDArray[Any]], list[tuple[int, int | None, int, int]]]:
     """Cut up to ``samples`` frames out of ``array`` at seeded grid positions.
 
     Parameters
@@ -149,9 +167,11 @@ def sample_frames(array, tile=512, unit="tile", samples: int = 8, seed: int = 0)
     return frames, places
 
 
-def profile(source, *, tile=None, unit=None, samples: int = 8, seed: int = 0, presets=None, geozl: bool = True,
+def profile(source: StrPath | ArrayLike | FrameSource, *, tile: Tile | None = None, unit: Unit | None = None,
+            samples: int = 8, seed: int = 0, presets: Iterable[str] | None = None, geozl: bool = True,
             reps: int = 3, budget: float | None = 60.0, tolerance: float = DEFAULT_TOLERANCE,
-            require=(), verify: bool = True, storage_options=None) -> Profile:
+            require: Iterable[str] = (), verify: bool = True, storage_options: Mapping[str, Any] | None = None,
+            ) -> Profile:
     """Measure every frame recipe on sample frames of ``source`` and recommend one for training reads.
 
     Parameters

@@ -2,8 +2,8 @@
 
 Usage (from the repository root; rumi-eo 0.26.1 in its own venv, ``.ci/peer026.sh``)::
 
-    python asv_benchmarks/compare_v2.py                       # 8 files of 4 x 2048 x 2048 uint16, tiles 512 and 128
-    python asv_benchmarks/compare_v2.py --size 1024 --files 4 --reps 5   # a quicker check
+    python -m asv_benchmarks.compare.spec_v2            # 8 files of 4 x 2048 x 2048 uint16, tiles 512 and 128
+    python -m asv_benchmarks.compare.spec_v2 --size 1024 --files 4 --reps 5   # a quicker check
 
 1. Builds ``--files`` deterministic EO-like scenes (``rumimm.synthetic.eo_scene``, uint16,
    4 bands) and has rumi-eo 0.26.1 write each, for each tile size, with its recommended
@@ -18,7 +18,7 @@ Usage (from the repository root; rumi-eo 0.26.1 in its own venv, ``.ci/peer026.s
    (``read_many`` against ``read_batch`` on paths and headers: both open the files per call).
    The first call of each row is an untimed warm-up, checked against the scene; rumimm's
    numba kernels are loaded before any row (their load is a start-up cost, measured by the
-   cold-start rows of ``compare.py``).
+   cold-start rows of ``compare/engines.py``).
    The engines run in the order rumi-eo, rumimm, rumimm, rumi-eo and each row keeps an
    engine's better median of its two runs, so a drifting machine load favours neither.
 3. Prints the median seconds per operation (chips per second for the batches) and the ratio
@@ -39,8 +39,9 @@ import time
 
 import numpy as np
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER = os.environ.get("RUMIMM_PEER026_PYTHON") or os.path.join(_ROOT, ".venv-rumi026", "bin", "python")
+from asv_benchmarks.compare.common import PEER026 as PEER
+from asv_benchmarks.compare.common import PEER_WRITE, ROOT, module_command
+
 BANDS = 4
 
 
@@ -79,14 +80,13 @@ def worker(spec: dict) -> dict:
             return rumi.read_many([paths[f] for f in files], [headers[f] for f in files],
                                   windows=[(y, x, 256, 256) for y, x in origins])
     else:
-        sys.path.insert(0, _ROOT)
         import rumimm
 
         rumimm.set_num_threads(threads)
         # Load the numba kernels before the first timed read.  A fresh process loads them on a
         # background thread and reads through the chip executor meanwhile, so without this the
         # first row's reads would share the CPU with that load; its cost is a start-up cost
-        # (the cold-start rows of compare.py), not a per-read one.
+        # (the cold-start rows of compare/engines.py), not a per-read one.
         from rumimm.reader import engine as _engine
 
         _engine.load()
@@ -139,25 +139,8 @@ def worker(spec: dict) -> dict:
 # --------------------------------------------------------------------------- driver
 
 
-# rumi-eo 0.26.1 writes the scenes with its recommended recipe (compare_remote.py runs it too)
-PEER_WRITE = r'''
-import json, sys
-import numpy as np, geozl, rumi
-args = json.loads(sys.argv[1])
-headers = []
-for npy, path in zip(args["npys"], args["paths"]):
-    arr = np.load(npy)
-    table = rumi.frames(arr, "b (row h) (col w) -> row col b (h w)", tile_size=args["tile"])
-    for frame in table:
-        frame.compressed = geozl.compress(frame.data, graph=geozl.graph(frame.data, "planar>zigzag>zstd"))
-    _, header = rumi.write(path, table, bands=[f"band {i}" for i in range(arr.shape[0])], time=["2026-01-01"])
-    headers.append(bytes(header).hex())
-print(json.dumps({"headers": headers, "rumi": rumi.__version__, "geozl": geozl.__version__}))
-'''
-
-
-def _run(python: str, args: list[str]) -> str:
-    proc = subprocess.run([python, *args], capture_output=True, text=True, check=False)
+def _run(cmd: list[str]) -> str:
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode:
         raise RuntimeError(proc.stderr.strip()[-2000:])
     return proc.stdout.strip().splitlines()[-1]
@@ -180,7 +163,6 @@ def main(argv=None) -> int:
         print(f"rumi-eo 0.26.1 not found at {PEER}: run .ci/peer026.sh or set RUMIMM_PEER026_PYTHON",
               file=sys.stderr)
         return 2
-    sys.path.insert(0, _ROOT)
     import rumimm
     from rumimm.synthetic import eo_scene
 
@@ -196,7 +178,7 @@ def main(argv=None) -> int:
     results = {"rumimm": rumimm.__version__, "size": args.size, "files": args.files, "rows": {}}
     for tile in args.tiles:
         paths = [os.path.join(out, f"scene{i}_t{tile}.rumi") for i in range(args.files)]
-        meta = json.loads(_run(PEER, ["-c", PEER_WRITE, json.dumps({"npys": npys, "paths": paths, "tile": tile})]))
+        meta = json.loads(_run([PEER, "-c", PEER_WRITE, json.dumps({"npys": npys, "paths": paths, "tile": tile})]))
         results["peer"] = {"rumi-eo": meta["rumi"], "geozl": meta["geozl"]}
         ratio = statistics.mean(os.path.getsize(q) for q in paths) / raw
         for blob, q in zip(meta["headers"], paths, strict=True):
@@ -209,7 +191,7 @@ def main(argv=None) -> int:
                 python = PEER if engine == "rumi" else sys.executable
                 spec = {"engine": engine, "threads": threads, "reps": args.reps, "paths": paths,
                         "headers": meta["headers"], "size": args.size, "scene0": npys[0]}
-                got = json.loads(_run(python, [os.path.abspath(__file__), "--worker", json.dumps(spec)]))
+                got = json.loads(_run(module_command(__spec__.name, "--worker", json.dumps(spec), python=python)))
                 best = row.setdefault(engine, got)
                 for name, v in got.items():
                     best[name] = max(best[name], v) if "chips/s" in name else min(best[name], v)

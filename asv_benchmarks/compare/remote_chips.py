@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    python asv_benchmarks/compare_remote.py                       # 0, 5, 20, 50 ms
-    python asv_benchmarks/compare_remote.py --latency 20 --batches 4
-    python asv_benchmarks/compare_remote.py --latency 20 --coalesce 1048576 8388608   # rumimm's merging
+    python -m asv_benchmarks.compare.remote_chips                       # 0, 5, 20, 50 ms
+    python -m asv_benchmarks.compare.remote_chips --latency 20 --batches 4
+    python -m asv_benchmarks.compare.remote_chips --latency 20 --coalesce 1048576 8388608   # rumimm's merging
 
 What it does:
 
@@ -14,7 +14,7 @@ What it does:
    chunks, Blosc zstd + bitshuffle) and, when rumi-eo 0.26.1 is installed in its own venv
    (``.ci/peer026.sh``, or ``$RUMIMM_PEER026_PYTHON``), as spec 0.2 files rumi-eo writes
    with its recommended recipe (one ``h w`` frame per band of 512-pixel tiles, each
-   compressed by ``geozl`` with a ``planar>zigzag>zstd`` graph, as ``compare_v2.py``).
+   compressed by ``geozl`` with a ``planar>zigzag>zstd`` graph, as ``compare/spec_v2.py``).
 2. Serves every file from memory with the test suite's HTTP server (``tests/servers.py``,
    on 127.0.0.1, Range support, in a process of its own), which sleeps ``latency``
    before each answer and counts requests and bytes.
@@ -54,17 +54,13 @@ import warnings
 
 import numpy as np
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:  # a plain checkout: use the working tree
-    sys.path.insert(0, _ROOT)
-
-import rumimm  # noqa: E402
-from asv_benchmarks.compare_v2 import PEER_WRITE  # noqa: E402
-from rumimm.reader.image import frame_source  # noqa: E402
+import rumimm
+from asv_benchmarks.compare.common import PEER026, PEER_WRITE, ROOT
+from rumimm.reader.image import frame_source
 
 BANDS, CHIP, BATCH, TILE = 4, 256, 16, 512
 LATENCIES_MS = (0, 5, 20, 50)
-PEER = os.environ.get("RUMIMM_PEER026_PYTHON") or os.path.join(_ROOT, ".venv-rumi026", "bin", "python")
+PEER = PEER026  # a module global: the tests point it elsewhere
 
 
 def write_files(work: str, n: int, size: int, codecs=()) -> list[dict]:
@@ -146,7 +142,7 @@ class Served:
     """
 
     def __init__(self, work: str):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(_ROOT, "tests", "servers.py"), work],
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "servers.py"), work],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.url = self.proc.stdout.readline().strip()
         if not self.url.startswith("http://127.0.0.1:"):

@@ -2,8 +2,8 @@
 
 Usage (from the repository root)::
 
-    python asv_benchmarks/compare_geotiff.py                 # 4 x 4096 x 4096 uint16, 3 rounds
-    python asv_benchmarks/compare_geotiff.py --size 2048     # quicker
+    python -m asv_benchmarks.compare.geotiff_convert                 # 4 x 4096 x 4096 uint16, 3 rounds
+    python -m asv_benchmarks.compare.geotiff_convert --size 2048     # quicker
 
 Four operations, each run in a fresh interpreter per sample (so peak RSS is the
 operation's own), in interleaved rounds (every operation once per round) so load on
@@ -35,6 +35,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from asv_benchmarks.compare.common import EPSG, ROOT, TRANSFORM
 
 CHILD = r"""
 import json, os, sys, tempfile, time
@@ -89,7 +91,7 @@ def make_source(path: str, bands: int, size: int) -> int:
 
     scene = eo_scene(bands=bands, height=size, width=size, dtype="uint16", seed=0)
     with rasterio.open(path, "w", driver="GTiff", count=bands, height=size, width=size, dtype="uint16",
-                       crs="EPSG:32633", transform=Affine(10, 0, 500000, 0, -10, 4200000), tiled=True,
+                       crs=f"EPSG:{EPSG}", transform=Affine(*TRANSFORM), tiled=True,
                        blockxsize=512, blockysize=512, compress="deflate", interleave="band",
                        photometric="minisblack") as ds:
         ds.write(scene)
@@ -109,8 +111,8 @@ def main(argv=None) -> int:
         samples = {op: [] for op in OPS}
         for _ in range(args.rounds + 1):  # round 0 warms numba's on-disk cache and the page cache
             for op in OPS:
-                proc = subprocess.run([sys.executable, "-c", CHILD, op, tif, rumi, out], capture_output=True,
-                                      text=True, check=True)
+                proc = subprocess.run([sys.executable, "-c", CHILD, op, tif, rumi, out], cwd=ROOT,
+                                      capture_output=True, text=True, check=True)
                 samples[op].append(json.loads(proc.stdout.strip().splitlines()[-1]))
         samples = {op: s[1:] for op, s in samples.items()}
     med = {op: tuple(statistics.median(s[k] for s in v) for k in ("seconds", "peak_rss", "peak_anon"))

@@ -7,10 +7,10 @@ and every lossless recipe ``geozl.profile(tile, prior=None)`` lists, written thr
 entry point, ``rumimm.codec.geozl_lib``, checksums verified), one thread, into one buffer;
 each round-trip is checked.  Speeds are MiB/s of raw samples, best of ``--repeats`` passes.
 
-    python asv_benchmarks/recipes.py                       # every dtype, table on stdout
-    python asv_benchmarks/recipes.py --dtypes uint16 --json out.json
-    python asv_benchmarks/recipes.py --presets-only        # only the named presets (fast)
-    python asv_benchmarks/recipes.py --scene               # 4 x 4096 x 4096 uint16: floor + full reads per preset
+    python -m asv_benchmarks.compare.recipes                  # every dtype, table on stdout
+    python -m asv_benchmarks.compare.recipes --dtypes uint16 --json out.json
+    python -m asv_benchmarks.compare.recipes --presets-only   # only the named presets (fast)
+    python -m asv_benchmarks.compare.recipes --scene          # 4 x 4096 x 4096 uint16: floor + full reads per preset
 
 Pin to one core with ``taskset -c 0`` for steadier numbers; the machine's noise still
 moves speeds by +-20%, so compare rows of the same run.
@@ -24,6 +24,8 @@ import sys
 import time
 
 import numpy as np
+
+from asv_benchmarks.compare.decode_floor import decode_frames
 
 DTYPES = ("uint8", "uint16", "uint32", "int16", "float32", "float64", "bfloat16", "bool", "uint4")
 TILE = 512
@@ -164,11 +166,6 @@ def scene_read(presets=("auto", "fast", "small"), bands: int = 4, size: int = 40
     import rumimm
     from rumimm.format.blob import Header
     from rumimm.synthetic import eo_scene
-
-    try:
-        from asv_benchmarks.decode_floor import decode_frames
-    except ImportError:  # run as a script: the folder itself is on sys.path
-        from decode_floor import decode_frames
 
     log = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
     work = workdir or tempfile.mkdtemp(prefix="rumimm-recipes-")

@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    python asv_benchmarks/compare_loaders.py                # results in a scratch folder
-    python asv_benchmarks/compare_loaders.py --publish      # also update docs/performance.md
-    python asv_benchmarks/compare_loaders.py --torchgeo     # rumimm.torchgeo against TorchGeo's RasterDataset
+    python -m asv_benchmarks.compare.loaders                # results in a scratch folder
+    python -m asv_benchmarks.compare.loaders --publish      # also update docs/performance.md
+    python -m asv_benchmarks.compare.loaders --torchgeo     # rumimm.torchgeo against TorchGeo's RasterDataset
 
 What it does:
 
@@ -25,11 +25,11 @@ What it does:
    elsewhere on a shared machine falls on all of them alike.  Each engine's first batch
    is an untimed warm-up, checked pixel for pixel.
 4. Decode-only floor: taking its turn with the engines, the frames each chip of a batch
-   touches are decoded with nothing else (the decode-only timer of
-   ``compare.py``: frames in memory, the GIL-free decoder, the same thread count).  Caches are off: rumimm's frame
-   cache (``cache_bytes=0``) and GDAL's block cache at 16 MB (one chip's blocks).  With
-   worker processes, batches stay in the workers (a DataLoader moves them through shared
-   memory; a pipe would time the pipe).
+   touches are decoded with nothing else (the decode-only timer of ``engines.py``,
+   ``decode_floor.floor_timer``: frames in memory, the GIL-free decoder, the same thread
+   count).  Caches are off: rumimm's frame cache (``cache_bytes=0``) and GDAL's block cache
+   at 16 MB (one chip's blocks).  With worker processes, batches stay in the workers (a
+   DataLoader moves them through shared memory; a pipe would time the pipe).
 5. Prints and saves a Markdown table, JSON and a PNG chart.
 
 Engines read files hot in the OS page cache: this measures decoding, not disks.
@@ -61,12 +61,19 @@ import time
 
 import numpy as np
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:  # a plain checkout: use the working tree and its compare.py
-    sys.path.insert(0, _ROOT)
-
-import rumimm  # noqa: E402
-from asv_benchmarks.compare import EPSG, TRANSFORM, _floor_timer, write_geotiff  # noqa: E402
+import rumimm
+from asv_benchmarks.compare.common import (
+    DOCS,
+    EPSG,
+    ROOT,
+    TRANSFORM,
+    module_command,
+    replace_section,
+    thread_env,
+    versions,
+    write_geotiff,
+)
+from asv_benchmarks.compare.decode_floor import floor_timer
 
 BANDS, SIZE, CHIP, BATCH = 4, 2048, 256, 16
 MAIN = ("rumimm dataset (__getitems__)", "rumimm kept open (read_batch)", "rumimm opened per chip (blob)",
@@ -248,12 +255,12 @@ def _reader(engine: str, spec: dict, threads: int):
 def _floor(spec: dict, threads: int):
     """Seconds to decode just the frames a batch touches (512 tile files), on ``threads`` threads.
 
-    The same decode-only timer as the single-file comparison (``compare.py``): each chip's
+    The same decode-only timer as the single-file comparison (``compare/engines.py``): each chip's
     frames, already in memory, decoded by the GIL-free batch decoder and nothing else.
     """
     from rumimm.format.blob import Header
 
-    timers = [_floor_timer(Header.parse(bytes.fromhex(b)), np.fromfile(p, np.uint8), threads)
+    timers = [floor_timer(Header.parse(bytes.fromhex(b)), np.fromfile(p, np.uint8), threads)
               for p, b in spec["files"]["tiles"]["512 tile"]]
 
     def run(rows) -> float:
@@ -522,16 +529,22 @@ def run_torchgeo(mode: str, sampler: str, spec: dict) -> dict:
     return out
 
 
-def measure_torchgeo(args) -> dict:
-    work = args.workdir or tempfile.mkdtemp(prefix="rumimm-torchgeo-")
+def _work_files(args, prefix: str, spec_name: str, write) -> tuple[str, str, dict]:
+    """The work folder, the spec's path in it and the files: an earlier run's with ``--reuse``, else
+    ``write(work)``'s."""
+    work = args.workdir or tempfile.mkdtemp(prefix=prefix)
     os.makedirs(work, exist_ok=True)
-    spec_path = os.path.join(work, "torchgeo-spec.json")
+    spec_path = os.path.join(work, spec_name)
     if args.reuse and os.path.exists(spec_path):
         with open(spec_path) as f:
-            files = json.load(f)["files"]
-    else:
-        print(f"writing {args.files} scenes to {work}", file=sys.stderr)
-        files = write_torchgeo_files(work, args.files, args.size, args.codec)
+            return work, spec_path, json.load(f)["files"]
+    print(f"writing {args.files} scenes to {work}", file=sys.stderr)
+    return work, spec_path, write(work)
+
+
+def measure_torchgeo(args) -> dict:
+    work, spec_path, files = _work_files(args, "rumimm-torchgeo-", "torchgeo-spec.json",
+                                         lambda work: write_torchgeo_files(work, args.files, args.size, args.codec))
     spec = dict(files, files=files, batches=args.batches, epochs=args.rounds, seed=args.seed,
                 engines=tg_engines(args.codec, args.collate))
     with open(spec_path, "w") as f:
@@ -539,12 +552,9 @@ def measure_torchgeo(args) -> dict:
     samples = {}
     for sampler in TG_SAMPLERS:
         for mode in TG_MODES:
-            path = os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p)
-            env = dict(os.environ, PYTHONPATH=path)
-            threads = "1" if mode == "2 workers" else "2"
-            env.update(RUMIMM_NUM_THREADS=threads, GDAL_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
-            cmd = [sys.executable, os.path.abspath(__file__), "--torchgeo-worker", mode, sampler, spec_path]
-            got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            env = thread_env(1 if mode == "2 workers" else 2)
+            cmd = module_command(__spec__.name, "--torchgeo-worker", mode, sampler, spec_path)
+            got = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
             if got.returncode:
                 raise RuntimeError(f"{sampler} {mode} failed:\n{got.stderr[-3000:]}")
             for engine, res in json.loads(got.stdout.strip().splitlines()[-1]).items():
@@ -582,26 +592,18 @@ def build_torchgeo_table(results: dict) -> str:
 
 
 def _spawn(mode: str, engines: list, spec_path: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p))
-    threads = "2" if mode == "2 threads" else "1"
-    env.update(RUMIMM_NUM_THREADS=threads, GDAL_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", mode, ",".join(engines), spec_path]
-    got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    env = thread_env(2 if mode == "2 threads" else 1)
+    cmd = module_command(__spec__.name, "--worker", mode, ",".join(engines), spec_path)
+    got = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     if got.returncode:
         raise RuntimeError(f"{mode} failed:\n{got.stderr[-3000:]}")
     return json.loads(got.stdout.strip().splitlines()[-1])
 
 
 def measure(args) -> dict:
-    work = args.workdir or tempfile.mkdtemp(prefix="rumimm-loaders-")
-    os.makedirs(work, exist_ok=True)
-    spec_path = os.path.join(work, "spec.json")
-    if args.reuse and os.path.exists(spec_path):
-        with open(spec_path) as f:
-            files = json.load(f)["files"]
-    else:
-        print(f"writing {args.files} scenes to {work}", file=sys.stderr)
-        files = write_files(work, args.files, args.size, skip_zarr=args.skip_zarr, codecs=args.codec)
+    work, spec_path, files = _work_files(
+        args, "rumimm-loaders-", "spec.json",
+        lambda work: write_files(work, args.files, args.size, skip_zarr=args.skip_zarr, codecs=args.codec))
     paths = [p for p, _ in files["tiles"]["512 tile"]]
     blobs = [bytes.fromhex(b) for _, b in files["tiles"]["512 tile"]]
     n = BATCH * (args.batches + 1)
@@ -631,15 +633,9 @@ def measure(args) -> dict:
 
 
 def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in ("rumimm", "rumi-eo", "rasterio", "zarr", "numcodecs", "numpy", "torch", "torchgeo"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            pass
-    return out
+    """The versions of the engines' packages that are installed."""
+    found = versions(("rumimm", "rumi-eo", "rasterio", "zarr", "numcodecs", "numpy", "torch", "torchgeo"))
+    return {name: v for name, v in found.items() if v is not None}
 
 
 def summarize(results: dict) -> dict:
@@ -717,17 +713,17 @@ def save_chart(results: dict, path: str) -> None:
     plt.close(fig)
 
 
-_BEGIN = "<!-- loaders:begin (asv_benchmarks/compare_loaders.py --publish) -->"
+_BEGIN = "<!-- loaders:begin (asv_benchmarks/compare/loaders.py --publish) -->"
 _END = "<!-- loaders:end -->"
 
 
 def publish(results: dict, table: str) -> None:
     """Write docs/loaders.json, docs/loaders.png and the table into docs/performance.md."""
     _publish(results, table, "loaders.json", _BEGIN, _END)
-    save_chart(results, os.path.join(_ROOT, "docs", "loaders.png"))
+    save_chart(results, os.path.join(DOCS, "loaders.png"))
 
 
-_TG_BEGIN = "<!-- torchgeo:begin (asv_benchmarks/compare_loaders.py --torchgeo --publish) -->"
+_TG_BEGIN = "<!-- torchgeo:begin (asv_benchmarks/compare/loaders.py --torchgeo --publish) -->"
 _TG_END = "<!-- torchgeo:end -->"
 
 
@@ -738,19 +734,18 @@ def publish_torchgeo(results: dict, table: str) -> None:
 
 def _publish(results: dict, table: str, json_name: str, begin: str, end: str) -> None:
     """Save the results as docs/``json_name`` (no local paths) and put ``table`` between the page's markers."""
-    docs = os.path.join(_ROOT, "docs")
     shared = dict(results, config={k: v for k, v in results["config"].items() if k != "workdir"})
-    with open(os.path.join(docs, json_name), "w") as f:
+    with open(os.path.join(DOCS, json_name), "w") as f:
         json.dump(shared, f, indent=1)
-    page_path = os.path.join(docs, "performance.md")
-    with open(page_path) as f:
-        page = f.read()
-    if begin not in page:
-        raise SystemExit(f"docs/performance.md has no {begin} marker")
-    head, rest = page.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    with open(page_path, "w") as f:
-        f.write(f"{head}{begin}\n{table}\n{end}{tail}")
+    replace_section(os.path.join(DOCS, "performance.md"), begin, end, table)
+
+def _save_json(results: dict, out: str | None, name: str) -> str:
+    """Save ``results`` as ``name`` in ``out`` (default: the run's work folder); return the folder."""
+    out = out or results["config"]["workdir"]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, name), "w") as f:
+        json.dump(results, f, indent=1)
+    return out
 
 
 def main(argv=None) -> int:
@@ -783,10 +778,7 @@ def main(argv=None) -> int:
     if args.torchgeo:
         results = measure_torchgeo(args)
         table = build_torchgeo_table(results)
-        out = args.out or results["config"]["workdir"]
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "torchgeo.json"), "w") as f:
-            json.dump(results, f, indent=1)
+        _save_json(results, args.out, "torchgeo.json")
         print(table)
         if args.publish:
             publish_torchgeo(results, table)
@@ -799,10 +791,7 @@ def main(argv=None) -> int:
         return 0
     results = measure(args)
     table = build_table(results)
-    out = args.out or results["config"]["workdir"]
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "loaders.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    out = _save_json(results, args.out, "loaders.json")
     with open(os.path.join(out, "loaders-table.md"), "w") as f:
         f.write(table + "\n")
     save_chart(results, os.path.join(out, "loaders.png"))

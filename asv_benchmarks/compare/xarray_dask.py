@@ -2,8 +2,8 @@
 
 Usage (from the repository root)::
 
-    python asv_benchmarks/compare_xarray.py               # 4 x 2048 x 2048 uint16, results in a scratch folder
-    python asv_benchmarks/compare_xarray.py --publish     # and refresh the section of docs/performance.md
+    python -m asv_benchmarks.compare.xarray_dask               # 4 x 2048 x 2048 uint16, results in a scratch folder
+    python -m asv_benchmarks.compare.xarray_dask --publish     # and refresh the section of docs/performance.md
 
 What it measures, on one deterministic EO-like scene (``rumimm.synthetic.eo_scene``,
 uint16, 512-pixel tile frames, the default codec), in interleaved rounds so a noisy
@@ -38,12 +38,8 @@ import time
 
 import numpy as np
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:  # a plain checkout: use the working tree and its compare.py
-    sys.path.insert(0, _ROOT)
-
-import rumimm  # noqa: E402
-from asv_benchmarks.compare import EPSG, TRANSFORM, write_geotiff  # noqa: E402
+import rumimm
+from asv_benchmarks.compare.common import DOCS, EPSG, TRANSFORM, replace_section, write_geotiff
 
 START, END = "<!-- xarray-dask:start -->", "<!-- xarray-dask:end -->"
 CHIP = 256
@@ -134,10 +130,9 @@ def section(res: dict) -> str:
     frames = res["shape"][0] * -(-res["shape"][1] // res["tile"]) * -(-res["shape"][2] // res["tile"])
     b, y, x = res["shape"]
     return "\n".join([
-        START,
         "## xarray and Dask",
         "",
-        f"Measured by `asv_benchmarks/compare_xarray.py` on {res['date']} ({b} x {y} x {x} uint16, "
+        f"Measured by `asv_benchmarks/compare/xarray_dask.py` on {res['date']} ({b} x {y} x {x} uint16, "
         f"{res['tile']}-pixel tile frames, {res['rounds']} interleaved rounds, 2 cores shared with other jobs: "
         "the ratios, each against a peer timed in the same round, are the numbers to read).",
         "",
@@ -166,26 +161,13 @@ def section(res: dict) -> str:
         "machine rumimm on threads is the faster route, and the cluster is for work that does not fit "
         "one process or one machine.",
         "",
-        "Reproduce with `python asv_benchmarks/compare_xarray.py` (results in a scratch folder; "
+        "Reproduce with `python -m asv_benchmarks.compare.xarray_dask` (results in a scratch folder; "
         "`--publish` rewrites this section); the asv classes are in `bench_xarray`.",
-        END,
     ])
 
 
-def publish(text: str, page: str) -> None:
-    with open(page, encoding="utf-8") as fh:
-        doc = fh.read()
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        doc = head + text + rest.split(END, 1)[1]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    with open(page, "w", encoding="utf-8") as fh:
-        fh.write(doc)
-
-
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="compare_xarray", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=2048, help="scene height and width (default %(default)s)")
     ap.add_argument("--bands", type=int, default=4, help="band count (default %(default)s)")
     ap.add_argument("--tile", type=int, default=512, help="tile size of both files (default %(default)s)")
@@ -216,7 +198,7 @@ def main(argv=None) -> int:
     print(text)
     print(f"\nsaved in {out}")
     if args.publish:
-        publish(text, os.path.join(_ROOT, "docs", "performance.md"))
+        replace_section(os.path.join(DOCS, "performance.md"), START, END, text, append=True)
         print("updated docs/performance.md")
     return 0
 

@@ -2,10 +2,10 @@
 
 Usage (from the repository root)::
 
-    python asv_benchmarks/compare.py                  # the full measurement, 4 x 4096 x 4096 uint16
-    python asv_benchmarks/compare.py --size 2048      # a quicker check (to a scratch folder)
-    python asv_benchmarks/compare.py --publish        # the full measurement, into docs/
-    python -m asv_benchmarks.compare --help
+    python -m asv_benchmarks.compare.engines                  # the full measurement, 4 x 4096 x 4096 uint16
+    python -m asv_benchmarks.compare.engines --size 2048      # a quicker check (to a scratch folder)
+    python -m asv_benchmarks.compare.engines --publish        # the full measurement, into docs/
+    python -m asv_benchmarks.compare.engines --help
 
 What it does, in order:
 
@@ -23,7 +23,7 @@ What it does, in order:
    rumimm on the reference's file (engine against engine on identical bytes),
    the reference on its file, GDAL on the GeoTIFF, and the decode-only floor (the
    frames a window touches, already in memory, decoded by rumimm's GIL-free
-   per-frame decoder and nothing else: ``asv_benchmarks/decode_floor.py``).  Each
+   per-frame decoder and nothing else: ``asv_benchmarks/compare/decode_floor.py``).  Each
    timed read touches windows at fresh positions; before each one the dataset is
    opened anew outside the timer (GDAL's block cache then holds nothing of it)
    and rumimm's decoded-frame cache is OFF (``cache_bytes=0``).  The first read
@@ -59,13 +59,20 @@ import time
 
 import numpy as np
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-try:
-    import rumimm
-except ImportError:  # a plain checkout: use the working tree
-    sys.path.insert(0, _ROOT)
-    import rumimm
+import rumimm
+from asv_benchmarks.compare.common import (
+    DOCS,
+    EPSG,
+    ROOT,
+    TRANSFORM,
+    median,
+    module_command,
+    replace_section,
+    thread_env,
+    versions,
+    write_geotiff,
+)
+from asv_benchmarks.compare.decode_floor import floor_timer
 
 DEFAULT_SIZE = 4096
 DEFAULT_BANDS = 4
@@ -74,8 +81,6 @@ DEFAULT_REPEATS = 21
 DEFAULT_COLD_REPEATS = 7
 DEFAULT_ROUNDS = 3
 DEFAULT_THREADS = (1, 2)
-TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
-EPSG = 32633
 FORMAT_VERSION = 24
 
 #: (label, window size or None for the whole image, band range as a fraction-free rule)
@@ -139,21 +144,6 @@ def write_reference(path: str, array: np.ndarray, tile: int) -> bytes:
     return bytes(header)
 
 
-def write_geotiff(path: str, array: np.ndarray, tile: int) -> None:
-    """Tiled ZSTD (level 9) + horizontal predictor GeoTIFF through rasterio/GDAL."""
-    import rasterio
-    from rasterio.transform import Affine
-
-    b, y, x = array.shape
-    xres, rrot, x0, crot, yres, y0 = TRANSFORM
-    profile = dict(driver="GTiff", width=x, height=y, count=b, dtype=array.dtype.name, crs=f"EPSG:{EPSG}",
-                   transform=Affine(xres, rrot, x0, crot, yres, y0), tiled=True, blockxsize=tile,
-                   blockysize=tile, compress="zstd", zstd_level=9, predictor=2, bigtiff="IF_SAFER",
-                   num_threads="ALL_CPUS")
-    with rasterio.open(path, "w", **profile) as ds:
-        ds.write(array)
-
-
 def _windows(rows, size: int, bands: int, repeats: int, seed: int) -> dict:
     """Per row: ``repeats + 1`` windows (the first is the untimed warm-up), seeded."""
     out = {}
@@ -171,16 +161,6 @@ def _windows(rows, size: int, bands: int, repeats: int, seed: int) -> dict:
 
 
 # --------------------------------------------------------------------------- workers
-
-
-def _worker_env(threads: int) -> dict:
-    env = dict(os.environ)
-    env["RUMIMM_NUM_THREADS"] = str(threads)
-    env["RUMI_NUM_THREADS"] = str(threads)
-    env["GDAL_NUM_THREADS"] = str(threads)
-    env["OMP_NUM_THREADS"] = str(threads)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def _reader(engine: str, spec: dict, threads: int):
@@ -242,7 +222,7 @@ def run_engine(engine: str, spec: dict, threads: int) -> dict:
         from rumimm.format.blob import Header
 
         f = spec["files"][_file_key(engine)]
-        floor = _floor_timer(Header.parse(bytes.fromhex(f["blob"])), np.fromfile(f["path"], np.uint8), threads)
+        floor = floor_timer(Header.parse(bytes.fromhex(f["blob"])), np.fromfile(f["path"], np.uint8), threads)
     results = {}
     for label, _, _ in ROWS:
         include_open = label.endswith("open + read")
@@ -276,51 +256,6 @@ def run_engine(engine: str, spec: dict, threads: int) -> dict:
     return results
 
 
-def _touched_frames(header, w) -> np.ndarray:
-    grid = header.grid
-    b0, b1, y0, y1, x0, x1 = w
-    rows = range(y0 // grid.tile_length, (y1 - 1) // grid.tile_length + 1)
-    cols = range(x0 // grid.tile_width, (x1 - 1) // grid.tile_width + 1)
-    if int(grid.unit) == 1:  # cell frames hold every band
-        return np.array([r * grid.tiles_across + c for r in rows for c in cols], np.int64)
-    return np.array([grid.frame_index(r, c, band) for r in rows for c in cols for band in range(b0, b1)], np.int64)
-
-
-def _floor_timer(header, data: np.ndarray, threads: int):
-    """A function timing the decode of just the frames a window touches (frames in ``data``).
-
-    The frames are decoded by ``decode_floor.decode_frames`` (rumimm's nogil per-frame
-    decoder), serially or on a plain thread pool of ``threads`` threads.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from rumimm.kernels import native as _native
-
-    try:
-        from asv_benchmarks.decode_floor import decode_frames
-    except ImportError:  # run as a script: the folder itself is on sys.path
-        from decode_floor import decode_frames
-
-    offsets, counts = header.offsets[:-1], header.counts
-    isz = header.encoding.itemsize
-    pool = ThreadPoolExecutor(threads) if threads > 1 else None
-
-    def decode_touched(w) -> float:
-        ks = _touched_frames(header, w)
-        sizes = np.array([header.grid.frame_samples(int(k)) * isz for k in ks], np.int64)
-        dst_off = np.zeros(ks.size, np.int64)
-        np.cumsum(sizes[:-1], out=dst_off[1:])
-        dst = np.ones(int(sizes.sum()), np.uint8)  # written once: no page faults in the timing
-        t0 = time.perf_counter()
-        status = decode_frames(data, offsets[ks], counts[ks], dst, dst_off, sizes, pool=pool)
-        dt = time.perf_counter() - t0
-        if np.any(status < 0):
-            raise RuntimeError(f"a frame failed to decode: {_native.status_message(int(status.min()))}")
-        return dt
-
-    return decode_touched
-
-
 def run_floor(spec: dict, threads: int) -> dict:
     """Decode-only time of the frames each window touches, both rumi files, frames in memory."""
     from rumimm.format.blob import Header
@@ -331,7 +266,7 @@ def run_floor(spec: dict, threads: int) -> dict:
     for key, name in (("rumimm", FLOOR_RUMIMM), ("reference", FLOOR_REFERENCE)):
         f = spec["files"][key]
         header = Header.parse(bytes.fromhex(f["blob"]))
-        floor = _floor_timer(header, np.fromfile(f["path"], np.uint8), threads)  # in memory: no file I/O
+        floor = floor_timer(header, np.fromfile(f["path"], np.uint8), threads)  # in memory: no file I/O
         out[name] = {label: {"seconds": [floor(w) for w in spec["windows"][label][1:]], "exact": True}
                      for label, _, _ in ROWS}
     return out
@@ -374,7 +309,7 @@ def run_cold(engine: str, spec: dict, threads: int, repeats: int) -> dict:
     code = textwrap.dedent(_COLD.get(engine) or _COLD["rumimm"])
     f = spec["files"][key]
     windows = spec["windows"]["64x64 one band"]
-    env = _worker_env(threads)
+    env = thread_env(threads)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's interpreter caches bytecode; the dropped first run writes it
     seconds, inside = [], []
     for i in range(repeats + 1):
@@ -382,7 +317,7 @@ def run_cold(engine: str, spec: dict, threads: int, repeats: int) -> dict:
         prelude = (f"PATH = {f['path']!r}\nBLOB = bytes.fromhex({f.get('blob', '')!r})\n"
                    f"B, Y0, X0 = {b0}, {y0}, {x0}\n")
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", prelude + code], env=env, cwd=_ROOT,
+        proc = subprocess.run([sys.executable, "-c", prelude + code], env=env, cwd=ROOT,
                               capture_output=True, text=True, check=False)  # "-c" imports from the cwd first
         t1 = time.perf_counter()
         if proc.returncode != 0:
@@ -421,9 +356,9 @@ def _pool_samples(into: dict, got: dict) -> None:
 def _spawn_worker(engine: str, spec_path: str, threads: int, workdir: str) -> dict:
     tag = engine.replace(' ', '_').replace('(', '').replace(')', '')
     result = os.path.join(workdir, f"result-{tag}-{threads}.json")
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--threads", str(threads),
-           "--spec", spec_path, "--result", result]
-    proc = subprocess.run(cmd, env=_worker_env(threads), capture_output=True, text=True, check=False)
+    cmd = module_command(__spec__.name, "--worker", engine, "--threads", str(threads), "--spec", spec_path,
+                         "--result", result)
+    proc = subprocess.run(cmd, env=thread_env(threads), cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"worker {engine} ({threads} threads) failed:\n{proc.stderr}")
     with open(result) as fh:
@@ -445,24 +380,13 @@ def _fmt_time(s: float | None) -> str:
     return f"{s * 1e3:.2f} ms"
 
 
-def _median(samples) -> float | None:
-    return float(statistics.median(samples)) if samples else None
-
-
 #: The distributions whose versions every run records (the interpreter's, as the workers run it).
 VERSIONED = ("numpy", "numba", "llvmlite", "ml_dtypes", "openzl", "geozl", "rasterio", "rumi-eo", "matplotlib")
 
 
 def _versions() -> dict:
     """Versions of python, rumimm, every package in VERSIONED (None when absent) and GDAL."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version(), "rumimm": rumimm.__version__}
-    for dist in VERSIONED:
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = None
+    out = {"python": platform.python_version(), "rumimm": rumimm.__version__, **versions(VERSIONED)}
     try:
         import rasterio
 
@@ -499,11 +423,11 @@ def build_table(results: dict) -> str:
     for label in labels:
         for n in threads:
             cell = results["timings"][str(n)]
-            ref_s = _median(cell[ref][label]["seconds"])
+            ref_s = median(cell[ref][label]["seconds"])
             row = [label, str(n)]
             for engine in engines:
                 entry = cell[engine][label]
-                s = _median(entry["seconds"])
+                s = median(entry["seconds"])
                 text = _fmt_time(s)
                 if engine != ref and s is not None and ref_s:
                     text += f" ({s / ref_s:.2f}x)"
@@ -512,7 +436,7 @@ def build_table(results: dict) -> str:
                 row.append(text)
             for floor in (FLOOR_RUMIMM, FLOOR_REFERENCE):
                 entry = cell.get(floor, {}).get(label)
-                row.append(_fmt_time(_median(entry["seconds"])) if entry else "n/a")
+                row.append(_fmt_time(median(entry["seconds"])) if entry else "n/a")
             lines.append("| " + " | ".join(row) + " |")
     paired = [e for e in engines if e.startswith("rumimm")]
     if any("floor_ratio" in results["timings"][str(n)][e].get(label, {})
@@ -578,10 +502,10 @@ def save_chart(results: dict, path: str) -> None:
     for ax, n in zip(axes[0], threads, strict=True):
         cell = results["timings"][str(n)]
         for j, engine in enumerate(engines):
-            vals = [_median(cell[engine][k]["seconds"]) or np.nan for k in keys]
+            vals = [median(cell[engine][k]["seconds"]) or np.nan for k in keys]
             ys = np.arange(len(keys)) + (j - (len(engines) - 1) / 2) * height
             ax.barh(ys, vals, height=height, color=colors.get(engine, "#a6761d"), label=engine)
-        floor = [_median(cell[FLOOR_RUMIMM][k]["seconds"]) if k in cell[FLOOR_RUMIMM] else np.nan for k in keys]
+        floor = [median(cell[FLOOR_RUMIMM][k]["seconds"]) if k in cell[FLOOR_RUMIMM] else np.nan for k in keys]
         ax.scatter(floor, np.arange(len(keys)), marker="|", s=400, color="black", zorder=3,
                    label="decode floor (rumimm file)")
         ax.set_xscale("log")
@@ -612,8 +536,8 @@ def measure(args) -> dict:
     threads = tuple(int(t) for t in args.threads.split(","))
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if not args.quiet else (lambda *a: None)
     try:
-        versions = _versions()
-        log("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+        recorded = _versions()
+        log("versions: " + ", ".join(f"{k} {v}" for k, v in recorded.items()))
         log(f"building a {args.bands} x {args.size} x {args.size} uint16 scene in {workdir}")
         scene = eo_scene(bands=args.bands, height=args.size, width=args.size, dtype="uint16", seed=args.seed)
         scene_path = os.path.join(workdir, "scene.npy")
@@ -685,10 +609,10 @@ def measure(args) -> dict:
             "files": {k: {kk: vv for kk, vv in f.items() if kk not in ("path", "blob")} for k, f in files.items()},
             "timings": timings,
             "windows": spec["windows"],
-            "versions": versions,
+            "versions": recorded,
             "machine": {"cpu": _cpu(), "cores": os.cpu_count(), "platform": platform.platform()},
             "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-            "command": " ".join(["python asv_benchmarks/compare.py", *args.argv]),
+            "command": " ".join(["python -m asv_benchmarks.compare.engines", *args.argv]),
         }
         results["elapsed_seconds"] = time.perf_counter() - t_start
         return results
@@ -702,7 +626,7 @@ def save(results: dict, out_dir: str, *, chart: bool = True) -> dict:
     table = build_table(results)
     md = os.path.join(out_dir, "performance-table.md")
     with open(md, "w") as fh:
-        fh.write("<!-- generated by asv_benchmarks/compare.py; do not edit by hand -->\n\n")
+        fh.write("<!-- generated by asv_benchmarks/compare/engines.py; do not edit by hand -->\n\n")
         fh.write(table + "\n\n" + _notes(results))
     js = os.path.join(out_dir, "performance.json")
     with open(js, "w") as fh:
@@ -710,15 +634,9 @@ def save(results: dict, out_dir: str, *, chart: bool = True) -> dict:
     paths = {"table": md, "json": js}
     page = os.path.join(out_dir, "performance.md")
     if os.path.exists(page):  # performance.md includes the table between two markers
-        with open(page) as fh:
-            text = fh.read()
-        start, end = "<!-- performance-table:start -->", "<!-- performance-table:end -->"
-        if start in text and end in text:
-            head, rest = text.split(start, 1)
-            _, tail = rest.split(end, 1)
-            with open(page, "w") as fh:
-                fh.write(f"{head}{start}\n{table}\n\n{_notes(results)}{end}{tail}")
-            paths["page"] = page
+        replace_section(page, "<!-- performance-table:start -->", "<!-- performance-table:end -->",
+                        f"{table}\n\n{_notes(results).rstrip()}")
+        paths["page"] = page
     if chart:
         png = os.path.join(out_dir, "performance.png")
         save_chart(results, png)
@@ -728,7 +646,7 @@ def save(results: dict, out_dir: str, *, chart: bool = True) -> dict:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="compare", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=DEFAULT_SIZE, help="scene height and width (default %(default)s)")
     ap.add_argument("--bands", type=int, default=DEFAULT_BANDS, help="band count (default %(default)s)")
@@ -761,7 +679,7 @@ def main(argv=None) -> int:
     if args.publish and args.out:
         ap.error("--publish writes into docs/; give --out or --publish, not both")
     if args.publish:
-        args.out = os.path.join(_ROOT, "docs")
+        args.out = DOCS
     elif not args.out and not args.worker:
         args.out = tempfile.mkdtemp(prefix="rumimm-compare-out-")
     if args.worker:

@@ -1,0 +1,32 @@
+"""Type aliases the annotations of several modules share.
+
+Imported under ``TYPE_CHECKING`` only (the annotations are strings at run time), so none of this
+costs ``import rumimm`` anything.  In the base layer: it imports no other rumimm module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeAlias
+
+import numpy as np
+
+__all__ = ["AnyPath", "CRSArg", "ProgressArg", "StrPath", "Tile", "TimeArg", "TimeCoord", "Unit"]
+
+#: A file system path as the public functions take it.
+StrPath: TypeAlias = str | os.PathLike[str]
+#: A path that may also be bytes (decoded as the file system does).
+AnyPath: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+#: The ``progress=`` argument of long operations (rumimm.progress): nothing, a bar, or ``f(done, total)``.
+ProgressArg: TypeAlias = bool | Callable[[int, int], object] | None
+#: ``tile=``: one size for square frames, or (height, width).
+Tile: TypeAlias = int | tuple[int, int]
+#: ``unit=`` of a spec 0.1 write: a frame per band and position, or one holding every band.
+Unit: TypeAlias = Literal["tile", "cell"]
+#: ``crs=``: an EPSG code, or a string naming one (``"EPSG:32633"``).
+CRSArg: TypeAlias = int | str | None
+#: One time coordinate of a spec 0.2 write: an instant, or a (start, end) interval.
+TimeCoord: TypeAlias = dt.date | dt.datetime | str | np.datetime64
+TimeArg: TypeAlias = Sequence[TimeCoord | tuple[TimeCoord, TimeCoord]] | None
