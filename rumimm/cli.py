@@ -184,7 +184,7 @@ def describe(path, header: bytes | None = None) -> dict:
     """JSON-safe summary of a compliant file (raises FormatError/BlobError otherwise).
 
     The file is opened once, as one Image: opening it checks the whole file profile
-    (the IFD walk of ``rumimm.index``), ``header`` is then compared with the blob that
+    (the IFD walk of ``rumimm.build_blob``), ``header`` is then compared with the blob that
     walk rebuilt, and the codec is recognised from the Image's first frame.
     """
     from rumimm.codec import frame_format_version
@@ -351,11 +351,11 @@ def _index_args(p: argparse.ArgumentParser) -> None:
 
 def _index(args: argparse.Namespace) -> int:
     from rumimm.format.v2 import parse_header
-    from rumimm.reader.validate import index
+    from rumimm.reader.validate import build_blob
 
     if args.output is None and not args.hex and sys.stdout.isatty():
         return _fail("the header blob is binary; write it to a file with -o BLOB, pipe it, or print it with --hex")
-    blob = index(args.path)
+    blob = build_blob(args.path)
     if args.hex:
         print(blob.hex())
     elif args.output is None:
@@ -448,10 +448,10 @@ def _rumi_spec(path: str) -> str | None:
     if head != b"II+\x00":
         return None
     from rumimm.errors import FormatError
-    from rumimm.reader.validate import index
+    from rumimm.reader.validate import build_blob
 
     try:
-        index(path)
+        build_blob(path)
     except FormatError:
         return None  # a BigTIFF, but not a rumi file: a GeoTIFF for GDAL
     return "0.1"
@@ -636,11 +636,11 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from rumimm.writer.profile import profile
+    from rumimm.writer.profile import profile_codecs
 
     if "://" not in args.path and not os.path.exists(args.path):
         return _fail(f"{args.path}: no such file")
-    result = profile(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
+    result = profile_codecs(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
                      presets=args.presets, geozl=not args.no_geozl, budget=args.budget,
                      tolerance=args.tolerance, require=args.require)
     if args.json:

@@ -59,7 +59,7 @@ def test_geotiff_to_rumi_to_geotiff_keeps_pixels_transform_and_crs(tmp_path, dty
     data = sample(dtype, shape)
     src = make_tif(tmp_path / "in.tif", data, transform=transform)
     blob = from_geotiff(src, tmp_path / "x.rumi", tile=tile, header_out=tmp_path / "x.blob")
-    assert (tmp_path / "x.blob").read_bytes() == blob == rumimm.index(tmp_path / "x.rumi")
+    assert (tmp_path / "x.blob").read_bytes() == blob == rumimm.build_blob(tmp_path / "x.rumi")
     with rumimm.open(tmp_path / "x.rumi", header=blob) as img:
         assert img.dtype == np.dtype(dtype) and img.tile == (tile, tile)
         assert np.array_equal(img[:], data)

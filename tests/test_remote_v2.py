@@ -134,7 +134,7 @@ def test_opening_a_large_02_file_without_a_blob_costs_one_request(server, scenes
         assert img.transform is None and len(server.requests) == 1  # georeferencing came with the prefix
         assert img.descriptions == ("B2", "B3", "B4", "B8") and len(server.requests) == 2
         np.testing.assert_array_equal(np.asarray(img), a)
-    assert rumimm.index(url) == blob  # one request; the trailer is left to validate
+    assert rumimm.build_blob(url) == blob  # one request; the trailer is left to validate
     assert len(server.requests) == 4
 
 
@@ -281,7 +281,7 @@ def test_a_blob_of_another_02_file_fails_at_the_first_read_or_trailer(server, sc
     img = rumimm.open(url, header=blob, cache_bytes=0, storage_options=FAST)
     with pytest.raises(BlobError, match=r"small\.rumi: the object ends before the bytes asked for .*HTTP 416"):
         img.descriptions
-    small_blob = rumimm.index(small)
+    small_blob = rumimm.build_blob(small)
     big = server.put("scenes2/big.rumi", scenes[0][1].read_bytes())
     server.reset()
     img = rumimm.open(big, header=small_blob, cache_bytes=0, storage_options=FAST)
@@ -312,7 +312,7 @@ def test_an_02_object_in_s3_through_the_environment(monkeypatch, scenes):
         np.testing.assert_array_equal(img[:, 300:556, 300:556], a[:, 300:556, 300:556])
         assert srv.count("GET") == 1 and srv.count("HEAD") == 0
         assert img.descriptions == ("B2", "B3", "B4", "B8") and srv.count("GET") == 2
-        assert rumimm.index("s3://rumimm-v2/s7.rumi") == blob and srv.count("GET") == 3
+        assert rumimm.build_blob("s3://rumimm-v2/s7.rumi") == blob and srv.count("GET") == 3
     finally:
         srv.stop()
 
@@ -349,7 +349,7 @@ def test_an_02_file_whose_ifd_values_run_past_the_first_request_costs_two(server
     assert rumimm.parse_header(blob).n_frames * 12 > PREFIX_BYTES
     url = server.put("scenes2/many.rumi", path.read_bytes())
     server.reset()
-    assert rumimm.index(url, storage_options=FAST) == blob
+    assert rumimm.build_blob(url, storage_options=FAST) == blob
     assert server.count("GET") == 2 and server.count("HEAD") == 0
     server.reset()
     with rumimm.open(url, storage_options=FAST) as img:
@@ -386,7 +386,7 @@ def test_gs_objects_of_both_specs_through_a_local_gcs_server(tmp_path, scenes):
         for uri, b in ((uri1, blob1), (uri2, blob)):
             img = rumimm.open(uri, header=b, cache_bytes=0, storage_options=opts)
             np.testing.assert_array_equal(img[:, 300:556, 300:556], a[:, 300:556, 300:556])
-            assert rumimm.index(uri, storage_options=opts) == b
+            assert rumimm.build_blob(uri, storage_options=opts) == b
         assert img.descriptions == ("B2", "B3", "B4", "B8") and img.spec == "0.2"
         got = rumimm.read_batch([img, img], np.array([(0, 0), (700, 700)]), size=(256, 256))
         np.testing.assert_array_equal(got[1], a[:, 700:956, 700:956])
@@ -417,7 +417,7 @@ def test_az_objects_of_both_specs_through_the_azure_client_on_a_local_server(htt
         assert http.requests == []  # with the blob: nothing before the first pixel read
         np.testing.assert_array_equal(img[:, 300:556, 300:556], a[:, 300:556, 300:556])
         assert http.count("GET") == 1 and http.requests[0].path == f"/devstoreaccount1/eo/scenes/{name}.rumi"
-        assert rumimm.index(uri, storage_options=opts) == b
+        assert rumimm.build_blob(uri, storage_options=opts) == b
     assert img.descriptions == ("B2", "B3", "B4", "B8") and img.spec == "0.2"
     with pytest.raises(rumimm.RumiError, match=r"az://eo/scenes/missing\.rumi: not found"):
         rumimm.open("az://eo/scenes/missing.rumi", storage_options=opts)

@@ -115,7 +115,7 @@ def test_write_and_clean_refuse_an_empty_path_alike(tmp_path, scene, monkeypatch
 def test_write_and_clean_take_a_bytes_path_alike(tmp_path, scene):
     path = os.fsencode(tmp_path / "b.rumi")
     blob = rumimm.write(path, scene, tile=16)
-    assert rumimm.index(tmp_path / "b.rumi") == blob and rumimm.clean(path) == []
+    assert rumimm.build_blob(tmp_path / "b.rumi") == blob and rumimm.clean(path) == []
 
 
 def test_a_missing_directory_is_reported_with_the_users_path(tmp_path, scene, monkeypatch):

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import spec_reader
 
-from rumimm import codec, index, validate
+from rumimm import build_blob, codec, validate
 from rumimm.format.blob import Header
 from rumimm.format.grid import FrameUnit
 
@@ -49,7 +49,7 @@ def spec_offsets(path) -> list[int]:
 
 
 def assert_compliant(path, blob) -> None:
-    assert index(path) == blob
+    assert build_blob(path) == blob
     report = validate(path, header=blob)
     assert report.ok, report.violations
     assert report.format_version == codec.DEFAULT_FORMAT_VERSION

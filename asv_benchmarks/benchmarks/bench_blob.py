@@ -124,7 +124,7 @@ class BlobBatchList:
 
 
 class Index:
-    """``rumimm.index(path)``: parse the IFD, check the whole profile, rebuild the blob."""
+    """``rumimm.build_blob(path)``: parse the IFD, check the whole profile, rebuild the blob."""
 
     params = (["tile", "cell"],)
     param_names = ["unit"]
@@ -139,7 +139,7 @@ class Index:
         rumimm.validate(self.path, header=self.blob)
 
     def time_index(self, files, unit):
-        rumimm.index(self.path)
+        rumimm.build_blob(self.path)
 
     def time_validate(self, files, unit):
         rumimm.validate(self.path, header=self.blob)

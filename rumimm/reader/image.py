@@ -94,7 +94,7 @@ class Image(RasterioSurface):
         file holding it.  With it the IFD is not walked: the 252 bytes of header
         and IFD (compared with those the blob implies), the first frame's magic
         and the file size are checked against the blob.  Without it the blob is
-        rebuilt and the whole file profile checked, as :func:`rumimm.index` does.
+        rebuilt and the whole file profile checked, as :func:`rumimm.build_blob` does.
     cache_bytes : int, optional
         None (default): share the process-wide decoded-frame cache
         (``rumimm.reader.cache.SHARED``, 64 MiB or ``RUMIMM_CACHE_BYTES``).  0: no cache.

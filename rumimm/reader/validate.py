@@ -1,6 +1,6 @@
 """Check a rumi file (and optionally its blob) against the spec; rebuild its blob.
 
-One walk over the file serves two callers: :func:`index` stops at the first rule
+One walk over the file serves two callers: :func:`build_blob` stops at the first rule
 broken and raises :class:`FormatError`; :func:`validate` keeps going and returns
 every violation it can find.  Nothing larger than the file itself is allocated,
 whatever sizes the IFD claims.
@@ -40,7 +40,7 @@ from rumimm.reader.store import LocalStore, open_store
 __all__ = [
     "PREFIX_BYTES",
     "Report",
-    "index",
+    "build_blob",
     "index_mapping",
     "inspect_file",
     "inspect_mapping",
@@ -135,7 +135,7 @@ def _read(buf, off: int, n: int, typ: TiffType) -> np.ndarray:
 
 
 def inspect_file(path, *, strict: bool, frames: str = "magic", header=None, storage_options=None) -> Report:
-    """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`.
+    """Walk ``path`` and check every rule; see :func:`validate` and :func:`build_blob`.
 
     The file is opened once and measured and mapped through that one descriptor.  A
     remote URI (``reader.remote``) is read by ranged requests: the first bytes for the
@@ -294,7 +294,7 @@ def inspect_remote(store, *, strict: bool, frames: str) -> Report:
 
 
 def index_mapping(buf: np.ndarray, path) -> bytes:
-    """:func:`index` of a file already mapped: its canonical blob, or FormatError."""
+    """:func:`build_blob` of a file already mapped: its canonical blob, or FormatError."""
     return _strict_blob(inspect_mapping(buf, path, strict=True))
 
 
@@ -739,8 +739,8 @@ def validate(path, header=None, *, decode: bool = False, storage_options=None) -
                         storage_options=storage_options)
 
 
-def index(path, *, storage_options=None) -> bytes:
-    """Parse a file's IFD, check the whole file profile and return its canonical blob.
+def build_blob(path, *, storage_options=None) -> bytes:
+    """Parse a file's IFD, check the whole file profile and return its canonical blob (the header blob).
 
     A remote URI costs one ranged request (two for files of more than ~5,400 frames);
     its frames are not read, so their magics are left to the first read or

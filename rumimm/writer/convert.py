@@ -80,7 +80,7 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
     Returns
     -------
     bytes
-        The header blob of ``dest`` (what ``rumimm.index(dest)`` returns).
+        The header blob of ``dest`` (what ``rumimm.build_blob(dest)`` returns).
 
     Raises
     ------

@@ -126,7 +126,7 @@ class Writer:
     unit : {"tile", "cell"}
         ``"tile"``: one frame per band and grid position; ``"cell"``: one frame
         of shape (B, h, w) per grid position.  With one band the two are the
-        same file, and the blob records ``"tile"`` (as ``rumimm.index`` derives it).
+        same file, and the blob records ``"tile"`` (as ``rumimm.build_blob`` derives it).
     transform : 6 or 9 numbers or ``Affine``, optional
         ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``; needs ``crs``.
     crs : int, str or object with ``to_epsg()``, optional
@@ -244,7 +244,7 @@ class Writer:
             self.unit = frame_unit(unit)
             if b == 1:
                 # one band: both units give the same frames and layout; record "tile", the
-                # reading rumimm.index (and the reference writer) derive from the IFD
+                # reading rumimm.build_blob (and the reference writer) derive from the IFD
                 self.unit = FrameUnit.TILE
             self.grid = Grid(x, y, tw, tl, b, self.unit)
         check_frame_size(self.grid.shape, (tl, tw), self.unit == FrameUnit.CELL, self.enc.itemsize)
@@ -542,7 +542,7 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
     Returns
     -------
     bytes
-        The canonical header blob (equal to ``rumimm.index(path)``).
+        The canonical header blob (equal to ``rumimm.build_blob(path)``).
 
     Raises
     ------

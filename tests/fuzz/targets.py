@@ -270,7 +270,7 @@ def ifd(data: bytes) -> None:
 
     path = scratch("ifd.rumi", data)
     try:
-        blob = rumimm.index(path)
+        blob = rumimm.build_blob(path)
     except rumimm.RumiError:
         blob = None
     rep = rumimm.validate(path)
@@ -323,7 +323,7 @@ def open_read(data: bytes) -> None:
         blob = None
     if blob is None:
         try:
-            blob = rumimm.index(path)
+            blob = rumimm.build_blob(path)
         except rumimm.RumiError:
             return
     try:
