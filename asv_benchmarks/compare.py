@@ -301,7 +301,7 @@ def _floor_timer(header, data: np.ndarray, threads: int):
     except ImportError:  # run as a script: the folder itself is on sys.path
         from decode_floor import decode_frames
 
-    offsets, counts = header.offsets[:-1], header.counts
+    offsets, counts = header.frame_offsets[:-1], header.frame_byte_counts
     isz = header.encoding.itemsize
     pool = ThreadPoolExecutor(threads) if threads > 1 else None
 

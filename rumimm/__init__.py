@@ -81,8 +81,8 @@ __all__ = [
     "DTYPES", "PRESETS", "BlobError", "CRSError", "ChipDataset", "CodecError", "Cube", "FormatError", "Header",
     "Image", "ImageCollection", "Report", "RumiError", "RumiWarning", "WindowError", "Writer", "__version__",
     "build_blob", "catalog", "clean", "convert", "from_geotiff", "get_num_threads", "open", "parse_blobs",
-    "parse_header", "profile_codecs", "quicklook", "read_batch", "read_catalog", "select_bbox", "set_num_threads", "to_dask",
-    "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
+    "parse_header", "profile_codecs", "quicklook", "read_batch", "read_catalog", "select_bbox", "set_num_threads",
+    "to_dask", "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
 ]
 
 

@@ -55,7 +55,7 @@ def _standin_codec(preset: str, enc):
 
 
 def _frames(path, blob) -> bytes:
-    offsets = parse_header(blob).offsets
+    offsets = parse_header(blob).frame_offsets
     with open(path, "rb") as fh:
         fh.seek(int(offsets[0]))
         return fh.read(int(offsets[-1]) - int(offsets[0]))

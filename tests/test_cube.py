@@ -193,7 +193,7 @@ def test_read_batch_names_the_corrupt_frame(tmp_path, stack):
     paths, blobs, _ = stack
     data = bytearray(paths[0].read_bytes())
     hdr = rumimm.Header.parse(blobs[0])
-    start = int(hdr.offsets[0])
+    start = int(hdr.frame_offsets[0])
     data[start + 20:start + 40] = bytes(20)
     (tmp_path / "bad.rumi").write_bytes(bytes(data))
     with pytest.raises(CodecError, match=r"bad.rumi: frame 0 of \d+ \(row 0, col 0, band 0\)"):

@@ -127,7 +127,7 @@ def test_random_02_blobs_parse_or_raise_blob_error_without_large_allocations():
             try:
                 hdr = parse_header(blob, spec="0.2")
                 parsed += 1
-                _ = hdr.offsets, hdr.frames_end
+                _ = hdr.frame_offsets, hdr.frames_end
             except RumiError:
                 pass
         peak = tracemalloc.get_traced_memory()[1]

@@ -477,7 +477,7 @@ def test_a_corrupt_frame_raises_codec_error_naming_the_frame_and_its_position(co
     path, blob, unit = copy_of
     hdr = Header.parse(blob)
     k = hdr.grid.frame_index(1, 2, 0)  # row 1, col 2 (band 0 for tile frames)
-    start, end = int(hdr.offsets[k]), int(hdr.offsets[k + 1])
+    start, end = int(hdr.frame_offsets[k]), int(hdr.frame_offsets[k + 1])
     data = bytearray(path.read_bytes())
     for i in range(start + 8, end, max(1, (end - start) // 16)):
         data[i] ^= 0x5A
@@ -509,7 +509,7 @@ def test_a_blob_with_another_grid_but_the_same_file_size_is_refused(tmp_path, wr
     g = hdr.grid
     n = g.n_frames
     swapped = Grid(g.image_length, g.image_width, g.tile_width, g.tile_length, g.samples_per_pixel, g.unit)
-    counts = np.array(hdr.counts, np.int64)
+    counts = np.array(hdr.frame_byte_counts, np.int64)
     if swapped.n_frames == n:
         lie = build_header(swapped, hdr.encoding, counts)
         with pytest.raises(BlobError, match="does not describe this file"):
@@ -519,7 +519,7 @@ def test_a_blob_with_another_grid_but_the_same_file_size_is_refused(tmp_path, wr
 def test_a_blob_whose_frame_sizes_do_not_match_the_file_raises_codec_error(written):
     path, blob, _ = written
     hdr = Header.parse(blob)
-    counts = np.array(hdr.counts, np.int64)
+    counts = np.array(hdr.frame_byte_counts, np.int64)
     counts[0] += 7  # same total: frame 0 takes 7 bytes of frame 1
     counts[1] -= 7
     lie = build_header(hdr.grid, hdr.encoding, counts)
@@ -641,7 +641,7 @@ def _lie(blob, **over) -> bytes:
     grid = Grid(fields["image_width"], fields["image_length"], fields["tile_width"], fields["tile_length"],
                 fields["samples_per_pixel"], fields["unit"])
     assert grid.n_frames == g.n_frames and grid.base_frame_offset == g.base_frame_offset
-    return build_header(grid, enc, np.array(h.counts))
+    return build_header(grid, enc, np.array(h.frame_byte_counts))
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

@@ -103,7 +103,7 @@ def test_validate_of_a_url_reports_a_corrupt_frame(server, small):
     data = bytearray(path.read_bytes())
     hdr = rumimm.Header.parse(rumimm.build_blob(path))
     k = 5
-    start = int(hdr.offsets[k])
+    start = int(hdr.frame_offsets[k])
     data[start + 8:start + 40] = bytes(32)
     url = server.put("bad.rumi", bytes(data))
     rep = rumimm.validate(url, decode=True, storage_options=FAST)
@@ -326,7 +326,7 @@ def test_a_corrupt_remote_frame_is_a_codec_error_naming_the_url_and_frame(server
     _, p, blob = scenes[4]
     data = bytearray(p.read_bytes())
     hdr = rumimm.Header.parse(blob)
-    start = int(hdr.offsets[9])
+    start = int(hdr.frame_offsets[9])
     data[start + 40:start + 200] = bytes(160)
     url = server.put("corrupt.rumi", bytes(data))
     img = rumimm.open(url, header=blob, cache_bytes=0)

@@ -158,7 +158,7 @@ def _runs(scenes, rows, size):
     total = 0
     for i, ks in frames.items():
         hdr = rumimm.parse_header(scenes[i][2])
-        ranges = [(int(hdr.offsets[k]), int(hdr.offsets[k + 1] - hdr.offsets[k])) for k in sorted(ks)]
+        ranges = [(int(hdr.frame_offsets[k]), int(hdr.frame_offsets[k + 1] - hdr.frame_offsets[k])) for k in sorted(ks)]
         total += len(plan_requests(ranges, DEFAULT_COALESCE))
     return total
 

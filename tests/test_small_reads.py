@@ -54,7 +54,7 @@ def test_small_reads_and_kernel_reads_give_the_same_pixels(tmp_path, monkeypatch
 def _corrupt(path, blob, k, part):
     """Flip bytes of frame k: in its OpenZL header (checked before decoding) or its payload."""
     hdr = Header.parse(blob)
-    start, end = int(hdr.offsets[k]), int(hdr.offsets[k + 1])
+    start, end = int(hdr.frame_offsets[k]), int(hdr.frame_offsets[k + 1])
     if part == "payload":
         start = (start + end) // 2
     data = bytearray(path.read_bytes())

@@ -167,7 +167,7 @@ def test_a_one_band_cell_file_from_the_reference_carries_frame_unit_tile_and_ind
     as_cell = bytearray(cell_blob)
     as_cell[22] = 1
     h = Header.parse(bytes(as_cell))
-    assert h.frame_unit is FrameUnit.CELL and h.offsets.tolist() == Header.parse(cell_blob).offsets.tolist()
+    assert h.frame_unit is FrameUnit.CELL and h.frame_offsets.tolist() == Header.parse(cell_blob).frame_offsets.tolist()
     assert np.array_equal(peer.peer_read(tmp_path / "c.rumi", bytes(as_cell)), arr)
     rep = validate(tmp_path / "c.rumi", header=bytes(as_cell))
     assert rep.ok, rep.header_violations

@@ -87,7 +87,7 @@ def test_every_byte_before_the_first_frame_is_the_spec_layout(tmp_path, rng, sha
     for kwargs, (model, epsg, raster) in SPEC_GEOREFS:
         path = tmp_path / "s.rumi"
         blob = rumimm.write(path, a, tile=tile, unit=unit, **kwargs)
-        counts = [int(c) for c in Header.parse(blob).counts]
+        counts = [int(c) for c in Header.parse(blob).frame_byte_counts]
         data = path.read_bytes()
         want_unit = "tile" if shape[0] == 1 else unit  # one band: the writer records tile frames
         want = spec_prefix(shape, tile, want_unit, 32, 2, counts, kwargs.get("transform"), model, epsg, raster)

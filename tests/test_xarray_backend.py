@@ -86,7 +86,7 @@ def test_nothing_is_decoded_at_open_and_a_window_decodes_only_its_frames(tmp_pat
     path = tmp_path / "c.rumi"
     blob = rumimm.write(path, a, tile=16, threads=1)
     hdr = rumimm.Header.parse(blob)
-    last = int(hdr.offsets[hdr.n_frames - 1])  # the last frame: band 1 of the bottom-right tile
+    last = int(hdr.frame_offsets[hdr.n_frames - 1])  # the last frame: band 1 of the bottom-right tile
     raw = bytearray(path.read_bytes())
     raw[last + 12:last + 20] = bytes(8 * [0xA5])
     path.write_bytes(bytes(raw))

@@ -63,7 +63,7 @@ class BlobParse:
         self.header = Header.parse(self.blob)
         # load the numba kernels here, not in the first timed call (asv --quick times one call)
         Header.parse(self.blob).offset(1)
-        Header.parse(self.blob).offsets
+        Header.parse(self.blob).frame_offsets
 
     def time_parse_one(self, kinds):
         rumimm.Header.parse(self.blob)
@@ -73,7 +73,7 @@ class BlobParse:
 
     def time_unpack_all_offsets(self, kinds):
         # offsets are unpacked lazily: this is parse + the numba prefix-offset kernel
-        rumimm.Header.parse(self.blob).offsets
+        rumimm.Header.parse(self.blob).frame_offsets
 
 
 class BlobBatch:

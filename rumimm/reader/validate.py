@@ -567,7 +567,7 @@ def _check_frame_layout(size: int, values, grid: Grid, f: _Findings, *, trailer:
 def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
     """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
     hdr = parse_header(rep.blob, spec=rep.spec, path=rep.path)
-    offsets, counts, grid = hdr.offsets[:-1], hdr.counts, hdr.grid
+    offsets, counts, grid = hdr.frame_offsets[:-1], hdr.frame_byte_counts, hdr.grid
     rep.checked.append(CHECKED_PROFILE_V2 if rep.spec == "0.2" else CHECKED_PROFILE)
     if frames in ("magic", "headers", "decode"):
         if not _check_frame_magic(buf, offsets, counts, grid, f, rep):
@@ -581,7 +581,7 @@ def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
         rep.checked.append(CHECKED_DECODE)
     if frames in ("headers", "decode") and not f.items:
         ks = sample_frames(hdr.n_frames)
-        spans = [(int(hdr.offsets[k]), int(hdr.offsets[k + 1]) - int(hdr.offsets[k])) for k in ks]
+        spans = [(int(hdr.frame_offsets[k]), int(hdr.frame_offsets[k + 1]) - int(hdr.frame_offsets[k])) for k in ks]
         # a remote object: just these frames, in one call (a span each would be 32 MiB)
         sampled = buf.store.read_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
         rep.codecs, rep.readers = file_readers(sampled,
@@ -654,7 +654,7 @@ def _check_frame_headers(buf, hdr: Header, f: _Findings) -> None:
     """
     from rumimm.codec import check_frame_header
 
-    offs, grid = hdr.offsets, hdr.grid
+    offs, grid = hdr.frame_offsets, hdr.grid
     for k in range(hdr.n_frames):
         row, col, band = grid.frame_position(k)
         label = f"frame {k} (row {row}, col {col}, band {band})"
@@ -669,7 +669,7 @@ def _check_frame_decode(buf, hdr: Header, f: _Findings) -> None:
     from rumimm.codec import FrameDecoder
 
     dec = FrameDecoder()
-    offs = hdr.offsets
+    offs = hdr.frame_offsets
     for k in range(hdr.n_frames):
         frame = np.asarray(buf[int(offs[k]) : int(offs[k + 1])])
         try:
@@ -703,11 +703,12 @@ def compare_header(header, blob: bytes | None, path, spec: str | None = "0.1") -
         name = diffs[0]
         return [f"header blob field {name} is {int(getattr(given, name))} but the file gives "
                 f"{int(getattr(canon, name))}"]
-    differ = np.flatnonzero(given.counts != canon.counts)
+    differ = np.flatnonzero(given.frame_byte_counts != canon.frame_byte_counts)
     if differ.size == 0:
         return []
     k = int(differ[0])
-    return [f"header blob byte count of frame {k} is {int(given.counts[k])} but the file has {int(canon.counts[k])}"]
+    return [f"header blob byte count of frame {k} is {int(given.frame_byte_counts[k])} but the file has "
+            f"{int(canon.frame_byte_counts[k])}"]
 
 
 def validate(path, header=None, *, decode: bool = False, storage_options=None) -> Report:

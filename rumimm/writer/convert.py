@@ -143,7 +143,7 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
         recode = _recode_plan(hdr, spec)
         src = img._open_source()
         file = src.live_store()
-        counts = np.array(hdr.counts, dtype=np.uint64)
+        counts = np.array(hdr.frame_byte_counts, dtype=np.uint64)
         out = AtomicFile(dest)
         try:
             fh = out.fh

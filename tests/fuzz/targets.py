@@ -174,7 +174,7 @@ def header(data: bytes) -> None:
         for k in {0, n // 2, n - 1}:
             assert h.base_frame_offset <= h.offset(k) <= end and h.byte_count(k) >= 0
         if n <= 1 << 16:  # the arrays of every frame: only for a blob whose size bounds the count
-            offsets, counts = np.asarray(h.offsets), np.asarray(h.counts)
+            offsets, counts = np.asarray(h.frame_offsets), np.asarray(h.frame_byte_counts)
             assert offsets.shape == (n + 1,) and counts.shape == (n,)
             assert int(offsets[-1]) == end and int(offsets[-2]) + int(counts[-1]) == end
 
