@@ -469,7 +469,7 @@ def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
         return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
                      "datetime, or START/END for an interval), e.g. --time 2026-01-01")
     try:
-        blob = convert(args.source, args.dest, format=target, codec=args.codec, bands=args.band_texts, time=time,
+        blob = convert(args.source, args.dest, spec=target, codec=args.codec, descriptions=args.band_texts, time=time,
                        progress=_progress() if args.codec else None)
     except TypeError as exc:  # an argument of the wrong kind (the message says which)
         return _fail(str(exc))
@@ -500,8 +500,8 @@ def _convert(args: argparse.Namespace) -> int:
     _warn_small_tile(args.tile)
     t0 = time.perf_counter()
     blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
-                        header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, format=fmt,
-                        bands=args.band_texts, time=time_arg)
+                        header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, spec=fmt,
+                        descriptions=args.band_texts, time=time_arg)
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"

@@ -573,7 +573,7 @@ def test_info_and_validate_name_the_readers_from_the_codecs_of_sampled_frames(ca
     from rumimm.synthetic import eo_scene
 
     path = tmp_path / "r.rumi"
-    kw = {"format": "0.2", "bands": ["a", "b"], "time": ["2026-01-01"]} if fmt == "0.2" else {}
+    kw = {"spec": "0.2", "descriptions": ["a", "b"], "time": ["2026-01-01"]} if fmt == "0.2" else {}
     rumimm.write(path, eo_scene(2, 48, 80, "uint16"), tile=16, codec=codec, **kw)  # 30 frames
     code, out, _ = run(capsys, "info", path, "--json")
     info = json.loads(out)

@@ -62,7 +62,7 @@ def test_a_02_file_of_several_steps_keeps_its_layout_bands_and_time(tmp_path, rn
     arr = rng.integers(0, 3000, (2, 3, 40, 36)).astype(np.uint16)
     src, dst = tmp_path / "a.rumi", tmp_path / "b.rumi"
     time = [("2026-01-01", "2026-02-01"), ("2026-02-01", "2026-03-01")]
-    rumimm.write(src, arr, tile=16, unit="cell", format="0.2", bands=["r", "g", "b"], time=time,
+    rumimm.write(src, arr, tile=16, unit="cell", spec="0.2", descriptions=["r", "g", "b"], time=time,
                  transform=UTM33N, crs=32633)
     blob = rumimm.convert(src, dst, codec="transpose")
     assert blob == rumimm.build_blob(dst)
@@ -77,11 +77,11 @@ def test_a_02_file_of_several_steps_keeps_its_layout_bands_and_time(tmp_path, rn
 def test_re_encoding_can_change_the_spec_too(tmp_path, scene):
     src = tmp_path / "a.rumi"
     rumimm.write(src, scene, tile=32, transform=UTM33N, crs=32633)
-    rumimm.convert(src, tmp_path / "b.rumi", codec="transpose", format="0.2", time=["2026-06-01"])
+    rumimm.convert(src, tmp_path / "b.rumi", codec="transpose", spec="0.2", time=["2026-06-01"])
     with rumimm.open(tmp_path / "b.rumi") as b:
         assert b.spec == "0.2" and b.descriptions == ("band 1", "band 2", "band 3") and b.crs == "EPSG:32633"
         np.testing.assert_array_equal(b[...], scene)
-    rumimm.convert(tmp_path / "b.rumi", tmp_path / "c.rumi", codec="delta", format="0.1")
+    rumimm.convert(tmp_path / "b.rumi", tmp_path / "c.rumi", codec="delta", spec="0.1")
     assert (tmp_path / "c.rumi").read_bytes() == src.read_bytes()  # the same writer, the same frames: same bytes
 
 
@@ -120,7 +120,7 @@ def test_bad_codecs_are_refused_before_the_destination_is_touched(tmp_path, scen
     with pytest.raises(ValueError, match="threads= and progress= apply to re-encoding"):
         rumimm.convert(src, dst, threads=2)
     with pytest.raises(ValueError, match=r"spec 0.1 stores no band texts or time"):
-        rumimm.convert(src, dst, codec="delta", bands=["a", "b", "c"])
+        rumimm.convert(src, dst, codec="delta", descriptions=["a", "b", "c"])
     assert dst.read_bytes() == b"keep me"
     assert sorted(os.listdir(tmp_path)) == ["a.rumi", "b.rumi", "f.rumi"]
 
@@ -151,7 +151,7 @@ def test_rumi_eo_026_reads_a_02_file_re_encoded_with_a_portable_preset(tmp_path,
     peer026.require()
     arr = rng.integers(0, 3000, (2, 3, 40, 36)).astype(np.uint16)
     src, dst = tmp_path / "a.rumi", tmp_path / "b.rumi"
-    rumimm.write(src, arr, tile=16, format="0.2", bands=["r", "g", "b"], time=["2026-01-01", "2026-01-02"],
+    rumimm.write(src, arr, tile=16, spec="0.2", descriptions=["r", "g", "b"], time=["2026-01-01", "2026-01-02"],
                  transform=UTM33N, crs=32633)
     blob = rumimm.convert(src, dst, codec="transpose")
     (info,) = peer026.peer_info([dst])

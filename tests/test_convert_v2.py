@@ -49,19 +49,19 @@ def test_a_01_file_converts_to_02_with_its_frames_and_back_to_the_same_bytes(tmp
         np.testing.assert_array_equal(img[...], arr)
         assert img.crs == "EPSG:32633" and img.transform == (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
     back = tmp_path / "c.rumi"
-    rumimm.convert(v2, back, format="0.1")
+    rumimm.convert(v2, back, spec="0.1")
     assert back.read_bytes() == v1.read_bytes()
 
 
 def test_complex128_frames_are_re_encoded_as_float64_components_for_02(tmp_path, rng):
     arr = (rng.normal(size=(2, 20, 20)) + 1j * rng.normal(size=(2, 20, 20))).astype(np.complex128)
     rumimm.write(tmp_path / "a.rumi", arr, tile=8)
-    rumimm.convert(tmp_path / "a.rumi", tmp_path / "b.rumi", bands=["re", "im"], time=["2026-01-01"])
+    rumimm.convert(tmp_path / "a.rumi", tmp_path / "b.rumi", descriptions=["re", "im"], time=["2026-01-01"])
     assert rumimm.validate(tmp_path / "b.rumi", decode=True).ok
     with rumimm.open(tmp_path / "b.rumi") as img:
         np.testing.assert_array_equal(img[...], arr)
         assert img.descriptions == ("re", "im")
-    rumimm.convert(tmp_path / "b.rumi", tmp_path / "c.rumi", format="0.1")
+    rumimm.convert(tmp_path / "b.rumi", tmp_path / "c.rumi", spec="0.1")
     with rumimm.open(tmp_path / "c.rumi") as img:
         np.testing.assert_array_equal(img[...], arr)
 
@@ -70,7 +70,7 @@ def test_complex128_frames_are_re_encoded_as_float64_components_for_02(tmp_path,
                                   "dtype_bool"])
 def test_reference_02_files_of_one_step_convert_to_01(tmp_path, name):
     out = tmp_path / "v1.rumi"
-    blob = rumimm.convert(DATA / f"{name}.rumi", out, format="0.1")
+    blob = rumimm.convert(DATA / f"{name}.rumi", out, spec="0.1")
     assert rumimm.build_blob(out) == blob and rumimm.validate(out, decode=True).ok
     with rumimm.open(out) as img:
         assert img.spec == "0.1"
@@ -81,7 +81,7 @@ def test_reference_02_files_of_one_step_convert_to_01(tmp_path, name):
 
 def test_what_the_other_spec_cannot_hold_is_refused_before_writing(tmp_path):
     with pytest.raises(RumiError, match=r"has 3 time steps; spec 0.1 holds one"):
-        rumimm.convert(DATA / "cube_u4.rumi", tmp_path / "x.rumi", format="0.1")
+        rumimm.convert(DATA / "cube_u4.rumi", tmp_path / "x.rumi", spec="0.1")
     rumimm.write(tmp_path / "i4.rumi", np.zeros((1, 4, 4), ml_dtypes.int4), tile=4)
     with pytest.raises(RumiError, match=r"int4 has no encoding in rumi spec 0.2"):
         rumimm.convert(tmp_path / "i4.rumi", tmp_path / "x.rumi", time=["2026-01-01"])
@@ -89,7 +89,7 @@ def test_what_the_other_spec_cannot_hold_is_refused_before_writing(tmp_path):
     with pytest.raises(TypeError, match="pass time="):
         rumimm.convert(tmp_path / "u8.rumi", tmp_path / "x.rumi")
     with pytest.raises(ValueError, match="must not be the source"):
-        rumimm.convert(DATA / "img_u0.rumi", DATA / "img_u0.rumi", format="0.1")
+        rumimm.convert(DATA / "img_u0.rumi", DATA / "img_u0.rumi", spec="0.1")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["i4.rumi", "u8.rumi"]
 
 

@@ -150,7 +150,7 @@ def test_an_ambiguous_blob_is_refused_without_format(monkeypatch):
 
     v1 = struct.pack("<IHIIHHHBBBIB", 0x45564F4C, 1, 1, 1, 1, 1, 1, 8, 1, 0, 10, 0)
     monkeypatch.setattr(v2mod, "check_blob2", lambda data: (None, {}))  # pretend it is also a 0.2 blob
-    with pytest.raises(BlobError, match=r"valid as both spec 0.1 .* pass format="):
+    with pytest.raises(BlobError, match=r"valid as both spec 0.1 .* pass spec="):
         v2mod.parse_header(v1)
 
 

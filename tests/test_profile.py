@@ -337,7 +337,7 @@ def test_a_file_that_is_neither_rumi_nor_a_tiff_is_refused_as_not_rumi(tmp_path)
 def test_a_spec_02_file_of_several_steps_is_sampled_across_its_steps(tmp_path, rng):
     a = rng.integers(0, 900, (2, 2, 40, 40)).astype(np.uint16)
     path = tmp_path / "t.rumi"
-    rumimm.write(path, a, tile=16, format="0.2", bands=["a", "b"], time=["2026-01-01", "2026-02-01"])
+    rumimm.write(path, a, tile=16, spec="0.2", descriptions=["a", "b"], time=["2026-01-01", "2026-02-01"])
     p = profile_codecs(path, samples=20, geozl=False, reps=1, presets=["delta"])
     assert p.frame_shape == (16, 16) and {t for t, _, _, _ in p.frames} == {0, 1}
 

@@ -138,11 +138,11 @@ def test_read_frames_gives_each_frame_in_its_layouts_axes():
 
 
 def test_format_must_agree_with_the_file():
-    with pytest.raises(FormatError, match=r"file is rumi spec 0.2 .* format='0.1'"):
-        _open("img_u0", format="0.1")
-    with pytest.raises(ValueError, match="format must be"):
-        _open("img_u0", format="2")
-    with _open("img_u0", format="0.2") as img:
+    with pytest.raises(FormatError, match=r"file is rumi spec 0.2 .* spec='0.1'"):
+        _open("img_u0", spec="0.1")
+    with pytest.raises(ValueError, match="spec must be"):
+        _open("img_u0", spec="2")
+    with _open("img_u0", spec="0.2") as img:
         assert img.spec == "0.2"
 
 

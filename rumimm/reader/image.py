@@ -24,6 +24,7 @@ from functools import cached_property
 
 import numpy as np
 
+from rumimm._deprecation import UNSET, renamed_keyword
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.blob import Header
 from rumimm.format.georef import GEOREF_BYTES, parse_geokeys, split_georef_block
@@ -112,16 +113,17 @@ class Image(RasterioSurface):
         its profile is checked from its first bytes (one request).
     """
 
-    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, format=None,
-                 storage_options=None):
+    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, spec=None,
+                 storage_options=None, format=UNSET):
+        spec = renamed_keyword("Image", "format", "spec", format, spec)
         remote = is_remote(path)
         if not remote and storage_options:
             raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
         self._uri = path if remote else None
         self._storage_options = dict(storage_options) if storage_options else None
         self.path = public_name(path) if remote else os.fspath(path)
-        if format not in (None, "0.1", "0.2"):
-            raise ValueError(f"format must be '0.1' or '0.2', got {format!r}")
+        if spec not in (None, "0.1", "0.2"):
+            raise ValueError(f"spec must be '0.1' or '0.2', got {spec!r}")
         cache: _cache.FrameCache | None
         if cache_bytes is None:
             cache, private = _cache.shared(), False
@@ -130,9 +132,9 @@ class Image(RasterioSurface):
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
         georef = None
         if remote:
-            file, hdr, magic0, trailer, georef = _open_remote(path, header, format, self._storage_options)
+            file, hdr, magic0, trailer, georef = _open_remote(path, header, spec, self._storage_options)
         else:
-            file, hdr, magic0, trailer = self._open_local(header, format)
+            file, hdr, magic0, trailer = self._open_local(header, spec)
         self._init(hdr, cache_bytes, verify)
         self._trailer = trailer
         if georef is not None:  # parsed from the first request of an open without a blob: no second request
@@ -143,16 +145,16 @@ class Image(RasterioSurface):
                                                                      magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
-    def _open_local(self, header, format):
+    def _open_local(self, header, want):
         """(store, header, frame 0's magic, trailer or None) of a local file, checked as the docstring says."""
         file = LocalStore(self.path)
         trailer = None
         try:
             spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
-            if format is not None and format != spec:
+            if want is not None and want != spec:
                 starts = "RUMI" if spec == "0.2" else "a BigTIFF header"
                 raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with {starts}), "
-                                  f"but format={format!r} was given")
+                                  f"but spec={want!r} was given")
             hdr = load_header(header, self.path, spec)
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)
@@ -539,7 +541,7 @@ def _check_blob2(file: LocalStore, hdr: Header2, path) -> tuple[int, Trailer]:
     return magic0, trailer
 
 
-def _open_remote(uri: str, header, format, storage_options):
+def _open_remote(uri: str, header, want, storage_options):
     """(store, header, frame 0's magic or None, trailer, georeferencing or None) for a remote URI.
 
     With a blob nothing is requested: the store expects the object size the blob implies
@@ -551,7 +553,7 @@ def _open_remote(uri: str, header, format, storage_options):
     object that small, the trailer.
     """
     name = public_name(uri)
-    spec = None if format is None else str(format)
+    spec = None if want is None else str(want)
     hdr = load_header(header, name, spec)
     if isinstance(hdr, Header2):
         store = RemoteStore(uri, storage_options, min_size=hdr.frames_end + min_trailer_bytes(hdr.samples_per_pixel))
@@ -560,8 +562,8 @@ def _open_remote(uri: str, header, format, storage_options):
         return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None, None, None
     store = RemoteStore(uri, storage_options)
     rep = inspect_store(store, strict=True)
-    if format is not None and rep.spec != format:
-        raise FormatError(f"{name}: the object is rumi spec {rep.spec}, but format={format!r} was given")
+    if want is not None and rep.spec != want:
+        raise FormatError(f"{name}: the object is rumi spec {rep.spec}, but spec={want!r} was given")
     hdr = parse_header(rep.blob, spec=rep.spec, path=name)
     trailer = rep.trailer if rep.trailer is not None or rep.spec != "0.2" else _PENDING
     return store, hdr, None, trailer, rep.georef
@@ -648,7 +650,7 @@ def _read_into(img: Image, sel: Selection, out):
 
 def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=None, storage_options=None):
     if not closed:
-        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, format=spec, storage_options=storage_options)
+        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
     img = Image.__new__(Image)  # a closed image stays closed: no file is opened
     remote = is_remote(path)
     img._uri = path if remote else None
@@ -661,8 +663,8 @@ def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=N
     return img
 
 
-def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=None,
-         storage_options=None) -> Image:
+def open(path, header=None, *, cache_bytes=None, verify: bool = True, spec=None,
+         storage_options=None, format=UNSET) -> Image:
     """Open a rumi file for reading: spec 0.1.0 or spec 0.2 (rumi-eo 0.18 and later).
 
     The two are told apart by the file's first bytes (a BigTIFF header or ``RUMI``).
@@ -686,7 +688,7 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=Non
         a private cache of n bytes.
     verify : bool
         Verify OpenZL checksums while decoding (default True).
-    format : {None, "0.1", "0.2"}
+    spec : {None, "0.1", "0.2"}
         The specification the file must follow; None accepts either.
     storage_options : dict, optional
         Remote URIs only: credentials, endpoint and client settings on top of what the
@@ -717,7 +719,8 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=Non
     ...     chip = img[:, 1024:1280, 2048:2304]                   # (B, 256, 256)
     ...     red = img[2]                                          # (Y, X)
     """
-    return Image(path, header, cache_bytes=cache_bytes, verify=verify, format=format, storage_options=storage_options)
+    spec = renamed_keyword("open", "format", "spec", format, spec)
+    return Image(path, header, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
 
 
 def read_frames(img: Image, frames) -> list[np.ndarray]:

@@ -385,7 +385,8 @@ def _catalog_files():
         p1 = scratch("cat1.rumi")
         b1 = rumimm.write(p1, a, tile=8, unit="tile", threads=1)
         p2 = scratch("cat2.rumi")
-        b2 = rumimm.write(p2, a[:1], tile=8, unit="cell", threads=1, format="0.2", time=["2024-01-01"], bands=["b1"])
+        b2 = rumimm.write(p2, a[:1], tile=8, unit="cell", threads=1, spec="0.2", time=["2024-01-01"],
+                          descriptions=["b1"])
         with rumimm.open(p2, b2) as img:
             a2 = img[...]
         _CAT_FILES.extend([(p1, b1, a), (p2, b2, a2)])
@@ -697,8 +698,8 @@ def _remote_files():
         import rumimm
 
         a = (np.arange(3 * 11 * 13, dtype=np.int16) * 97 - 900).reshape(3, 11, 13)
-        for i, kw in enumerate([{}, {"unit": "cell"}, {"format": "0.2", "time": ["2024-05-01"],
-                                                        "bands": ["a", "b", "c"]}]):
+        for i, kw in enumerate([{}, {"unit": "cell"}, {"spec": "0.2", "time": ["2024-05-01"],
+                                                        "descriptions": ["a", "b", "c"]}]):
             path = scratch(f"remote{i}.rumi")
             blob = rumimm.write(path, a, tile=8, threads=1, **kw)
             with open(path, "rb") as f:
