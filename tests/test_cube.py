@@ -75,7 +75,6 @@ def test_cube_read_fills_a_buffer(cube, stack):
     assert cube.read([2], ((2, 7), (30, 36)), out=out) is out
     assert same(out, stack[2][:, [1], 2:7, 30:36])
     assert same(cube.read(1, ((0, 4), (0, 4))), stack[2][:, 0, 0:4, 0:4])  # 1-based, as rasterio
-    assert same(cube.read(bands=0, window=((0, 4), (0, 4))), stack[2][:, 0, 0:4, 0:4])
 
 
 def test_images_on_different_grids_do_not_make_a_cube(tmp_path, stack):

@@ -239,17 +239,13 @@ def test_read_fills_a_caller_buffer_in_place(img, scene):
     assert same(img.read(), scene)
 
 
-def test_read_counts_bands_from_1_as_rasterio_and_bands_keeps_numpy_numbering(img, scene):
+def test_read_counts_bands_from_1_as_rasterio(img, scene):
     assert same(img.read(1), scene[0])
     assert same(img.read([1, 3]), scene[[0, 2]])
     assert same(img.read(indexes=3), scene[2])
-    assert same(img.read(bands=0), scene[0])  # the 0-based path for code written before indexes
-    assert same(img.read(bands=[2, 0]), scene[[2, 0]])
     for bad in (0, 4, [1, 0], -1):
         with pytest.raises(WindowError, match="numbered 1 to 3"):
             img.read(bad)
-    with pytest.raises(TypeError, match="not both"):
-        img.read(1, bands=0)
     with pytest.raises(TypeError, match="1-based"):
         img.read(1.5)
 
@@ -262,7 +258,7 @@ def test_read_rejects_a_wrong_buffer_and_windows_outside_the_image(img):
     with pytest.raises(WindowError):
         img.read(window=((0, 40), (0, 4)))
     with pytest.raises(WindowError):
-        img.read(bands=3)
+        img.read(4)
 
 
 # -- the cache and zero-copy views -----------------------------------------------------

@@ -13,6 +13,7 @@ import operator
 
 import numpy as np
 
+from rumimm._deprecation import UNSET
 from rumimm.errors import RumiError, WindowError
 from rumimm.format import units
 from rumimm.format.georef import split_georef_block
@@ -321,13 +322,14 @@ class Cube(RasterioSurface):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, indexes=None, window=None, out=None, *, bands=None):
+    def read(self, indexes=None, window=None, out=None, *, bands=UNSET):
         """Every image's bands in a window: (N, n, h, w), or (N, h, w) for an int band.
 
-        Arguments as :meth:`rumimm.Image.read`: ``indexes`` from 1 (rasterio's), or ``bands`` from 0.
+        Arguments as :meth:`rumimm.Image.read`: ``indexes`` from 1 (rasterio's); ``bands``
+        (from 0) is deprecated: ``read(b + 1)`` or ``cube[:, b]``.
         """
         shape = self.shape
-        bands = indexes_to_bands(indexes, bands, shape[1])
+        bands = indexes_to_bands(indexes, bands, shape[1], "Cube")
         from rumimm.format.window import select_read
 
         sel = select_read(bands, window, shape[1:])

@@ -437,7 +437,7 @@ class Image(RasterioSurface):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, indexes=None, window=None, out=None, *, bands=None):
+    def read(self, indexes=None, window=None, out=None, *, bands=UNSET):
         """Read bands of a window, optionally into a caller's buffer, as rasterio's ``read``.
 
         Parameters
@@ -453,9 +453,8 @@ class Image(RasterioSurface):
             Written in place and returned; must have the result's shape and this
             image's dtype.
         bands : int or sequence of int, optional
-            Instead of ``indexes``: band(s) counted from 0, as ``img[b]`` counts them
-            (what ``read``'s first argument meant in rumimm 0.1.0: ``read(b)`` became
-            ``read(bands=b)`` or ``read(b + 1)``).
+            Deprecated (two numberings in one call): band(s) counted from 0; use
+            ``read(b + 1)`` or ``img[b]``.
 
         Returns
         -------
@@ -467,7 +466,7 @@ class Image(RasterioSurface):
         WindowError
             A band or window outside the image.
         TypeError
-            Both ``indexes`` and ``bands``.
+            Both ``indexes`` and the deprecated ``bands``.
         CodecError
             A frame is corrupt (the message names it and its grid position).
         """

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from rumimm._deprecation import UNSET, renamed
 from rumimm.errors import RumiError, WindowError
 
 __all__ = [
@@ -77,16 +78,20 @@ def _band_index(bidx, count: int) -> int:
     return int(bidx) - 1
 
 
-def indexes_to_bands(indexes, bands, count: int):
-    """The 0-based ``bands`` selection of ``read(indexes, ..., bands=)``: 1-based ``indexes`` as rasterio, or ``bands``.
+def indexes_to_bands(indexes, bands, count: int, owner: str = "Image"):
+    """The 0-based band selection of ``read(indexes, ...)``: 1-based ``indexes``, as rasterio.
 
-    ``indexes`` (an int or a sequence of ints from 1) is rasterio's argument; ``bands``
-    keeps the 0-based numbering of numpy indexing (``img[b]``) for code written for it.
+    ``bands`` (0-based, deprecated: two numberings in one call) is still taken, with a
+    DeprecationWarning; ``UNSET`` when the caller left it out.
     """
-    if indexes is None:
+    if bands is not UNSET:
+        if indexes is not None:
+            raise TypeError("read() takes indexes (1-based, as rasterio), not also the deprecated bands (0-based)")
+        index = "img[b]" if owner == "Image" else "cube[:, b]"
+        renamed(f"{owner}.read(bands=b)", f"{owner}.read(indexes=b + 1) (1-based, as rasterio) or {index}", stacklevel=4)
         return bands
-    if bands is not None:
-        raise TypeError("read() takes indexes (1-based, as rasterio) or bands (0-based, as img[b]), not both")
+    if indexes is None:
+        return None
     if isinstance(indexes, (int, np.integer)) and not isinstance(indexes, bool):
         return _band_index(indexes, count)
     try:
