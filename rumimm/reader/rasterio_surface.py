@@ -88,7 +88,8 @@ def indexes_to_bands(indexes, bands, count: int, owner: str = "Image"):
         if indexes is not None:
             raise TypeError("read() takes indexes (1-based, as rasterio), not also the deprecated bands (0-based)")
         index = "img[b]" if owner == "Image" else "cube[:, b]"
-        renamed(f"{owner}.read(bands=b)", f"{owner}.read(indexes=b + 1) (1-based, as rasterio) or {index}", stacklevel=4)
+        renamed(f"{owner}.read(bands=b)", f"{owner}.read(indexes=b + 1) (1-based, as rasterio) or {index}",
+                stacklevel=4)
         return bands
     if indexes is None:
         return None
