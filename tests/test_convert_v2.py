@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import spec_reader_v2 as spec
+from affine import Affine
 
 import rumimm
 from rumimm.cli import main
@@ -47,7 +48,7 @@ def test_a_01_file_converts_to_02_with_its_frames_and_back_to_the_same_bytes(tmp
     assert blob == rumimm.build_blob(v2) == spec.blob_of(p)
     with rumimm.open(v2, blob) as img:
         np.testing.assert_array_equal(img[...], arr)
-        assert img.crs == "EPSG:32633" and img.transform == (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
+        assert img.crs == "EPSG:32633" and img.transform == Affine(10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
     back = tmp_path / "c.rumi"
     rumimm.convert(v2, back, spec="0.1")
     assert back.read_bytes() == v1.read_bytes()

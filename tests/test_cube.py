@@ -6,6 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
+from affine import Affine
 
 import rumimm
 from rumimm.errors import CodecError, RumiError, WindowError
@@ -66,7 +67,7 @@ def test_cube_indexing_equals_numpy_on_the_stack(cube, stack, key):
 def test_a_cube_has_four_axes_and_the_images_metadata(cube, stack):
     assert cube.shape == (3, *SHAPE) and cube.ndim == 4 and len(cube) == 3
     assert cube.dtype == np.dtype("int16") and cube.nbytes == stack[2].nbytes
-    assert cube.transform == TRANSFORM and cube.crs == "EPSG:32633" and cube.tile == (TILE, TILE)
+    assert cube.transform == Affine(*TRANSFORM) and cube.crs == "EPSG:32633" and cube.tile == (TILE, TILE)
     assert same(np.asarray(cube), stack[2])
 
 

@@ -16,6 +16,7 @@ import datetime as dt
 import numpy as np
 import peer026
 import pytest
+from affine import Affine
 
 import rumimm
 
@@ -109,7 +110,7 @@ def test_rumimm_reads_what_rumi_eo_wrote(peer_files, name):
             assert list(img.descriptions) == info["bands"]
             assert [str(t) for t in img.time] == info["time"]
             assert img.time_kind == info["time_kind"]
-            assert img.transform == (tuple(info["transform"]) if info["transform"] else None)
+            assert img.transform == (Affine(*info["transform"]) if info["transform"] else None)
             assert img.epsg == info["crs"]
             assert img.pixel_is_point == info["pixel_is_point"]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from affine import Affine
 
 import rumimm
 from rumimm.errors import BlobError, FormatError, WindowError
@@ -92,7 +93,7 @@ def test_band_texts_and_time_come_from_the_trailer():
         assert img.descriptions == ("B2, Blue", "B3, Green", "B4, Red")
         assert img.time == [dt.date(2026, 1, 1)] and img.time_kind == "instant"
         assert img.count == 3 and img.time_count == 1
-        assert img.crs == "EPSG:32633" and img.transform == (10.0, 0.0, 500000.0, 0.0, -10.0, 4100000.0)
+        assert img.crs == "EPSG:32633" and img.transform == Affine(10.0, 0.0, 500000.0, 0.0, -10.0, 4100000.0)
         d = img.to_dict()
         assert d["bands"] == ["B2, Blue", "B3, Green", "B4, Red"] and d["time"] == ["2026-01-01"]
     with _open("cube_interval", with_header=False) as img:

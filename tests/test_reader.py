@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from affine import Affine
 from conftest import openzl_frame, set_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -208,7 +209,7 @@ def test_georeferencing_is_read_from_its_fixed_place_without_the_ifd(tmp_path, s
     blob = write(tmp_path / "g.rumi", scene, tile=TILE, transform=t, crs=32633)
     with rumimm.open(tmp_path / "g.rumi", blob) as a, rumimm.open(tmp_path / "g.rumi") as b:
         for image in (a, b):
-            assert image.transform == t and image.crs == "EPSG:32633" and image.epsg == 32633
+            assert image.transform == Affine(*t) and image.crs == "EPSG:32633" and image.epsg == 32633
             assert image.bounds == (500000.0, 4100000.0 - 370.0, 500000.0 + 530.0, 4100000.0)
             assert image.res == (10.0, 10.0)
             assert image.pixel_is_point is False

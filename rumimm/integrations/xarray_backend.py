@@ -120,7 +120,7 @@ def gdal_transform(transform, pixel_is_point: bool) -> tuple[float, ...]:
     A PixelIsPoint transform maps pixel indices to the pixels' points; GDAL (and so
     rasterio and rioxarray) shift it by half a pixel to describe pixel areas.
     """
-    a, b, c, d, e, f = transform
+    a, b, c, d, e, f = tuple(transform)[:6]  # six numbers, or an Affine (nine)
     if pixel_is_point:  # GDAL's own arithmetic, so the result is GDAL's to the bit
         c, f = c - (a * 0.5 + b * 0.5), f - (d * 0.5 + e * 0.5)
     return (c, a, b, f, d, e)
@@ -170,7 +170,7 @@ def spatial_coords(shape, transform, epsg, pixel_is_point: bool) -> tuple[dict, 
         x, y = pixel_centres(gt, nx, ny)
         coords["x"] = xr.Variable("x", x, {"axis": "X"})
         coords["y"] = xr.Variable("y", y, {"axis": "Y"})
-    var_attrs = {"AREA_OR_POINT": "Point" if pixel_is_point else "Area", "transform": tuple(transform)}
+    var_attrs = {"AREA_OR_POINT": "Point" if pixel_is_point else "Area", "transform": tuple(transform)[:6]}
     return coords, var_attrs
 
 

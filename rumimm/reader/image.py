@@ -23,6 +23,7 @@ import weakref
 from functools import cached_property
 
 import numpy as np
+from affine import Affine
 
 from rumimm._deprecation import UNSET, renamed_keyword
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
@@ -371,12 +372,15 @@ class Image(RasterioSurface):
         return read_metadata(self.path, self.count, bytes(self._header))
 
     @property
-    def transform(self) -> tuple[float, ...] | None:
-        """(x_res, row_rot, x_origin, col_rot, y_res, y_origin), or None without a CRS.
+    def transform(self) -> Affine | None:
+        """The pixel-to-CRS transform as rasterio's ``affine.Affine``, or None without a CRS.
 
-        The order of ``affine.Affine(a, b, c, d, e, f)``: ``Affine(*img.transform)``.
+        ``Affine(a, b, c, d, e, f)``: x = a * col + b * row + c, y = d * col + e * row + f
+        (``a`` the pixel width, ``e`` minus its height for a north-up image).  ``to_dict()``
+        gives the six numbers as a list.
         """
-        return self.georef.transform
+        t = self.georef.transform
+        return None if t is None else Affine(*t)
 
     @property
     def crs(self) -> str | None:
@@ -394,7 +398,7 @@ class Image(RasterioSurface):
     @property
     def bounds(self) -> tuple[float, float, float, float] | None:
         """(left, bottom, right, top) of the image's corners in CRS units, or None."""
-        t = self.transform
+        t = self.georef.transform
         if t is None:
             return None
         a, b, c, d, e, f = t
@@ -406,7 +410,7 @@ class Image(RasterioSurface):
     @property
     def res(self) -> tuple[float, float] | None:
         """(x, y) pixel size in CRS units, or None."""
-        t = self.transform
+        t = self.georef.transform
         if t is None:
             return None
         a, b, _, d, e, _ = t
@@ -416,7 +420,7 @@ class Image(RasterioSurface):
         """JSON-safe summary: the blob's fields plus path, dtype name and georeferencing."""
         out = self._header.to_dict()
         out.update(path=self.path, crs=self.crs, epsg=self.epsg,
-                   transform=None if self.transform is None else list(self.transform),
+                   transform=None if self.georef.transform is None else list(self.georef.transform),
                    pixel_is_point=self.pixel_is_point)
         tr = self._tail()
         if tr is not None:

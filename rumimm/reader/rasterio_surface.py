@@ -1,11 +1,11 @@
-"""The rasterio-shaped surface of an Image (and a Cube): profile, Affine, index/xy, windows.
+"""The rasterio-shaped surface of an Image (and a Cube): profile, band metadata, index/xy, windows.
 
-A rasterio user looks for ``profile``, an ``Affine`` transform, ``index``/``xy`` and
-``block_windows``; :class:`RasterioSurface` adds them on top of the public properties
-its host already has (``shape``, ``dtype``, ``tile``, ``transform``, ``crs``), so the
-host keeps its own tuple-and-string properties unchanged.  ``index`` and ``xy`` are
-plain arithmetic; the members that return rasterio or affine objects import them on
-first use (``pip install 'rumimm[geotiff]'``).
+A rasterio user looks for ``profile``, ``index``/``xy``, ``block_windows`` and the band
+metadata (``nodata``, ``descriptions``, ``scales``, ``offsets``, ...) under rasterio's
+names and meanings; :class:`RasterioSurface` adds them on top of the public properties
+its host already has (``shape``, ``dtype``, ``tile``, ``transform`` (an ``affine.Affine``,
+as rasterio's), ``crs``).  ``index`` and ``xy`` are plain arithmetic; the members that
+return rasterio objects import it on first use (``pip install 'rumimm[geotiff]'``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from affine import Affine
 
 from rumimm._deprecation import UNSET, renamed
 from rumimm.errors import RumiError, WindowError
@@ -45,13 +46,13 @@ def require(module: str):
         return importlib.import_module(module)
     except ImportError:
         top = module.split(".")[0]
-        raise ImportError(f"this needs {top}; pip install 'rumimm[geotiff]' (rasterio and affine)") from None
+        raise ImportError(f"this needs {top}; pip install 'rumimm[geotiff]' (rasterio)") from None
 
 
 def _coefficients(host) -> tuple[float, ...]:
     """The host's six affine coefficients; the identity when it has no georeferencing (as rasterio)."""
     t = host.transform
-    return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0) if t is None else tuple(float(v) for v in t)
+    return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0) if t is None else tuple(float(v) for v in tuple(t)[:6])
 
 
 def _inverse(a, b, c, d, e, f) -> tuple[float, ...]:
@@ -134,9 +135,10 @@ class RasterioSurface:
         return gtiff_profile(self)
 
     @property
-    def affine(self):
-        """The transform as an ``affine.Affine`` (the identity without georeferencing, as rasterio)."""
-        return require("affine").Affine(*_coefficients(self))
+    def affine(self) -> Affine:
+        """Deprecated: ``transform`` (an ``affine.Affine`` now, None without georeferencing)."""
+        renamed(f"{type(self).__name__}.affine", f"{type(self).__name__}.transform")
+        return Affine(*_coefficients(self))
 
     @property
     def pyproj_crs(self):
@@ -262,7 +264,7 @@ class RasterioSurface:
                                  f"got {window!r}") from None
         a, b, c, d, e, f = _coefficients(self)
         x, y = _apply((a, b, c, d, e, f), col, row)
-        return require("affine").Affine(a, b, x, d, e, y)
+        return Affine(a, b, x, d, e, y)
 
     def block_windows(self, bidx: int = 0):
         """Yield ``((i, j), Window)`` for every position of the frame grid, row by row.
@@ -361,7 +363,7 @@ def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=No
                "bigtiff": bigtiff}
     if img.crs is not None:
         profile["crs"] = require("rasterio.crs").CRS.from_user_input(img.crs)
-        profile["transform"] = require("affine").Affine(*img.transform)
+        profile["transform"] = Affine(*tuple(img.transform)[:6])
     meta = getattr(img, "metadata", None)
     if meta is not None:  # the PAM sidecar's nodata and the photometric its colours need
         nodata = {nodata_key(b.nodata) for b in meta.bands}
