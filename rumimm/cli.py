@@ -189,6 +189,7 @@ def describe(path, header: bytes | None = None) -> dict:
     """
     from rumimm.codec import frame_format_version
     from rumimm.reader.image import open as open_image
+    from rumimm.reader.image import raw_frame
     from rumimm.reader.validate import compare_header, file_readers, sample_frames
 
     with open_image(path, cache_bytes=0) as img:
@@ -198,9 +199,9 @@ def describe(path, header: bytes | None = None) -> dict:
             if mismatch:
                 raise BlobError(f"{where(img.path)}{mismatch[0]}")
         g = img.georef
-        frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
+        frame0 = raw_frame(img, 0)  # as stored: a preset must re-make these bytes
         sampled = sample_frames(h.n_frames)  # which readers decode it: the codecs of a few frames
-        codecs, readers = file_readers([img.raw_frame(k) for k in sampled], img.spec,
+        codecs, readers = file_readers([raw_frame(img, k) for k in sampled], img.spec,
                                        [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
         geo = g.epsg is not None
         out = {"path": img.path, **h.to_dict()}  # a URI without its query string

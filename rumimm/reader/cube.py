@@ -20,7 +20,7 @@ from rumimm.format.georef import split_georef_block
 from rumimm.format.v2 import Grid2
 from rumimm.format.window import Run, select, window_bounds
 from rumimm.reader import engine, layouts
-from rumimm.reader.image import Image
+from rumimm.reader.image import Image, georef_block
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.remote import read_many
 
@@ -123,7 +123,7 @@ def _fetch_interleaved(images, runs) -> dict:
 
 def _georef_block(img: Image) -> bytes | None:
     """The 160 bytes of the two georeferencing tags, or None when no CRS is set."""
-    block = img.georef_block()
+    block = georef_block(img)
     _, keys = split_georef_block(block)
     if int(keys[7]) == 0:  # GTModelTypeGeoKey 0: undefined georeferencing
         return None

@@ -25,7 +25,7 @@ from functools import cached_property
 import numpy as np
 from affine import Affine
 
-from rumimm._deprecation import UNSET, renamed_keyword
+from rumimm._deprecation import UNSET, renamed, renamed_keyword
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.blob import Header
 from rumimm.format.georef import GEOREF_BYTES, parse_geokeys, split_georef_block
@@ -40,7 +40,7 @@ from rumimm.reader.remote import RemoteStore, is_remote, public_name
 from rumimm.reader.store import LocalStore
 from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD walk, used only when no blob is given
 
-__all__ = ["Image", "load_header", "open", "read_frames"]
+__all__ = ["Image", "georef_block", "load_header", "open", "raw_frame", "read_frames"]
 
 _tokens = itertools.count(1)
 _PENDING: Trailer = Trailer.__new__(Trailer)  # a remote spec 0.2 image's trailer, fetched on first use
@@ -351,7 +351,7 @@ class Image(RasterioSurface):
         They sit at fixed places right before the first frame (the matrix 160 bytes
         before it, the key directory 32 bytes before it), so no IFD is parsed.
         """
-        matrix, keys = split_georef_block(self.georef_block())
+        matrix, keys = split_georef_block(georef_block(self))
         geo, bad = parse_geokeys(keys, matrix)
         if bad or geo is None:
             raise FormatError(f"{where(self.path)}{bad[0] if bad else 'unreadable georeferencing'}")
@@ -491,16 +491,14 @@ class Image(RasterioSurface):
 
 
     def raw_frame(self, k: int) -> bytes:
-        """Frame ``k`` as stored in the file: its OpenZL bytes, not decoded (``rumimm info`` reads frame 0)."""
-        fs = self._open_source()
-        if not 0 <= int(k) < fs.n_frames:
-            raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
-        return bytes(fs.read_frame(int(k)))
+        """Deprecated: ``rumimm.reader.image.raw_frame(img, k)`` (a tool's, not a dataset member)."""
+        renamed("Image.raw_frame(k)", "rumimm.reader.image.raw_frame(img, k)")
+        return raw_frame(self, k)
 
     def georef_block(self) -> bytes:
-        """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
-        base = self._grid.base_frame_offset
-        return bytes(self._open_source().live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
+        """Deprecated: ``rumimm.reader.image.georef_block(img)`` (a tool's, not a dataset member)."""
+        renamed("Image.georef_block()", "rumimm.reader.image.georef_block(img)")
+        return georef_block(self)
 
     def _open_source(self) -> engine.FrameSource:
         src = self._source
@@ -724,6 +722,20 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, spec=None,
     """
     spec = renamed_keyword("open", "format", "spec", format, spec)
     return Image(path, header, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
+
+
+def raw_frame(img: Image, k: int) -> bytes:
+    """Frame ``k`` as stored in the file: its OpenZL bytes, not decoded (``rumimm info`` reads frame 0)."""
+    fs = img._open_source()
+    if not 0 <= int(k) < fs.n_frames:
+        raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
+    return bytes(fs.read_frame(int(k)))
+
+
+def georef_block(img: Image) -> bytes:
+    """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
+    base = img._grid.base_frame_offset
+    return bytes(img._open_source().live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
 
 
 def read_frames(img: Image, frames) -> list[np.ndarray]:

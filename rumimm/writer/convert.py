@@ -181,7 +181,9 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
 
 def _georef_values(img) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """The 16 doubles and 16 shorts of the two georeferencing tags, as the source stores them."""
-    matrix, keys = split_georef_block(img.georef_block())
+    from rumimm.reader.image import georef_block
+
+    matrix, keys = split_georef_block(georef_block(img))
     return tuple(float(v) for v in matrix), tuple(int(v) for v in keys)
 
 
