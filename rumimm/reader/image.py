@@ -106,6 +106,8 @@ class Image(RasterioSurface):
         False still checks the decoded size; it decodes default-codec frames up to
         ~10% faster and ``fast`` frames 10-25% faster (hashing is a larger share of
         a faster decoder's time).
+    spec : {None, "0.1", "0.2"}
+        The specification the file must follow (``Image.spec``); None accepts either.
     storage_options : dict, optional
         Remote URIs only: client settings (``reader.remote.RemoteStore``).  A remote
         file opened with a blob is not read at open: its size (reported by the first
