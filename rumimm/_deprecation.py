@@ -1,13 +1,16 @@
 """Renamed public names: the old one keeps working for one release and warns, naming its successor.
 
-Every message reads ``"<old> is deprecated; use <new>"`` so that one warning filter
-(``pyproject.toml``'s pytest ``filterwarnings``) turns any use of an old name inside
-rumimm, its tests and its docs into an error; docs/migration.md lists the renames.
+Every message reads ``"<old> is deprecated; use <new>"``, as a ``RenamedWarning`` (a
+DeprecationWarning) so that one warning filter (``pyproject.toml``'s pytest
+``filterwarnings``) turns any use of an old name inside rumimm, its tests and its docs
+into an error, and no other library's warning; docs/migration.md lists the renames.
 """
 
 from __future__ import annotations
 
 import warnings
+
+from rumimm.errors import RenamedWarning
 
 __all__ = ["UNSET", "renamed", "renamed_keyword"]
 
@@ -24,7 +27,7 @@ UNSET = _Unset()
 
 def renamed(old: str, new: str, stacklevel: int = 3) -> None:
     """Warn that ``old`` is deprecated in favour of ``new`` (``stacklevel`` 3: the caller of the shim)."""
-    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(f"{old} is deprecated; use {new}", RenamedWarning, stacklevel=stacklevel)
 
 
 def renamed_keyword(func: str, old: str, new: str, old_value, new_value, default=None, stacklevel: int = 4):

@@ -12,6 +12,7 @@ __all__ = [
     "CRSError",
     "CodecError",
     "FormatError",
+    "RenamedWarning",
     "RumiError",
     "RumiWarning",
     "WindowError",
@@ -45,6 +46,10 @@ class CRSError(RumiError):
 
 class RumiWarning(UserWarning):
     """A recoverable oddity, such as a non-canonical but readable blob."""
+
+
+class RenamedWarning(DeprecationWarning):
+    """A public name was renamed; the old one works for one release (docs/migration.md names its successor)."""
 
 
 def where(path) -> str:

@@ -2,7 +2,7 @@
 
 docs/migration.md lists the renames.  Everywhere else in the tests (and the docs' code) an
 old name is an error: pyproject.toml's ``filterwarnings`` turns these DeprecationWarnings into
-exceptions, and ``pytest.warns`` below catches them before that filter sees them.
+exceptions (``RenamedWarning``, a DeprecationWarning), and ``pytest.warns`` below catches them first.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from affine import Affine
 
 import rumimm
+from rumimm.errors import RenamedWarning
 from rumimm.reader.image import georef_block, raw_frame
 
 UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
@@ -36,7 +37,7 @@ def _warns(old: str, new: str):
     """pytest.warns for the one message every rename gives."""
     import re
 
-    return pytest.warns(DeprecationWarning, match=f"^{re.escape(old)} is deprecated; use {re.escape(new)}")
+    return pytest.warns(RenamedWarning, match=f"^{re.escape(old)} is deprecated; use {re.escape(new)}")
 
 
 # -- top-level names ----------------------------------------------------------------------
@@ -71,7 +72,7 @@ def test_the_warning_points_at_the_callers_line():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rumimm.profile
-    assert caught[0].filename == __file__
+    assert caught[0].filename == __file__ and issubclass(caught[0].category, DeprecationWarning)
 
 
 # -- Header ----------------------------------------------------------------------------
@@ -211,5 +212,5 @@ def test_to_rumi_format_and_bands_are_spec_and_descriptions(tmp_path, scene):
 
 def test_an_old_name_outside_these_tests_is_an_error():
     """The filter in pyproject.toml: without pytest.warns an old name raises."""
-    with pytest.raises(DeprecationWarning, match=r"rumimm\.index is deprecated; use rumimm\.build_blob"):
+    with pytest.raises(RenamedWarning, match=r"rumimm\.index is deprecated; use rumimm\.build_blob"):
         rumimm.index
