@@ -159,7 +159,7 @@ def test_write_format_bands_and_format_version_are_spec_descriptions_and_frame_f
     assert blob == new and (tmp_path / "o.rumi").read_bytes() == (tmp_path / "n.rumi").read_bytes()
     with rumimm.open(tmp_path / "o.rumi", blob) as img:
         assert img.spec == "0.2" and img.descriptions == ("a", "b", "c")
-    assert rumimm.validate(tmp_path / "o.rumi", header=blob).format_version == 24
+    assert rumimm.validate(tmp_path / "o.rumi", header=blob).frame_format_version == 24
 
 
 def test_giving_an_old_keyword_and_its_successor_is_refused(tmp_path, scene):
@@ -214,3 +214,10 @@ def test_an_old_name_outside_these_tests_is_an_error():
     """The filter in pyproject.toml: without pytest.warns an old name raises."""
     with pytest.raises(RenamedWarning, match=r"rumimm\.index is deprecated; use rumimm\.build_blob"):
         rumimm.index
+
+
+def test_report_format_version_is_frame_format_version(geo):
+    path, blob = geo
+    rep = rumimm.validate(path, header=blob)
+    with _warns("Report.format_version", "Report.frame_format_version"):
+        assert rep.format_version == rep.frame_format_version == 24

@@ -45,7 +45,7 @@ def test_a_crafted_good_file_is_compliant_and_indexes_to_its_canonical_blob(tmp_
     path.write_bytes(data)
     rep = validate(path)
     assert rep.ok and rep.violations == [] and str(rep) == f"{path}: compliant"
-    assert rep.format_version == 24
+    assert rep.frame_format_version == 24
     assert rep.georef.epsg is None and rep.georef.pixel_is_point is False
     assert rep.blob == c.blob == build_blob(path)
     assert isinstance(rep.header, Header) and rep.header.file_size == len(data)
@@ -147,7 +147,7 @@ def test_the_committed_reference_files_index_to_their_committed_blobs(name):
     blob = (DATA / entry["blob"]).read_bytes()
     assert build_blob(path) == blob
     rep = validate(path, header=blob)
-    assert rep.ok and rep.format_version == 24
+    assert rep.ok and rep.frame_format_version == 24
     assert rep.georef.epsg == entry["crs"] and rep.georef.pixel_is_point is entry["pixel_is_point"]
 
 

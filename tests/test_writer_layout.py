@@ -121,10 +121,10 @@ def test_a_small_default_codec_file_matches_its_golden_sha256(tmp_path):
 
 def test_the_frame_format_version_is_pinned_and_can_be_chosen(tmp_path, scene):
     rumimm.write(tmp_path / "d.rumi", scene, tile=16)
-    assert validate(tmp_path / "d.rumi").format_version == 24
+    assert validate(tmp_path / "d.rumi").frame_format_version == 24
     blob = rumimm.write(tmp_path / "v.rumi", scene, tile=16, frame_format_version=codec.MAX_FORMAT_VERSION)
     rep = validate(tmp_path / "v.rumi", header=blob, decode=True)
-    assert rep.ok and rep.format_version == codec.MAX_FORMAT_VERSION
+    assert rep.ok and rep.frame_format_version == codec.MAX_FORMAT_VERSION
     assert_round_trip(tmp_path / "v.rumi", blob, scene)
 
 

@@ -52,7 +52,7 @@ def assert_compliant(path, blob) -> None:
     assert build_blob(path) == blob
     report = validate(path, header=blob)
     assert report.ok, report.violations
-    assert report.format_version == codec.DEFAULT_FORMAT_VERSION
+    assert report.frame_format_version == codec.DEFAULT_FORMAT_VERSION
     assert spec_reader.check_file(path, blob) == []
     assert spec_reader.blob_from_file(path) == blob
 

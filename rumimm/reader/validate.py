@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rumimm._deprecation import renamed
 from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format import dtypes, units
 from rumimm.format.bigtiff import entry_offset, value_offset
@@ -78,7 +79,8 @@ class Report:
     violations: list[str] = field(default_factory=list)
     blob: bytes | None = None
     georef: Georef | None = None
-    format_version: int | None = None
+    #: The OpenZL frame format version of the frames (not the file's ``spec``).
+    frame_format_version: int | None = None
     header_violations: list[str] = field(default_factory=list)
     #: The specification the file follows, ``"0.1"`` or ``"0.2"`` (None when not even that is clear).
     spec: str | None = None
@@ -93,6 +95,12 @@ class Report:
     codecs: frozenset | None = None
     #: The frame indices sampled to find ``readers`` and ``codecs``.
     sampled_frames: tuple[int, ...] = ()
+
+    @property
+    def format_version(self) -> int | None:
+        """Deprecated: ``frame_format_version`` (``spec`` is the file's format)."""
+        renamed("Report.format_version", "Report.frame_format_version")
+        return self.frame_format_version
 
     @property
     def ok(self) -> bool:
@@ -642,7 +650,7 @@ def _check_frame_magic(buf, offsets, counts, grid, f: _Findings, rep: Report) ->
         f.add(f"frame {k} uses OpenZL format version {int(version[k])} but frame 0 uses {int(version[0])}; "
               "all frames must use one pinned format version")
         return False
-    rep.format_version = int(version[0])
+    rep.frame_format_version = int(version[0])
     return True
 
 
