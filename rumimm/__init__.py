@@ -6,7 +6,9 @@
 ...     chip = img[:, 1024:1280, 2048:2304]
 
 Most public names are imported on first use (the writer, reader, cube and codec
-modules); ``index``/``validate`` are bound at import.  Importing rumimm, opening a
+modules); ``build_blob``/``validate`` are bound at import.  Renamed names keep
+working for one release through ``_DEPRECATED`` (a DeprecationWarning naming the
+successor; docs/migration.md).  Importing rumimm, opening a
 file and reading its metadata load neither numba nor OpenZL: the read engine loads
 them at the first pixel read (``rumimm.reader.engine.load``).
 """
@@ -14,6 +16,7 @@ them at the first pixel read (``rumimm.reader.engine.load``).
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING
 
 from rumimm._version import __version__
@@ -21,7 +24,7 @@ from rumimm.errors import BlobError, CodecError, CRSError, FormatError, RumiErro
 
 # Bound eagerly: ``validate`` is also a submodule name, and a lazy binding would be
 # replaced by the module object the first time anything imports ``rumimm.validate``.
-from rumimm.reader.validate import Report, index, validate
+from rumimm.reader.validate import Report, build_blob, validate
 
 _LAZY = {
     "open": "rumimm.reader.image",
@@ -50,7 +53,7 @@ _LAZY = {
     "ChipDataset": "rumimm.integrations.chips",
     "clean": "rumimm.writer.atomic",
     "convert": "rumimm.writer.convert",
-    "profile": "rumimm.writer.profile",
+    "profile_codecs": "rumimm.writer.profile",
 }
 
 if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never run
@@ -70,20 +73,33 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
     from rumimm.reader.threads import get_num_threads, set_num_threads
     from rumimm.writer.atomic import clean
     from rumimm.writer.convert import convert
-    from rumimm.writer.profile import profile
+    from rumimm.writer.profile import profile_codecs
     from rumimm.writer.writer import Writer, write
 
 # A literal list (ruff and mypy read it): the names of _LAZY, the eager ones above, and __version__.
 __all__ = [
     "DTYPES", "PRESETS", "BlobError", "CRSError", "ChipDataset", "CodecError", "Cube", "FormatError", "Header",
     "Image", "ImageCollection", "Report", "RumiError", "RumiWarning", "WindowError", "Writer", "__version__",
-    "catalog", "clean", "convert", "from_geotiff", "get_num_threads", "index", "open", "parse_blobs",
-    "parse_header", "profile", "quicklook", "read_batch", "read_catalog", "select_bbox", "set_num_threads", "to_dask",
-    "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
+    "build_blob", "catalog", "clean", "convert", "from_geotiff", "get_num_threads", "open", "parse_blobs",
+    "parse_header", "profile_codecs", "quicklook", "read_batch", "read_catalog", "select_bbox", "set_num_threads",
+    "to_dask", "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
 ]
 
 
+#: Old top-level name -> its successor (PEP 562: the old name warns on every use, so it is never cached).
+_DEPRECATED = {
+    "index": "build_blob",        # rebuilds a file's blob; Image.index(x, y) is rasterio's pixel lookup
+    "profile": "profile_codecs",  # times codec recipes; Image.profile is rasterio's creation options
+}
+
+
 def __getattr__(name: str):
+    new = _DEPRECATED.get(name)
+    if new is not None:
+        from rumimm._deprecation import renamed
+
+        renamed(f"rumimm.{name}", f"rumimm.{new}")
+        return getattr(sys.modules[__name__], new)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'rumimm' has no attribute {name!r}")

@@ -184,12 +184,12 @@ def describe(path, header: bytes | None = None) -> dict:
     """JSON-safe summary of a compliant file (raises FormatError/BlobError otherwise).
 
     The file is opened once, as one Image: opening it checks the whole file profile
-    (the IFD walk of ``rumimm.index``), ``header`` is then compared with the blob that
+    (the IFD walk of ``rumimm.build_blob``), ``header`` is then compared with the blob that
     walk rebuilt, and the codec is recognised from the Image's first frame.
     """
     from rumimm.codec import frame_format_version
     from rumimm.format.profile_checks import compare_header
-    from rumimm.reader.image import frame_source
+    from rumimm.reader.image import frame_source, raw_frame
     from rumimm.reader.image import open as open_image
     from rumimm.reader.validate import file_readers, sample_frames
 
@@ -200,9 +200,9 @@ def describe(path, header: bytes | None = None) -> dict:
             if mismatch:
                 raise BlobError(f"{where(img.path)}{mismatch[0]}")
         g = img.georef
-        frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
+        frame0 = raw_frame(img, 0)  # as stored: a preset must re-make these bytes
         sampled = sample_frames(h.n_frames)  # which readers decode it: the codecs of a few frames
-        codecs, readers = file_readers([img.raw_frame(k) for k in sampled], img.spec,
+        codecs, readers = file_readers([raw_frame(img, k) for k in sampled], img.spec,
                                        [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
         geo = g.epsg is not None
         out = {"path": img.path, **h.to_dict()}  # a URI without its query string
@@ -353,11 +353,11 @@ def _index_args(p: argparse.ArgumentParser) -> None:
 
 def _index(args: argparse.Namespace) -> int:
     from rumimm.format.v2 import parse_header
-    from rumimm.reader.validate import index
+    from rumimm.reader.validate import build_blob
 
     if args.output is None and not args.hex and sys.stdout.isatty():
         return _fail("the header blob is binary; write it to a file with -o BLOB, pipe it, or print it with --hex")
-    blob = index(args.path)
+    blob = build_blob(args.path)
     if args.hex:
         print(blob.hex())
     elif args.output is None:
@@ -450,10 +450,10 @@ def _rumi_spec(path: str) -> str | None:
     if head != b"II+\x00":
         return None
     from rumimm.errors import FormatError
-    from rumimm.reader.validate import index
+    from rumimm.reader.validate import build_blob
 
     try:
-        index(path)
+        build_blob(path)
     except FormatError:
         return None  # a BigTIFF, but not a rumi file: a GeoTIFF for GDAL
     return "0.1"
@@ -471,7 +471,7 @@ def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
         return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
                      "datetime, or START/END for an interval), e.g. --time 2026-01-01")
     try:
-        blob = convert(args.source, args.dest, format=target, codec=args.codec, bands=args.band_texts, time=time,
+        blob = convert(args.source, args.dest, spec=target, codec=args.codec, descriptions=args.band_texts, time=time,
                        progress=_progress() if args.codec else None)
     except TypeError as exc:  # an argument of the wrong kind (the message says which)
         return _fail(str(exc))
@@ -502,8 +502,8 @@ def _convert(args: argparse.Namespace) -> int:
     _warn_small_tile(args.tile)
     t0 = time.perf_counter()
     blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
-                        header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, format=fmt,
-                        bands=args.band_texts, time=time_arg)
+                        header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, spec=fmt,
+                        descriptions=args.band_texts, time=time_arg)
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
@@ -638,11 +638,11 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from rumimm.writer.profile import profile
+    from rumimm.writer.profile import profile_codecs
 
     if "://" not in args.path and not os.path.exists(args.path):
         return _fail(f"{args.path}: no such file")
-    result = profile(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
+    result = profile_codecs(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
                      presets=args.presets, geozl=not args.no_geozl, budget=args.budget,
                      tolerance=args.tolerance, require=args.require)
     if args.json:

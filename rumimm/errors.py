@@ -17,6 +17,7 @@ __all__ = [
     "CRSError",
     "CodecError",
     "FormatError",
+    "RenamedWarning",
     "RumiError",
     "RumiWarning",
     "WindowError",
@@ -50,6 +51,10 @@ class CRSError(RumiError):
 
 class RumiWarning(UserWarning):
     """A recoverable oddity, such as a non-canonical but readable blob."""
+
+
+class RenamedWarning(DeprecationWarning):
+    """A public name was renamed; the old one works for one release (docs/migration.md names its successor)."""
 
 
 def where(path: StrPath | None) -> str:

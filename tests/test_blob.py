@@ -69,8 +69,8 @@ def test_build_then_parse_round_trips_every_field_count_and_offset(case):
     assert h.encoding is enc and h.dtype == enc.dtype
     assert h.shape == g.shape and h.n_frames == g.n_frames
     assert h.frame_unit is g.unit
-    assert h.counts.dtype == np.uint64 and h.counts.tolist() == counts.tolist()
-    offsets = h.offsets
+    assert h.frame_byte_counts.dtype == np.uint64 and h.frame_byte_counts.tolist() == counts.tolist()
+    offsets = h.frame_offsets
     assert offsets.dtype == np.uint64 and offsets.shape == (g.n_frames + 1,)
     assert offsets[0] == g.base_frame_offset == h.base_frame_offset
     assert np.array_equal(np.diff(offsets), counts)
@@ -93,7 +93,7 @@ def test_offset_of_k_equals_offsets_k_for_every_frame_of_a_ragged_image(rng):
     g = Grid(1000, 700, 64, 48, 5, FrameUnit.TILE)
     counts = rng.integers(1000, 90000, g.n_frames)
     h = Header.parse(build_header(g, encoding(1, 16), counts))
-    offsets = h.offsets
+    offsets = h.frame_offsets
     assert [h.offset(k) for k in range(g.n_frames + 1)] == offsets.tolist()
     assert offsets[-1] == h.file_size
 
@@ -104,7 +104,7 @@ def test_equal_counts_take_zero_bits_and_no_packed_bytes():
     assert len(blob) == 28
     h = Header.parse(blob)
     assert h.count_bits == 0 and h.count_min == 77
-    assert h.counts.tolist() == [77] * 36
+    assert h.frame_byte_counts.tolist() == [77] * 36
     assert h.offset(36) == g.base_frame_offset + 36 * 77
 
 
@@ -133,7 +133,7 @@ def test_header_parse_of_a_header_returns_it_and_headers_compare_by_bytes():
     assert hash(h) == hash(Header.parse(blob))
     assert bytes(h) == h.to_bytes() == blob and len(h) == len(blob)
     assert "uint8" in repr(h) and "frames=36" in repr(h)
-    assert h.counts.flags.writeable is False and h.offsets.flags.writeable is False
+    assert h.frame_byte_counts.flags.writeable is False and h.frame_offsets.flags.writeable is False
     assert Header.parse(np.frombuffer(blob, dtype=np.uint8)) == h
 
 
@@ -188,7 +188,7 @@ def good_raw(**over) -> bytes:
 
 def test_the_hand_made_good_blob_is_valid():
     h = Header.parse(good_raw())
-    assert h.n_frames == 36 and h.counts.tolist() == [100, 105, 103, 107] * 9
+    assert h.n_frames == 36 and h.frame_byte_counts.tolist() == [100, 105, 103, 107] * 9
     assert spec_reader.check_blob(good_raw()) == []
 
 
@@ -382,7 +382,7 @@ def test_parse_blobs_checks_a_million_blobs_in_one_pass_and_gets_every_one_right
     assert ok.sum() == m - 80_000 and np.all(out["n_frames"][ok] == 4)
     for i in r.choice(np.flatnonzero(ok), 50, replace=False):  # spot-check counts through Header
         h = Header.parse(flat[32 * i: 32 * i + 32].tobytes())
-        assert h.counts.tolist() == (rec["cmin"][i] + res[i].astype(np.uint64)).tolist()
+        assert h.frame_byte_counts.tolist() == (rec["cmin"][i] + res[i].astype(np.uint64)).tolist()
     # the list-of-bytes form gives the same answer (first 100,000)
     part = list(map(bytes, flat.reshape(m, 32)[:100_000]))
     assert np.array_equal(parse_blobs(part, errors="status")["status"], expected[:100_000])
@@ -426,7 +426,8 @@ def test_the_largest_addressable_blob_answers_offsets_without_allocating_them():
         assert h.offset(n) == h.file_size == h.base_frame_offset + 4 * n
         assert h.offset(n // 2) == h.base_frame_offset + 4 * (n // 2)
         assert h.byte_count(n - 1) == 4
-        assert h.counts.shape == (n,) and int(h.counts[n - 7]) == 4  # a broadcast view, not an array
+        counts = h.frame_byte_counts
+        assert counts.shape == (n,) and int(counts[n - 7]) == 4  # a broadcast view, not an array
         assert h.to_dict()["frames"] == n and "frames=" in repr(h)
 
     assert _peak_bytes(answer) < 1 << 20

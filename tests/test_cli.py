@@ -18,7 +18,7 @@ import rumimm
 from rumimm import cli, demo
 from rumimm.format import georef
 from rumimm.format.blob import Header
-from rumimm.reader.validate import index, validate
+from rumimm.reader.validate import build_blob, validate
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def test_index_writes_the_canonical_blob(capsys, files, tmp_path):
     out_path = tmp_path / "geo.blob"
     code, out, err = run(capsys, "index", paths["geo"], "-o", out_path)
     assert code == 0 and err == ""
-    assert out_path.read_bytes() == crafted["geo"].blob == index(paths["geo"])
+    assert out_path.read_bytes() == crafted["geo"].blob == build_blob(paths["geo"])
     assert str(out_path) in out and "12 frames" in out
 
 
@@ -230,7 +230,7 @@ def test_the_demo_subcommand_writes_reads_and_checks_every_pixel(tmp_path, capsy
     out, err = capsys.readouterr()
     assert "validate: compliant" in out and err == ""
     assert out.count("exact=True") == 4 and "exact=False" not in out
-    assert index(tmp_path / "demo.rumi") == validate(tmp_path / "demo.rumi").blob
+    assert build_blob(tmp_path / "demo.rumi") == validate(tmp_path / "demo.rumi").blob
     assert "temporary" not in out
 
 
@@ -311,7 +311,7 @@ def test_convert_then_export_round_trips_through_the_command_line(capsys, tif, t
     assert out.startswith(f"{tmp_path / 'x.rumi'}: ") and f"header blob in {tmp_path / 'x.blob'}" in out
     assert err == ""  # the nodata goes into the sidecar x.rumi.aux.xml
     assert (tmp_path / "x.rumi.aux.xml").is_file()
-    assert (tmp_path / "x.blob").read_bytes() == index(tmp_path / "x.rumi")
+    assert (tmp_path / "x.blob").read_bytes() == build_blob(tmp_path / "x.rumi")
     code, out, err = run(capsys, "export", tmp_path / "x.rumi", tmp_path / "x.tif", "--header", tmp_path / "x.blob",
                          "--compress", "deflate")
     assert code == 0 and err == "" and out.startswith(f"{tmp_path / 'x.tif'}: GeoTIFF, ")
@@ -573,7 +573,7 @@ def test_info_and_validate_name_the_readers_from_the_codecs_of_sampled_frames(ca
     from rumimm.synthetic import eo_scene
 
     path = tmp_path / "r.rumi"
-    kw = {"format": "0.2", "bands": ["a", "b"], "time": ["2026-01-01"]} if fmt == "0.2" else {}
+    kw = {"spec": "0.2", "descriptions": ["a", "b"], "time": ["2026-01-01"]} if fmt == "0.2" else {}
     rumimm.write(path, eo_scene(2, 48, 80, "uint16"), tile=16, codec=codec, **kw)  # 30 frames
     code, out, _ = run(capsys, "info", path, "--json")
     info = json.loads(out)

@@ -532,7 +532,7 @@ def test_spec_02_files_default_to_fast_frames(tmp_path):
     import rumimm
 
     arr = eo_scene(2, 64, 64, "uint16", seed=4)
-    kw = {"tile": 32, "format": "0.2", "bands": ["a", "b"], "time": ["2026-01-01"]}
+    kw = {"tile": 32, "spec": "0.2", "descriptions": ["a", "b"], "time": ["2026-01-01"]}
     rumimm.write(tmp_path / "d.rumi", arr, **kw)
     rumimm.write(tmp_path / "f.rumi", arr, codec="fast", **kw)
     rumimm.write(tmp_path / "p.rumi", arr, codec="portable", **kw)

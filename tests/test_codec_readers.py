@@ -55,7 +55,7 @@ def _standin_codec(preset: str, enc):
 
 
 def _frames(path, blob) -> bytes:
-    offsets = parse_header(blob).offsets
+    offsets = parse_header(blob).frame_offsets
     with open(path, "rb") as fh:
         fh.seek(int(offsets[0]))
         return fh.read(int(offsets[-1]) - int(offsets[0]))
@@ -67,7 +67,7 @@ def _write(tmp, preset, name, spec, reader_reads_dtype):
     enc = encoding_for_dtype(arr.dtype)
     real = tmp / f"{preset}-{name}-real.rumi"
     real_blob = rumimm.write(real, arr, tile=TILE, codec=preset)
-    kw = {"format": "0.2", "bands": ["a", "b"], "time": ["2026-01-01"]} if spec == "0.2" else {}
+    kw = {"spec": "0.2", "descriptions": ["a", "b"], "time": ["2026-01-01"]} if spec == "0.2" else {}
     path = tmp / f"{preset}-{name}-{spec}.rumi"
     if reader_reads_dtype:
         blob = rumimm.write(path, arr, tile=TILE, codec=preset, **kw)

@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import spec_reader_v2 as spec
+from affine import Affine
 
 import rumimm
 from rumimm.cli import main
@@ -24,7 +25,7 @@ import make_fixtures_v2 as make_fixtures  # noqa: E402  (not tests/data/make_fix
 
 
 def _frames_v1(path) -> bytes:
-    blob = rumimm.index(path)
+    blob = rumimm.build_blob(path)
     hdr = rumimm.Header.parse(blob)
     return Path(path).read_bytes()[hdr.base_frame_offset:]
 
@@ -44,24 +45,24 @@ def test_a_01_file_converts_to_02_with_its_frames_and_back_to_the_same_bytes(tmp
     p = spec.parse_file(v2)
     assert p["unit"] == layout and p["texts"] == ["band 1", "band 2", "band 3"]
     assert _frames_v2(v2) == _frames_v1(v1)
-    assert blob == rumimm.index(v2) == spec.blob_of(p)
+    assert blob == rumimm.build_blob(v2) == spec.blob_of(p)
     with rumimm.open(v2, blob) as img:
         np.testing.assert_array_equal(img[...], arr)
-        assert img.crs == "EPSG:32633" and img.transform == (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
+        assert img.crs == "EPSG:32633" and img.transform == Affine(10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
     back = tmp_path / "c.rumi"
-    rumimm.convert(v2, back, format="0.1")
+    rumimm.convert(v2, back, spec="0.1")
     assert back.read_bytes() == v1.read_bytes()
 
 
 def test_complex128_frames_are_re_encoded_as_float64_components_for_02(tmp_path, rng):
     arr = (rng.normal(size=(2, 20, 20)) + 1j * rng.normal(size=(2, 20, 20))).astype(np.complex128)
     rumimm.write(tmp_path / "a.rumi", arr, tile=8)
-    rumimm.convert(tmp_path / "a.rumi", tmp_path / "b.rumi", bands=["re", "im"], time=["2026-01-01"])
+    rumimm.convert(tmp_path / "a.rumi", tmp_path / "b.rumi", descriptions=["re", "im"], time=["2026-01-01"])
     assert rumimm.validate(tmp_path / "b.rumi", decode=True).ok
     with rumimm.open(tmp_path / "b.rumi") as img:
         np.testing.assert_array_equal(img[...], arr)
         assert img.descriptions == ("re", "im")
-    rumimm.convert(tmp_path / "b.rumi", tmp_path / "c.rumi", format="0.1")
+    rumimm.convert(tmp_path / "b.rumi", tmp_path / "c.rumi", spec="0.1")
     with rumimm.open(tmp_path / "c.rumi") as img:
         np.testing.assert_array_equal(img[...], arr)
 
@@ -70,8 +71,8 @@ def test_complex128_frames_are_re_encoded_as_float64_components_for_02(tmp_path,
                                   "dtype_bool"])
 def test_reference_02_files_of_one_step_convert_to_01(tmp_path, name):
     out = tmp_path / "v1.rumi"
-    blob = rumimm.convert(DATA / f"{name}.rumi", out, format="0.1")
-    assert rumimm.index(out) == blob and rumimm.validate(out, decode=True).ok
+    blob = rumimm.convert(DATA / f"{name}.rumi", out, spec="0.1")
+    assert rumimm.build_blob(out) == blob and rumimm.validate(out, decode=True).ok
     with rumimm.open(out) as img:
         assert img.spec == "0.1"
         np.testing.assert_array_equal(img[...], make_fixtures.source(name).reshape(img.shape))
@@ -81,7 +82,7 @@ def test_reference_02_files_of_one_step_convert_to_01(tmp_path, name):
 
 def test_what_the_other_spec_cannot_hold_is_refused_before_writing(tmp_path):
     with pytest.raises(RumiError, match=r"has 3 time steps; spec 0.1 holds one"):
-        rumimm.convert(DATA / "cube_u4.rumi", tmp_path / "x.rumi", format="0.1")
+        rumimm.convert(DATA / "cube_u4.rumi", tmp_path / "x.rumi", spec="0.1")
     rumimm.write(tmp_path / "i4.rumi", np.zeros((1, 4, 4), ml_dtypes.int4), tile=4)
     with pytest.raises(RumiError, match=r"int4 has no encoding in rumi spec 0.2"):
         rumimm.convert(tmp_path / "i4.rumi", tmp_path / "x.rumi", time=["2026-01-01"])
@@ -89,7 +90,7 @@ def test_what_the_other_spec_cannot_hold_is_refused_before_writing(tmp_path):
     with pytest.raises(TypeError, match="pass time="):
         rumimm.convert(tmp_path / "u8.rumi", tmp_path / "x.rumi")
     with pytest.raises(ValueError, match="must not be the source"):
-        rumimm.convert(DATA / "img_u0.rumi", DATA / "img_u0.rumi", format="0.1")
+        rumimm.convert(DATA / "img_u0.rumi", DATA / "img_u0.rumi", spec="0.1")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["i4.rumi", "u8.rumi"]
 
 

@@ -184,10 +184,10 @@ recipes.
 
 _GROUPS = (
     ("Reading", ["open", "Image", "Cube", "ImageCollection", "read_batch"]),
-    ("Writing", ["write", "Writer", "convert", "profile", "clean"]),
+    ("Writing", ["write", "Writer", "convert", "profile_codecs", "clean"]),
     ("xarray and Dask", ["to_dask", "to_rumi"]),
     ("GeoTIFF and previews", ["from_geotiff", "to_geotiff", "quicklook"]),
-    ("Header blobs and checking files", ["Header", "parse_header", "parse_blobs", "index", "validate", "Report"]),
+    ("Header blobs and checking files", ["Header", "parse_header", "parse_blobs", "build_blob", "validate", "Report"]),
     ("Catalogs and training chips", ["catalog", "write_catalog", "read_catalog", "select_bbox", "ChipDataset"]),
     ("Settings and tables", ["set_num_threads", "get_num_threads", "DTYPES", "PRESETS", "__version__"]),
     ("Errors", ["RumiError", "FormatError", "BlobError", "CodecError", "WindowError", "CRSError", "RumiWarning"]),
@@ -235,7 +235,10 @@ def _signature(obj, name: str) -> str:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return name
-    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    from rumimm._deprecation import UNSET
+
+    # a deprecated keyword (default UNSET) is listed in docs/migration.md, not here
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values() if p.default is not UNSET]
     if params and params[0].name in ("self", "cls"):
         params = params[1:]
     sig = sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
@@ -254,6 +257,8 @@ def _members(cls) -> list[tuple[str, object]]:
             continue
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
+        if (inspect.getdoc(value) or "").startswith("Deprecated"):  # listed in docs/migration.md
+            continue
         if callable(value) or isinstance(value, property) or hasattr(value, "__set_name__"):
             own.append((name, value))
     return own

@@ -56,7 +56,7 @@ def test_opening_and_reading_metadata_load_neither_numba_nor_openzl(scene_file):
             meta = (img.shape, str(img.dtype), img.transform, img.crs, img.bounds, bytes(img.header) == blob)
         with rumimm.open({str(path)!r}) as img:
             meta2 = (img.shape, img.crs)
-        rumimm.index({str(path)!r})
+        rumimm.build_blob({str(path)!r})
         print(after_import, loaded(), meta[0], meta[3], meta[5], meta2)
     """
     out = _run(code)
@@ -370,12 +370,12 @@ def test_reads_while_the_file_is_replaced_see_one_whole_file(tmp_path):
         deadline = time.perf_counter() + 2.0
         while time.perf_counter() < deadline:
             try:
-                blob = rumimm.index(target)
+                blob = rumimm.build_blob(target)
                 rep = rumimm.validate(target)
                 assert rep.ok, str(rep)
                 with rumimm.open(target) as img:
                     assert img.shape in ((2, 300, 300), (2, 500, 500))
-                assert blob in (rumimm.index(a), rumimm.index(b))
+                assert blob in (rumimm.build_blob(a), rumimm.build_blob(b))
             except (RumiError, AssertionError) as exc:
                 errors.append(repr(exc))
             calls += 1

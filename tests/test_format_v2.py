@@ -47,8 +47,8 @@ def test_each_reference_header_parses_to_the_fields_of_its_file(name):
         p["width"], p["length"], p["bands"], p["times"], p["unit"])
     assert hdr.n_frames == p["frames"]
     assert hdr.base_frame_offset == p["offsets"][0] == base_frame_offset2(p["bands"], p["frames"])
-    assert hdr.offsets[:-1].tolist() == list(p["offsets"])
-    assert hdr.counts.tolist() == list(p["counts"])
+    assert hdr.frame_offsets[:-1].tolist() == list(p["offsets"])
+    assert hdr.frame_byte_counts.tolist() == list(p["counts"])
     assert hdr.frames_end == p["offsets"][-1] + p["counts"][-1]
     assert list(hdr.shape) == MANIFEST[name]["shape"]
     assert hdr.layout_name == MANIFEST[name]["frame_layout"]
@@ -150,7 +150,7 @@ def test_an_ambiguous_blob_is_refused_without_format(monkeypatch):
 
     v1 = struct.pack("<IHIIHHHBBBIB", 0x45564F4C, 1, 1, 1, 1, 1, 1, 8, 1, 0, 10, 0)
     monkeypatch.setattr(v2mod, "check_blob2", lambda data: (None, {}))  # pretend it is also a 0.2 blob
-    with pytest.raises(BlobError, match=r"valid as both spec 0.1 .* pass format="):
+    with pytest.raises(BlobError, match=r"valid as both spec 0.1 .* pass spec="):
         v2mod.parse_header(v1)
 
 
@@ -197,7 +197,7 @@ def test_non_canonical_count_encodings_are_refused():
     from rumimm.format.packing import pack_residuals
 
     hdr = Header2.parse(_blob("cube_u0"))
-    counts, cmin, bits = hdr.counts, hdr.count_min, hdr.count_bits
+    counts, cmin, bits = hdr.frame_byte_counts, hdr.count_min, hdr.count_bits
     wide = _set(_blob("cube_u0")[:32], "<B", 31, bits + 1) + pack_residuals(counts, cmin, bits + 1).tobytes()
     with pytest.raises(BlobError, match="not the minimum width"):
         Header2.parse(wide)

@@ -131,7 +131,7 @@ def test_xarray_stacks_02_files_of_several_steps_on_their_times_end_to_end(tmp_p
     times = [["2026-01-01", "2026-01-11", "2026-01-21"], ["2026-02-01", "2026-02-11"]]
     paths = [tmp_path / "jan.rumi", tmp_path / "feb.rumi"]
     for path, arr, t in zip(paths, parts, times, strict=True):
-        rumimm.write(path, arr, format="0.2", tile=8, time=t, bands=["red", "nir"])
+        rumimm.write(path, arr, spec="0.2", tile=8, time=t, descriptions=["red", "nir"])
     da = xr.open_dataarray(paths, engine="rumimm")
     assert da.dims == ("time", "band", "y", "x") and da.shape == (5, 2, 20, 18)
     assert np.array_equal(da.time.values, np.array(times[0] + times[1], "datetime64[s]"))
@@ -175,7 +175,7 @@ def test_geotiff_export_and_quicklook_refuse_files_of_several_steps_clearly(tmp_
 def test_an_02_file_opened_with_xarray_writes_back_with_its_time_and_band_texts(tmp_path, name):
     xr = pytest.importorskip("xarray")
     da = xr.open_dataarray(_p(name), engine="rumimm")
-    rumimm.to_rumi(da, tmp_path / "x.rumi", format="0.2", tile=8)
+    rumimm.to_rumi(da, tmp_path / "x.rumi", spec="0.2", tile=8)
     with rumimm.open(_p(name)) as a, rumimm.open(tmp_path / "x.rumi") as b:
         np.testing.assert_array_equal(b[...], a[...])
         assert (b.time, b.descriptions, b.crs, b.transform) == (a.time, a.descriptions, a.crs, a.transform)
@@ -185,9 +185,9 @@ def test_time_values_of_every_datetime64_unit_are_whole_seconds_or_refused(tmp_p
     arr = np.zeros((1, 4, 4), np.uint8)
     for t in (np.datetime64("2026-01-01T00:00:05.000", "ms"), np.datetime64("3000-01-01", "D"),
               np.datetime64("2026-01-01T00:00:07", "ns")):
-        rumimm.write(tmp_path / "t.rumi", arr, tile=4, format="0.2", bands=["a"], time=[t])
+        rumimm.write(tmp_path / "t.rumi", arr, tile=4, spec="0.2", descriptions=["a"], time=[t])
         with rumimm.open(tmp_path / "t.rumi") as img:
             assert img.trailer.datetime64()[0] == t.astype("datetime64[s]")
     with pytest.raises(ValueError, match="fraction of a second"):
-        rumimm.write(tmp_path / "u.rumi", arr, tile=4, format="0.2", bands=["a"],
+        rumimm.write(tmp_path / "u.rumi", arr, tile=4, spec="0.2", descriptions=["a"],
                      time=[np.datetime64("2026-01-01T00:00:05.5", "ms")])

@@ -16,6 +16,7 @@ import datetime as dt
 import numpy as np
 import peer026
 import pytest
+from affine import Affine
 
 import rumimm
 
@@ -94,7 +95,7 @@ def peer_files(tmp_path_factory):
 def test_rumimm_reads_what_rumi_eo_wrote(peer_files, name):
     path, arr, header, info = peer_files[name]
     arr = arr.reshape(info["shape"])  # a cube of one step reads as (B, Y, X), as rumi-eo reads it
-    assert rumimm.index(path) == header == bytes.fromhex(info["header"])
+    assert rumimm.build_blob(path) == header == bytes.fromhex(info["header"])
     assert rumimm.validate(path, header=header, decode=True).ok
     for blob in (header, None):
         with rumimm.open(path, blob) as img:
@@ -109,7 +110,7 @@ def test_rumimm_reads_what_rumi_eo_wrote(peer_files, name):
             assert list(img.descriptions) == info["bands"]
             assert [str(t) for t in img.time] == info["time"]
             assert img.time_kind == info["time_kind"]
-            assert img.transform == (tuple(info["transform"]) if info["transform"] else None)
+            assert img.transform == (Affine(*info["transform"]) if info["transform"] else None)
             assert img.epsg == info["crs"]
             assert img.pixel_is_point == info["pixel_is_point"]
 
@@ -146,7 +147,7 @@ def rumimm_files(tmp_path_factory):
         t = shape[0] if len(shape) == 4 else 1
         bands = [f"{name} {b}" for b in range(shape[-3])]
         kw = {"transform": (10.0, 0.0, 300000.0, 0.0, -10.0, 5000000.0), "crs": 32618} if i % 3 == 0 else {}
-        blob = rumimm.write(d / f"{name}.rumi", arr, tile=tile, unit=unit, format="0.2", bands=bands,
+        blob = rumimm.write(d / f"{name}.rumi", arr, tile=tile, unit=unit, spec="0.2", descriptions=bands,
                             time=_time_for(t), **kw)
         out[name] = (d / f"{name}.rumi", arr, blob, bands, kw)
     infos = peer026.peer_info([v[0] for v in out.values()])
@@ -182,7 +183,7 @@ def test_rumi_eo_reads_01_files_rumimm_converted_to_02(tmp_path):
     for i, (unit, dtype) in enumerate(cases):
         arr = _source((3, 37, 29), dtype, 200 + i)
         rumimm.write(tmp_path / f"v1_{i}.rumi", arr, tile=16, unit=unit, transform=(1, 0, 0, 0, -1, 0), crs=3857)
-        blobs.append(rumimm.convert(tmp_path / f"v1_{i}.rumi", tmp_path / f"v2_{i}.rumi", bands=["r", "g", "b"],
+        blobs.append(rumimm.convert(tmp_path / f"v1_{i}.rumi", tmp_path / f"v2_{i}.rumi", descriptions=["r", "g", "b"],
                                     time=["2026-01-01"]))
         jobs.append({"path": tmp_path / f"v2_{i}.rumi"})
         arrays.append(arr)

@@ -157,7 +157,7 @@ GEOREFS = {
 def frames_of(path, blob) -> list[bytes]:
     h = Header.parse(blob)
     data = path.read_bytes()
-    return [data[int(h.offsets[k]) : int(h.offsets[k + 1])] for k in range(h.n_frames)]
+    return [data[int(h.frame_offsets[k]) : int(h.frame_offsets[k + 1])] for k in range(h.n_frames)]
 
 
 def reference_rewrite(path, array, tile, unit, frames, geo) -> bytes:

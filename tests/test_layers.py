@@ -17,7 +17,7 @@ import pytest
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
 LAYERS = ["base", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
-BASE = {"rumimm.errors", "rumimm._env", "rumimm._version", "rumimm._typing", "rumimm.progress"}
+BASE = {"rumimm.errors", "rumimm._deprecation", "rumimm._env", "rumimm._version", "rumimm._typing", "rumimm.progress"}
 TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__", "rumimm.torchgeo"}
 ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
 

@@ -1,4 +1,4 @@
-"""``rumimm.profile`` and ``rumimm profile``: recipes measured on sample frames of the user's data.
+"""``rumimm.profile_codecs`` and ``rumimm profile``: recipes measured on sample frames of the user's data.
 
 The measuring core is ``rumimm.codec.profile`` (presets and geozl recipes, decoded through
 ``rumimm.codec.geozl_lib``); the sampling of frames from files and arrays is
@@ -23,7 +23,7 @@ from rumimm.codec.profile import RUMI_EO_016, RUMI_EO_026, RUMIMM, Candidate, Pr
 from rumimm.errors import CodecError
 from rumimm.format.dtypes import encoding_for_dtype
 from rumimm.synthetic import eo_scene
-from rumimm.writer.profile import profile, sample_frames
+from rumimm.writer.profile import profile_codecs, sample_frames
 
 
 @pytest.fixture(scope="module")
@@ -298,16 +298,16 @@ def test_cells_span_every_band_and_a_small_image_gives_its_clipped_frame(scene):
 def test_a_rumi_file_is_profiled_on_its_own_decoded_frames_with_its_tile_and_unit(tmp_path, scene):
     path = tmp_path / "s.rumi"
     rumimm.write(path, scene, tile=48, unit="cell")
-    p = rumimm.profile(path, samples=3, geozl=False, reps=1)
+    p = rumimm.profile_codecs(path, samples=3, geozl=False, reps=1)
     assert p.source == str(path) and p.frame_shape == (3, 48, 48) and len(p.frames) == 3
     assert p is not None and p.recommended is not None
     frames, where = sample_frames(scene, tile=48, unit="cell", samples=3)
     assert p.frames == where
     assert p.raw_bytes == sum(f.nbytes for f in frames)
-    first = rumimm.profile(path, samples=3, geozl=False, reps=1, budget=0)  # the first frame, always
+    first = rumimm.profile_codecs(path, samples=3, geozl=False, reps=1, budget=0)  # the first frame, always
     assert first.frames == where[:1] and first.frames_skipped == 2
     np.save(tmp_path / "s.npy", scene)
-    q = rumimm.profile(tmp_path / "s.npy", tile=48, samples=3, geozl=False, reps=1)
+    q = rumimm.profile_codecs(tmp_path / "s.npy", tile=48, samples=3, geozl=False, reps=1)
     assert q.frame_shape == (48, 48) and q.source.endswith("s.npy")
 
 
@@ -320,25 +320,25 @@ def test_a_geotiff_is_profiled_on_windows_gdal_reads(tmp_path, scene):
     with rasterio.open(path, "w", driver="GTiff", width=170, height=200, count=3, dtype="uint16", crs="EPSG:32633",
                        transform=Affine(10, 0, 500000, 0, -10, 4e6)) as ds:
         ds.write(scene)
-    p = profile(path, tile=64, samples=3, geozl=False, reps=1, presets=["delta"])
+    p = profile_codecs(path, tile=64, samples=3, geozl=False, reps=1, presets=["delta"])
     frames, where = sample_frames(scene, tile=64, samples=3)
     assert p.frames == where and p.raw_bytes == sum(f.nbytes for f in frames)
     assert p["delta"].compressed == sum(len(FrameEncoder("delta", "uint16").encode(f)) for f in frames)
-    cells = profile(path, tile=64, unit="cell", samples=2, geozl=False, reps=1, presets=["delta"])
+    cells = profile_codecs(path, tile=64, unit="cell", samples=2, geozl=False, reps=1, presets=["delta"])
     assert cells.frame_shape == (3, 64, 64)
 
 
 def test_a_file_that_is_neither_rumi_nor_a_tiff_is_refused_as_not_rumi(tmp_path):
     (tmp_path / "x.rumi").write_bytes(b"PNG? no" * 10)
     with pytest.raises(rumimm.RumiError, match=r"x.rumi"):
-        profile(tmp_path / "x.rumi")
+        profile_codecs(tmp_path / "x.rumi")
 
 
 def test_a_spec_02_file_of_several_steps_is_sampled_across_its_steps(tmp_path, rng):
     a = rng.integers(0, 900, (2, 2, 40, 40)).astype(np.uint16)
     path = tmp_path / "t.rumi"
-    rumimm.write(path, a, tile=16, format="0.2", bands=["a", "b"], time=["2026-01-01", "2026-02-01"])
-    p = profile(path, samples=20, geozl=False, reps=1, presets=["delta"])
+    rumimm.write(path, a, tile=16, spec="0.2", descriptions=["a", "b"], time=["2026-01-01", "2026-02-01"])
+    p = profile_codecs(path, samples=20, geozl=False, reps=1, presets=["delta"])
     assert p.frame_shape == (16, 16) and {t for t, _, _, _ in p.frames} == {0, 1}
 
 
@@ -372,9 +372,9 @@ def test_a_remote_rumi_file_is_profiled_on_the_frames_it_serves(http, tmp_path, 
     path = tmp_path / "s.rumi"
     rumimm.write(path, scene, tile=64)
     url = http.put("profile/s.rumi", path.read_bytes())
-    remote = profile(url, samples=2, geozl=False, reps=1, presets=["delta"])
+    remote = profile_codecs(url, samples=2, geozl=False, reps=1, presets=["delta"])
     assert len(http.requests) == 1 + 2  # the open (no blob), then one ranged GET per sampled frame
-    local = profile(path, samples=2, geozl=False, reps=1, presets=["delta"])
+    local = profile_codecs(path, samples=2, geozl=False, reps=1, presets=["delta"])
     assert remote.source == url and remote.frames == local.frames
     assert remote["delta"].compressed == local["delta"].compressed and remote.raw_bytes == local.raw_bytes
     assert main(["profile", url, "--samples", "1", "--no-geozl", "--preset", "delta"]) == 0

@@ -15,8 +15,8 @@ from rumimm.format.v2 import parse_header
 def written(request, tmp_path_factory):
     spec = request.param
     path = tmp_path_factory.mktemp("pc") / "f.rumi"
-    names = {"bands": ["a", "b"], "time": ["2026-06-01"]} if spec == "0.2" else {}
-    blob = rumimm.write(path, np.arange(2 * 19 * 23, dtype=np.uint16).reshape(2, 19, 23), tile=8, format=spec,
+    names = {"descriptions": ["a", "b"], "time": ["2026-06-01"]} if spec == "0.2" else {}
+    blob = rumimm.write(path, np.arange(2 * 19 * 23, dtype=np.uint16).reshape(2, 19, 23), tile=8, spec=spec,
                         **names)
     return spec, blob, np.frombuffer(path.read_bytes(), np.uint8)
 
@@ -27,7 +27,8 @@ def test_the_bytes_of_a_written_file_pass_and_give_its_blob(written):
     check_file(data, data.shape[0], f, parsed)
     assert f.items == [] and parsed.spec == spec and parsed.blob == blob
     hdr = parse_header(blob, spec=spec)
-    assert check_frame_magic(data, hdr.offsets[:-1], hdr.counts, hdr.grid, f) is not None and f.items == []
+    offsets, counts = hdr.frame_offsets[:-1], hdr.frame_byte_counts
+    assert check_frame_magic(data, offsets, counts, hdr.grid, f) is not None and f.items == []
 
 
 def test_a_truncated_copy_is_a_violation_and_strict_raises_at_it(written):

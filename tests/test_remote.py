@@ -65,7 +65,7 @@ def many(tmp_path_factory):
 def test_index_of_a_url_costs_one_request(server, small):
     _, path, blob = small
     url = server.put("small.rumi", path.read_bytes())
-    assert rumimm.index(url) == blob
+    assert rumimm.build_blob(url) == blob
     assert [r.range for r in server.requests] == [f"bytes=0-{PREFIX_BYTES - 1}"]
 
 
@@ -73,7 +73,7 @@ def test_index_of_a_file_with_many_frames_costs_two_requests(server, many):
     _, path, blob = many
     url = server.put("many.rumi", path.read_bytes())
     assert rumimm.Header.parse(blob).n_frames * 12 > PREFIX_BYTES
-    assert rumimm.index(url, storage_options=FAST) == blob
+    assert rumimm.build_blob(url, storage_options=FAST) == blob
     assert server.count("GET") == 2 and server.count("HEAD") == 0
 
 
@@ -81,7 +81,7 @@ def test_index_of_a_truncated_object_names_the_url(server, small):
     _, path, _ = small
     url = server.put("cut.rumi", path.read_bytes()[:-10])
     with pytest.raises(FormatError, match=r"cut\.rumi: last frame ends at byte \d+ but the file has"):
-        rumimm.index(url, storage_options=FAST)
+        rumimm.build_blob(url, storage_options=FAST)
 
 
 def test_validate_of_a_url_checks_every_frame_in_spans(server, many, monkeypatch):
@@ -101,9 +101,9 @@ def test_validate_of_a_url_checks_every_frame_in_spans(server, many, monkeypatch
 def test_validate_of_a_url_reports_a_corrupt_frame(server, small):
     _, path, _ = small
     data = bytearray(path.read_bytes())
-    hdr = rumimm.Header.parse(rumimm.index(path))
+    hdr = rumimm.Header.parse(rumimm.build_blob(path))
     k = 5
-    start = int(hdr.offsets[k])
+    start = int(hdr.frame_offsets[k])
     data[start + 8:start + 40] = bytes(32)
     url = server.put("bad.rumi", bytes(data))
     rep = rumimm.validate(url, decode=True, storage_options=FAST)
@@ -113,7 +113,7 @@ def test_validate_of_a_url_reports_a_corrupt_frame(server, small):
 def test_index_of_an_s3_object_through_the_environment(moto, monkeypatch, small):
     _, path, blob = small
     moto_object(moto, monkeypatch, "rumimm-index", "s/small.rumi", path.read_bytes())
-    assert rumimm.index("s3://rumimm-index/s/small.rumi") == blob
+    assert rumimm.build_blob("s3://rumimm-index/s/small.rumi") == blob
     assert moto.count("GET") == 1 and moto.count("HEAD") == 0
 
 
@@ -326,7 +326,7 @@ def test_a_corrupt_remote_frame_is_a_codec_error_naming_the_url_and_frame(server
     _, p, blob = scenes[4]
     data = bytearray(p.read_bytes())
     hdr = rumimm.Header.parse(blob)
-    start = int(hdr.offsets[9])
+    start = int(hdr.frame_offsets[9])
     data[start + 40:start + 200] = bytes(160)
     url = server.put("corrupt.rumi", bytes(data))
     img = rumimm.open(url, header=blob, cache_bytes=0)
@@ -345,7 +345,7 @@ def test_an_ifd_claiming_a_huge_image_fetches_nothing_past_the_object(server, sm
     struct.pack_into("<I", data, 16 + 8 + 20 * 0 + 12, width)  # ImageWidth, inline
     url = server.put(f"hostile{width}.rumi", bytes(data))
     with pytest.raises(FormatError, match=rf"hostile{width}\.rumi: "):
-        rumimm.index(url, storage_options=FAST)
+        rumimm.build_blob(url, storage_options=FAST)
     assert server.count("GET") <= 2 and server.bytes_sent <= len(data)
 
 

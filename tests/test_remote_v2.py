@@ -1,7 +1,7 @@
 """Spec 0.2 files (rumi-eo 0.18 and later) read from URIs: every layout, every entry point, request counts.
 
 The fixtures rumi-eo 0.26.1 wrote (``tests/data/v2``) and larger files written by
-``rumimm.write(format="0.2")`` (and by rumi-eo 0.26.1 itself, when its venv is there) are
+``rumimm.write(spec="0.2")`` (and by rumi-eo 0.26.1 itself, when its venv is there) are
 served whole by the test servers on 127.0.0.1, which count the requests each call costs.
 """
 
@@ -96,7 +96,8 @@ def test_pixel_interleaved_layouts_read_windows_and_batches_over_http(server, na
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory):
     """8 spec 0.2 files of 4 bands, 1024 x 1024, 512-pixel tile frames: [(array, path, blob)]."""
-    return write_scenes(tmp_path_factory.mktemp("scenes_v2"), format="0.2", bands=["B2", "B3", "B4", "B8"], time=TIME)
+    return write_scenes(tmp_path_factory.mktemp("scenes_v2"), spec="0.2", descriptions=["B2", "B3", "B4", "B8"],
+                        time=TIME)
 
 
 def _serve(server, scenes):
@@ -134,7 +135,7 @@ def test_opening_a_large_02_file_without_a_blob_costs_one_request(server, scenes
         assert img.transform is None and len(server.requests) == 1  # georeferencing came with the prefix
         assert img.descriptions == ("B2", "B3", "B4", "B8") and len(server.requests) == 2
         np.testing.assert_array_equal(np.asarray(img), a)
-    assert rumimm.index(url) == blob  # one request; the trailer is left to validate
+    assert rumimm.build_blob(url) == blob  # one request; the trailer is left to validate
     assert len(server.requests) == 4
 
 
@@ -158,7 +159,7 @@ def _runs(scenes, rows, size):
     total = 0
     for i, ks in frames.items():
         hdr = rumimm.parse_header(scenes[i][2])
-        ranges = [(int(hdr.offsets[k]), int(hdr.offsets[k + 1] - hdr.offsets[k])) for k in sorted(ks)]
+        ranges = [(int(hdr.frame_offsets[k]), int(hdr.frame_offsets[k + 1] - hdr.frame_offsets[k])) for k in sorted(ks)]
         total += len(plan_requests(ranges, DEFAULT_COALESCE))
     return total
 
@@ -228,12 +229,12 @@ def test_a_remote_02_image_pickles_without_fetching_and_reads_its_trailer_where_
 def test_convert_reads_a_url_of_either_spec(server, scenes, tmp_path):
     a, p, blob = scenes[4]
     url = _serve(server, scenes)[4] + "?sig=SECRET"
-    blob1 = rumimm.convert(url, tmp_path / "s4.rumi", format="0.1")
+    blob1 = rumimm.convert(url, tmp_path / "s4.rumi", spec="0.1")
     with rumimm.open(tmp_path / "s4.rumi", blob1) as img:
         assert img.spec == "0.1"
         np.testing.assert_array_equal(img[...], a)
     url1 = server.put("scenes2/s4-v1.rumi", (tmp_path / "s4.rumi").read_bytes())
-    assert rumimm.convert(url1, tmp_path / "back.rumi", format="0.2", bands=["B2", "B3", "B4", "B8"],
+    assert rumimm.convert(url1, tmp_path / "back.rumi", spec="0.2", descriptions=["B2", "B3", "B4", "B8"],
                           time=TIME) == blob
     assert (tmp_path / "back.rumi").read_bytes() == p.read_bytes()
 
@@ -272,7 +273,7 @@ def test_validate_of_an_02_url_checks_its_frames_and_trailer(server, scenes):
 def test_a_blob_of_another_02_file_fails_at_the_first_read_or_trailer(server, scenes, tmp_path):
     _, _, blob = scenes[0]
     small = tmp_path / "small.rumi"
-    rumimm.write(small, np.zeros((4, 64, 64), np.uint16), tile=512, format="0.2", bands=["a", "b", "c", "d"],
+    rumimm.write(small, np.zeros((4, 64, 64), np.uint16), tile=512, spec="0.2", descriptions=["a", "b", "c", "d"],
                  time=TIME)
     url = server.put("scenes2/small.rumi", small.read_bytes())
     img = rumimm.open(url, header=blob, cache_bytes=0, storage_options=FAST)
@@ -281,7 +282,7 @@ def test_a_blob_of_another_02_file_fails_at_the_first_read_or_trailer(server, sc
     img = rumimm.open(url, header=blob, cache_bytes=0, storage_options=FAST)
     with pytest.raises(BlobError, match=r"small\.rumi: the object ends before the bytes asked for .*HTTP 416"):
         img.descriptions
-    small_blob = rumimm.index(small)
+    small_blob = rumimm.build_blob(small)
     big = server.put("scenes2/big.rumi", scenes[0][1].read_bytes())
     server.reset()
     img = rumimm.open(big, header=small_blob, cache_bytes=0, storage_options=FAST)
@@ -293,8 +294,8 @@ def test_a_blob_of_another_02_file_fails_at_the_first_read_or_trailer(server, sc
 
 def test_format_must_agree_with_a_remote_object(server, scenes):
     url = _serve(server, scenes)[0]
-    with pytest.raises(FormatError, match=r"s0\.rumi: the object is rumi spec 0\.2, but format='0\.1'"):
-        rumimm.open(url, format="0.1", storage_options=FAST)
+    with pytest.raises(FormatError, match=r"s0\.rumi: the object is rumi spec 0\.2, but spec='0\.1'"):
+        rumimm.open(url, spec="0.1", storage_options=FAST)
 
 
 def test_an_02_object_in_s3_through_the_environment(monkeypatch, scenes):
@@ -312,7 +313,7 @@ def test_an_02_object_in_s3_through_the_environment(monkeypatch, scenes):
         np.testing.assert_array_equal(img[:, 300:556, 300:556], a[:, 300:556, 300:556])
         assert srv.count("GET") == 1 and srv.count("HEAD") == 0
         assert img.descriptions == ("B2", "B3", "B4", "B8") and srv.count("GET") == 2
-        assert rumimm.index("s3://rumimm-v2/s7.rumi") == blob and srv.count("GET") == 3
+        assert rumimm.build_blob("s3://rumimm-v2/s7.rumi") == blob and srv.count("GET") == 3
     finally:
         srv.stop()
 
@@ -345,11 +346,11 @@ def test_an_02_file_whose_ifd_values_run_past_the_first_request_costs_two(server
     rng = np.random.default_rng(13)
     a = rng.integers(0, 4000, (13, 640, 640)).astype(np.uint16)
     path = tmp_path / "many.rumi"
-    blob = rumimm.write(path, a, tile=16, format="0.2", bands=[f"b{i}" for i in range(13)], time=TIME)
+    blob = rumimm.write(path, a, tile=16, spec="0.2", descriptions=[f"b{i}" for i in range(13)], time=TIME)
     assert rumimm.parse_header(blob).n_frames * 12 > PREFIX_BYTES
     url = server.put("scenes2/many.rumi", path.read_bytes())
     server.reset()
-    assert rumimm.index(url, storage_options=FAST) == blob
+    assert rumimm.build_blob(url, storage_options=FAST) == blob
     assert server.count("GET") == 2 and server.count("HEAD") == 0
     server.reset()
     with rumimm.open(url, storage_options=FAST) as img:
@@ -379,14 +380,14 @@ def test_gs_objects_of_both_specs_through_a_local_gcs_server(tmp_path, scenes):
     try:
         a, p, blob = scenes[6]
         v1 = tmp_path / "s6-v1.rumi"
-        blob1 = rumimm.convert(p, v1, format="0.1")
+        blob1 = rumimm.convert(p, v1, spec="0.1")
         uri2 = srv.put("eo", "scenes/s6.rumi", p.read_bytes())
         uri1 = srv.put("eo", "scenes/s6-v1.rumi", v1.read_bytes())
         opts = {**FAST, **srv.options}
         for uri, b in ((uri1, blob1), (uri2, blob)):
             img = rumimm.open(uri, header=b, cache_bytes=0, storage_options=opts)
             np.testing.assert_array_equal(img[:, 300:556, 300:556], a[:, 300:556, 300:556])
-            assert rumimm.index(uri, storage_options=opts) == b
+            assert rumimm.build_blob(uri, storage_options=opts) == b
         assert img.descriptions == ("B2", "B3", "B4", "B8") and img.spec == "0.2"
         got = rumimm.read_batch([img, img], np.array([(0, 0), (700, 700)]), size=(256, 256))
         np.testing.assert_array_equal(got[1], a[:, 700:956, 700:956])
@@ -406,7 +407,7 @@ def test_az_objects_of_both_specs_through_the_azure_client_on_a_local_server(htt
     http.reset()
     a, p, blob = scenes[5]
     v1 = tmp_path / "s5-v1.rumi"
-    blob1 = rumimm.convert(p, v1, format="0.1")
+    blob1 = rumimm.convert(p, v1, spec="0.1")
     http.put("devstoreaccount1/eo/scenes/s5.rumi", p.read_bytes())
     http.put("devstoreaccount1/eo/scenes/s5-v1.rumi", v1.read_bytes())
     opts = {**FAST, "use_emulator": True, "allow_http": True}
@@ -417,7 +418,7 @@ def test_az_objects_of_both_specs_through_the_azure_client_on_a_local_server(htt
         assert http.requests == []  # with the blob: nothing before the first pixel read
         np.testing.assert_array_equal(img[:, 300:556, 300:556], a[:, 300:556, 300:556])
         assert http.count("GET") == 1 and http.requests[0].path == f"/devstoreaccount1/eo/scenes/{name}.rumi"
-        assert rumimm.index(uri, storage_options=opts) == b
+        assert rumimm.build_blob(uri, storage_options=opts) == b
     assert img.descriptions == ("B2", "B3", "B4", "B8") and img.spec == "0.2"
     with pytest.raises(rumimm.RumiError, match=r"az://eo/scenes/missing\.rumi: not found"):
         rumimm.open("az://eo/scenes/missing.rumi", storage_options=opts)

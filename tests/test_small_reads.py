@@ -47,14 +47,14 @@ def test_small_reads_and_kernel_reads_give_the_same_pixels(tmp_path, monkeypatch
                     assert got.dtype == a.dtype and got.shape == a[key].shape, (name, key)
                     assert got.tobytes() == a[key].tobytes(), (name, key)
                 out = np.zeros((2, 6, 8), a.dtype)
-                img.read(bands=[2, 1], window=((20, 26), (30, 38)), out=out)
+                img.read([3, 2], window=((20, 26), (30, 38)), out=out)
                 assert out.tobytes() == a[[2, 1], 20:26, 30:38].tobytes(), name
 
 
 def _corrupt(path, blob, k, part):
     """Flip bytes of frame k: in its OpenZL header (checked before decoding) or its payload."""
     hdr = Header.parse(blob)
-    start, end = int(hdr.offsets[k]), int(hdr.offsets[k + 1])
+    start, end = int(hdr.frame_offsets[k]), int(hdr.frame_offsets[k + 1])
     if part == "payload":
         start = (start + end) // 2
     data = bytearray(path.read_bytes())

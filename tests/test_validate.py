@@ -1,4 +1,4 @@
-"""validate() lists every violation of a file, index() stops at the first and rebuilds the blob."""
+"""validate() lists every violation of a file, build_blob() stops at the first and rebuilds the blob."""
 
 from __future__ import annotations
 
@@ -20,18 +20,18 @@ from rumimm.format import georef
 from rumimm.format.blob import Header, build_header
 from rumimm.format.dtypes import DTYPES
 from rumimm.format.grid import FrameUnit, Grid
-from rumimm.reader.validate import Report, index, inspect_file, validate
+from rumimm.reader.validate import Report, build_blob, inspect_file, validate
 
 DATA = Path(__file__).parent / "data"
 UTM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
 
 
 def check(path) -> tuple[list[str], str]:
-    """(every violation validate() lists, the message index() raises at the first)."""
+    """(every violation validate() lists, the message build_blob() raises at the first)."""
     rep = validate(path)
     assert not rep.ok and rep.violations
     with pytest.raises(FormatError) as info:
-        index(path)
+        build_blob(path)
     msg = str(info.value)
     assert msg.startswith(f"{path}: ")
     assert msg == f"{path}: {rep.violations[0]}"  # index stops exactly where validate starts listing
@@ -45,9 +45,9 @@ def test_a_crafted_good_file_is_compliant_and_indexes_to_its_canonical_blob(tmp_
     path.write_bytes(data)
     rep = validate(path)
     assert rep.ok and rep.violations == [] and str(rep) == f"{path}: compliant"
-    assert rep.format_version == 24
+    assert rep.frame_format_version == 24
     assert rep.georef.epsg is None and rep.georef.pixel_is_point is False
-    assert rep.blob == c.blob == index(path)
+    assert rep.blob == c.blob == build_blob(path)
     assert isinstance(rep.header, Header) and rep.header.file_size == len(data)
     assert spec_reader.check_file(str(path)) == []
 
@@ -59,7 +59,7 @@ def test_crafted_files_of_both_units_with_and_without_georef_are_compliant(tmp_p
     path = c.write(tmp_path / "f.rumi")
     rep = validate(path, header=c.blob, decode=True)
     assert rep.ok, rep.violations
-    assert index(path) == c.blob
+    assert build_blob(path) == c.blob
     assert rep.georef.epsg == epsg and rep.georef.pixel_is_point is point
     if epsg:
         assert rep.georef.transform == UTM and rep.georef.geographic is (epsg == 4326)
@@ -81,10 +81,10 @@ def test_files_at_every_inline_or_external_threshold_validate_and_index(tmp_path
     c = craft(shape, 8, unit, "uint8")
     path = c.write(tmp_path / "crafted.rumi")
     assert os.path.getsize(path) == c.grid.base_frame_offset + sum(map(len, c.frames))
-    assert validate(path).ok and index(path) == c.blob
+    assert validate(path).ok and build_blob(path) == c.blob
     blob = peer.peer_write(tmp_path / "peer.rumi", _scene("uint8", shape[0])[:, : shape[1], : shape[2]], tile=8,
                            unit=unit)
-    assert index(tmp_path / "peer.rumi") == blob
+    assert build_blob(tmp_path / "peer.rumi") == blob
     assert Header.parse(blob).base_frame_offset == c.grid.base_frame_offset
 
 
@@ -112,7 +112,7 @@ def _scene(name, bands, seed=0):
 def test_a_reference_written_file_indexes_to_the_blob_rumi_write_returned(tmp_path, name, bands, unit):
     path = tmp_path / f"{name}.rumi"
     blob = peer.peer_write(path, _scene(name, bands), tile=8, unit=unit)
-    assert index(path) == blob
+    assert build_blob(path) == blob
     rep = validate(path, header=blob)
     assert rep.ok, rep.violations + rep.header_violations
     h = Header.parse(blob)
@@ -128,7 +128,7 @@ def test_reference_files_of_every_band_count_unit_and_georef_index_exactly(tmp_p
     arr = _scene("uint16", bands, seed=bands)
     transform = None if crs is None else (UTM if crs != 4326 else (0.01, 0.0, 12.0, 0.0, -0.01, 45.0))
     blob = peer.peer_write(path, arr, tile=8, unit=unit, transform=transform, crs=crs, pixel_is_point=point)
-    assert index(path) == blob
+    assert build_blob(path) == blob
     rep = validate(path, header=blob)
     assert rep.ok, rep.violations + rep.header_violations
     want = None if crs is None else georef.resolve_crs(crs)
@@ -145,29 +145,29 @@ def test_the_committed_reference_files_index_to_their_committed_blobs(name):
     entry = MANIFEST[name]
     path = DATA / entry["file"]
     blob = (DATA / entry["blob"]).read_bytes()
-    assert index(path) == blob
+    assert build_blob(path) == blob
     rep = validate(path, header=blob)
-    assert rep.ok and rep.format_version == 24
+    assert rep.ok and rep.frame_format_version == 24
     assert rep.georef.epsg == entry["crs"] and rep.georef.pixel_is_point is entry["pixel_is_point"]
 
 
 def test_a_one_band_cell_file_from_the_reference_carries_frame_unit_tile_and_indexes_to_it(tmp_path):
     # With B == 1 the two layouts are the same bytes.  rumi-eo 0.16.0 writes frame_unit 0
     # (tile) in the blob even when asked for cell frames, and its two files are identical;
-    # index() derives TILE for B == 1 (count == g == g * B), so it reproduces that blob.
+    # build_blob() derives TILE for B == 1 (count == g == g * B), so it reproduces that blob.
     arr = _scene("uint16", 1)
     tile_blob = peer.peer_write(tmp_path / "t.rumi", arr, tile=8, unit="tile")
     cell_blob = peer.peer_write(tmp_path / "c.rumi", arr, tile=8, unit="cell")
     assert (tmp_path / "t.rumi").read_bytes() == (tmp_path / "c.rumi").read_bytes()
     assert cell_blob == tile_blob
     assert Header.parse(cell_blob).frame_unit is FrameUnit.TILE
-    assert index(tmp_path / "c.rumi") == cell_blob
+    assert build_blob(tmp_path / "c.rumi") == cell_blob
     # a blob that says cell (frame_unit 1) describes the very same frames; the spec says either
     # reading is correct, the reference reads the file with it, and validate accepts it
     as_cell = bytearray(cell_blob)
     as_cell[22] = 1
     h = Header.parse(bytes(as_cell))
-    assert h.frame_unit is FrameUnit.CELL and h.offsets.tolist() == Header.parse(cell_blob).offsets.tolist()
+    assert h.frame_unit is FrameUnit.CELL and h.frame_offsets.tolist() == Header.parse(cell_blob).frame_offsets.tolist()
     assert np.array_equal(peer.peer_read(tmp_path / "c.rumi", bytes(as_cell)), arr)
     rep = validate(tmp_path / "c.rumi", header=bytes(as_cell))
     assert rep.ok, rep.header_violations
@@ -205,8 +205,9 @@ def test_issue_32_a_blob_of_another_file_is_one_violation_naming_both_images(tmp
     import rumimm
 
     def write(name, array, spec, tile):
-        names = {"bands": [f"b{i}" for i in range(array.shape[0])], "time": ["2026-06-01"]} if spec == "0.2" else {}
-        return rumimm.write(tmp_path / name, array, tile=tile, format=spec, **names)
+        texts = [f"b{i}" for i in range(array.shape[0])]
+        names = {"descriptions": texts, "time": ["2026-06-01"]} if spec == "0.2" else {}
+        return rumimm.write(tmp_path / name, array, tile=tile, spec=spec, **names)
 
     write("scene.rumi", _scene("uint16", 4), file_spec, 8)
     other = write("other.rumi", _scene("uint8", 2)[:, :12, :16], blob_spec, 4)
@@ -441,7 +442,7 @@ def test_validate_lists_every_violation_and_index_raises_at_the_first(tmp_path):
     assert str(rep).splitlines() == [f"{path}: {v}" for v in rep.violations]
     assert rep.blob is not None  # the frame layout is sound, so the blob is still rebuilt
     with pytest.raises(FormatError, match="GTRasterTypeGeoKey is 3"):
-        index(path)
+        build_blob(path)
 
 
 def test_a_file_with_an_extra_and_a_missing_tag_lists_both(tmp_path):
@@ -471,7 +472,7 @@ def test_an_ifd_claiming_more_frames_than_the_file_can_hold_is_rejected_without_
     try:
         rep = validate(path)
         with pytest.raises(FormatError):
-            index(path)
+            build_blob(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -540,7 +541,7 @@ def test_a_missing_file_is_an_io_error_not_a_violation(tmp_path):
     with pytest.raises(RumiError, match="cannot read file"):
         validate(tmp_path / "nope.rumi")
     with pytest.raises(RumiError, match="cannot read file"):
-        index(tmp_path / "nope.rumi")
+        build_blob(tmp_path / "nope.rumi")
 
 
 def test_report_is_a_plain_record():

@@ -1,4 +1,4 @@
-"""``rumimm.index`` and ``rumimm.validate`` on spec 0.2 files: every rule of the 0.2 draft.
+"""``rumimm.build_blob`` and ``rumimm.validate`` on spec 0.2 files: every rule of the 0.2 draft.
 
 Good files come from rumi-eo 0.26.1 (``tests/data/v2``); broken ones are those files
 changed in exactly one place.  ``index`` must return the header rumi-eo returned,
@@ -26,7 +26,7 @@ NAMES = sorted(MANIFEST)
 def test_index_returns_the_header_rumi_eo_wrote_and_validate_finds_nothing(name):
     path = DATA / f"{name}.rumi"
     blob = (DATA / f"{name}.header").read_bytes()
-    assert rumimm.index(path) == blob
+    assert rumimm.build_blob(path) == blob
     rep = rumimm.validate(path, header=blob, decode=True)
     assert rep.ok, str(rep)
     assert rep.spec == "0.2"
@@ -80,7 +80,7 @@ def test_a_file_broken_in_one_place_is_refused_naming_the_rule(case, tmp_path):
     path = tmp_path / "bad.rumi"
     path.write_bytes(change(good))
     with pytest.raises(FormatError, match=rule):
-        rumimm.index(path)
+        rumimm.build_blob(path)
     rep = rumimm.validate(path)
     assert not rep.ok
     assert any(__import__("re").search(rule, v) for v in rep.violations), rep.violations
@@ -92,7 +92,7 @@ def test_a_cell_file_claiming_four_billion_steps_is_refused_before_anything_is_s
     path = tmp_path / "bad.rumi"
     path.write_bytes(bad)
     with pytest.raises(FormatError):
-        rumimm.index(path)  # the trailer's residual size no longer matches: refused in constant work
+        rumimm.build_blob(path)  # the trailer's residual size no longer matches: refused in constant work
     rep = rumimm.validate(path)
     assert not rep.ok
 

@@ -66,9 +66,9 @@ def test_bad_arrays_are_refused_before_any_file_is_made(tmp_path, array, error, 
         ({"transform": UTM33N, "crs": 'GEOGCS["WGS 84",DATUM["WGS_1984"]]'}, CRSError, "is not an EPSG code"),
         ({"pixel_is_point": "yes"}, TypeError, "pixel_is_point must be True or False"),
         ({"codec": "zip"}, ValueError, "codec 'zip' is not a preset"),
-        ({"format_version": 99}, ValueError, "format_version must be an int in .*got 99"),
-        ({"format_version": 10}, ValueError, "format_version must be an int in"),
-        ({"format_version": 24.0}, TypeError, "format_version must be an int"),
+        ({"frame_format_version": 99}, ValueError, "format_version must be an int in .*got 99"),
+        ({"frame_format_version": 10}, ValueError, "format_version must be an int in"),
+        ({"frame_format_version": 24.0}, TypeError, "format_version must be an int"),
         ({"threads": 0}, ValueError, "threads must be >= 1, got 0"),
         ({"threads": "2"}, TypeError, "threads must be a positive int"),
     ],
@@ -115,7 +115,7 @@ def test_write_and_clean_refuse_an_empty_path_alike(tmp_path, scene, monkeypatch
 def test_write_and_clean_take_a_bytes_path_alike(tmp_path, scene):
     path = os.fsencode(tmp_path / "b.rumi")
     blob = rumimm.write(path, scene, tile=16)
-    assert rumimm.index(tmp_path / "b.rumi") == blob and rumimm.clean(path) == []
+    assert rumimm.build_blob(tmp_path / "b.rumi") == blob and rumimm.clean(path) == []
 
 
 def test_a_missing_directory_is_reported_with_the_users_path(tmp_path, scene, monkeypatch):

@@ -16,7 +16,7 @@ from writer_helpers import no_temp_files
 
 import rumimm
 import rumimm.writer.writer as W
-from rumimm import codec, index
+from rumimm import build_blob, codec
 from rumimm.errors import CodecError, RumiError
 from rumimm.writer import atomic, frame_job
 
@@ -42,7 +42,7 @@ def test_a_codec_error_mid_file_leaves_the_old_file_untouched(tmp_path, scene, m
     monkeypatch.setattr(codec.FrameEncoder, "encode", _failing_encode(5, CodecError("boom")))
     with pytest.raises(CodecError, match="frame 4 of 27: boom"):
         rumimm.write(path, scene, tile=16)
-    assert path.read_bytes() == before and index(path) == old and no_temp_files(tmp_path)
+    assert path.read_bytes() == before and build_blob(path) == old and no_temp_files(tmp_path)
 
 
 def test_an_unexpected_codec_exception_becomes_a_codec_error_naming_the_frame(tmp_path, scene, monkeypatch):
@@ -105,7 +105,7 @@ def test_a_failure_while_finishing_the_file_leaves_the_old_file_untouched(tmp_pa
     monkeypatch.setattr(W, "build_prefix", broken_prefix)
     with pytest.raises(ValueError, match="at the last moment"):
         rumimm.write(path, scene, tile=16, transform=UTM33N, crs=32633)
-    assert path.read_bytes() == before and index(path) == old and no_temp_files(tmp_path)
+    assert path.read_bytes() == before and build_blob(path) == old and no_temp_files(tmp_path)
 
 
 def test_a_keyboard_interrupt_while_syncing_leaves_the_old_file_untouched(tmp_path, scene, monkeypatch):
@@ -177,7 +177,7 @@ def test_verify_catches_a_frame_that_does_not_decode_to_its_samples(tmp_path, sc
 def test_a_file_name_near_the_length_limit_is_written(tmp_path, scene):
     path = tmp_path / ("n" * 245 + ".rumi")  # 250 bytes: the temporary name must not exceed 255
     blob = rumimm.write(path, scene, tile=16)
-    assert index(path) == blob and os.listdir(tmp_path) == [path.name]
+    assert build_blob(path) == blob and os.listdir(tmp_path) == [path.name]
 
 
 def test_the_written_file_gets_the_usual_permissions(tmp_path, scene):
@@ -196,11 +196,11 @@ def test_writing_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_pa
     link.symlink_to(target)
     blob = rumimm.write(link, scene, tile=16)
     assert link.is_symlink() and os.readlink(link) == str(target)
-    assert index(target) == blob and os.listdir(target.parent) == ["real.rumi"]
+    assert build_blob(target) == blob and os.listdir(target.parent) == ["real.rumi"]
     dangling = tmp_path / "dangling.rumi"
     dangling.symlink_to(tmp_path / "data" / "new.rumi")
     rumimm.write(dangling, scene, tile=16)
-    assert dangling.is_symlink() and index(tmp_path / "data" / "new.rumi") == blob
+    assert dangling.is_symlink() and build_blob(tmp_path / "data" / "new.rumi") == blob
 
 
 def test_replacing_a_file_keeps_its_permission_bits(tmp_path, scene):

@@ -64,7 +64,7 @@ def test_band_counts_around_the_inline_thresholds_write_compliant_files(tmp_path
     path = tmp_path / "b.rumi"
     blob = rumimm.write(path, a, tile=(8, 10), unit=unit)
     h = Header.parse(blob)
-    assert h.offsets[0] == h.grid.base_frame_offset == os.path.getsize(path) - int(h.counts.sum())
+    assert h.frame_offsets[0] == h.grid.base_frame_offset == os.path.getsize(path) - int(h.frame_byte_counts.sum())
     assert_compliant(path, blob)
     assert_round_trip(path, blob, a)
 
@@ -130,7 +130,7 @@ def test_tiles_are_interleaved_all_bands_of_a_position_before_the_next(tmp_path,
     h = Header.parse(blob)
     data = np.fromfile(path, dtype=np.uint8)
     dec = codec.FrameDecoder()
-    firsts = [int(dec.decode(data[int(h.offsets[k]) : int(h.offsets[k + 1])], h.encoding, 16)[0])
+    firsts = [int(dec.decode(data[int(h.frame_offsets[k]) : int(h.frame_offsets[k + 1])], h.encoding, 16)[0])
               for k in range(h.n_frames)]
     assert firsts == [11, 22, 33] * 4
 

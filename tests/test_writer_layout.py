@@ -87,7 +87,7 @@ def test_every_byte_before_the_first_frame_is_the_spec_layout(tmp_path, rng, sha
     for kwargs, (model, epsg, raster) in SPEC_GEOREFS:
         path = tmp_path / "s.rumi"
         blob = rumimm.write(path, a, tile=tile, unit=unit, **kwargs)
-        counts = [int(c) for c in Header.parse(blob).counts]
+        counts = [int(c) for c in Header.parse(blob).frame_byte_counts]
         data = path.read_bytes()
         want_unit = "tile" if shape[0] == 1 else unit  # one band: the writer records tile frames
         want = spec_prefix(shape, tile, want_unit, 32, 2, counts, kwargs.get("transform"), model, epsg, raster)
@@ -119,12 +119,12 @@ def test_a_small_default_codec_file_matches_its_golden_sha256(tmp_path):
     assert hashlib.sha256(path.read_bytes()).hexdigest() == GOLDEN_SHA256
 
 
-def test_the_format_version_is_pinned_and_can_be_chosen(tmp_path, scene):
+def test_the_frame_format_version_is_pinned_and_can_be_chosen(tmp_path, scene):
     rumimm.write(tmp_path / "d.rumi", scene, tile=16)
-    assert validate(tmp_path / "d.rumi").format_version == 24
-    blob = rumimm.write(tmp_path / "v.rumi", scene, tile=16, format_version=codec.MAX_FORMAT_VERSION)
+    assert validate(tmp_path / "d.rumi").frame_format_version == 24
+    blob = rumimm.write(tmp_path / "v.rumi", scene, tile=16, frame_format_version=codec.MAX_FORMAT_VERSION)
     rep = validate(tmp_path / "v.rumi", header=blob, decode=True)
-    assert rep.ok and rep.format_version == codec.MAX_FORMAT_VERSION
+    assert rep.ok and rep.frame_format_version == codec.MAX_FORMAT_VERSION
     assert_round_trip(tmp_path / "v.rumi", blob, scene)
 
 

@@ -9,7 +9,7 @@ import pytest
 from writer_helpers import assert_round_trip, no_temp_files
 
 import rumimm
-from rumimm import index
+from rumimm import build_blob
 from rumimm.errors import RumiError
 
 
@@ -21,7 +21,7 @@ def test_the_writer_streams_rows_and_returns_the_blob_on_close(tmp_path, scene):
         for r in range(w.rows):
             y0, y1 = w.row_span(r)
             w.write_row(r, scene[:, y0:y1])
-    assert w.closed and w.header == index(path)
+    assert w.closed and w.header == build_blob(path)
     assert w.header == rumimm.write(tmp_path / "w.rumi", scene, tile=(16, 20), unit="cell")
     assert path.read_bytes() == (tmp_path / "w.rumi").read_bytes()
 

@@ -1,7 +1,7 @@
 """Helpers of the writer tests (tests/test_writer_*.py): decode a written file by hand, check it is compliant.
 
 Files are decoded frame by frame with ``codec.FrameDecoder`` twice: with rumimm's
-``Header.parse(blob).offsets`` and with the offsets that the independent
+``Header.parse(blob).frame_offsets`` and with the offsets that the independent
 ``tests/spec_reader.py`` parses from the IFD.
 """
 
@@ -12,7 +12,7 @@ import os
 import numpy as np
 import spec_reader
 
-from rumimm import codec, index, validate
+from rumimm import build_blob, codec, validate
 from rumimm.format.blob import Header
 from rumimm.format.grid import FrameUnit
 
@@ -26,7 +26,7 @@ def decode(path, blob, offsets=None) -> np.ndarray:
     """Rebuild the (B, Y, X) storage bytes of a file frame by frame with codec.FrameDecoder."""
     h = Header.parse(blob)
     g, enc = h.grid, h.encoding
-    offs = h.offsets if offsets is None else np.asarray(offsets, dtype=np.uint64)
+    offs = h.frame_offsets if offsets is None else np.asarray(offsets, dtype=np.uint64)
     data = np.fromfile(path, dtype=np.uint8)
     out = np.zeros(h.shape, dtype=enc.storage_dtype)
     dec = codec.FrameDecoder()
@@ -49,10 +49,10 @@ def spec_offsets(path) -> list[int]:
 
 
 def assert_compliant(path, blob) -> None:
-    assert index(path) == blob
+    assert build_blob(path) == blob
     report = validate(path, header=blob)
     assert report.ok, report.violations
-    assert report.format_version == codec.DEFAULT_FORMAT_VERSION
+    assert report.frame_format_version == codec.DEFAULT_FORMAT_VERSION
     assert spec_reader.check_file(path, blob) == []
     assert spec_reader.blob_from_file(path) == blob
 

@@ -63,7 +63,7 @@ class BlobParse:
         self.header = Header.parse(self.blob)
         # load the numba kernels here, not in the first timed call (asv --quick times one call)
         Header.parse(self.blob).offset(1)
-        Header.parse(self.blob).offsets
+        Header.parse(self.blob).frame_offsets
 
     def time_parse_one(self, kinds):
         rumimm.Header.parse(self.blob)
@@ -73,7 +73,7 @@ class BlobParse:
 
     def time_unpack_all_offsets(self, kinds):
         # offsets are unpacked lazily: this is parse + the numba prefix-offset kernel
-        rumimm.Header.parse(self.blob).offsets
+        rumimm.Header.parse(self.blob).frame_offsets
 
 
 class BlobBatch:
@@ -124,7 +124,7 @@ class BlobBatchList:
 
 
 class Index:
-    """``rumimm.index(path)``: parse the IFD, check the whole profile, rebuild the blob."""
+    """``rumimm.build_blob(path)``: parse the IFD, check the whole profile, rebuild the blob."""
 
     params = (["tile", "cell"],)
     param_names = ["unit"]
@@ -139,7 +139,7 @@ class Index:
         rumimm.validate(self.path, header=self.blob)
 
     def time_index(self, files, unit):
-        rumimm.index(self.path)
+        rumimm.build_blob(self.path)
 
     def time_validate(self, files, unit):
         rumimm.validate(self.path, header=self.blob)

@@ -49,7 +49,7 @@ def floor_timer(header, data: np.ndarray, threads: int):
 
     from rumimm.kernels import native as _native
 
-    offsets, counts = header.offsets[:-1], header.counts
+    offsets, counts = header.frame_offsets[:-1], header.frame_byte_counts
     isz = header.encoding.itemsize
     pool = ThreadPoolExecutor(threads) if threads > 1 else None
 

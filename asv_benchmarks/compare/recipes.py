@@ -190,7 +190,7 @@ def scene_read(presets=("auto", "fast", "small"), bands: int = 4, size: int = 40
             np.cumsum(sizes[:-1], out=dst_off[1:])
             dst = np.ones(int(sizes.sum()) + 8, np.uint8)
             t0 = time.perf_counter()
-            status = decode_frames(data, h.offsets[:-1], h.counts, dst, dst_off, sizes)
+            status = decode_frames(data, h.frame_offsets[:-1], h.frame_byte_counts, dst, dst_off, sizes)
             if r:
                 best[name]["floor"] = min(best[name]["floor"], time.perf_counter() - t0)
             if np.any(status < 0):

@@ -77,7 +77,7 @@ def write_files(work: str, n: int, size: int, codecs=()) -> list[dict]:
         zdir = os.path.join(work, f"s{i}.zarr")
         done = os.path.join(work, f"s{i}.done")
         if os.path.exists(done):  # written by an earlier run with --work: reuse
-            blob = rumimm.index(rumi)
+            blob = rumimm.build_blob(rumi)
         else:
             blob = rumimm.write(rumi, arr, tile=TILE)
             _write_cog(cog, arr)
@@ -87,7 +87,7 @@ def write_files(work: str, n: int, size: int, codecs=()) -> list[dict]:
         for codec in codecs:
             path = os.path.join(work, f"s{i}_{codec}.rumi")
             entry[f"rumi_{codec}"] = path
-            entry[f"blob_{codec}"] = (rumimm.index(path) if os.path.exists(path)
+            entry[f"blob_{codec}"] = (rumimm.build_blob(path) if os.path.exists(path)
                                       else rumimm.write(path, arr, tile=TILE, codec=codec))
         out.append(entry)
     if os.path.isfile(PEER):
@@ -113,7 +113,7 @@ def _write_peer_files(work: str, files: list[dict]) -> None:
             raise RuntimeError(f"rumi-eo could not write its files: {proc.stderr.strip()[-1000:]}")
         open(done, "w").close()
     for f, path in zip(files, paths, strict=True):
-        f["v2"], f["v2_blob"] = path, rumimm.index(path)
+        f["v2"], f["v2_blob"] = path, rumimm.build_blob(path)
 
 
 def _write_cog(path: str, arr: np.ndarray) -> None:

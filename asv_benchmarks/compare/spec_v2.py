@@ -182,7 +182,7 @@ def main(argv=None) -> int:
         results["peer"] = {"rumi-eo": meta["rumi"], "geozl": meta["geozl"]}
         ratio = statistics.mean(os.path.getsize(q) for q in paths) / raw
         for blob, q in zip(meta["headers"], paths, strict=True):
-            assert rumimm.index(q) == bytes.fromhex(blob), q
+            assert rumimm.build_blob(q) == bytes.fromhex(blob), q
         for threads in args.threads:
             row: dict = {}
             # ABBA, each run in a fresh process: a machine whose load drifts biases neither engine;

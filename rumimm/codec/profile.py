@@ -132,7 +132,7 @@ class Profile:
         The sample type measured.
     frames : list of tuple
         Where each measured sample frame came from (filled in by the caller:
-        ``rumimm.profile`` gives ``(t, b, y, x)`` of its first sample, ``b`` None for a cell).
+        ``rumimm.profile_codecs`` gives ``(t, b, y, x)`` of its first sample, ``b`` None for a cell).
     frame_shape : tuple of int
         Shape of the first sample frame.
     raw_bytes : int

@@ -130,7 +130,8 @@ class FrameEncoder:
         if version > self.format_version:
             raise CodecError(
                 f"codec {self.codec.name!r} writes OpenZL frame format {version}, above the format_version "
-                f"{self.format_version} asked for; pass format_version={version} or choose another codec"
+                f"{self.format_version} asked for; pass frame_format_version={version} (rumimm.write) or choose "
+                "another codec"
             )
         return out
 

@@ -22,6 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
+from rumimm._deprecation import renamed
 from rumimm.errors import BlobError, where
 from rumimm.format.dtypes import ENCODINGS, Encoding, encoding
 from rumimm.format.grid import FrameUnit, Grid
@@ -255,7 +256,7 @@ class Header:
         """Compressed size of frame k, decoded independently of the others."""
         k = self._check_frame(k)
         if "_residuals" in self.__dict__ or self.count_bits == 0:
-            return int(self.counts[k])
+            return int(self.frame_byte_counts[k])
         return self.count_min + int(residuals(self.packed, k, k + 1, self.count_bits)[0])
 
     def offset(self, k: int) -> int:
@@ -263,7 +264,7 @@ class Header:
         if not 0 <= k <= self.n_frames:
             raise IndexError(f"frame {k} out of range for {self.n_frames} frames")
         if "_residuals" in self.__dict__:
-            return int(self.offsets[k])
+            return int(self.frame_offsets[k])
         return self.base_frame_offset + k * self.count_min + residual_sum(self.packed, k, self.count_bits)
 
     @cached_property
@@ -271,8 +272,8 @@ class Header:
         return residuals(self.packed, 0, self.n_frames, self.count_bits)
 
     @cached_property
-    def counts(self) -> np.ndarray:
-        """Every frame byte count in frame-index order (uint64, read-only)."""
+    def frame_byte_counts(self) -> np.ndarray:
+        """Every frame's byte count (TileByteCounts) in frame-index order (uint64, read-only)."""
         if self.count_bits == 0:
             out = np.broadcast_to(np.uint64(self.count_min), (self.n_frames,))
             return out
@@ -286,17 +287,29 @@ class Header:
 
         Writable only so that the kernels see one array type; nothing writes to it.
         """
-        return np.array(self.counts, dtype=np.uint64)
+        return np.array(self.frame_byte_counts, dtype=np.uint64)
 
     @cached_property
-    def offsets(self) -> np.ndarray:
-        """Frame offsets, length N + 1: ``offsets[N]`` is the end of the last frame."""
+    def frame_offsets(self) -> np.ndarray:
+        """Frame byte offsets (TileOffsets), length N + 1: ``frame_offsets[N]`` is the end of the last frame."""
         out = np.empty(self.n_frames + 1, dtype=np.uint64)
         out[0] = self.base_frame_offset
-        np.cumsum(self.counts, out=out[1:])
+        np.cumsum(self.frame_byte_counts, out=out[1:])
         out[1:] += np.uint64(self.base_frame_offset)
         out.flags.writeable = False
         return out
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Deprecated: ``frame_offsets`` (an Image's ``offsets`` are its bands' scale offsets)."""
+        renamed("Header.offsets", "Header.frame_offsets")
+        return self.frame_offsets
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Deprecated: ``frame_byte_counts`` (an Image's ``count`` is its band count)."""
+        renamed("Header.counts", "Header.frame_byte_counts")
+        return self.frame_byte_counts
 
     @cached_property
     def file_size(self) -> int:

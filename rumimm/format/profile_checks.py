@@ -3,7 +3,7 @@
 Bytes in, violations out: each ``check_*`` reads the buffer it is given (the file's first
 bytes, or the whole mapping) and reports what it finds to a :class:`Findings`, which
 either collects them (``validate``) or raises :class:`FormatError` at the first
-(``index``).  Nothing here opens, maps or fetches a file, and nothing decodes a frame:
+(``build_blob``).  Nothing here opens, maps or fetches a file, and nothing decodes a frame:
 ``reader/validate.py`` does that plumbing and the frame payload checks.  Nothing larger
 than the buffer is allocated, whatever sizes the IFD claims.
 """
@@ -455,11 +455,12 @@ def compare_header(header: bytes | Header, blob: bytes | None, path: str | None,
            and not (name == "frame_unit" and canon.samples_per_pixel == 1)):
         return [f"header blob describes {describe_header(given)}, but the file is {describe_header(canon)}; "
                 "the blob belongs to another file"]
-    differ = np.flatnonzero(given.counts != canon.counts)
+    differ = np.flatnonzero(given.frame_byte_counts != canon.frame_byte_counts)
     if differ.size == 0:
         return []
     k = int(differ[0])
-    return [f"header blob byte count of frame {k} is {int(given.counts[k])} but the file has {int(canon.counts[k])}"]
+    return [f"header blob byte count of frame {k} is {int(given.frame_byte_counts[k])} but the file has "
+            f"{int(canon.frame_byte_counts[k])}"]
 
 
 def _as_other_spec(header: bytes | Header, spec: str | None) -> Header | None:

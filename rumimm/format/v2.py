@@ -384,7 +384,7 @@ def parse_header(blob, *, spec: str | None = None, path=None) -> Header:
     rule2, _ = check_blob2(data)
     if v1 is not None and rule2 is None:
         raise BlobError(f"{where(path)}header blob is valid as both spec 0.1 (28-byte header) and spec 0.2 "
-                        "(32-byte header); pass format='0.1' or format='0.2'")
+                        "(32-byte header); pass spec='0.1' or spec='0.2'")
     if v1 is not None:
         return v1
     if rule2 is None:

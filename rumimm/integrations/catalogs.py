@@ -64,10 +64,10 @@ def _paths(paths_or_glob: StrPath | Iterable[StrPath]) -> list[str]:
 def _row(path: str, blob: bytes | None) -> _Row:
     """Everything a catalog row holds for one file; the file is opened with its blob (no IFD walk)."""
     from rumimm.reader.image import Image
-    from rumimm.reader.validate import index
+    from rumimm.reader.validate import build_blob
 
     if blob is None:
-        blob = index(path)
+        blob = build_blob(path)
     with Image(path, blob, cache_bytes=0) as img:
         geo = img.georef
         meta = (img.nodata, list(img.descriptions), list(img.scales), list(img.offsets), list(img.units))
@@ -121,7 +121,7 @@ def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes
     blobs : sequence of bytes, optional
         The header blobs ``rumimm.write`` returned, one per path: the files are then
         not indexed again (only the 252-byte prefix and the georeferencing are read).
-        Without them each file's blob is rebuilt by :func:`rumimm.index`, in parallel.
+        Without them each file's blob is rebuilt by :func:`rumimm.build_blob`, in parallel.
     progress : None, bool or callable
         Report files done (see :mod:`rumimm.progress`).
     workers : int, optional

@@ -58,15 +58,21 @@ def _sources(sources, headers, storage_options=None, transforms_needed=True):
         if isinstance(item, Image):
             paths.append(item.uri)
             blobs.append(bytes(item.header))
-            transforms.append(item.transform if transforms_needed else None)
+            transforms.append(_coefficients(item) if transforms_needed else None)
             continue
         blob = None if headers is None else headers[i]
         with Image(item, blob, cache_bytes=0, storage_options=storage_options) as img:  # no IFD walk with a blob
             paths.append(img.uri)
             blobs.append(bytes(img.header))
             # only bounds= needs them: a remote file's georeferencing costs a request
-            transforms.append(img.transform if transforms_needed else None)
+            transforms.append(_coefficients(img) if transforms_needed else None)
     return paths, blobs, transforms
+
+
+def _coefficients(img) -> tuple[float, ...] | None:
+    """An image's six affine coefficients (a, b, c, d, e, f), or None without georeferencing."""
+    t = img.transform
+    return None if t is None else tuple(t)[:6]
 
 
 def _align_labels(labels, label_headers, paths, blobs):
@@ -87,7 +93,7 @@ def _align_labels(labels, label_headers, paths, blobs):
     for i in range(len(paths)):
         with Image(paths[i], blobs[i], cache_bytes=0) as img, Image(lpaths[i], lblobs[i], cache_bytes=0) as lab:
             (_, h, w), (_, lh, lw) = img.shape, lab.shape
-            t, lt = img.transform, lab.transform
+            t, lt = _coefficients(img), _coefficients(lab)
             if t is None or lt is None:
                 if (lh, lw) != (h, w):
                     raise RumiError(f"{lpaths[i]}: label raster is {lh} x {lw}, its image {paths[i]} {h} x {w}; "
@@ -462,7 +468,7 @@ class ChipDataset:
         h, w = self.size
         out = np.full((rows.shape[0], 4), np.nan)
         for k, (f, y, x) in enumerate(rows):
-            t = self._image(int(f)).transform
+            t = _coefficients(self._image(int(f)))
             if t is None:
                 continue
             a, b, c, d, e, g = t

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rumimm._deprecation import UNSET, renamed_keyword
 from rumimm.errors import CRSError, RumiError, RumiWarning, where
 from rumimm.reader.rasterio_surface import (
     COMPRESSIONS_WITH_PREDICTOR,
@@ -366,7 +367,8 @@ def _unheld(ds: DatasetReader) -> list[str]:
 def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "tile", codec: str | Codec | None = None,
                  crs: CRSArg = None, header_out: StrPath | None = None, progress: ProgressArg = None,
                  threads: int | None = None, verify: bool = False, drop_georef: bool = False,
-                 format: str | None = None, bands: Sequence[str] | None = None, time: TimeArg = None) -> bytes:
+                 spec: str | None = None, descriptions: Sequence[str] | None = None, time: TimeArg = None,
+                 format: Any = UNSET, bands: Any = UNSET) -> bytes:
     """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
 
     Parameters
@@ -387,11 +389,13 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
     drop_georef : bool
         Convert the pixels only, without georeferencing (for a file with a geotransform
         but no CRS, or a CRS no EPSG code fits).
-    format, bands, time
-        As for :func:`rumimm.write`: ``format="0.2"`` writes spec 0.2, which needs
-        ``time`` (one coordinate) and keeps a text per band: ``bands``, else the
+    spec, descriptions, time
+        As for :func:`rumimm.write`: ``spec="0.2"`` writes spec 0.2, which needs
+        ``time`` (one coordinate) and keeps a text per band: ``descriptions``, else the
         file's band descriptions when every band has a distinct one, else
         ``"band 1"``, ``"band 2"``, ...
+    format, bands
+        Deprecated names of ``spec`` and ``descriptions``.
 
     Returns
     -------
@@ -424,6 +428,8 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
     from rumimm.progress import Progress
     from rumimm.writer.writer import Writer
 
+    spec = renamed_keyword("from_geotiff", "format", "spec", format, spec)
+    descriptions = renamed_keyword("from_geotiff", "bands", "descriptions", bands, descriptions)
     rasterio = require("rasterio")
     with _env(rasterio):
         with warnings.catch_warnings():
@@ -435,16 +441,16 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
             point = ds.tags().get("AREA_OR_POINT", "Area").lower() == "point"
             metadata, unfit = _source_metadata(ds, dtype)
             lost = unfit + _unheld(ds)
-            if format == "0.2" and bands is None:
+            if spec == "0.2" and descriptions is None:
                 named = [d for d in ds.descriptions if d]
-                bands = (list(ds.descriptions) if len(named) == ds.count and len(set(named)) == ds.count
+                descriptions = (list(ds.descriptions) if len(named) == ds.count and len(set(named)) == ds.count
                          else [f"band {i + 1}" for i in range(ds.count)])
             height, width = ds.height, ds.width
             Window = rasterio.windows.Window
             # the Writer checks every argument before anything is said about the file
             with Writer(dst, (ds.count, height, width), dtype, tile=tile, unit=unit, transform=transform, crs=epsg,
                         pixel_is_point=point, codec=codec, threads=threads, verify=verify, metadata=metadata,
-                        format=format, bands=bands, time=time) as w, \
+                        spec=spec, descriptions=descriptions, time=time) as w, \
                     Progress(progress, w.rows, desc="convert", unit="row") as bar:
                 if crs_note:
                     warnings.warn(crs_note, RumiWarning, stacklevel=2)
@@ -492,4 +498,4 @@ def _from_gdal(block: NDArray[Any], dtype: np.dtype) -> NDArray[Any]:
 def _one_step(img: Image) -> None:
     if img.ndim == 4:
         raise RumiError(f"{img.path} has {img.shape[0]} time steps (T, B, Y, X); a GeoTIFF holds one (B, Y, X) "
-                        "image: write a step of it (rumimm.write(path, img[t], format='0.2', ...)) and export that")
+                        "image: write a step of it (rumimm.write(path, img[t], spec='0.2', ...)) and export that")

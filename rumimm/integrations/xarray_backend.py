@@ -27,6 +27,7 @@ from rumimm.errors import RumiError
 from rumimm.integrations.dask_array import frame_chunks
 
 if TYPE_CHECKING:
+    from affine import Affine
     from numpy.typing import DTypeLike, NDArray
     from xarray.backends.common import T_PathFileOrDataStore
 
@@ -137,7 +138,7 @@ def gdal_transform(transform: Sequence[float], pixel_is_point: bool) -> tuple[fl
     A PixelIsPoint transform maps pixel indices to the pixels' points; GDAL (and so
     rasterio and rioxarray) shift it by half a pixel to describe pixel areas.
     """
-    a, b, c, d, e, f = transform
+    a, b, c, d, e, f = tuple(transform)[:6]  # six numbers, or an Affine (nine)
     if pixel_is_point:  # GDAL's own arithmetic, so the result is GDAL's to the bit
         c, f = c - (a * 0.5 + b * 0.5), f - (d * 0.5 + e * 0.5)
     return (c, a, b, f, d, e)
@@ -168,8 +169,8 @@ def _grid_mapping(epsg: int) -> dict[str, Any]:
     return attrs
 
 
-def spatial_coords(shape: Sequence[int], transform: Sequence[float] | None, epsg: int | None, pixel_is_point: bool,
-                   ) -> tuple[dict[str, xr.Variable], dict[str, Any]]:
+def spatial_coords(shape: Sequence[int], transform: Affine | Sequence[float] | None, epsg: int | None,
+                   pixel_is_point: bool) -> tuple[dict[str, xr.Variable], dict[str, Any]]:
     """(coords, attrs) for a (..., y, x) raster: pixel-centre ``x``/``y`` and ``spatial_ref``.
 
     Without a CRS there is no georeferencing: no coordinates and no ``spatial_ref``.
@@ -189,7 +190,7 @@ def spatial_coords(shape: Sequence[int], transform: Sequence[float] | None, epsg
         x, y = pixel_centres(gt, nx, ny)
         coords["x"] = xr.Variable("x", x, {"axis": "X"})
         coords["y"] = xr.Variable("y", y, {"axis": "Y"})
-    var_attrs = {"AREA_OR_POINT": "Point" if pixel_is_point else "Area", "transform": tuple(transform)}
+    var_attrs = {"AREA_OR_POINT": "Point" if pixel_is_point else "Area", "transform": tuple(transform)[:6]}
     return coords, var_attrs
 
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
+from rumimm._deprecation import renamed_keyword
+
 if TYPE_CHECKING:
     import dask.array
     import xarray as xr
@@ -167,7 +169,7 @@ def _spec02_labels(da: xr.DataArray, other: list[Hashable], out: dict[str, Any])
     tdim = "time" if "time" in other else (other[0] if len(other) == 2 else None)
     bdim = next((d for d in other if d != tdim), None)
     if bdim is not None and "description" in da.coords and da.coords["description"].dims == (bdim,):
-        out["bands"] = [str(v) for v in da.coords["description"].values]
+        out["descriptions"] = [str(v) for v in da.coords["description"].values]
     if tdim is not None and tdim in da.coords:
         starts = [np.datetime64(v, "s") for v in da.coords[tdim].values]
         if "time_end" in da.coords and da.coords["time_end"].dims == (tdim,):
@@ -189,10 +191,10 @@ def to_rumi(obj: xr.DataArray | NDArray[Any] | dask.array.Array, path: StrPath, 
     obj : xarray.DataArray, numpy.ndarray or dask.array.Array
         2-D ``(y, x)`` or 3-D with one non-spatial dim (``band``); the spatial dims
         are found by name (``x``/``y``, ``lon``/``lat``) or are the last two, and the
-        array is transposed to ``(band, y, x)``.  With ``format="0.2"`` also 4-D
+        array is transposed to ``(band, y, x)``.  With ``spec="0.2"`` also 4-D
         ``(time, band, y, x)``; the time coordinate (and ``time_end``) and a
-        ``description`` coordinate on the band dim give ``time`` and ``bands`` unless
-        they are passed.  A Dask-backed array is computed one row of tiles at a time.
+        ``description`` coordinate on the band dim give ``time`` and ``descriptions``
+        unless they are passed.  A Dask-backed array is computed one row of tiles at a time.
     path : str or os.PathLike
         The ``.rumi`` file to create or replace atomically.
     **write_kwargs
@@ -219,18 +221,24 @@ def to_rumi(obj: xr.DataArray | NDArray[Any] | dask.array.Array, path: StrPath, 
     """
     from rumimm.writer.writer import write
 
+    for old, new in (("format", "spec"), ("bands", "descriptions"), ("format_version", "frame_format_version")):
+        if old in write_kwargs:
+            value = write_kwargs.pop(old)
+            write_kwargs[new] = renamed_keyword("to_rumi", old, new, value, write_kwargs.get(new), stacklevel=4)
     if hasattr(obj, "dims") and hasattr(obj, "coords"):
         da = cast("xr.DataArray", obj)
-        v2 = write_kwargs.get("format") == "0.2"
+        v2 = write_kwargs.get("spec") == "0.2"
         if da.ndim not in ((2, 3, 4) if v2 else (2, 3)):
             raise ValueError(f"a rumi image needs 2 or 3 dims (band, y, x), or (time, band, y, x) with "
-                             f"format='0.2', got dims {tuple(da.dims)}")
+                             f"spec='0.2', got dims {tuple(da.dims)}")
         y, x = _spatial_dims(da)
         georef = georef_of(da)
         other = [d for d in da.dims if d not in (y, x)]
+        labels: dict[str, Any] = {}
         if v2:
-            other = _spec02_labels(da, other, georef)
+            other = _spec02_labels(da, other, labels)
         georef.update(metadata_of(da, da.sizes[other[-1]] if other else 1))
+        georef.update(labels)  # a description coordinate's band texts, over the sidecar's long_name
         georef.update(write_kwargs)
         # the DataArray itself is the source: write() slices it a row of tiles at a time,
         # which loads (or computes, if Dask-backed) only that row

@@ -13,13 +13,14 @@ import operator
 
 import numpy as np
 
+from rumimm._deprecation import UNSET
 from rumimm.errors import RumiError, WindowError
 from rumimm.format import units
 from rumimm.format.georef import split_georef_block
 from rumimm.format.v2 import Grid2
 from rumimm.format.window import Run, select, window_bounds
 from rumimm.reader import engine, layouts
-from rumimm.reader.image import Image, frame_source, read_block
+from rumimm.reader.image import Image, frame_source, georef_block, read_block
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.reader.remote import read_many
 
@@ -122,7 +123,7 @@ def _fetch_interleaved(images, runs) -> dict:
 
 def _georef_block(img: Image) -> bytes | None:
     """The 160 bytes of the two georeferencing tags, or None when no CRS is set."""
-    block = img.georef_block()
+    block = georef_block(img)
     _, keys = split_georef_block(block)
     if int(keys[7]) == 0:  # GTModelTypeGeoKey 0: undefined georeferencing
         return None
@@ -321,13 +322,14 @@ class Cube(RasterioSurface):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, indexes=None, window=None, out=None, *, bands=None):
+    def read(self, indexes=None, window=None, out=None, *, bands=UNSET):
         """Every image's bands in a window: (N, n, h, w), or (N, h, w) for an int band.
 
-        Arguments as :meth:`rumimm.Image.read`: ``indexes`` from 1 (rasterio's), or ``bands`` from 0.
+        Arguments as :meth:`rumimm.Image.read`: ``indexes`` from 1 (rasterio's); ``bands``
+        (from 0) is deprecated: ``read(b + 1)`` or ``cube[:, b]``.
         """
         shape = self.shape
-        bands = indexes_to_bands(indexes, bands, shape[1])
+        bands = indexes_to_bands(indexes, bands, shape[1], "Cube")
         from rumimm.format.window import select_read
 
         sel = select_read(bands, window, shape[1:])

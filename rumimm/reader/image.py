@@ -23,7 +23,9 @@ import weakref
 from functools import cached_property
 
 import numpy as np
+from affine import Affine
 
+from rumimm._deprecation import UNSET, renamed, renamed_keyword
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.blob import Header
 from rumimm.format.georef import GEOREF_BYTES, parse_geokeys, split_georef_block
@@ -38,7 +40,7 @@ from rumimm.reader.remote import RemoteStore, is_remote, public_name
 from rumimm.reader.store import LocalStore
 from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD walk, used only when no blob is given
 
-__all__ = ["Image", "frame_source", "load_header", "open", "read_block", "read_frames"]
+__all__ = ["Image", "frame_source", "georef_block", "load_header", "open", "raw_frame", "read_block", "read_frames"]
 
 _tokens = itertools.count(1)
 _PENDING: Trailer = Trailer.__new__(Trailer)  # a remote spec 0.2 image's trailer, fetched on first use
@@ -98,7 +100,7 @@ class Image(RasterioSurface):
         file holding it.  With it the IFD is not walked: the 252 bytes of header
         and IFD (compared with those the blob implies), the first frame's magic
         and the file size are checked against the blob.  Without it the blob is
-        rebuilt and the whole file profile checked, as :func:`rumimm.index` does.
+        rebuilt and the whole file profile checked, as :func:`rumimm.build_blob` does.
     cache_bytes : int, optional
         None (default): share the process-wide decoded-frame cache
         (``rumimm.reader.cache.SHARED``, 64 MiB or ``RUMIMM_CACHE_BYTES``).  0: no cache.
@@ -108,6 +110,8 @@ class Image(RasterioSurface):
         False still checks the decoded size; it decodes default-codec frames up to
         ~10% faster and ``fast`` frames 10-25% faster (hashing is a larger share of
         a faster decoder's time).
+    spec : {None, "0.1", "0.2"}
+        The specification the file must follow (``Image.spec``); None accepts either.
     storage_options : dict, optional
         Remote URIs only: client settings (``reader.remote.RemoteStore``).  A remote
         file opened with a blob is not read at open: its size (reported by the first
@@ -116,16 +120,17 @@ class Image(RasterioSurface):
         its profile is checked from its first bytes (one request).
     """
 
-    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, format=None,
-                 storage_options=None):
+    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, spec=None,
+                 storage_options=None, format=UNSET):
+        spec = renamed_keyword("Image", "format", "spec", format, spec)
         remote = is_remote(path)
         if not remote and storage_options:
             raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
         self._uri = path if remote else None
         self._storage_options = dict(storage_options) if storage_options else None
         self.path = public_name(path) if remote else os.fspath(path)
-        if format not in (None, "0.1", "0.2"):
-            raise ValueError(f"format must be '0.1' or '0.2', got {format!r}")
+        if spec not in (None, "0.1", "0.2"):
+            raise ValueError(f"spec must be '0.1' or '0.2', got {spec!r}")
         cache: _cache.FrameCache | None
         if cache_bytes is None:
             cache, private = _cache.shared(), False
@@ -134,9 +139,9 @@ class Image(RasterioSurface):
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
         georef = None
         if remote:
-            file, hdr, magic0, trailer, georef = _open_remote(path, header, format, self._storage_options)
+            file, hdr, magic0, trailer, georef = _open_remote(path, header, spec, self._storage_options)
         else:
-            file, hdr, magic0, trailer = self._open_local(header, format)
+            file, hdr, magic0, trailer = self._open_local(header, spec)
         self._init(hdr, cache_bytes, verify)
         self._trailer = trailer
         if georef is not None:  # parsed from the first request of an open without a blob: no second request
@@ -146,16 +151,16 @@ class Image(RasterioSurface):
         _SOURCES[self] = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify), magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
-    def _open_local(self, header, format):
+    def _open_local(self, header, want):
         """(store, header, frame 0's magic, trailer or None) of a local file, checked as the docstring says."""
         file = LocalStore(self.path)
         trailer = None
         try:
             spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
-            if format is not None and format != spec:
+            if want is not None and want != spec:
                 starts = "RUMI" if spec == "0.2" else "a BigTIFF header"
                 raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with {starts}), "
-                                  f"but format={format!r} was given")
+                                  f"but spec={want!r} was given")
             hdr = load_header(header, self.path, spec)
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)
@@ -366,7 +371,7 @@ class Image(RasterioSurface):
         They sit at fixed places right before the first frame (the matrix 160 bytes
         before it, the key directory 32 bytes before it), so no IFD is parsed.
         """
-        matrix, keys = split_georef_block(self.georef_block())
+        matrix, keys = split_georef_block(georef_block(self))
         geo, bad = parse_geokeys(keys, matrix)
         if bad or geo is None:
             raise FormatError(f"{where(self.path)}{bad[0] if bad else 'unreadable georeferencing'}")
@@ -387,12 +392,15 @@ class Image(RasterioSurface):
         return read_metadata(self.path, self.count, bytes(self._header))
 
     @property
-    def transform(self) -> tuple[float, ...] | None:
-        """(x_res, row_rot, x_origin, col_rot, y_res, y_origin), or None without a CRS.
+    def transform(self) -> Affine | None:
+        """The pixel-to-CRS transform as rasterio's ``affine.Affine``, or None without a CRS.
 
-        The order of ``affine.Affine(a, b, c, d, e, f)``: ``Affine(*img.transform)``.
+        ``Affine(a, b, c, d, e, f)``: x = a * col + b * row + c, y = d * col + e * row + f
+        (``a`` the pixel width, ``e`` minus its height for a north-up image).  ``to_dict()``
+        gives the six numbers as a list.
         """
-        return self.georef.transform
+        t = self.georef.transform
+        return None if t is None else Affine(*t)
 
     @property
     def crs(self) -> str | None:
@@ -410,7 +418,7 @@ class Image(RasterioSurface):
     @property
     def bounds(self) -> tuple[float, float, float, float] | None:
         """(left, bottom, right, top) of the image's corners in CRS units, or None."""
-        t = self.transform
+        t = self.georef.transform
         if t is None:
             return None
         a, b, c, d, e, f = t
@@ -422,7 +430,7 @@ class Image(RasterioSurface):
     @property
     def res(self) -> tuple[float, float] | None:
         """(x, y) pixel size in CRS units, or None."""
-        t = self.transform
+        t = self.georef.transform
         if t is None:
             return None
         a, b, _, d, e, _ = t
@@ -432,7 +440,7 @@ class Image(RasterioSurface):
         """JSON-safe summary: the blob's fields plus path, dtype name and georeferencing."""
         out = self._header.to_dict()
         out.update(path=self.path, crs=self.crs, epsg=self.epsg,
-                   transform=None if self.transform is None else list(self.transform),
+                   transform=None if self.georef.transform is None else list(self.georef.transform),
                    pixel_is_point=self.pixel_is_point)
         tr = self._tail()
         if tr is not None:
@@ -453,7 +461,7 @@ class Image(RasterioSurface):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, indexes=None, window=None, out=None, *, bands=None):
+    def read(self, indexes=None, window=None, out=None, *, bands=UNSET):
         """Read bands of a window, optionally into a caller's buffer, as rasterio's ``read``.
 
         Parameters
@@ -469,9 +477,8 @@ class Image(RasterioSurface):
             Written in place and returned; must have the result's shape and this
             image's dtype.
         bands : int or sequence of int, optional
-            Instead of ``indexes``: band(s) counted from 0, as ``img[b]`` counts them
-            (what ``read``'s first argument meant in rumimm 0.1.0: ``read(b)`` became
-            ``read(bands=b)`` or ``read(b + 1)``).
+            Deprecated (two numberings in one call): band(s) counted from 0; use
+            ``read(b + 1)`` or ``img[b]``.
 
         Returns
         -------
@@ -483,7 +490,7 @@ class Image(RasterioSurface):
         WindowError
             A band or window outside the image.
         TypeError
-            Both ``indexes`` and ``bands``.
+            Both ``indexes`` and the deprecated ``bands``.
         CodecError
             A frame is corrupt (the message names it and its grid position).
         """
@@ -504,16 +511,14 @@ class Image(RasterioSurface):
 
 
     def raw_frame(self, k: int) -> bytes:
-        """Frame ``k`` as stored in the file: its OpenZL bytes, not decoded (``rumimm info`` reads frame 0)."""
-        fs = frame_source(self)
-        if not 0 <= int(k) < fs.n_frames:
-            raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
-        return bytes(fs.read_frame(int(k)))
+        """Deprecated: ``rumimm.reader.image.raw_frame(img, k)`` (a tool's, not a dataset member)."""
+        renamed("Image.raw_frame(k)", "rumimm.reader.image.raw_frame(img, k)")
+        return raw_frame(self, k)
 
     def georef_block(self) -> bytes:
-        """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
-        base = self._grid.base_frame_offset
-        return bytes(frame_source(self).live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
+        """Deprecated: ``rumimm.reader.image.georef_block(img)`` (a tool's, not a dataset member)."""
+        renamed("Image.georef_block()", "rumimm.reader.image.georef_block(img)")
+        return georef_block(self)
 
     def _read_steps(self, steps: np.ndarray, bands: np.ndarray, y: Run, x: Run) -> np.ndarray:
         """The (len(steps), len(bands), y.count, x.count) block of a spec 0.2 file of several steps."""
@@ -542,7 +547,7 @@ def _check_blob2(file: LocalStore, hdr: Header2, path) -> tuple[int, Trailer]:
     return magic0, trailer
 
 
-def _open_remote(uri: str, header, format, storage_options):
+def _open_remote(uri: str, header, want, storage_options):
     """(store, header, frame 0's magic or None, trailer, georeferencing or None) for a remote URI.
 
     With a blob nothing is requested: the store expects the object size the blob implies
@@ -554,7 +559,7 @@ def _open_remote(uri: str, header, format, storage_options):
     object that small, the trailer.
     """
     name = public_name(uri)
-    spec = None if format is None else str(format)
+    spec = None if want is None else str(want)
     hdr = load_header(header, name, spec)
     if isinstance(hdr, Header2):
         store = RemoteStore(uri, storage_options, min_size=hdr.frames_end + min_trailer_bytes(hdr.samples_per_pixel))
@@ -563,8 +568,8 @@ def _open_remote(uri: str, header, format, storage_options):
         return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None, None, None
     store = RemoteStore(uri, storage_options)
     rep = inspect_store(store, strict=True)
-    if format is not None and rep.spec != format:
-        raise FormatError(f"{name}: the object is rumi spec {rep.spec}, but format={format!r} was given")
+    if want is not None and rep.spec != want:
+        raise FormatError(f"{name}: the object is rumi spec {rep.spec}, but spec={want!r} was given")
     hdr = parse_header(rep.blob, spec=rep.spec, path=name)
     trailer = rep.trailer if rep.trailer is not None or rep.spec != "0.2" else _PENDING
     return store, hdr, None, trailer, rep.georef
@@ -670,14 +675,14 @@ def _read_into(img: Image, sel: Selection, out):
 
 def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=None, storage_options=None):
     if not closed:
-        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, format=spec, storage_options=storage_options)
+        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
     img = Image.__new__(Image)  # a closed image stays closed: no file is opened
     img.__setstate__((path, blob, cache_bytes, verify, spec, trailer, storage_options))
     return img
 
 
-def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=None,
-         storage_options=None) -> Image:
+def open(path, header=None, *, cache_bytes=None, verify: bool = True, spec=None,
+         storage_options=None, format=UNSET) -> Image:
     """Open a rumi file for reading: spec 0.1.0 or spec 0.2 (rumi-eo 0.18 and later).
 
     The two are told apart by the file's first bytes (a BigTIFF header or ``RUMI``).
@@ -701,7 +706,7 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=Non
         a private cache of n bytes.
     verify : bool
         Verify OpenZL checksums while decoding (default True).
-    format : {None, "0.1", "0.2"}
+    spec : {None, "0.1", "0.2"}
         The specification the file must follow; None accepts either.
     storage_options : dict, optional
         Remote URIs only: credentials, endpoint and client settings on top of what the
@@ -732,7 +737,22 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, format=Non
     ...     chip = img[:, 1024:1280, 2048:2304]                   # (B, 256, 256)
     ...     red = img[2]                                          # (Y, X)
     """
-    return Image(path, header, cache_bytes=cache_bytes, verify=verify, format=format, storage_options=storage_options)
+    spec = renamed_keyword("open", "format", "spec", format, spec)
+    return Image(path, header, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
+
+
+def raw_frame(img: Image, k: int) -> bytes:
+    """Frame ``k`` as stored in the file: its OpenZL bytes, not decoded (``rumimm info`` reads frame 0)."""
+    fs = frame_source(img)
+    if not 0 <= int(k) < fs.n_frames:
+        raise IndexError(f"frame {k} is outside 0..{fs.n_frames - 1}")
+    return bytes(fs.read_frame(int(k)))
+
+
+def georef_block(img: Image) -> bytes:
+    """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
+    base = img.header.grid.base_frame_offset
+    return bytes(frame_source(img).live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
 
 
 def read_frames(img: Image, frames) -> list[np.ndarray]:

@@ -1,11 +1,11 @@
-"""The rasterio-shaped surface of an Image (and a Cube): profile, Affine, index/xy, windows.
+"""The rasterio-shaped surface of an Image (and a Cube): profile, band metadata, index/xy, windows.
 
-A rasterio user looks for ``profile``, an ``Affine`` transform, ``index``/``xy`` and
-``block_windows``; :class:`RasterioSurface` adds them on top of the public properties
-its host already has (``shape``, ``dtype``, ``tile``, ``transform``, ``crs``), so the
-host keeps its own tuple-and-string properties unchanged.  ``index`` and ``xy`` are
-plain arithmetic; the members that return rasterio or affine objects import them on
-first use (``pip install 'rumimm[geotiff]'``).
+A rasterio user looks for ``profile``, ``index``/``xy``, ``block_windows`` and the band
+metadata (``nodata``, ``descriptions``, ``scales``, ``offsets``, ...) under rasterio's
+names and meanings; :class:`RasterioSurface` adds them on top of the public properties
+its host already has (``shape``, ``dtype``, ``tile``, ``transform`` (an ``affine.Affine``,
+as rasterio's), ``crs``).  ``index`` and ``xy`` are plain arithmetic; the members that
+return rasterio objects import it on first use (``pip install 'rumimm[geotiff]'``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from affine import Affine
 
+from rumimm._deprecation import UNSET, renamed
 from rumimm.errors import RumiError, WindowError
 
 __all__ = [
@@ -44,13 +46,13 @@ def require(module: str):
         return importlib.import_module(module)
     except ImportError:
         top = module.split(".")[0]
-        raise ImportError(f"this needs {top}; pip install 'rumimm[geotiff]' (rasterio and affine)") from None
+        raise ImportError(f"this needs {top}; pip install 'rumimm[geotiff]' (rasterio)") from None
 
 
 def _coefficients(host) -> tuple[float, ...]:
     """The host's six affine coefficients; the identity when it has no georeferencing (as rasterio)."""
     t = host.transform
-    return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0) if t is None else tuple(float(v) for v in t)
+    return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0) if t is None else tuple(float(v) for v in tuple(t)[:6])
 
 
 def _inverse(a, b, c, d, e, f) -> tuple[float, ...]:
@@ -77,16 +79,21 @@ def _band_index(bidx, count: int) -> int:
     return int(bidx) - 1
 
 
-def indexes_to_bands(indexes, bands, count: int):
-    """The 0-based ``bands`` selection of ``read(indexes, ..., bands=)``: 1-based ``indexes`` as rasterio, or ``bands``.
+def indexes_to_bands(indexes, bands, count: int, owner: str = "Image"):
+    """The 0-based band selection of ``read(indexes, ...)``: 1-based ``indexes``, as rasterio.
 
-    ``indexes`` (an int or a sequence of ints from 1) is rasterio's argument; ``bands``
-    keeps the 0-based numbering of numpy indexing (``img[b]``) for code written for it.
+    ``bands`` (0-based, deprecated: two numberings in one call) is still taken, with a
+    DeprecationWarning; ``UNSET`` when the caller left it out.
     """
-    if indexes is None:
+    if bands is not UNSET:
+        if indexes is not None:
+            raise TypeError("read() takes indexes (1-based, as rasterio), not also the deprecated bands (0-based)")
+        index = "img[b]" if owner == "Image" else "cube[:, b]"
+        renamed(f"{owner}.read(bands=b)", f"{owner}.read(indexes=b + 1) (1-based, as rasterio) or {index}",
+                stacklevel=4)
         return bands
-    if bands is not None:
-        raise TypeError("read() takes indexes (1-based, as rasterio) or bands (0-based, as img[b]), not both")
+    if indexes is None:
+        return None
     if isinstance(indexes, (int, np.integer)) and not isinstance(indexes, bool):
         return _band_index(indexes, count)
     try:
@@ -128,9 +135,10 @@ class RasterioSurface:
         return gtiff_profile(self)
 
     @property
-    def affine(self):
-        """The transform as an ``affine.Affine`` (the identity without georeferencing, as rasterio)."""
-        return require("affine").Affine(*_coefficients(self))
+    def affine(self) -> Affine:
+        """Deprecated: ``transform`` (an ``affine.Affine`` now, None without georeferencing)."""
+        renamed(f"{type(self).__name__}.affine", f"{type(self).__name__}.transform")
+        return Affine(*_coefficients(self))
 
     @property
     def pyproj_crs(self):
@@ -256,7 +264,7 @@ class RasterioSurface:
                                  f"got {window!r}") from None
         a, b, c, d, e, f = _coefficients(self)
         x, y = _apply((a, b, c, d, e, f), col, row)
-        return require("affine").Affine(a, b, x, d, e, y)
+        return Affine(a, b, x, d, e, y)
 
     def block_windows(self, bidx: int = 0):
         """Yield ``((i, j), Window)`` for every position of the frame grid, row by row.
@@ -355,7 +363,7 @@ def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=No
                "bigtiff": bigtiff}
     if img.crs is not None:
         profile["crs"] = require("rasterio.crs").CRS.from_user_input(img.crs)
-        profile["transform"] = require("affine").Affine(*img.transform)
+        profile["transform"] = Affine(*tuple(img.transform)[:6])
     meta = getattr(img, "metadata", None)
     if meta is not None:  # the PAM sidecar's nodata and the photometric its colours need
         nodata = {nodata_key(b.nodata) for b in meta.bands}

@@ -118,7 +118,7 @@ class FrameSource:
         """(addresses, byte counts) of every frame in the mapping, uint64, for the kernels."""
         if self._addresses is None:
             buf = self.mapping()
-            self._addresses = self.header.offsets[:-1] + np.uint64(buf.ctypes.data)
+            self._addresses = self.header.frame_offsets[:-1] + np.uint64(buf.ctypes.data)
         return self._addresses, self.header.counts_u64
 
     def position(self, k: int) -> str:
@@ -132,7 +132,7 @@ class FrameSource:
 
     def frame_range(self, k: int) -> tuple[int, int]:
         """(offset, byte count) of frame k in its file."""
-        off = self.header.offsets
+        off = self.header.frame_offsets
         start = int(off[k])
         return start, int(off[k + 1]) - start
 

@@ -4,7 +4,7 @@ The plumbing around the profile checks of ``format/profile_checks.py``: a local 
 opened once, measured and mapped through that one descriptor, a remote object read by
 ranged requests (its first bytes, then its frames in spans); then what the frames hold is
 checked, as far as asked, up to decoding every frame.  One walk serves two callers:
-:func:`index` stops at the first rule broken and raises :class:`FormatError`;
+:func:`build_blob` stops at the first rule broken and raises :class:`FormatError`;
 :func:`validate` keeps going and returns every violation it can find.
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rumimm._deprecation import renamed
 from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format.blob import Header
 from rumimm.format.georef import Georef
@@ -40,7 +41,7 @@ from rumimm.reader.store import LocalStore, open_store
 __all__ = [
     "PREFIX_BYTES",
     "Report",
-    "index",
+    "build_blob",
     "index_mapping",
     "inspect_file",
     "inspect_mapping",
@@ -67,7 +68,8 @@ class Report:
     violations: list[str] = field(default_factory=list)
     blob: bytes | None = None
     georef: Georef | None = None
-    format_version: int | None = None
+    #: The OpenZL frame format version of the frames (not the file's ``spec``).
+    frame_format_version: int | None = None
     header_violations: list[str] = field(default_factory=list)
     #: The specification the file follows, ``"0.1"`` or ``"0.2"`` (None when not even that is clear).
     spec: str | None = None
@@ -84,6 +86,12 @@ class Report:
     sampled_frames: tuple[int, ...] = ()
 
     @property
+    def format_version(self) -> int | None:
+        """Deprecated: ``frame_format_version`` (``spec`` is the file's format)."""
+        renamed("Report.format_version", "Report.frame_format_version")
+        return self.frame_format_version
+
+    @property
     def ok(self) -> bool:
         return not self.violations and not self.header_violations
 
@@ -98,7 +106,7 @@ class Report:
 
 
 def inspect_file(path, *, strict: bool, frames: str = "magic", header=None, storage_options=None) -> Report:
-    """Walk ``path`` and check every rule; see :func:`validate` and :func:`index`.
+    """Walk ``path`` and check every rule; see :func:`validate` and :func:`build_blob`.
 
     The file is opened once and measured and mapped through that one descriptor.  A
     remote URI (``reader.remote``) is read by ranged requests: the first bytes for the
@@ -257,7 +265,7 @@ def inspect_remote(store, *, strict: bool, frames: str) -> Report:
 
 
 def index_mapping(buf: np.ndarray, path) -> bytes:
-    """:func:`index` of a file already mapped: its canonical blob, or FormatError."""
+    """:func:`build_blob` of a file already mapped: its canonical blob, or FormatError."""
     return _strict_blob(inspect_mapping(buf, path, strict=True))
 
 
@@ -274,13 +282,13 @@ def _check(buf, size: int, f: Findings, rep: Report, frames: str, tail=None) -> 
 def _check_frames(buf, f: Findings, rep: Report, frames: str) -> None:
     """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
     hdr = parse_header(rep.blob, spec=rep.spec, path=rep.path)
-    offsets, counts, grid = hdr.offsets[:-1], hdr.counts, hdr.grid
+    offsets, counts, grid = hdr.frame_offsets[:-1], hdr.frame_byte_counts, hdr.grid
     rep.checked.append(CHECKED_PROFILE_V2 if rep.spec == "0.2" else CHECKED_PROFILE)
     if frames in ("magic", "headers", "decode"):
         version = check_frame_magic(buf, offsets, counts, grid, f)
         if version is None:
             return
-        rep.format_version = version
+        rep.frame_format_version = version
         rep.checked.append(CHECKED_MAGIC)
     if frames == "headers":
         _check_frame_headers(buf, hdr, f)
@@ -290,7 +298,8 @@ def _check_frames(buf, f: Findings, rep: Report, frames: str) -> None:
         rep.checked.append(CHECKED_DECODE)
     if frames in ("headers", "decode") and not f.items:
         ks = sample_frames(hdr.n_frames)
-        spans = [(int(hdr.offsets[k]), int(hdr.offsets[k + 1]) - int(hdr.offsets[k])) for k in ks]
+        offs = hdr.frame_offsets
+        spans = [(int(offs[k]), int(offs[k + 1]) - int(offs[k])) for k in ks]
         # a remote object: just these frames, in one call (a span each would be 32 MiB)
         sampled = buf.store.read_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
         rep.codecs, rep.readers = file_readers(sampled,
@@ -334,7 +343,7 @@ def _check_frame_headers(buf, hdr: Header, f: Findings) -> None:
     """
     from rumimm.codec import check_frame_header
 
-    offs, grid = hdr.offsets, hdr.grid
+    offs, grid = hdr.frame_offsets, hdr.grid
     for k in range(hdr.n_frames):
         row, col, band = grid.frame_position(k)
         label = f"frame {k} (row {row}, col {col}, band {band})"
@@ -349,7 +358,7 @@ def _check_frame_decode(buf, hdr: Header, f: Findings) -> None:
     from rumimm.codec import FrameDecoder
 
     dec = FrameDecoder()
-    offs = hdr.offsets
+    offs = hdr.frame_offsets
     for k in range(hdr.n_frames):
         frame = np.asarray(buf[int(offs[k]) : int(offs[k + 1])])
         try:
@@ -387,7 +396,7 @@ def validate(path, header=None, *, decode: bool = False, storage_options=None) -
                         storage_options=storage_options)
 
 
-def index(path, *, storage_options=None) -> bytes:
+def build_blob(path, *, storage_options=None) -> bytes:
     """Parse a file's IFD, check the whole file profile and return its canonical blob.
 
     A remote URI costs one ranged request (two for files of more than ~5,400 frames);

@@ -31,7 +31,7 @@ __all__ = [
     "MAX_DIM",
     "MAX_FRAME_BYTES",
     "MAX_TILE",
-    "resolve_bands",
+    "resolve_descriptions",
     "resolve_layout",
     "resolve_shape2",
     "resolve_spec",
@@ -179,7 +179,7 @@ def resolve_format_version(format_version) -> int:
 
         return DEFAULT_FORMAT_VERSION
     if not _is_int(format_version):
-        raise TypeError(f"format_version must be an int, got {format_version!r}")
+        raise TypeError(f"frame_format_version must be an int, got {format_version!r}")
     return int(format_version)
 
 
@@ -191,7 +191,7 @@ def resolve_spec(fmt) -> str:
     if fmt is None:
         return "0.1"
     if fmt not in ("0.1", "0.2"):
-        raise ValueError(f"format must be '0.1' or '0.2', got {fmt!r}")
+        raise ValueError(f"spec must be '0.1' or '0.2', got {fmt!r}")
     return fmt
 
 
@@ -214,20 +214,21 @@ def resolve_shape2(shape) -> tuple[int, int, int, int]:
     return (1, *resolve_shape(shape))
 
 
-def resolve_bands(bands, count: int) -> tuple[str, ...]:
+def resolve_descriptions(descriptions, count: int) -> tuple[str, ...]:
     """One non-empty, unique text per band (spec 0.2 stores them in the trailer)."""
     from rumimm.format.trailer import check_band_texts
 
-    if bands is None:
-        raise TypeError("format='0.2' stores a text per band; pass bands=[...] with one per band, in band order "
-                        "(e.g. 'B4, Red, 665nm')")
-    if isinstance(bands, str):
-        raise TypeError(f"bands is a list with one text per band; wrap a single text as bands=[{bands!r}]")
-    bands = list(bands)
-    if len(bands) != count:
-        raise ValueError(f"bands needs one text per band, so {count}; got {len(bands)}")
-    check_band_texts(bands)
-    return tuple(bands)
+    if descriptions is None:
+        raise TypeError("spec='0.2' stores a text per band; pass descriptions=[...] with one per band, in band "
+                        "order (e.g. 'B4, Red, 665nm')")
+    if isinstance(descriptions, str):
+        raise TypeError("descriptions is a list with one text per band; wrap a single text as "
+                        f"descriptions=[{descriptions!r}]")
+    texts = list(descriptions)
+    if len(texts) != count:
+        raise ValueError(f"descriptions needs one text per band, so {count}; got {len(texts)}")
+    check_band_texts(texts)
+    return tuple(texts)
 
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
@@ -272,7 +273,7 @@ def resolve_time(time, steps: int) -> tuple[int, list[int]]:
     from rumimm.format.trailer import INSTANT, INTERVAL, check_time_order
 
     if time is None:
-        raise TypeError("format='0.2' labels every time step; pass time=[...] with one date per step, or a "
+        raise TypeError("spec='0.2' labels every time step; pass time=[...] with one date per step, or a "
                         "(start, end) pair for a step without a single instant")
     if isinstance(time, (str, _dt.date, np.datetime64)):
         raise TypeError(f"time is a list with one entry per time step; wrap a single coordinate as time=[{time!r}]")

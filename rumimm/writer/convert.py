@@ -26,6 +26,7 @@ import os
 
 import numpy as np
 
+from rumimm._deprecation import UNSET, renamed_keyword
 from rumimm.errors import RumiError, where
 from rumimm.format import units
 from rumimm.format.blob import build_header
@@ -36,7 +37,7 @@ from rumimm.format.tiff import build_prefix
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2, build_header2, build_prefix2
 from rumimm.reader.remote import is_remote
-from rumimm.writer.args import resolve_bands, resolve_path, resolve_spec, resolve_time
+from rumimm.writer.args import resolve_descriptions, resolve_path, resolve_spec, resolve_time
 from rumimm.writer.atomic import AtomicFile
 
 __all__ = ["convert"]
@@ -44,9 +45,9 @@ __all__ = ["convert"]
 _COPY_CHUNK = 8 << 20  # bytes of frames copied at a time
 
 
-def convert(source, dest, *, format=None, codec=None, bands=None, time=None, header=None, threads=None,
-            progress=None, storage_options=None) -> bytes:
-    """Write ``source`` (a rumi file of either spec) as a rumi file of spec ``format``; return its header blob.
+def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None, header=None, threads=None,
+            progress=None, storage_options=None, format=UNSET, bands=UNSET) -> bytes:
+    """Write ``source`` (a rumi file of either spec) as a rumi file of spec ``spec``; return its header blob.
 
     Without ``codec`` the frames are copied as they are (only the file's envelope
     changes); with ``codec`` every frame is decoded and encoded again with that preset,
@@ -57,13 +58,13 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
     source, dest : str or os.PathLike
         The rumi file to read (or a remote URI, ``docs/remote.md``) and the local file to
         write (replaced atomically; may not be ``source``).
-    format : {None, "0.2", "0.1"}
+    spec : {None, "0.2", "0.1"}
         The specification of ``dest``.  Default: the source's with ``codec``, else "0.2".
     codec : str or rumimm.codec.Codec, optional
         Re-encode every frame with this preset (a name of ``rumimm.PRESETS``, ``"auto"``
         for the dtype's default).  The pixels, grid, frame unit, georeferencing, band
         texts, time and sidecar metadata (nodata, descriptions, ...) are kept.
-    bands : sequence of str, optional
+    descriptions : sequence of str, optional
         Spec 0.2 band texts, one per band.  Default: the source's texts (a 0.2
         source), else ``"band 1"``, ``"band 2"``, ...
     time : sequence, optional
@@ -76,17 +77,19 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
         bar or callback per row of tiles).
     storage_options : dict, optional
         A remote source's client settings (see :func:`rumimm.open`).
+    format, bands
+        Deprecated names of ``spec`` and ``descriptions``.
 
     Returns
     -------
     bytes
-        The header blob of ``dest`` (what ``rumimm.index(dest)`` returns).
+        The header blob of ``dest`` (what ``rumimm.build_blob(dest)`` returns).
 
     Raises
     ------
     RumiError
         A sample type or layout the target spec lacks, several time steps for spec
-        0.1, or a bad ``bands``/``time``.
+        0.1, or a bad ``descriptions``/``time``.
     ValueError
         ``codec`` names no preset, or one that does not take the file's sample type.
 
@@ -99,8 +102,10 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
 
     if codec is None and (threads is not None or progress is not None):
         raise ValueError("threads= and progress= apply to re-encoding; pass codec= too, or leave them unset")
-    if format is not None:
-        resolve_spec(format)  # a bad format is refused before the source is opened
+    spec = renamed_keyword("convert", "format", "spec", format, spec)
+    descriptions = renamed_keyword("convert", "bands", "descriptions", bands, descriptions)
+    if spec is not None:
+        resolve_spec(spec)  # a bad spec is refused before the source is opened
     remote = is_remote(source)
     src_path = source if remote else os.fspath(source)
     dest = resolve_path(dest)
@@ -109,19 +114,19 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
     with Image(src_path, header, cache_bytes=0, storage_options=storage_options) as img:
         src_path = img.path  # a URI without its query string: what messages name
         hdr = img.header
-        spec = resolve_spec(format if format is not None else hdr.spec if codec is not None else "0.2")
+        spec = resolve_spec(spec if spec is not None else hdr.spec if codec is not None else "0.2")
         enc = hdr.encoding
         if (enc.sample_format, enc.bits_per_sample) not in SPEC_ENCODINGS[spec]:
             raise RumiError(f"{where(src_path)}sample type {enc.name} has no encoding in rumi spec {spec}; "
                             "it cannot be converted")
         matrix, keys = _georef_values(img)
         if codec is not None:
-            return _reencode(img, dest, spec, codec, (matrix, keys), bands, time, threads, progress)
+            return _reencode(img, dest, spec, codec, (matrix, keys), descriptions, time, threads, progress)
         b, y, x = hdr.samples_per_pixel, hdr.image_length, hdr.image_width
         tw, tl = hdr.tile_width, hdr.tile_length
         grid: Grid  # a Grid2 for spec 0.2
         if spec == "0.2":
-            texts = resolve_bands(bands if bands is not None else
+            texts = resolve_descriptions(descriptions if descriptions is not None else
                                   (img.descriptions if hdr.spec == "0.2" else [f"band {i + 1}" for i in range(b)]), b)
             if time is None and hdr.spec == "0.2":
                 kind, seconds = img.trailer.kind, img.trailer.seconds
@@ -131,8 +136,8 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
             layout = hdr.layout if hdr.spec == "0.2" else (1 if hdr.frame_unit == FrameUnit.CELL and b > 1 else 0)
             grid = Grid2.of(x, y, tw, tl, b, hdr.time_count, layout)
         else:
-            if bands is not None or time is not None:
-                raise ValueError("spec 0.1 stores no band texts or time; leave bands and time unset")
+            if descriptions is not None or time is not None:
+                raise ValueError("spec 0.1 stores no band texts or time; leave descriptions and time unset")
             if hdr.time_count > 1:
                 raise RumiError(f"{where(src_path)}has {hdr.time_count} time steps; spec 0.1 holds one (B, Y, X) "
                                 "image, so only files of one step convert to it")
@@ -143,7 +148,7 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
         recode = _recode_plan(hdr, spec)
         src = frame_source(img)
         file = src.live_store()
-        counts = np.array(hdr.counts, dtype=np.uint64)
+        counts = np.array(hdr.frame_byte_counts, dtype=np.uint64)
         out = AtomicFile(dest)
         try:
             fh = out.fh
@@ -176,11 +181,13 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
 
 def _georef_values(img) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """The 16 doubles and 16 shorts of the two georeferencing tags, as the source stores them."""
-    matrix, keys = split_georef_block(img.georef_block())
+    from rumimm.reader.image import georef_block
+
+    matrix, keys = split_georef_block(georef_block(img))
     return tuple(float(v) for v in matrix), tuple(int(v) for v in keys)
 
 
-def _reencode(img, dest: str, spec: str, codec, georef, bands, time, threads, progress) -> bytes:
+def _reencode(img, dest: str, spec: str, codec, georef, descriptions, time, threads, progress) -> bytes:
     """Decode ``img`` one row of tiles at a time and write it to ``dest`` with ``codec`` (a Writer does the rest)."""
     from rumimm.writer.writer import Writer
 
@@ -191,13 +198,13 @@ def _reencode(img, dest: str, spec: str, codec, georef, bands, time, threads, pr
         # the source's planar unit; an interleaved one (read, never written) becomes its planar cell
         unit = ("tile" if hdr.frame_unit == FrameUnit.TILE else "cell") if hdr.spec == "0.1" else \
             ("cell" if units.interleaved(hdr.layout) else int(hdr.layout))
-        texts = bands if bands is not None else (img.descriptions if hdr.spec == "0.2"
+        texts = descriptions if descriptions is not None else (img.descriptions if hdr.spec == "0.2"
                                                  else [f"band {i + 1}" for i in range(b)])
         when = time if time is not None or hdr.spec == "0.1" else img.time
-        extra = {"bands": texts, "time": when}
+        extra = {"descriptions": texts, "time": when}
     else:
-        if bands is not None or time is not None:
-            raise ValueError("spec 0.1 stores no band texts or time; leave bands and time unset")
+        if descriptions is not None or time is not None:
+            raise ValueError("spec 0.1 stores no band texts or time; leave descriptions and time unset")
         if steps > 1:
             raise RumiError(f"{where(img.path)}has {steps} time steps; spec 0.1 holds one (B, Y, X) image, so only "
                             "files of one step convert to it")
@@ -207,7 +214,7 @@ def _reencode(img, dest: str, spec: str, codec, georef, bands, time, threads, pr
         extra = {}
     meta = img.metadata
     with Writer(dest, shape, img.dtype, tile=img.tile, unit=unit, codec=codec, georef=georef, threads=threads,
-                progress=progress, metadata=None if meta.is_empty() else meta, format=spec, **extra) as w:
+                progress=progress, metadata=None if meta.is_empty() else meta, spec=spec, **extra) as w:
         for r in range(w.rows):
             y0, y1 = w.row_span(r)
             block = img[:, :, y0:y1, :] if len(img.shape) == 4 else img[:, y0:y1, :]

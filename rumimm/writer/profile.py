@@ -1,6 +1,6 @@
 """Profile frame recipes on the user's own data: a rumi file, a ``.npy`` file, a GeoTIFF or an array.
 
-:func:`profile` cuts a few frames out of the source at seeded grid positions (frames
+:func:`profile_codecs` cuts a few frames out of the source at seeded grid positions (frames
 of a rumi file are decoded; an array is cut into tiles of ``tile``) and hands them to
 :func:`rumimm.codec.profile.measure`, which times every preset and geozl recipe on
 them.  A small sample (8 frames by default), a time budget and a fixed seed keep it
@@ -21,7 +21,7 @@ from rumimm.codec.profile import DEFAULT_TOLERANCE, Profile, measure
 from rumimm.errors import where
 from rumimm.writer.args import resolve_tile
 
-__all__ = ["profile", "sample_frames"]
+__all__ = ["profile_codecs", "sample_frames"]
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
@@ -71,10 +71,10 @@ def _is_rumi(path: str) -> bool:
     if head != b"II+\x00":  # BigTIFF: a rumi 0.1.0 file, or a GeoTIFF
         return head == b"RUMI" or head[:2] not in (b"II", b"MM")
     from rumimm.errors import FormatError
-    from rumimm.reader.validate import index
+    from rumimm.reader.validate import build_blob
 
     try:
-        index(path)
+        build_blob(path)
     except FormatError:
         return False
     return True
@@ -167,11 +167,11 @@ def sample_frames(array: FrameSource, tile: Tile = 512, unit: Unit = "tile", sam
     return frames, places
 
 
-def profile(source: StrPath | ArrayLike | FrameSource, *, tile: Tile | None = None, unit: Unit | None = None,
-            samples: int = 8, seed: int = 0, presets: Iterable[str] | None = None, geozl: bool = True,
-            reps: int = 3, budget: float | None = 60.0, tolerance: float = DEFAULT_TOLERANCE,
-            require: Iterable[str] = (), verify: bool = True, storage_options: Mapping[str, Any] | None = None,
-            ) -> Profile:
+def profile_codecs(source: StrPath | ArrayLike | FrameSource, *, tile: Tile | None = None, unit: Unit | None = None,
+                   samples: int = 8, seed: int = 0, presets: Iterable[str] | None = None, geozl: bool = True,
+                   reps: int = 3, budget: float | None = 60.0, tolerance: float = DEFAULT_TOLERANCE,
+                   require: Iterable[str] = (), verify: bool = True, storage_options: Mapping[str, Any] | None = None,
+                   ) -> Profile:
     """Measure every frame recipe on sample frames of ``source`` and recommend one for training reads.
 
     Parameters
@@ -222,7 +222,7 @@ def profile(source: StrPath | ArrayLike | FrameSource, *, tile: Tile | None = No
 
     Examples
     --------
-    >>> p = rumimm.profile("scene.rumi")                      # doctest: +SKIP
+    >>> p = rumimm.profile_codecs("scene.rumi")               # doctest: +SKIP
     >>> p.recommended.name, p.rule                            # doctest: +SKIP
     >>> rumimm.convert("scene.rumi", "fast.rumi", codec=p.recommended.name)   # doctest: +SKIP
     """

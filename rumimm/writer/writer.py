@@ -28,6 +28,7 @@ from collections import deque
 
 import numpy as np
 
+from rumimm._deprecation import UNSET, renamed_keyword
 from rumimm.errors import RumiError, RumiWarning, where
 from rumimm.format.blob import build_header
 from rumimm.format.grid import FrameUnit, Grid, frame_unit
@@ -37,7 +38,7 @@ from rumimm.format.v2 import Grid2, build_header2, build_prefix2
 from rumimm.writer import encode_pool
 from rumimm.writer.args import (
     check_frame_size,
-    resolve_bands,
+    resolve_descriptions,
     resolve_encoding,
     resolve_format_version,
     resolve_georef,
@@ -126,7 +127,7 @@ class Writer:
     unit : {"tile", "cell"}
         ``"tile"``: one frame per band and grid position; ``"cell"``: one frame
         of shape (B, h, w) per grid position.  With one band the two are the
-        same file, and the blob records ``"tile"`` (as ``rumimm.index`` derives it).
+        same file, and the blob records ``"tile"`` (as ``rumimm.build_blob`` derives it).
     transform : 6 or 9 numbers or ``Affine``, optional
         ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``; needs ``crs``.
     crs : int, str or object with ``to_epsg()``, optional
@@ -139,9 +140,9 @@ class Writer:
         rumi-eo 0.16.0 and 0.26.1 decode it too), ``"small"`` (rumi-eo 0.26.1 only),
         ``"portable"`` (OpenZL built-ins only), ...; per dtype, each picks its recipe and falls
         back to the dtype's default where it has none.  Default: ``"auto"`` (= ``"portable"``)
-        for spec 0.1.0 files, ``"fast"`` for ``format="0.2"``.  ``"geozl:<recipe>"`` names any
+        for spec 0.1.0 files, ``"fast"`` for ``spec="0.2"``.  ``"geozl:<recipe>"`` names any
         geozl recipe.
-    format_version : int, optional
+    frame_format_version : int, optional
         OpenZL frame format version, pinned for every frame (default
         ``codec.DEFAULT_FORMAT_VERSION`` = 24, the newest rumi-eo 0.16.0 reads).
     threads : int, optional
@@ -156,24 +157,26 @@ class Writer:
         Band metadata (nodata, descriptions, ...) for the PAM sidecar ``path + ".aux.xml"``,
         written with the file (see :func:`write`).  Without it (or with empty metadata)
         a sidecar left at that path by an earlier file is removed.
-    format : {None, "0.1", "0.2"}
+    spec : {None, "0.1", "0.2"}
         The specification to write: spec 0.1.0 (default, read by rumi-eo 0.16) or
         spec 0.2 (the ``RUMI`` header, 13-tag IFD, 32-byte blob and trailer that
         rumi-eo 0.18 and later read).  With ``"0.2"``, ``shape`` may be
         ``(T, B, Y, X)`` and ``unit`` is ``"tile"`` (frame unit 0), ``"cell"``
         (unit 1, or ``t b h w``, unit 4, when B and T are both above 1) or one of the
         planar units 0, 1, 3, 4, 9.
-    bands : sequence of str
-        ``format="0.2"`` only, and required there: one non-empty, unique text per band
-        (e.g. ``"B4, Red, 665nm"``).
+    descriptions : sequence of str
+        ``spec="0.2"`` only, and required there: one non-empty, unique text per band
+        (e.g. ``"B4, Red, 665nm"``), stored in the trailer (``Image.descriptions`` reads them).
     time : sequence
-        ``format="0.2"`` only, and required there: one coordinate per time step (a
+        ``spec="0.2"`` only, and required there: one coordinate per time step (a
         ``date``, ``datetime``, ISO string or ``numpy.datetime64``; whole UTC seconds,
         naive datetimes are UTC), or one ``(start, end)`` pair per step.
     georef : (sequence of 16 float, sequence of 16 int), optional
         The values of the two georeferencing tags (ModelTransformationTag, GeoKeyDirectoryTag)
         as a rumi file stores them, written as they are instead of ``transform``, ``crs`` and
         ``pixel_is_point`` (``rumimm.convert`` keeps its source's this way).
+    format_version, format, bands
+        Deprecated names of ``frame_format_version``, ``spec`` and ``descriptions``.
 
     Attributes
     ----------
@@ -215,24 +218,30 @@ class Writer:
     """
 
     def __init__(self, path, shape, dtype, *, tile=512, unit="tile", transform=None, crs=None,
-                 pixel_is_point=False, codec=None, format_version=None, threads=None, verify=False, progress=None,
-                 metadata=None, format=None, bands=None, time=None, georef=None):
+                 pixel_is_point=False, codec=None, frame_format_version=None, threads=None, verify=False,
+                 progress=None, metadata=None, spec=None, descriptions=None, time=None, georef=None,
+                 format_version=UNSET, format=UNSET, bands=UNSET):
         from rumimm.codec import resolve_codec
         from rumimm.progress import Progress
 
+        frame_format_version = renamed_keyword("Writer", "format_version", "frame_format_version", format_version,
+                                               frame_format_version)
+        spec = renamed_keyword("Writer", "format", "spec", format, spec)
+        descriptions = renamed_keyword("Writer", "bands", "descriptions", bands, descriptions)
         self.path = resolve_path(path)
-        self.spec = resolve_spec(format)
+        self.spec = resolve_spec(spec)
         self._trailer = b""
         if self.spec == "0.2":
             steps, b, y, x = resolve_shape2(shape)
             self._user_shape = (b, y, x) if len(tuple(shape)) < 4 else (steps, b, y, x)
             layout = resolve_layout(unit, b, steps)
-            self.descriptions = resolve_bands(bands, b)
+            self.descriptions = resolve_descriptions(descriptions, b)
             kind, seconds = resolve_time(time, steps)
             self._trailer = build_trailer(self.descriptions, kind, seconds)
         else:
-            if bands is not None or time is not None:
-                raise ValueError("bands= and time= are stored by spec 0.2 files only; pass format='0.2'")
+            if descriptions is not None or time is not None:
+                raise ValueError("descriptions= and time= are stored by spec 0.2 files only; pass spec='0.2' (or "
+                                 "metadata= for a spec 0.1 file's sidecar descriptions)")
             steps, (b, y, x) = 1, resolve_shape(shape)
             self._user_shape = (b, y, x)
         self.enc = resolve_encoding(dtype, self.spec)
@@ -244,7 +253,7 @@ class Writer:
             self.unit = frame_unit(unit)
             if b == 1:
                 # one band: both units give the same frames and layout; record "tile", the
-                # reading rumimm.index (and the reference writer) derive from the IFD
+                # reading rumimm.build_blob (and the reference writer) derive from the IFD
                 self.unit = FrameUnit.TILE
             self.grid = Grid(x, y, tw, tl, b, self.unit)
         check_frame_size(self.grid.shape, (tl, tw), self.unit == FrameUnit.CELL, self.enc.itemsize)
@@ -255,7 +264,7 @@ class Writer:
         self.metadata = resolve_metadata(metadata, b, self.enc.dtype)
         self.codec = resolve_codec(codec, self.enc if not (self.spec == "0.2" and self.enc.itemsize == 16)
                                    else resolve_encoding(np.float64), spec=self.spec)
-        self.format_version = resolve_format_version(format_version)
+        self.format_version = resolve_format_version(frame_format_version)
         self.threads = resolve_threads(threads)
         self.verify = bool(verify)
         # the encoder this process compresses with; building it checks the codec and version
@@ -502,26 +511,30 @@ def _source(array):
 
 
 def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel_is_point=False, codec=None,
-          format_version=None, threads=None, verify=False, progress=None, nodata=None, descriptions=None,
+          frame_format_version=None, threads=None, verify=False, progress=None, nodata=None, descriptions=None,
           colorinterp=None, scales=None, offsets=None, units=None, colormaps=None, tags=None,
-          band_tags=None, format=None, bands=None, time=None) -> bytes:
+          band_tags=None, spec=None, time=None, format_version=UNSET, format=UNSET, bands=UNSET) -> bytes:
     """Write ``array`` as a rumi file and return its header blob.
 
     Parameters
     ----------
     path : str or os.PathLike
         The ``.rumi`` file to create or replace atomically.
-    array : array-like, shape (B, Y, X) or (Y, X); (T, B, Y, X) with ``format="0.2"``
+    array : array-like, shape (B, Y, X) or (Y, X); (T, B, Y, X) with ``spec="0.2"``
         Any of the 28 rumi sample dtypes (spec 0.2: its 21).  A ``np.memmap`` or any
         array-like with ``shape``, ``dtype`` and slicing (zarr, h5py, xarray) is read one
         row of tiles at a time, so it may be larger than RAM.
-    tile, unit, transform, crs, pixel_is_point, codec, format_version, threads, verify, progress
+    tile, unit, transform, crs, pixel_is_point, codec, frame_format_version, threads, verify, progress
         As for :class:`Writer`; ``progress`` advances once per row of tiles.
     nodata : number or sequence of numbers, optional
         The value marking missing samples: one for every band, or one per band
         (None for a band without).  It must be a value of the array's dtype.
-    descriptions, units : sequence of str or None, optional
-        One per band (GDAL's band description and unit type).
+    descriptions : sequence of str or None, optional
+        One per band (GDAL's band description, rasterio's ``descriptions``).  Spec 0.1: kept
+        in the sidecar (below).  Spec 0.2: required, one non-empty, unique text per band,
+        stored in the file's trailer.
+    units : sequence of str or None, optional
+        One per band (GDAL's unit type).
     colorinterp : sequence of str or None, optional
         One per band: a rasterio ``ColorInterp`` name (``"red"``, ``"alpha"``, ...) or member.
     scales, offsets : sequence of float or None, optional
@@ -535,14 +548,17 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
         ``path + ".aux.xml"``, written with the file (its rename comes just before the
         file's); GDAL, rasterio and :func:`rumimm.open` read it.  Without any of them an
         earlier sidecar at that path is removed.
-    format, bands, time
-        As for :class:`Writer`: ``format="0.2"`` writes today's reference format
-        (rumi-eo 0.18 and later), which needs a text per band and a coordinate per step.
+    spec, time
+        As for :class:`Writer`: ``spec="0.2"`` writes today's reference format
+        (rumi-eo 0.18 and later), which needs a text per band (``descriptions``) and a
+        coordinate per step.
+    format_version, format, bands
+        Deprecated names of ``frame_format_version``, ``spec`` and ``descriptions``.
 
     Returns
     -------
     bytes
-        The canonical header blob (equal to ``rumimm.index(path)``).
+        The canonical header blob (equal to ``rumimm.build_blob(path)``).
 
     Raises
     ------
@@ -560,6 +576,11 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
     """
     from rumimm.format.pam import Metadata
 
+    frame_format_version = renamed_keyword("write", "format_version", "frame_format_version", format_version,
+                                           frame_format_version)
+    spec = renamed_keyword("write", "format", "spec", format, spec)
+    descriptions = renamed_keyword("write", "bands", "descriptions", bands, descriptions)
+    texts, descriptions = (descriptions, None) if spec == "0.2" else (None, descriptions)  # 0.2: the trailer's
     src = _source(array)
     two_d = len(src.shape) == 2
     four_d = len(src.shape) == 4
@@ -569,8 +590,8 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
                                   colormaps=colormaps, tags=tags, band_tags=band_tags) if len(src.shape) in (2, 3, 4) \
         else None
     with Writer(path, src.shape, src.dtype, tile=tile, unit=unit, transform=transform, crs=crs,
-                format=format, bands=bands, time=time,
-                pixel_is_point=pixel_is_point, codec=codec, format_version=format_version, threads=threads,
+                spec=spec, descriptions=texts, time=time,
+                pixel_is_point=pixel_is_point, codec=codec, frame_format_version=frame_format_version, threads=threads,
                 verify=verify, progress=progress, metadata=metadata) as w:
         for r in range(w.rows):
             y0, y1 = w.row_span(r)

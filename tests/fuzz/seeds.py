@@ -80,7 +80,7 @@ def files() -> list[tuple[str, bytes, bytes]]:
         path = os.path.join(d, f"{name}.rumi")
         kw = {}
         if spec == "0.2":
-            kw = {"format": "0.2", "time": ["2024-01-01"], "bands": [f"b{i}" for i in range(shape[0])]}
+            kw = {"spec": "0.2", "time": ["2024-01-01"], "descriptions": [f"b{i}" for i in range(shape[0])]}
         blob = rumimm.write(path, a, tile=tile, unit=unit, threads=1, **kw)
         out.append((f"{'v2' if spec == '0.2' else 'v1'}-made-{name}", Path(path).read_bytes(), bytes(blob)))
     return out

@@ -174,7 +174,7 @@ def header(data: bytes) -> None:
         for k in {0, n // 2, n - 1}:
             assert h.base_frame_offset <= h.offset(k) <= end and h.byte_count(k) >= 0
         if n <= 1 << 16:  # the arrays of every frame: only for a blob whose size bounds the count
-            offsets, counts = np.asarray(h.offsets), np.asarray(h.counts)
+            offsets, counts = np.asarray(h.frame_offsets), np.asarray(h.frame_byte_counts)
             assert offsets.shape == (n + 1,) and counts.shape == (n,)
             assert int(offsets[-1]) == end and int(offsets[-2]) + int(counts[-1]) == end
 
@@ -270,7 +270,7 @@ def ifd(data: bytes) -> None:
 
     path = scratch("ifd.rumi", data)
     try:
-        blob = rumimm.index(path)
+        blob = rumimm.build_blob(path)
     except rumimm.RumiError:
         blob = None
     rep = rumimm.validate(path)
@@ -324,7 +324,7 @@ def open_read(data: bytes) -> None:
         blob = None
     if blob is None:
         try:
-            blob = rumimm.index(path)
+            blob = rumimm.build_blob(path)
         except rumimm.RumiError:
             return
     try:
@@ -386,7 +386,8 @@ def _catalog_files():
         p1 = scratch("cat1.rumi")
         b1 = rumimm.write(p1, a, tile=8, unit="tile", threads=1)
         p2 = scratch("cat2.rumi")
-        b2 = rumimm.write(p2, a[:1], tile=8, unit="cell", threads=1, format="0.2", time=["2024-01-01"], bands=["b1"])
+        b2 = rumimm.write(p2, a[:1], tile=8, unit="cell", threads=1, spec="0.2", time=["2024-01-01"],
+                          descriptions=["b1"])
         with rumimm.open(p2, b2) as img:
             a2 = img[...]
         _CAT_FILES.extend([(p1, b1, a), (p2, b2, a2)])
@@ -698,8 +699,8 @@ def _remote_files():
         import rumimm
 
         a = (np.arange(3 * 11 * 13, dtype=np.int16) * 97 - 900).reshape(3, 11, 13)
-        for i, kw in enumerate([{}, {"unit": "cell"}, {"format": "0.2", "time": ["2024-05-01"],
-                                                        "bands": ["a", "b", "c"]}]):
+        for i, kw in enumerate([{}, {"unit": "cell"}, {"spec": "0.2", "time": ["2024-05-01"],
+                                                        "descriptions": ["a", "b", "c"]}]):
             path = scratch(f"remote{i}.rumi")
             blob = rumimm.write(path, a, tile=8, threads=1, **kw)
             with open(path, "rb") as f:
