@@ -364,9 +364,11 @@ class Image(RasterioSurface):
         """
         from rumimm.reader.sidecar import read_metadata, read_remote_metadata
 
+        store = self._open_source().live_store()
         if self._uri is not None:
-            return read_remote_metadata(self._uri, self._storage_options, self.count, bytes(self._header))
-        return read_metadata(self.path, self.count, bytes(self._header))
+            return read_remote_metadata(self._uri, self._storage_options, self.count, bytes(self._header),
+                                        self.dtype, store)
+        return read_metadata(self.path, self.count, bytes(self._header), self.dtype, store)
 
     @property
     def transform(self) -> tuple[float, ...] | None:
