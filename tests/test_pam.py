@@ -244,7 +244,7 @@ def test_nodata_text_is_read_as_gdal_reads_it(text, value):
         assert type(got) is type(value)
 
 
-@pytest.mark.parametrize("band", ["²", "١", "٣", "0", "-1", "", "x1"])
+@pytest.mark.parametrize("band", ["\u00b2", "\u0661", "\u0663", "0", "-1", "", "x1"])
 def test_a_band_number_gdal_reads_as_no_band_is_refused_as_a_format_error(band):
     xml = f'<PAMDataset><PAMRasterBand band="{band}"><Description>d</Description></PAMRasterBand></PAMDataset>'
     with pytest.raises(FormatError, match="not a band number"):

@@ -124,8 +124,8 @@ class Metadata:
                 if not (float(v).is_integer() if isinstance(v, float) else True) or not lo <= int(v) <= hi:
                     raise ValueError(f"nodata {v!r} of band {i} is not a {dtype} value ({lo} to {hi})")
             elif dtype.kind == "f":
-                if isinstance(v, int) and abs(v) > 2**1024 or math.isfinite(v) and abs(float(v)) > float(
-                        np.finfo(dtype).max):
+                if (isinstance(v, int) and abs(v) > 2**1024) or (math.isfinite(v) and abs(float(v)) > float(
+                        np.finfo(dtype).max)):
                     raise ValueError(f"nodata {v!r} of band {i} is beyond the range of {dtype}")
             else:
                 raise ValueError(f"nodata: GDAL has no nodata for {dtype} samples")
@@ -428,7 +428,7 @@ _FLOAT = re.compile(r"[+-]?(?:0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+
 def c_atoi(text: str) -> int:
     """``text`` as C's ``atoi`` reads it (GDAL's band numbers): the leading ASCII digits, 0 when none.
 
-    "1_000" is 1 and "²" or "١" are 0: Python's ``int`` would read other scripts' digits.
+    "1_000" is 1 and "\\u00b2" or "\\u0661" are 0: Python's ``int`` would read other scripts' digits.
     """
     m = _INT.match(text.lstrip(_SPACE))
     return int(m.group()) if m else 0
