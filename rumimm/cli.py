@@ -37,9 +37,10 @@ import warnings
 from collections.abc import Callable
 
 from rumimm import __version__
-from rumimm.errors import BlobError, RumiWarning, where
+from rumimm.errors import RumiWarning
+from rumimm.reader.describe import describe, recognise_preset
 
-__all__ = ["build_parser", "describe", "main", "register"]
+__all__ = ["build_parser", "describe", "main", "recognise_preset", "register"]
 
 Configure = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -171,6 +172,19 @@ def _read_blob(path: str | None) -> bytes | None:
         return fh.read()
 
 
+def _readable(path: str, walk: bool = True):
+    """``reader.inputs.classify``: missing, directory, empty and broken rumi files refused alike."""
+    from rumimm.reader.inputs import classify
+
+    return classify(path, walk)
+
+
+def _destination(path: str) -> None:
+    from rumimm.reader.inputs import check_destination
+
+    check_destination(path)
+
+
 def _add_path(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH", help="the rumi file")
 
@@ -180,98 +194,6 @@ def _add_header(p: argparse.ArgumentParser) -> None:
 
 
 # -- info ----------------------------------------------------------------------------------
-def describe(path, header: bytes | None = None) -> dict:
-    """JSON-safe summary of a compliant file (raises FormatError/BlobError otherwise).
-
-    The file is opened once, as one Image: opening it checks the whole file profile
-    (the IFD walk of ``rumimm.index``), ``header`` is then compared with the blob that
-    walk rebuilt, and the codec is recognised from the Image's first frame.
-    """
-    from rumimm.codec import frame_format_version
-    from rumimm.reader.image import open as open_image
-    from rumimm.reader.validate import compare_header, file_readers, sample_frames
-
-    with open_image(path, cache_bytes=0) as img:
-        h = img.header
-        if header is not None:
-            mismatch = compare_header(header, h.blob, img.path, spec=img.spec)
-            if mismatch:
-                raise BlobError(f"{where(img.path)}{mismatch[0]}")
-        g = img.georef
-        frame0 = img.raw_frame(0)  # as stored: a preset must re-make these bytes
-        sampled = sample_frames(h.n_frames)  # which readers decode it: the codecs of a few frames
-        codecs, readers = file_readers([img.raw_frame(k) for k in sampled], img.spec,
-                                       [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
-        geo = g.epsg is not None
-        out = {"path": img.path, **h.to_dict()}  # a URI without its query string
-        if img.spec == "0.2":
-            whole = img.to_dict()
-            out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])
-        raw = h.time_count * h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
-        size = img._open_source().live_store().size  # spec 0.2: the frames and the trailer
-        out.update(
-            crs=g.crs,
-            crs_name=_crs_name(g.epsg) if geo else None,
-            bounds=list(img.bounds) if geo else None,
-            res=list(img.res) if geo else None,
-            geographic=g.geographic,
-            transform=None if g.transform is None else list(g.transform),
-            pixel_is_point=g.pixel_is_point,
-            codec=recognise_preset(frame0, h),
-            readers=list(readers),
-            codecs=sorted(codecs),
-            sampled_frames=sampled,
-            file_size=size,  # the IFD walk checked that the frames (0.2: and the trailer) end the file
-            raw_size=raw,
-            ratio=raw / size,
-            blob_size=len(h.blob),
-            format_version=frame_format_version(frame0),  # every frame's: the walk checked that they agree
-            nodata=[_json_number(v) for v in img.nodatavals],  # from the PAM sidecar, NAME.rumi.aux.xml
-            descriptions=list(img.descriptions),
-        )
-    return out
-
-
-def _json_number(v):
-    """A nodata value JSON can hold: NaN and infinities as the strings GDAL writes for them."""
-    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-        return "nan" if v != v else ("inf" if v > 0 else "-inf")
-    return v
-
-
-def _crs_name(epsg: int) -> str:
-    import pyproj  # only a georeferenced file pays the import
-
-    return pyproj.CRS.from_epsg(epsg).name
-
-
-def recognise_preset(frame: bytes, hdr) -> str | None:
-    """The codec preset whose encoding of ``frame``'s samples is ``frame``, byte for byte; else None.
-
-    ``frame`` is frame 0 of the file ``hdr`` describes.  Frames do not name their codec;
-    re-encoding one frame with each preset (at the frame's own format version) is how a
-    preset is recognised.
-    """
-    import math
-
-    from rumimm.codec import PRESETS, FrameDecoder, FrameEncoder, frame_format_version
-
-    enc = hdr.encoding
-    shape = hdr.grid.frame_shape(0)
-    samples = FrameDecoder().decode(frame, enc, math.prod(shape), components=hdr.spec == "0.2")
-    samples = samples.view(enc.dtype).reshape(shape)
-    version = frame_format_version(frame)
-    for name, codec in PRESETS.items():
-        if name == "auto" or not codec.supports(enc):  # "auto" is one of the others, chosen by dtype
-            continue
-        try:
-            if FrameEncoder(name, enc, version).encode(samples) == frame:
-                return name
-        except (ImportError, ValueError):  # a geozl preset without geozl, a graph this frame cannot take
-            continue
-    return None
-
-
 def _info_args(p: argparse.ArgumentParser) -> None:
     _add_path(p)
     _add_header(p)
@@ -330,6 +252,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from rumimm.reader.validate import validate
 
+    _readable(args.path, walk=False)  # nothing to validate: missing, a directory, empty (exit 2, as everywhere)
     rep = validate(args.path, header=_read_blob(args.header), decode=args.decode)
     print(rep)  # "PATH: compliant", or one "PATH: violation" line each
     for what in rep.checked:  # what "compliant" covers: decoding every frame only with --decode
@@ -355,6 +278,8 @@ def _index(args: argparse.Namespace) -> int:
 
     if args.output is None and not args.hex and sys.stdout.isatty():
         return _fail("the header blob is binary; write it to a file with -o BLOB, pipe it, or print it with --hex")
+    if args.output is not None:
+        _destination(args.output)
     blob = index(args.path)
     if args.hex:
         print(blob.hex())
@@ -426,37 +351,6 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
                    help="convert the pixels only, without georeferencing (a file without a usable CRS)")
 
 
-def _rumi_spec(path: str) -> str | None:
-    """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file or a remote URI of one, else None (a GeoTIFF, or no file)."""
-    from rumimm.reader.remote import is_remote
-
-    if is_remote(path):
-        from rumimm.format.v2 import spec_of_file
-        from rumimm.reader.store import open_store
-
-        store = open_store(path)
-        try:
-            return spec_of_file(bytes(store.read(0, 4)))
-        finally:
-            store.close()
-    if not os.path.isfile(path):
-        return None
-    with open(path, "rb") as fh:
-        head = fh.read(4)
-    if head == b"RUMI":
-        return "0.2"
-    if head != b"II+\x00":
-        return None
-    from rumimm.errors import FormatError
-    from rumimm.reader.validate import index
-
-    try:
-        index(path)
-    except FormatError:
-        return None  # a BigTIFF, but not a rumi file: a GeoTIFF for GDAL
-    return "0.1"
-
-
 def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
     from rumimm.writer.convert import convert
 
@@ -484,8 +378,11 @@ def _convert(args: argparse.Namespace) -> int:
     import time
 
     from rumimm.integrations.geotiff import from_geotiff
+    from rumimm.reader.inputs import remote_spec
 
-    spec = _rumi_spec(args.source)
+    source = _readable(args.source)  # a broken rumi file is refused here, never handed to GDAL
+    _destination(args.dest)
+    spec = source.spec if source is not None else remote_spec(args.source)
     if spec is not None:
         return _convert_rumi(args, spec)
     fmt, time_arg = args.format, None
@@ -499,9 +396,14 @@ def _convert(args: argparse.Namespace) -> int:
 
     _warn_small_tile(args.tile)
     t0 = time.perf_counter()
-    blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
-                        header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, format=fmt,
-                        bands=args.band_texts, time=time_arg)
+    try:
+        blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
+                            header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, format=fmt,
+                            bands=args.band_texts, time=time_arg)
+    except Exception as exc:
+        if source is not None and source.kind == "other" and "not recognized" in str(exc):
+            return _fail(f"{source.not_tiff()}, nor a raster format GDAL reads")  # one message, not GDAL's
+        raise
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
@@ -525,6 +427,7 @@ def _export(args: argparse.Namespace) -> int:
 
     from rumimm.integrations.geotiff import to_geotiff
 
+    _destination(args.dest)
     t0 = time.perf_counter()
     to_geotiff(args.source, args.dest, header=_read_blob(args.header), compress=args.compress, tile=args.tile,
                cog=args.cog, progress=_progress())
@@ -562,6 +465,7 @@ def _quicklook(args: argparse.Namespace) -> int:
         raise UsageError(f"argument OUT: {exc}") from None
     from rumimm.reader.image import open as open_image
 
+    _destination(args.dest)
     with open_image(args.path, header=_read_blob(args.header)) as img:
         if args.bands is not None and max(args.bands) > img.count:
             raise UsageError(f"argument --bands: band {max(args.bands)} does not exist; {args.path} has "
@@ -593,6 +497,9 @@ def _clean(args: argparse.Namespace) -> int:
         if not os.path.exists(path) and not path.endswith(".rumi"):
             # a .rumi file may be gone (its killed writer's temporary files are what is cleaned)
             return _fail(f"{path}: no such file or directory (give a directory or a .rumi file)")
+        if os.path.exists(path) and not os.path.isdir(path) and not path.endswith(".rumi"):
+            return _fail(f"{path}: not a directory nor a .rumi file; clean removes the temporary files rumimm "
+                         "writers leave next to a .rumi file")
         removed = clean(path)
         for name in removed:
             print(f"removed {name}")
@@ -638,8 +545,7 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
 def _profile(args: argparse.Namespace) -> int:
     from rumimm.writer.profile import profile
 
-    if "://" not in args.path and not os.path.exists(args.path):
-        return _fail(f"{args.path}: no such file")
+    _readable(args.path)  # a truncated rumi file is refused as every command refuses it, not read by GDAL
     result = profile(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
                      presets=args.presets, geozl=not args.no_geozl, budget=args.budget,
                      tolerance=args.tolerance, require=args.require)

@@ -255,6 +255,11 @@ class Image(RasterioSurface):
         return self.size * self._isz
 
     @property
+    def file_size(self) -> int:
+        """Bytes of the file as opened (spec 0.2: the frames and the trailer); RumiError once closed."""
+        return int(self._open_source().live_store().size)
+
+    @property
     def count(self) -> int:
         """Band count B (rasterio's name)."""
         return self._header.samples_per_pixel

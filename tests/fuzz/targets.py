@@ -415,8 +415,9 @@ def catalog(data: bytes) -> None:
     paths, blobs, specs = [], [], []
     for _ in range(n):
         kind = r.u8()
-        if kind & 0x80:  # a URI: refused, or a connection refused at once (nothing listens on port 9)
-            paths.append(_CATALOG_URIS[(kind >> 2) % len(_CATALOG_URIS)])
+        if kind & 0x80:  # a URI: refused, or (first row only: ~1 s of retries) a connection refused on port 9
+            uris = _CATALOG_URIS if not paths else tuple(u for u in _CATALOG_URIS if "127.0.0.1" not in u)
+            paths.append(uris[(kind >> 2) % len(uris)])
         else:
             paths.append(files[kind % 2][0] if kind % 4 < 2 else
                          (scratch("missing.rumi") + ".x" if kind % 4 == 2 else ""))
@@ -467,7 +468,8 @@ def pam(data: bytes) -> None:
     for el in _band_elements(xml):  # band numbers as GDAL's atoi reads them: ASCII digits only
         text = el.get("band", "")
         n = _c_atoi_reference(text)
-        if 1 <= n <= count and el.find("Description") is not None and el.find("Description").text:
+        descs = el.findall("Description")  # the last one is what GDAL and parse_pam keep
+        if 1 <= n <= count and descs and descs[-1].text:
             assert meta.bands[n - 1].description is not None, f"band={text!r} read as another band than {n}"
     again = parse_pam(build_pam(meta), count, "again.aux.xml")
     assert _pam_key(again) == _pam_key(meta), "the sidecar's metadata changed on a rewrite"
