@@ -668,3 +668,37 @@ def test_an_output_in_a_missing_directory_gets_the_message_convert_gives(bad_inp
 def test_clean_of_a_file_that_is_neither_a_directory_nor_rumi_fails(bad_inputs, kind, capsys):
     assert cli.main(["clean", str(bad_inputs[kind])]) == 2
     assert "not a directory nor a .rumi file" in capsys.readouterr().err
+
+
+# -- docs/cli.md's transcripts are what the commands print -------------------------------------
+def _transcript(command: str) -> list[str]:
+    """The lines docs/cli.md shows after ``$ <command>`` in a console block, up to the next prompt."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = lines.index(f"$ {command}") + 1
+    out = []
+    for line in lines[start:]:
+        if line.startswith(("$ ", "```")):
+            break
+        out.append(line)
+    return out
+
+
+def test_the_info_transcript_shows_every_row_info_prints(tmp_path, capsys):
+    path = tmp_path / "s2.rumi"
+    rumimm.write(path, np.zeros((4, 60, 80), np.uint16), tile=32, transform=(10.0, 0, 399960.0, 0, -10.0, 5000040.0),
+                 crs=32632)
+    assert cli.main(["info", str(path)]) == 0
+    printed = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()]
+    shown = [line.split("  ")[0] for line in _transcript("rumimm info s2.rumi")]
+    assert shown == printed
+
+
+@pytest.mark.parametrize("command", ["rumimm convert scene.rumi scene_transpose.rumi --codec fastest",
+                                     "rumimm demo --size 0", "rumimm info missing.rumi"])
+def test_an_error_transcript_is_what_the_command_prints(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.chdir(tmp_path)
+    rumimm.write("scene.rumi", np.zeros((1, 16, 16), np.uint16), tile=16)
+    status = cli.main(command.split()[1:])
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == _transcript(command)
