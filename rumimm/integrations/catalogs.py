@@ -36,7 +36,11 @@ _EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a 
 def _paths(paths_or_glob) -> list[str]:
     """A list of paths from a list, a glob pattern or a folder (its ``*.rumi`` files, recursively)."""
     if isinstance(paths_or_glob, (str, os.PathLike)):
+        from rumimm.reader.remote import is_remote
+
         text = os.fspath(paths_or_glob)
+        if is_remote(text):
+            return [text]
         if os.path.isdir(text):
             return sorted(glob.glob(os.path.join(glob.escape(text), "**", "*.rumi"), recursive=True))
         if glob.has_magic(text):
@@ -45,14 +49,16 @@ def _paths(paths_or_glob) -> list[str]:
     return [os.fspath(p) for p in paths_or_glob]
 
 
-def _row(path: str, blob):
+def _row(path: str, blob, storage_options=None):
     """Everything a catalog row holds for one file; the file is opened with its blob (no IFD walk)."""
     from rumimm.reader.image import Image
+    from rumimm.reader.remote import is_remote
     from rumimm.reader.validate import index
 
+    options = storage_options if is_remote(path) else None
     if blob is None:
-        blob = index(path)
-    with Image(path, blob, cache_bytes=0) as img:
+        blob = index(path, storage_options=options)
+    with Image(path, blob, cache_bytes=0, storage_options=options) as img:
         geo = img.georef
         meta = (img.nodata, list(img.descriptions), list(img.scales), list(img.offsets), list(img.units))
         time = None if img.time is None else [
@@ -93,7 +99,7 @@ def _projjson(crs: str) -> dict:
     return json.loads(pyproj.CRS.from_user_input(crs).to_json())
 
 
-def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = None):
+def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = None, storage_options=None):
     """Build a catalog table of rumi files.
 
     Parameters
@@ -109,6 +115,9 @@ def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = N
         Report files done (see :mod:`rumimm.progress`).
     workers : int, optional
         Threads indexing files (default: ``min(8, os.cpu_count())``).
+    storage_options : dict, optional
+        For paths that are remote URIs (``s3://``, ``gs://``, ``az://``, ``http(s)://``),
+        as in :func:`rumimm.open`; a URI is taken as given, never globbed.
 
     Returns
     -------
@@ -135,7 +144,7 @@ def catalog(paths_or_glob, *, blobs=None, progress=None, workers: int | None = N
     workers = workers or min(8, os.cpu_count() or 1)
     rows = []
     with Progress(progress, len(paths), desc="catalog", unit="file") as bar, ThreadPoolExecutor(workers) as pool:
-        for row in pool.map(_row, paths, blobs):
+        for row in pool.map(_row, paths, blobs, [storage_options] * len(paths)):
             rows.append(row)
             bar.advance()
     return _table(rows)
