@@ -140,7 +140,7 @@ def _check_casting(src: np.dtype, dst: np.dtype | None, casting: str, path) -> N
     if dst is None or dst == src:
         return
     try:
-        ok = bool(np.can_cast(src, dst, casting))
+        ok = bool(np.can_cast(src, dst, casting))  # type: ignore[arg-type]  # one of CASTINGS, checked above
     except TypeError:  # an ml_dtypes type numpy has no casting table for
         ok = casting == "unsafe"
     if not ok:
