@@ -23,6 +23,11 @@ describe.  Every error is one line on stderr, ``rumimm: <message>`` (usage error
 traceback; warnings are one line each, ``rumimm: warning: <message>``.  Subcommands
 import what they need when they run, so ``rumimm --help`` stays fast.
 
+This module parses arguments, calls the library and renders its answers: what ``info``
+computes is ``reader.describe``, what ``convert`` decides is ``writer.conversion``, what
+kind of input a path is (one message per kind of bad input) is ``reader.inputs``; errors
+map to exit statuses in :func:`main`.
+
 Each subcommand is registered with :func:`register` (name, help, a function adding
 its arguments, a function running it); add new ones at the end of this module.
 """
@@ -149,14 +154,12 @@ def _existing_dir(text: str) -> str:
     return text
 
 
-#: Tiles below this size make frames whose overhead outweighs compression (warned about).
-SMALL_TILE = 64
-
-
 def _warn_small_tile(tile: int) -> None:
-    if tile < SMALL_TILE:
-        _warn(f"tile {tile} is small: per-frame overhead makes the file larger than it need be and the header "
-              f"blob large; {SMALL_TILE} to 1024 (usually 256 or 512) suits most images", None, None, None)
+    from rumimm.writer.conversion import small_tile_warning
+
+    text = small_tile_warning(tile)
+    if text:
+        _warn(text, None, None, None)
 
 
 def _progress() -> bool:
@@ -351,65 +354,29 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
                    help="convert the pixels only, without georeferencing (a file without a usable CRS)")
 
 
-def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
-    from rumimm.writer.convert import convert
-
-    # re-encoding keeps the spec; converting the frames as they are goes to the other one
-    target = args.format or (spec if args.codec else "0.2" if spec == "0.1" else "0.1")
-    time = None
-    if args.time:
-        time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
-    if target == "0.2" and spec == "0.1" and time is None:
-        return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
-                     "datetime, or START/END for an interval), e.g. --time 2026-01-01")
-    try:
-        blob = convert(args.source, args.dest, format=target, codec=args.codec, bands=args.band_texts, time=time,
-                       progress=_progress() if args.codec else None)
-    except TypeError as exc:  # an argument of the wrong kind (the message says which)
-        return _fail(str(exc))
-    recoded = f", frames re-encoded with {args.codec!r}" if args.codec else ""
-    print(f"{args.dest}: rumi spec {target} from {args.source} (spec {spec}{recoded}), "
-          f"{os.path.getsize(args.dest):,} bytes; "
-          f"header blob {len(blob)} bytes (rumimm index {args.dest} -o BLOB)")
-    return 0
-
-
 def _convert(args: argparse.Namespace) -> int:
     import time
 
-    from rumimm.integrations.geotiff import from_geotiff
-    from rumimm.reader.inputs import remote_spec
+    from rumimm.writer.conversion import convert_any
 
-    source = _readable(args.source)  # a broken rumi file is refused here, never handed to GDAL
-    _destination(args.dest)
-    spec = source.spec if source is not None else remote_spec(args.source)
-    if spec is not None:
-        return _convert_rumi(args, spec)
-    fmt, time_arg = args.format, None
-    if args.band_texts or args.time:
-        fmt = fmt or "0.2"
-    if fmt == "0.2":
-        if not args.time:
-            return _fail("spec 0.2 labels the image's time step: pass --time ISO (a date or datetime, or "
-                         "START/END for an interval), e.g. --time 2026-01-01")
-        time_arg = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
-
-    _warn_small_tile(args.tile)
     t0 = time.perf_counter()
     try:
-        blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
-                            header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, format=fmt,
-                            bands=args.band_texts, time=time_arg)
-    except Exception as exc:
-        if source is not None and source.kind == "other" and "not recognized" in str(exc):
-            return _fail(f"{source.not_tiff()}, nor a raster format GDAL reads")  # one message, not GDAL's
-        raise
+        done = convert_any(args.source, args.dest, format=args.format, codec=args.codec, band_texts=args.band_texts,
+                           times=args.time, tile=args.tile, unit=args.unit, crs=args.crs, header_out=args.blob,
+                           drop_georef=args.drop_georef, progress=_progress())
+    except TypeError as exc:  # an argument of the wrong kind (the message says which)
+        return _fail(str(exc))
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
+    if done.source_spec is not None:
+        recoded = f", frames re-encoded with {args.codec!r}" if done.recoded else ""
+        print(f"{args.dest}: rumi spec {done.target_spec} from {args.source} (spec {done.source_spec}{recoded}), "
+              f"{size:,} bytes; header blob {len(done.blob)} bytes (rumimm index {args.dest} -o BLOB)")
+        return 0
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
     # a GDAL virtual path (/vsizip/..., /vsicurl/...) has no size on this file system
     source = f"{args.source} ({os.path.getsize(args.source):,} bytes)" if os.path.isfile(args.source) else args.source
-    print(f"{args.dest}: {size:,} bytes from {source} in {seconds:.2f} s; {where_blob} ({len(blob)} bytes)")
+    print(f"{args.dest}: {size:,} bytes from {source} in {seconds:.2f} s; {where_blob} ({len(done.blob)} bytes)")
     return 0
 
 
