@@ -702,3 +702,42 @@ def test_an_error_transcript_is_what_the_command_prints(tmp_path, monkeypatch, c
     status = cli.main(command.split()[1:])
     assert status == 2
     assert capsys.readouterr().err.splitlines() == _transcript(command)
+
+
+# -- the library the command renders: reader.inputs, writer.conversion ----------------------------
+def test_classify_tells_rumi_files_tiffs_and_other_files_apart(bad_inputs):
+    from rumimm.reader.inputs import classify
+
+    good = classify(bad_inputs["out"] / "good.rumi")
+    assert (good.kind, good.spec) == ("rumi", "0.1")
+    assert classify(bad_inputs["classic"]).kind == "tiff"
+    assert classify(bad_inputs["text"]).kind == "other"
+    assert classify(bad_inputs["truncated"], walk=False).kind == "rumi"  # what validate reports itself
+    assert classify("s3://bucket/x.rumi") is None  # a remote URI: left to the remote reader
+    with pytest.raises(rumimm.FormatError, match="truncated"):
+        classify(bad_inputs["truncated"])
+    fifo = bad_inputs["out"] / "fifo.rumi"
+    os.mkfifo(fifo)
+    with pytest.raises(rumimm.FormatError, match="not a regular file"):
+        classify(fifo)  # refused without waiting for a writer
+
+
+@pytest.mark.parametrize(("spec", "codec", "fmt", "target"), [
+    ("0.1", None, None, "0.2"), ("0.2", None, None, "0.1"), ("0.1", "fast", None, "0.1"), ("0.2", "fast", None, "0.2"),
+    ("0.1", "fast", "0.2", "0.2"), ("0.2", None, "0.2", "0.2"),
+])
+def test_a_rumi_source_is_copied_to_the_other_spec_or_re_encoded_in_its_own(spec, codec, fmt, target):
+    from rumimm.writer.conversion import rumi_target
+
+    assert rumi_target(spec, codec, fmt) == target
+
+
+def test_convert_any_says_what_it_did(bad_inputs, tmp_path):
+    from rumimm.writer.conversion import convert_any
+
+    done = convert_any(bad_inputs["out"] / "good.rumi", tmp_path / "a.rumi", codec="fast")
+    assert (done.source_spec, done.target_spec, done.recoded) == ("0.1", "0.1", True)
+    done = convert_any(bad_inputs["classic"], tmp_path / "b.rumi", tile=64)
+    assert (done.source_spec, done.target_spec, done.recoded) == (None, "0.1", False)
+    with pytest.raises(rumimm.RumiError, match="pass --time ISO"):
+        convert_any(bad_inputs["out"] / "good.rumi", tmp_path / "c.rumi", format="0.2")
