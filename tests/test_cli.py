@@ -741,3 +741,13 @@ def test_convert_any_says_what_it_did(bad_inputs, tmp_path):
     assert (done.source_spec, done.target_spec, done.recoded) == (None, "0.1", False)
     with pytest.raises(rumimm.RumiError, match="pass --time ISO"):
         convert_any(bad_inputs["out"] / "good.rumi", tmp_path / "c.rumi", format="0.2")
+
+
+def test_info_of_a_file_with_a_fifo_as_its_sidecar_warns_and_ends(tmp_path, capsys):
+    path = tmp_path / "f.rumi"
+    rumimm.write(path, np.zeros((1, 16, 16), np.uint8), tile=16)
+    os.mkfifo(tmp_path / "f.rumi.aux.xml")  # a blocking open would wait for a writer forever
+    assert cli.main(["info", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "rumimm: warning: " in err and "not a regular file" in err
+    assert re.search(r"^nodata +none$", out, re.M)
