@@ -24,7 +24,7 @@ traceback; warnings are one line each, ``rumimm: warning: <message>``.  Subcomma
 import what they need when they run, so ``rumimm --help`` stays fast.
 
 This module parses arguments, calls the library and renders its answers: what ``info``
-computes is ``reader.describe``, what ``convert`` decides is ``writer.conversion``, what
+computes is ``reader.describe``, what ``convert`` decides is ``integrations.conversion``, what
 kind of input a path is (one message per kind of bad input) is ``reader.inputs``; errors
 map to exit statuses in :func:`main`.
 
@@ -155,7 +155,7 @@ def _existing_dir(text: str) -> str:
 
 
 def _warn_small_tile(tile: int) -> None:
-    from rumimm.writer.conversion import small_tile_warning
+    from rumimm.integrations.conversion import small_tile_warning
 
     text = small_tile_warning(tile)
     if text:
@@ -357,7 +357,7 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 def _convert(args: argparse.Namespace) -> int:
     import time
 
-    from rumimm.writer.conversion import convert_any
+    from rumimm.integrations.conversion import convert_any
 
     t0 = time.perf_counter()
     try:

@@ -704,7 +704,7 @@ def test_an_error_transcript_is_what_the_command_prints(tmp_path, monkeypatch, c
     assert capsys.readouterr().err.splitlines() == _transcript(command)
 
 
-# -- the library the command renders: reader.inputs, writer.conversion ----------------------------
+# -- the library the command renders: reader.inputs, integrations.conversion ----------------------------
 def test_classify_tells_rumi_files_tiffs_and_other_files_apart(bad_inputs):
     from rumimm.reader.inputs import classify
 
@@ -727,13 +727,13 @@ def test_classify_tells_rumi_files_tiffs_and_other_files_apart(bad_inputs):
     ("0.1", "fast", "0.2", "0.2"), ("0.2", None, "0.2", "0.2"),
 ])
 def test_a_rumi_source_is_copied_to_the_other_spec_or_re_encoded_in_its_own(spec, codec, fmt, target):
-    from rumimm.writer.conversion import rumi_target
+    from rumimm.integrations.conversion import rumi_target
 
     assert rumi_target(spec, codec, fmt) == target
 
 
 def test_convert_any_says_what_it_did(bad_inputs, tmp_path):
-    from rumimm.writer.conversion import convert_any
+    from rumimm.integrations.conversion import convert_any
 
     done = convert_any(bad_inputs["out"] / "good.rumi", tmp_path / "a.rumi", codec="fast")
     assert (done.source_spec, done.target_spec, done.recoded) == ("0.1", "0.1", True)
