@@ -372,6 +372,10 @@ def test_a_remote_sidecar_is_read_once_when_metadata_is_asked_for(server, tmp_pa
     assert paths[0] == "/meta/meta.rumi.aux.xml" and set(paths[1:]) == {"/meta/meta.rumi"}
     seen = len(server.requests)
     assert img.scales == (1.0, 1.0) and len(server.requests) == seen  # the sidecar is kept
+    again = rumimm.open(url, header=blob, storage_options=FAST)
+    assert again.nodata == 7  # the same object (ETag): the sidecar, and 16 bytes of the file to learn its ETag
+    assert [(r.path, r.range) for r in server.requests[seen:]] == [("/meta/meta.rumi.aux.xml", f"bytes=0-{16 << 20}"),
+                                                                   ("/meta/meta.rumi", "bytes=0-15")]
 
 
 def test_a_remote_file_without_a_sidecar_costs_one_404_and_has_no_metadata(server, small, recwarn):

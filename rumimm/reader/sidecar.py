@@ -17,7 +17,8 @@ read, a local file whose open descriptor has that stat is the file written (a re
 keeps all three; a rewrite or a copy changes the inode or the time): applied at the cost
 of one ``fstat``.  Otherwise (a copy, a file fetched from elsewhere, a remote object)
 the file's bytes are hashed once, when the metadata is first asked for, and the sidecar
-applies only if the digest matches.
+applies only if the digest matches (a remote object once per process and ETag: reads are
+pinned to it with If-Match).
 
 A sidecar without ``FILE_SHA256`` (written by GDAL, e.g. ``gdal_edit.py -a_nodata``, by
 other tools next to a rumi-eo file, or by rumimm before 0.x) cannot be bound to content:
@@ -50,6 +51,10 @@ from rumimm.format.pam import (
 __all__ = ["file_binding", "read_metadata", "read_remote_metadata"]
 
 _CHUNK = 16 << 20  # bytes hashed per read of a file without a mapping (a remote object)
+#: (object name, ETag, size, FILE_SHA256) of remote objects already hashed to that digest in this process: the
+#: object is pinned to its ETag (every read carries If-Match), so a reopened image needs no second download.
+_VERIFIED: dict[tuple, None] = {}
+_MAX_VERIFIED = 4096
 
 
 def _ignored(name: str, why: str) -> Metadata | None:
@@ -167,8 +172,22 @@ def _unbound(meta: Metadata, store) -> str | None:
     fd = getattr(store, "fd", -1)
     if isinstance(fd, int) and fd >= 0 and own.get(FILE_STAT_KEY) == _stat_text(os.fstat(fd)):
         return None  # the very file written: a rename keeps size, time and inode
+    def key():
+        version = getattr(store, "version", None)
+        return None if not version else (getattr(store, "name", None), version, int(store.size), digest.lower())
+
+    if getattr(store, "mapping", None) is not None and store.mapping() is None and not getattr(store, "version", None):
+        store.read(0, 16)  # a remote object not read yet: one small GET pins its ETag (the key below)
+    known = key()
+    if known is not None and known in _VERIFIED:
+        return None
     if _store_digest(store) != digest.lower():
         return "the sidecar was written with another file's content (its FILE_SHA256 differs from the file's)"
+    known = key()
+    if known is not None:
+        if len(_VERIFIED) >= _MAX_VERIFIED:
+            _VERIFIED.pop(next(iter(_VERIFIED)))
+        _VERIFIED[known] = None
     return None
 
 
