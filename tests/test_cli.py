@@ -751,3 +751,15 @@ def test_info_of_a_file_with_a_fifo_as_its_sidecar_warns_and_ends(tmp_path, caps
     out, err = capsys.readouterr()
     assert "rumimm: warning: " in err and "not a regular file" in err
     assert re.search(r"^nodata +none$", out, re.M)
+
+
+def test_the_validate_and_index_transcripts_are_what_the_commands_print(tmp_path, monkeypatch, capsys):
+    from rumimm.synthetic import eo_scene
+
+    monkeypatch.chdir(tmp_path)
+    blob = rumimm.write("s2.rumi", eo_scene(bands=4, height=600, width=800, dtype="uint16", seed=0), tile=256,
+                        transform=(10.0, 0.0, 399960.0, 0.0, -10.0, 5000040.0), crs=32632)
+    Path("s2.blob").write_bytes(blob)
+    for command in ("rumimm validate s2.rumi --header s2.blob", "rumimm index s2.rumi -o s2.blob"):
+        assert cli.main(command.split()[1:]) == 0
+        assert capsys.readouterr().out.splitlines() == _transcript(command)
