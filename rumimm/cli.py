@@ -23,6 +23,11 @@ describe.  Every error is one line on stderr, ``rumimm: <message>`` (usage error
 traceback; warnings are one line each, ``rumimm: warning: <message>``.  Subcommands
 import what they need when they run, so ``rumimm --help`` stays fast.
 
+This module parses arguments, calls the library and renders its answers: what ``info``
+computes is ``reader.describe``, what ``convert`` decides is ``integrations.conversion``, what
+kind of input a path is (one message per kind of bad input) is ``reader.inputs``; errors
+map to exit statuses in :func:`main`.
+
 Each subcommand is registered with :func:`register` (name, help, a function adding
 its arguments, a function running it); add new ones at the end of this module.
 """
@@ -37,9 +42,10 @@ import warnings
 from collections.abc import Callable
 
 from rumimm import __version__
-from rumimm.errors import BlobError, RumiWarning, where
+from rumimm.errors import RumiWarning
+from rumimm.reader.describe import describe, recognise_preset
 
-__all__ = ["build_parser", "describe", "main", "register"]
+__all__ = ["build_parser", "describe", "main", "recognise_preset", "register"]
 
 Configure = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -148,14 +154,12 @@ def _existing_dir(text: str) -> str:
     return text
 
 
-#: Tiles below this size make frames whose overhead outweighs compression (warned about).
-SMALL_TILE = 64
-
-
 def _warn_small_tile(tile: int) -> None:
-    if tile < SMALL_TILE:
-        _warn(f"tile {tile} is small: per-frame overhead makes the file larger than it need be and the header "
-              f"blob large; {SMALL_TILE} to 1024 (usually 256 or 512) suits most images", None, None, None)
+    from rumimm.integrations.conversion import small_tile_warning
+
+    text = small_tile_warning(tile)
+    if text:
+        _warn(text, None, None, None)
 
 
 def _progress() -> bool:
@@ -171,6 +175,19 @@ def _read_blob(path: str | None) -> bytes | None:
         return fh.read()
 
 
+def _readable(path: str, walk: bool = True):
+    """``reader.inputs.classify``: missing, directory, empty and broken rumi files refused alike."""
+    from rumimm.reader.inputs import classify
+
+    return classify(path, walk)
+
+
+def _destination(path: str) -> None:
+    from rumimm.reader.inputs import check_destination
+
+    check_destination(path)
+
+
 def _add_path(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH", help="the rumi file")
 
@@ -180,100 +197,6 @@ def _add_header(p: argparse.ArgumentParser) -> None:
 
 
 # -- info ----------------------------------------------------------------------------------
-def describe(path, header: bytes | None = None) -> dict:
-    """JSON-safe summary of a compliant file (raises FormatError/BlobError otherwise).
-
-    The file is opened once, as one Image: opening it checks the whole file profile
-    (the IFD walk of ``rumimm.build_blob``), ``header`` is then compared with the blob that
-    walk rebuilt, and the codec is recognised from the Image's first frame.
-    """
-    from rumimm.codec import frame_format_version
-    from rumimm.format.profile_checks import compare_header
-    from rumimm.reader.image import frame_source, raw_frame
-    from rumimm.reader.image import open as open_image
-    from rumimm.reader.validate import file_readers, sample_frames
-
-    with open_image(path, cache_bytes=0) as img:
-        h = img.header
-        if header is not None:
-            mismatch = compare_header(header, h.blob, img.path, spec=img.spec)
-            if mismatch:
-                raise BlobError(f"{where(img.path)}{mismatch[0]}")
-        g = img.georef
-        frame0 = raw_frame(img, 0)  # as stored: a preset must re-make these bytes
-        sampled = sample_frames(h.n_frames)  # which readers decode it: the codecs of a few frames
-        codecs, readers = file_readers([raw_frame(img, k) for k in sampled], img.spec,
-                                       [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
-        geo = g.epsg is not None
-        out = {"path": img.path, **h.to_dict()}  # a URI without its query string
-        if img.spec == "0.2":
-            whole = img.to_dict()
-            out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])
-        raw = h.time_count * h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
-        size = frame_source(img).live_store().size  # spec 0.2: the frames and the trailer
-        out.update(
-            crs=g.crs,
-            crs_name=_crs_name(g.epsg) if geo else None,
-            bounds=list(img.bounds) if geo else None,
-            res=list(img.res) if geo else None,
-            geographic=g.geographic,
-            transform=None if g.transform is None else list(g.transform),
-            pixel_is_point=g.pixel_is_point,
-            codec=recognise_preset(frame0, h),
-            readers=list(readers),
-            codecs=sorted(codecs),
-            sampled_frames=sampled,
-            file_size=size,  # the IFD walk checked that the frames (0.2: and the trailer) end the file
-            raw_size=raw,
-            ratio=raw / size,
-            blob_size=len(h.blob),
-            format_version=frame_format_version(frame0),  # every frame's: the walk checked that they agree
-            nodata=[_json_number(v) for v in img.nodatavals],  # from the PAM sidecar, NAME.rumi.aux.xml
-            descriptions=list(img.descriptions),
-        )
-    return out
-
-
-def _json_number(v):
-    """A nodata value JSON can hold: NaN and infinities as the strings GDAL writes for them."""
-    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-        return "nan" if v != v else ("inf" if v > 0 else "-inf")
-    return v
-
-
-def _crs_name(epsg: int) -> str:
-    import pyproj  # only a georeferenced file pays the import
-
-    return pyproj.CRS.from_epsg(epsg).name
-
-
-def recognise_preset(frame: bytes, hdr) -> str | None:
-    """The codec preset whose encoding of ``frame``'s samples is ``frame``, byte for byte; else None.
-
-    ``frame`` is frame 0 of the file ``hdr`` describes.  Frames do not name their codec;
-    re-encoding one frame with each preset (at the frame's own format version) is how a
-    preset is recognised.
-    """
-    import math
-
-    from rumimm.codec import PRESETS, FrameDecoder, FrameEncoder, frame_format_version
-
-    enc = hdr.encoding
-    shape = hdr.grid.frame_shape(0)
-    samples = FrameDecoder().decode(frame, enc, math.prod(shape), components=hdr.spec == "0.2")
-    samples = samples.view(enc.dtype).reshape(shape)
-    version = frame_format_version(frame)
-    for name, codec in PRESETS.items():
-        if name == "auto" or not codec.supports(enc):  # "auto" is one of the others, chosen by dtype
-            continue
-        try:
-            if FrameEncoder(name, enc, version).encode(samples) == frame:
-                return name
-        except (ImportError, ValueError):  # a geozl preset without geozl, a graph this frame cannot take
-            continue
-    return None
-
-
 def _info_args(p: argparse.ArgumentParser) -> None:
     _add_path(p)
     _add_header(p)
@@ -332,6 +255,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from rumimm.reader.validate import validate
 
+    _readable(args.path, walk=False)  # nothing to validate: missing, a directory, empty (exit 2, as everywhere)
     rep = validate(args.path, header=_read_blob(args.header), decode=args.decode)
     print(rep)  # "PATH: compliant", or one "PATH: violation" line each
     for what in rep.checked:  # what "compliant" covers: decoding every frame only with --decode
@@ -357,6 +281,8 @@ def _index(args: argparse.Namespace) -> int:
 
     if args.output is None and not args.hex and sys.stdout.isatty():
         return _fail("the header blob is binary; write it to a file with -o BLOB, pipe it, or print it with --hex")
+    if args.output is not None:
+        _destination(args.output)
     blob = build_blob(args.path)
     if args.hex:
         print(blob.hex())
@@ -428,88 +354,29 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
                    help="convert the pixels only, without georeferencing (a file without a usable CRS)")
 
 
-def _rumi_spec(path: str) -> str | None:
-    """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file or a remote URI of one, else None (a GeoTIFF, or no file)."""
-    from rumimm.reader.remote import is_remote
-
-    if is_remote(path):
-        from rumimm.format.v2 import spec_of_file
-        from rumimm.reader.store import open_store
-
-        store = open_store(path)
-        try:
-            return spec_of_file(bytes(store.read(0, 4)))
-        finally:
-            store.close()
-    if not os.path.isfile(path):
-        return None
-    with open(path, "rb") as fh:
-        head = fh.read(4)
-    if head == b"RUMI":
-        return "0.2"
-    if head != b"II+\x00":
-        return None
-    from rumimm.errors import FormatError
-    from rumimm.reader.validate import build_blob
-
-    try:
-        build_blob(path)
-    except FormatError:
-        return None  # a BigTIFF, but not a rumi file: a GeoTIFF for GDAL
-    return "0.1"
-
-
-def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
-    from rumimm.writer.convert import convert
-
-    # re-encoding keeps the spec; converting the frames as they are goes to the other one
-    target = args.format or (spec if args.codec else "0.2" if spec == "0.1" else "0.1")
-    time = None
-    if args.time:
-        time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
-    if target == "0.2" and spec == "0.1" and time is None:
-        return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
-                     "datetime, or START/END for an interval), e.g. --time 2026-01-01")
-    try:
-        blob = convert(args.source, args.dest, spec=target, codec=args.codec, descriptions=args.band_texts, time=time,
-                       progress=_progress() if args.codec else None)
-    except TypeError as exc:  # an argument of the wrong kind (the message says which)
-        return _fail(str(exc))
-    recoded = f", frames re-encoded with {args.codec!r}" if args.codec else ""
-    print(f"{args.dest}: rumi spec {target} from {args.source} (spec {spec}{recoded}), "
-          f"{os.path.getsize(args.dest):,} bytes; "
-          f"header blob {len(blob)} bytes (rumimm index {args.dest} -o BLOB)")
-    return 0
-
-
 def _convert(args: argparse.Namespace) -> int:
     import time
 
-    from rumimm.integrations.geotiff import from_geotiff
+    from rumimm.integrations.conversion import convert_any
 
-    spec = _rumi_spec(args.source)
-    if spec is not None:
-        return _convert_rumi(args, spec)
-    fmt, time_arg = args.format, None
-    if args.band_texts or args.time:
-        fmt = fmt or "0.2"
-    if fmt == "0.2":
-        if not args.time:
-            return _fail("spec 0.2 labels the image's time step: pass --time ISO (a date or datetime, or "
-                         "START/END for an interval), e.g. --time 2026-01-01")
-        time_arg = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
-
-    _warn_small_tile(args.tile)
     t0 = time.perf_counter()
-    blob = from_geotiff(args.source, args.dest, tile=args.tile, unit=args.unit, codec=args.codec, crs=args.crs,
-                        header_out=args.blob, progress=_progress(), drop_georef=args.drop_georef, spec=fmt,
-                        descriptions=args.band_texts, time=time_arg)
+    try:
+        done = convert_any(args.source, args.dest, spec=args.format, codec=args.codec, descriptions=args.band_texts,
+                           times=args.time, tile=args.tile, unit=args.unit, crs=args.crs, header_out=args.blob,
+                           drop_georef=args.drop_georef, progress=_progress())
+    except TypeError as exc:  # an argument of the wrong kind (the message says which)
+        return _fail(str(exc))
     seconds = time.perf_counter() - t0
     size = os.path.getsize(args.dest)
+    if done.source_spec is not None:
+        recoded = f", frames re-encoded with {args.codec!r}" if done.recoded else ""
+        print(f"{args.dest}: rumi spec {done.target_spec} from {args.source} (spec {done.source_spec}{recoded}), "
+              f"{size:,} bytes; header blob {len(done.blob)} bytes (rumimm index {args.dest} -o BLOB)")
+        return 0
     where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
     # a GDAL virtual path (/vsizip/..., /vsicurl/...) has no size on this file system
     source = f"{args.source} ({os.path.getsize(args.source):,} bytes)" if os.path.isfile(args.source) else args.source
-    print(f"{args.dest}: {size:,} bytes from {source} in {seconds:.2f} s; {where_blob} ({len(blob)} bytes)")
+    print(f"{args.dest}: {size:,} bytes from {source} in {seconds:.2f} s; {where_blob} ({len(done.blob)} bytes)")
     return 0
 
 
@@ -527,6 +394,7 @@ def _export(args: argparse.Namespace) -> int:
 
     from rumimm.integrations.geotiff import to_geotiff
 
+    _destination(args.dest)
     t0 = time.perf_counter()
     to_geotiff(args.source, args.dest, header=_read_blob(args.header), compress=args.compress, tile=args.tile,
                cog=args.cog, progress=_progress())
@@ -564,6 +432,7 @@ def _quicklook(args: argparse.Namespace) -> int:
         raise UsageError(f"argument OUT: {exc}") from None
     from rumimm.reader.image import open as open_image
 
+    _destination(args.dest)
     with open_image(args.path, header=_read_blob(args.header)) as img:
         if args.bands is not None and max(args.bands) > img.count:
             raise UsageError(f"argument --bands: band {max(args.bands)} does not exist; {args.path} has "
@@ -595,6 +464,9 @@ def _clean(args: argparse.Namespace) -> int:
         if not os.path.exists(path) and not path.endswith(".rumi"):
             # a .rumi file may be gone (its killed writer's temporary files are what is cleaned)
             return _fail(f"{path}: no such file or directory (give a directory or a .rumi file)")
+        if os.path.exists(path) and not os.path.isdir(path) and not path.endswith(".rumi"):
+            return _fail(f"{path}: not a directory nor a .rumi file; clean removes the temporary files rumimm "
+                         "writers leave next to a .rumi file")
         removed = clean(path)
         for name in removed:
             print(f"removed {name}")
@@ -640,8 +512,7 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
 def _profile(args: argparse.Namespace) -> int:
     from rumimm.writer.profile import profile_codecs
 
-    if "://" not in args.path and not os.path.exists(args.path):
-        return _fail(f"{args.path}: no such file")
+    _readable(args.path)  # a truncated rumi file is refused as every command refuses it, not read by GDAL
     result = profile_codecs(args.path, tile=args.tile, unit=args.unit, samples=args.samples, seed=args.seed,
                      presets=args.presets, geozl=not args.no_geozl, budget=args.budget,
                      tolerance=args.tolerance, require=args.require)

@@ -212,3 +212,21 @@ def test_rumimm_torchgeo_without_torchgeo_says_what_to_install(monkeypatch):
     wanted = r"rumimm.torchgeo needs torchgeo \(Python >= 3.12\): pip install 'rumimm\[torchgeo\]'"
     with pytest.raises(ImportError, match=wanted):
         import rumimm.torchgeo  # noqa: F401
+
+
+def test_a_catalog_of_remote_uris_takes_storage_options_as_every_entry_point_does(http, tmp_path):
+    pytest.importorskip("obstore")  # the "remote" extra; CI installs it
+    fast = {"max_retries": 2, "retry_timeout": 3, "timeout": 2, "connect_timeout": 1, "init_backoff": 0.01,
+            "max_backoff": 0.05}
+    path = tmp_path / "r.rumi"
+    blob = rumimm.write(path, eo_scene(bands=2, height=40, width=50, dtype="uint16", seed=3), tile=16, nodata=0)
+    url = http.put("cat/r.rumi", path.read_bytes())
+    http.put("cat/r.rumi.aux.xml", (tmp_path / "r.rumi.aux.xml").read_bytes())
+    for blobs in (None, [blob]):
+        table = rumimm.catalog([url], blobs=blobs, storage_options=fast)
+        assert table["path"].to_pylist() == [url]
+        assert table["blob"].to_pylist() == [bytes(blob)]
+        assert table["nodata"].to_pylist() == [0.0]
+    with pytest.raises(ValueError, match=r"storage options \['no_such_option'\] do not apply"):
+        rumimm.catalog([url], storage_options={"no_such_option": 1})
+    assert rumimm.catalog(url, storage_options=fast)["path"].to_pylist() == [url]  # a URI is never globbed

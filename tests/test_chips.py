@@ -342,3 +342,42 @@ def test_samples_and_label_pairs_collate_in_a_torch_dataloader(nodata_files, tmp
     assert torch.isfinite((batch["image"] - 1).mean())
     images, masks = next(iter(DataLoader(_dataset(nodata_files, size=16, n=8, labels=labels), batch_size=4)))
     assert images.shape == (4, 2, 16, 16) and masks.shape == (4, 1, 16, 16)
+
+
+# -- casting is explicit; fill_nodata fits the chips' dtype (issue "edges a user hits") ---------
+def test_a_narrowing_dtype_is_refused_unless_a_casting_rule_allows_it(nodata_files):
+    with pytest.raises(rumimm.RumiError, match=r"uint16 samples cannot become uint8 chips under casting='safe'"):
+        _dataset(nodata_files, size=16, n=2, dtype="uint8")
+    with pytest.raises(rumimm.RumiError, match="casting='no'"):
+        _dataset(nodata_files, size=16, n=2, dtype="int32", casting="no")
+    with pytest.raises(ValueError, match="casting must be one of"):
+        _dataset(nodata_files, size=16, n=2, dtype="uint8", casting="wrap")
+
+
+def test_an_unsafe_cast_saturates_instead_of_wrapping(tmp_path):
+    path = tmp_path / "big.rumi"
+    rumimm.write(path, np.full((1, 16, 16), 2399, np.uint16), tile=16)
+    ds = rumimm.ChipDataset([str(path)], 16, grid=True, dtype="uint8", casting="unsafe")
+    assert ds[0].dtype == np.uint8
+    assert int(ds[0].max()) == 255  # numpy's astype would give 2399 % 256 = 95
+    assert int(ds.__getitems__([0])[0].max()) == 255
+    signed = rumimm.ChipDataset([str(path)], 16, grid=True, dtype="int8", casting="same_kind", output="sample")
+    assert int(signed[0]["image"].max()) == 127
+
+
+def test_a_safe_cast_needs_no_casting_argument(nodata_files):
+    ds = _dataset(nodata_files, size=16, n=2, dtype="int32")
+    assert ds[0].dtype == np.int32
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"fill_nodata": 70000}, "not a uint16 value"),
+    ({"fill_nodata": -1}, "not a uint16 value"),
+    ({"fill_nodata": 0.5}, "not a uint16 value"),
+    ({"fill_nodata": float("nan")}, "not a uint16 value"),
+    ({"fill_nodata": 1e40, "dtype": "float32"}, "beyond the range of float32"),
+    ({"fill_nodata": "x"}, "must be a number"),
+])
+def test_a_fill_value_outside_the_chips_dtype_is_refused_when_the_dataset_is_made(nodata_files, kwargs, match):
+    with pytest.raises(rumimm.RumiError, match=match):
+        _dataset(nodata_files, size=16, n=2, **kwargs)

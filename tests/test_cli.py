@@ -178,7 +178,8 @@ def test_missing_files_are_reported_on_stderr_with_status_2(capsys, files, tmp_p
     code, out, err = run(capsys, *[a.format(**subs) for a in argv])
     assert code == 2 and out == ""
     assert err.startswith("rumimm: ") and err.count("\n") == 1
-    assert "No such file or directory" in err
+    assert ("the directory to write into does not exist" if "missing_dir" in argv[-1] else
+            "No such file or directory") in err
 
 
 @pytest.mark.parametrize("argv", [[], ["frobnicate"], ["info"], ["index"], ["info", "--bogus", "x"],
@@ -587,3 +588,178 @@ def test_info_and_validate_name_the_readers_from_the_codecs_of_sampled_frames(ca
     assert code == 0 and f"  readers {', '.join(readers)} (from the codecs of frames 0, 15, 29: " in out
     rep = validate(path)
     assert list(rep.readers) == readers and sorted(rep.codecs) == codecs and rep.sampled_frames == (0, 15, 29)
+
+
+# -- one message per kind of bad input, whichever command meets it (issue "edges a user hits") ----
+@pytest.fixture(scope="module")
+def bad_inputs(tmp_path_factory):
+    """{kind: path} of the inputs every command must refuse alike."""
+    rasterio = pytest.importorskip("rasterio")
+    d = tmp_path_factory.mktemp("bad")
+    (d / "dir").mkdir()
+    (d / "empty.rumi").write_bytes(b"")
+    (d / "text.txt").write_text("hello world\n" * 10)
+    with rasterio.open(d / "classic.tif", "w", driver="GTiff", width=32, height=32, count=1, dtype="uint8") as ds:
+        ds.write(np.ones((1, 32, 32), np.uint8))
+    rumimm.write(d / "good.rumi", np.arange(2 * 64 * 64, dtype=np.uint16).reshape(2, 64, 64), tile=16)
+    data = (d / "good.rumi").read_bytes()
+    (d / "trunc.rumi").write_bytes(data[:-100])
+    return {"missing": d / "missing.rumi", "directory": d / "dir", "empty": d / "empty.rumi", "text": d / "text.txt",
+            "classic": d / "classic.tif", "truncated": d / "trunc.rumi", "out": d}
+
+
+#: kind -> (the message's words, whether commands that take any raster accept it)
+BAD_INPUT = {
+    "missing": (r": No such file or directory$", False),
+    "directory": (r": is a directory, not a rumi file$", False),
+    "empty": (r": file is empty; expected a BigTIFF header$", False),
+    "text": (r": not a TIFF file \(starts with b'he', expected b'II'\)", False),
+    "classic": (r": file is classic TIFF \(version 42\); rumi files are BigTIFF \(version 43\)$", True),
+    "truncated": (r": last frame ends at byte \d+ but the file has \d+ bytes \(truncated\)$", False),
+}
+COMMANDS = {
+    "info": (lambda p, o: ["info", p], False),
+    "validate": (lambda p, o: ["validate", p], False),
+    "index": (lambda p, o: ["index", p, "--hex"], False),
+    "convert": (lambda p, o: ["convert", p, str(o / "c.rumi")], True),
+    "convert --codec": (lambda p, o: ["convert", p, str(o / "k.rumi"), "--codec", "fast"], True),
+    "export": (lambda p, o: ["export", p, str(o / "e.tif")], False),
+    "quicklook": (lambda p, o: ["quicklook", p, str(o / "q.png")], False),
+    "profile": (lambda p, o: ["profile", p, "--budget", "1", "--samples", "1", "--no-geozl"], True),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_INPUT))
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_each_kind_of_bad_input_gets_one_message_and_exit_status_in_every_command(bad_inputs, command, kind, capsys):
+    words, raster_ok = BAD_INPUT[kind]
+    argv, takes_rasters = COMMANDS[command]
+    path = str(bad_inputs[kind])
+    status = cli.main(argv(path, bad_inputs["out"]))
+    out, err = capsys.readouterr()
+    if raster_ok and takes_rasters:
+        assert status == 0, err
+        return
+    if command == "validate" and kind in ("text", "classic", "truncated"):  # violations of a file: exit 1, stdout
+        assert status == 1
+        assert re.search(words, out.splitlines()[0]), out
+        return
+    assert status == 2
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"rumimm: {path}"), line
+    assert re.search(words, line), line
+    assert "not recognized as being in a supported file format" not in err  # GDAL's words never reach the user
+    assert "Read error" not in err
+
+
+@pytest.mark.parametrize("command", ["export", "quicklook", "index"])
+def test_an_output_in_a_missing_directory_gets_the_message_convert_gives(bad_inputs, command, capsys):
+    good = str(bad_inputs["out"] / "good.rumi")
+    dest = str(bad_inputs["out"] / "nowhere" / "x.out")
+    argv = {"export": ["export", good, dest], "quicklook": ["quicklook", good, dest + ".png"],
+            "index": ["index", good, "-o", dest]}[command]
+    assert cli.main(argv) == 2
+    assert cli.main(["convert", str(bad_inputs["classic"]), dest + ".rumi"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert all(line.endswith(": the directory to write into does not exist") for line in err), err
+
+
+@pytest.mark.parametrize("kind", ["text", "classic"])
+def test_clean_of_a_file_that_is_neither_a_directory_nor_rumi_fails(bad_inputs, kind, capsys):
+    assert cli.main(["clean", str(bad_inputs[kind])]) == 2
+    assert "not a directory nor a .rumi file" in capsys.readouterr().err
+
+
+# -- docs/cli.md's transcripts are what the commands print -------------------------------------
+def _transcript(command: str) -> list[str]:
+    """The lines docs/cli.md shows after ``$ <command>`` in a console block, up to the next prompt."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = lines.index(f"$ {command}") + 1
+    out = []
+    for line in lines[start:]:
+        if line.startswith(("$ ", "```")):
+            break
+        out.append(line)
+    return out
+
+
+def test_the_info_transcript_shows_every_row_info_prints(tmp_path, capsys):
+    path = tmp_path / "s2.rumi"
+    rumimm.write(path, np.zeros((4, 60, 80), np.uint16), tile=32, transform=(10.0, 0, 399960.0, 0, -10.0, 5000040.0),
+                 crs=32632)
+    assert cli.main(["info", str(path)]) == 0
+    printed = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()]
+    shown = [line.split("  ")[0] for line in _transcript("rumimm info s2.rumi")]
+    assert shown == printed
+
+
+@pytest.mark.parametrize("command", ["rumimm convert scene.rumi scene_transpose.rumi --codec fastest",
+                                     "rumimm demo --size 0", "rumimm info missing.rumi"])
+def test_an_error_transcript_is_what_the_command_prints(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.chdir(tmp_path)
+    rumimm.write("scene.rumi", np.zeros((1, 16, 16), np.uint16), tile=16)
+    status = cli.main(command.split()[1:])
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == _transcript(command)
+
+
+# -- the library the command renders: reader.inputs, integrations.conversion ----------------------------
+def test_classify_tells_rumi_files_tiffs_and_other_files_apart(bad_inputs):
+    from rumimm.reader.inputs import classify
+
+    good = classify(bad_inputs["out"] / "good.rumi")
+    assert (good.kind, good.spec) == ("rumi", "0.1")
+    assert classify(bad_inputs["classic"]).kind == "tiff"
+    assert classify(bad_inputs["text"]).kind == "other"
+    assert classify(bad_inputs["truncated"], walk=False).kind == "rumi"  # what validate reports itself
+    assert classify("s3://bucket/x.rumi") is None  # a remote URI: left to the remote reader
+    with pytest.raises(rumimm.FormatError, match="truncated"):
+        classify(bad_inputs["truncated"])
+    fifo = bad_inputs["out"] / "fifo.rumi"
+    os.mkfifo(fifo)
+    with pytest.raises(rumimm.FormatError, match="not a regular file"):
+        classify(fifo)  # refused without waiting for a writer
+
+
+@pytest.mark.parametrize(("spec", "codec", "fmt", "target"), [
+    ("0.1", None, None, "0.2"), ("0.2", None, None, "0.1"), ("0.1", "fast", None, "0.1"), ("0.2", "fast", None, "0.2"),
+    ("0.1", "fast", "0.2", "0.2"), ("0.2", None, "0.2", "0.2"),
+])
+def test_a_rumi_source_is_copied_to_the_other_spec_or_re_encoded_in_its_own(spec, codec, fmt, target):
+    from rumimm.integrations.conversion import rumi_target
+
+    assert rumi_target(spec, codec, fmt) == target
+
+
+def test_convert_any_says_what_it_did(bad_inputs, tmp_path):
+    from rumimm.integrations.conversion import convert_any
+
+    done = convert_any(bad_inputs["out"] / "good.rumi", tmp_path / "a.rumi", codec="fast")
+    assert (done.source_spec, done.target_spec, done.recoded) == ("0.1", "0.1", True)
+    done = convert_any(bad_inputs["classic"], tmp_path / "b.rumi", tile=64)
+    assert (done.source_spec, done.target_spec, done.recoded) == (None, "0.1", False)
+    with pytest.raises(rumimm.RumiError, match="pass --time ISO"):
+        convert_any(bad_inputs["out"] / "good.rumi", tmp_path / "c.rumi", spec="0.2")
+
+
+def test_info_of_a_file_with_a_fifo_as_its_sidecar_warns_and_ends(tmp_path, capsys):
+    path = tmp_path / "f.rumi"
+    rumimm.write(path, np.zeros((1, 16, 16), np.uint8), tile=16)
+    os.mkfifo(tmp_path / "f.rumi.aux.xml")  # a blocking open would wait for a writer forever
+    assert cli.main(["info", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "rumimm: warning: " in err and "not a regular file" in err
+    assert re.search(r"^nodata +none$", out, re.M)
+
+
+def test_the_validate_and_index_transcripts_are_what_the_commands_print(tmp_path, monkeypatch, capsys):
+    from rumimm.synthetic import eo_scene
+
+    monkeypatch.chdir(tmp_path)
+    blob = rumimm.write("s2.rumi", eo_scene(bands=4, height=600, width=800, dtype="uint16", seed=0), tile=256,
+                        transform=(10.0, 0.0, 399960.0, 0.0, -10.0, 5000040.0), crs=32632)
+    Path("s2.blob").write_bytes(blob)
+    for command in ("rumimm validate s2.rumi --header s2.blob", "rumimm index s2.rumi -o s2.blob"):
+        assert cli.main(command.split()[1:]) == 0
+        assert capsys.readouterr().out.splitlines() == _transcript(command)

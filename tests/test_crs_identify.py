@@ -47,3 +47,47 @@ def test_a_named_datum_must_match():
     # NAD27 is on the Clarke 1866 ellipsoid; a UTM on a named NAD27 datum is EPSG:26718, never a WGS 84 code
     found = identify(pyproj.CRS.from_user_input("+proj=utm +zone=18 +datum=NAD27 +units=m"), (500000, 4500000))
     assert found.epsg == 26718
+
+
+# -- CRS text: EPSG, WKT, PROJJSON, PROJ strings; nothing that reads a file or the network --------
+@pytest.mark.parametrize(("text", "match"), [
+    ("+init=/etc/hosts:x", "init= makes PROJ read a file"),
+    ("+proj=utm +zone=18 +init=epsg:32618", "init= makes PROJ read a file"),
+    ("+proj=pipeline +step +proj=utm +zone=18 +ellps=WGS84", "a pipeline is a transformation"),
+    ("+proj=longlat +ellps=WGS84 +nadgrids=https://example.invalid/grid.tif", "names a grid"),
+    ("+proj=longlat +ellps=WGS84 +geoidgrids=/tmp/g.gtx", "names a grid"),
+    ('GEOGCS["x",EXTENSION["PROJ4","+init=/etc/hosts:x"]]', "init= makes PROJ read a file"),
+    ("GEOGCS[bad", "not a CRS PROJ can read"),
+    ("{", "not a CRS PROJ can read"),
+    ("not a crs", "not a CRS PROJ can read"),
+    ("x" * 70000, "more than"),
+])
+def test_crs_text_that_reads_files_or_is_malformed_is_a_crs_error(text, match):
+    from rumimm.format.crs_identify import parse_crs
+
+    with pytest.raises(CRSError, match=match):
+        parse_crs(text)
+    with pytest.raises(CRSError, match=match):
+        identify(text)
+
+
+@pytest.mark.parametrize("text", [
+    "EPSG:32618", 4326, "+proj=utm +zone=18 +ellps=WGS84 +units=m +no_defs",
+    "+proj=merc +a=6378137 +b=6378137 +lat_ts=0 +lon_0=0 +x_0=0 +y_0=0 +k=1 +units=m +nadgrids=@null +wktext +no_defs",
+])
+def test_crs_text_without_files_is_accepted(text):
+    from rumimm.format.crs_identify import parse_crs
+
+    assert parse_crs(text).is_projected or parse_crs(text).is_geographic
+
+
+def test_projjson_text_and_dict_are_accepted():
+    import json
+
+    import pyproj
+
+    from rumimm.format.crs_identify import parse_crs
+
+    text = pyproj.CRS.from_epsg(3035).to_json()
+    assert parse_crs(text).to_epsg() == 3035
+    assert parse_crs(json.loads(text)).to_epsg() == 3035

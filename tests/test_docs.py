@@ -10,6 +10,12 @@ carries the ``torch`` marker and skips only when torch is absent; CI installs it
 that requires torchgeo (Python >= 3.12, installed by CI's 3.12 run only) is left out where
 torchgeo is absent, and the whole page, every block in order, runs where it is installed.
 
+A line ``print(ARGS)  # -> TEXT`` shows what it prints: the page fails unless ``ARGS``
+print exactly ``TEXT``, where ``...`` (and only it) stands for a part that truly varies
+(a timing, a temporary path, a digest): drift between a page and the code fails CI.  A
+comment without ``->`` is prose, not output.  Console blocks of ``rumimm`` commands
+are checked by tests/test_cli.py's transcripts of the same commands.
+
 ``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
 """
 
@@ -34,6 +40,22 @@ OPTIONAL_ELSEWHERE = {"torchgeo": "CI's Python 3.12 run (.ci/pythons.sh: .[test,
 
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _REQUIRES = re.compile(r"^#\s*requires:\s*(.+)$")
+#: ``print(ARGS)  # -> TEXT``: a print whose output the page shows (``...`` marks what varies).
+_SHOWN = re.compile(r"^(?P<indent>[ \t]*)print\((?P<args>.*)\)[ \t]*#[ \t]*->[ \t]?(?P<text>.*)$", re.M)
+
+
+def shown_outputs(code: str) -> str:
+    """``code`` with each ``print(ARGS)  # -> TEXT`` turned into a check that ARGS print TEXT."""
+    return _SHOWN.sub(lambda m: f"{m['indent']}__shown__({m['text'].rstrip()!r}, {m['args']})", code)
+
+
+def _shown(expected: str, *args, sep: str = " ", **_) -> None:
+    """AssertionError unless ``print(*args)`` would print ``expected`` (``...`` matching any text)."""
+    got = sep.join(str(a) for a in args)
+    pattern = ".*?".join(re.escape(part) for part in expected.split("..."))
+    if not re.fullmatch(pattern, got, re.S):
+        raise AssertionError(f"the page shows {expected!r} but the code prints {got!r}")
+    print(got)
 
 
 def python_blocks(path: Path) -> list[tuple[int, str]]:
@@ -65,6 +87,7 @@ def run_page(path: Path, skip_absent=()) -> int:
     """
     module = types.ModuleType("__docs__")
     module.__file__ = str(path)
+    module.__dict__["__shown__"] = _shown
     saved = sys.modules.get("__docs__")
     sys.modules["__docs__"] = module
     ran = 0
@@ -77,7 +100,7 @@ def run_page(path: Path, skip_absent=()) -> int:
                 raise AssertionError(f"{path.name}:{line}: example needs {', '.join(missing)}; "
                                      "install the test extra: pip install -e '.[test]'")
             # pad with newlines so tracebacks give the Markdown file's own line numbers
-            compiled = compile("\n" * (line - 1) + code, str(path), "exec")
+            compiled = compile("\n" * (line - 1) + shown_outputs(code), str(path), "exec")
             exec(compiled, module.__dict__)
             ran += 1
     finally:
@@ -326,3 +349,12 @@ if __name__ == "__main__":
         print(f"wrote {DOCS / 'api.md'}")
     else:
         print(__doc__)
+
+
+def test_a_shown_output_that_drifted_fails_the_page(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("```python\nprint(1 + 1, 'x')   # -> 2 x\nprint('t=0.25 s')  # -> t=... s\n```\n")
+    assert run_page(page) == 1
+    page.write_text("```python\nprint(1 + 2)   # -> 2\n```\n")
+    with pytest.raises(AssertionError, match="shows '2' but the code prints '3'"):
+        run_page(page)

@@ -9,7 +9,8 @@ import warnings
 import numpy as np
 import pytest
 
-from rumimm.errors import FormatError
+import rumimm
+from rumimm.errors import FormatError, RumiWarning
 from rumimm.format.pam import BandMetadata, Metadata, blob_digest, build_pam, parse_pam
 
 rasterio = pytest.importorskip("rasterio")  # CI installs the geotiff extra
@@ -226,3 +227,54 @@ def test_issue_24_an_empty_colour_table_reads_as_none_as_it_is_written_back():
     meta = parse_pam(data, 1)
     assert meta.bands[0].colormap is None
     assert parse_pam(build_pam(meta), 1) == meta
+
+
+# -- numbers read as GDAL reads them (CPLAtof / atoi: leading ASCII digits only) ----------------
+@pytest.mark.parametrize(("text", "value"), [
+    ("1_000", 1), ("  12abc", 12), ("-3", -3), ("1.5e2x", 150.0), ("0x10", 16.0), ("+.5", 0.5),
+    ("nan", "nan"), ("-inf", float("-inf")), ("Infinity", float("inf")), ("18446744073709551615", 2**64 - 1),
+])
+def test_nodata_text_is_read_as_gdal_reads_it(text, value):
+    xml = f'<PAMDataset><PAMRasterBand band="1"><NoDataValue>{text}</NoDataValue></PAMRasterBand></PAMDataset>'
+    got = parse_pam(xml.encode(), 1).bands[0].nodata
+    if value == "nan":
+        assert math.isnan(got)
+    else:
+        assert got == value
+        assert type(got) is type(value)
+
+
+@pytest.mark.parametrize("band", ["\u00b2", "\u0661", "\u0663", "0", "-1", "", "x1"])
+def test_a_band_number_gdal_reads_as_no_band_is_refused_as_a_format_error(band):
+    xml = f'<PAMDataset><PAMRasterBand band="{band}"><Description>d</Description></PAMRasterBand></PAMDataset>'
+    with pytest.raises(FormatError, match="not a band number"):
+        parse_pam(xml.encode("utf-8"), 3)
+
+
+def test_a_band_number_with_trailing_characters_is_its_leading_digits():
+    xml = b'<PAMDataset><PAMRasterBand band="2_0"><Description>d</Description></PAMRasterBand></PAMDataset>'
+    assert parse_pam(xml, 3).bands[1].description == "d"
+
+
+def test_a_bad_band_number_in_a_sidecar_is_a_warning_not_an_error(tmp_path):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, np.zeros((1, 8, 8), np.uint8), tile=8)
+    (tmp_path / "x.rumi.aux.xml").write_bytes(
+        '<PAMDataset><PAMRasterBand band="²"><NoDataValue>0</NoDataValue></PAMRasterBand></PAMDataset>'.encode())
+    with rumimm.open(path) as img, pytest.warns(RumiWarning, match="not a band number"):
+        assert img.nodata is None
+
+
+@pytest.mark.parametrize(("dtype", "text"), [
+    ("uint8", "300"), ("uint8", "-1"), ("uint8", "1.5"), ("uint8", "inf"), ("int64", "nan"), ("int64", "1e20"),
+    ("float32", "1e300"),
+])
+def test_a_nodata_outside_the_dtype_is_dropped_with_a_warning(tmp_path, dtype, text):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, np.zeros((2, 8, 8), dtype), tile=8)
+    (tmp_path / "x.rumi.aux.xml").write_bytes(
+        f'<PAMDataset><PAMRasterBand band="1"><NoDataValue>{text}</NoDataValue><Description>a</Description>'
+        f'</PAMRasterBand><PAMRasterBand band="2"><NoDataValue>0</NoDataValue></PAMRasterBand></PAMDataset>'.encode())
+    with rumimm.open(path) as img, pytest.warns(RumiWarning, match=r"band 1 .*nodata is not applied"):
+        assert img.nodatavals == (None, 0)
+        assert img.descriptions == ("a", None)

@@ -358,7 +358,7 @@ def test_the_command_prints_the_table_or_json(tmp_path, scene, capsys):
 
 def test_the_command_fails_in_one_line_on_a_missing_file_or_a_bad_preset(tmp_path, scene, capsys):
     assert main(["profile", str(tmp_path / "missing.rumi")]) == 2
-    assert "missing.rumi: no such file" in capsys.readouterr().err
+    assert "missing.rumi: No such file or directory" in capsys.readouterr().err
     path = tmp_path / "s.rumi"
     rumimm.write(path, scene, tile=64)
     assert main(["profile", str(path), "--no-geozl", "--preset", "nope"]) == 2

@@ -159,3 +159,119 @@ def test_a_geographic_crs_with_metre_coordinates_is_refused(tmp_path):
                  transform=(1.0, 0.0, -180.5, 0.0, -1.0, 90.5), crs=4326)
     rumimm.write(tmp_path / "h.rumi", np.zeros((1, 180, 360), np.uint8), tile=64,
                  transform=(1.0, 0.0, 0.0, 0.0, -1.0, 90.0), crs=4326)
+
+
+# -- issue "edges a user hits": sidecars that are not regular files or not the file's own ------------
+def test_a_fifo_at_the_sidecar_name_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, scene(), tile=16)
+    os.mkfifo(tmp_path / "x.rumi.aux.xml")  # nobody ever writes to it: a blocking open would wait forever
+    with rumimm.open(path) as img, pytest.warns(RumiWarning, match="not a regular file"):
+        assert img.nodata is None
+    # the other entry points that read metadata go through the same function
+    with pytest.warns(RumiWarning, match="not a regular file"):
+        rumimm.convert(path, tmp_path / "y.rumi", codec="fast")
+
+
+def test_a_directory_at_the_sidecar_name_warns(tmp_path):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, scene(), tile=16)
+    (tmp_path / "x.rumi.aux.xml").mkdir()
+    with rumimm.open(path) as img, pytest.warns(RumiWarning, match="directory"):
+        assert img.nodata is None
+
+
+def constant_pair(tmp_path):
+    """Two files of equal header blobs (constant tiles compress to equal sizes), a's with metadata."""
+    a, b = tmp_path / "a.rumi", tmp_path / "b.rumi"
+    blob_a = rumimm.write(a, np.full((2, 20, 30), 7, np.uint16), tile=16, nodata=7, descriptions=["x", "y"])
+    blob_b = rumimm.write(b, np.full((2, 20, 30), 9, np.uint16), tile=16)
+    assert bytes(blob_a) == bytes(blob_b)
+    return a, b
+
+
+def test_a_sidecar_of_another_file_with_an_equal_blob_is_not_applied(tmp_path):
+    a, b = constant_pair(tmp_path)
+    (tmp_path / "b.rumi.aux.xml").write_bytes((tmp_path / "a.rumi.aux.xml").read_bytes())
+    with rumimm.open(b) as img, pytest.warns(RumiWarning, match="another file's content"):
+        assert img.nodata is None
+        assert img.descriptions == (None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with rumimm.open(a) as img:
+            assert img.nodata == 7
+
+
+def test_a_copy_of_the_file_and_its_sidecar_keeps_the_metadata(tmp_path):
+    import shutil
+
+    a, _ = constant_pair(tmp_path)
+    c = tmp_path / "c.rumi"
+    shutil.copyfile(a, c)  # a new inode and time: the file is hashed, and its digest matches
+    shutil.copyfile(tmp_path / "a.rumi.aux.xml", tmp_path / "c.rumi.aux.xml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with rumimm.open(c) as img:
+            assert img.nodata == 7
+            assert img.descriptions == ("x", "y")
+
+
+def test_a_rewrite_racing_a_read_never_pairs_pixels_with_the_other_writes_sidecar(tmp_path):
+    """Two writers of one path (equal blobs, different pixels and nodata); each read sees its own pair or a warning."""
+    import threading
+
+    path = tmp_path / "r.rumi"
+    values = {3: 30, 5: 50}
+    stop = threading.Event()
+
+    def writer(v):
+        while not stop.is_set():
+            rumimm.write(path, np.full((1, 20, 30), v, np.uint16), tile=16, nodata=values[v])
+
+    rumimm.write(path, np.full((1, 20, 30), 3, np.uint16), tile=16, nodata=30)
+    threads = [threading.Thread(target=writer, args=(v,)) for v in values]
+    for t in threads:
+        t.start()
+    try:
+        mismatched = applied = 0
+        for _ in range(150):
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                try:
+                    img = rumimm.open(path)
+                except (FileNotFoundError, rumimm.RumiError):
+                    continue
+                with img:
+                    pixel = int(img.read(window=((0, 1), (0, 1)))[0, 0, 0])
+                    nodata = img.nodata
+            if nodata is not None:
+                applied += 1
+                mismatched += nodata != values[pixel]
+            else:
+                assert any(issubclass(w.category, RumiWarning) for w in seen)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert mismatched == 0
+    assert applied > 0
+
+
+def test_a_sidecar_gdal_wrote_next_to_a_rumi_eo_file_still_applies(tmp_path):
+    """rumi-eo 0.16.0 writes and reads no sidecar; one GDAL wrote next to its file (no binding) is applied."""
+    from peer import peer_read, peer_write
+
+    path = tmp_path / "p.rumi"
+    array = np.arange(2 * 20 * 30, dtype=np.uint16).reshape(2, 20, 30)
+    peer_write(path, array, tile=16)
+    assert not (tmp_path / "p.rumi.aux.xml").exists()
+    (tmp_path / "p.rumi.aux.xml").write_text(  # what `gdal_edit.py -a_nodata 5` and a band description leave
+        "<PAMDataset>\n  <PAMRasterBand band=\"1\">\n    <NoDataValue>5</NoDataValue>\n  </PAMRasterBand>\n"
+        "  <PAMRasterBand band=\"2\">\n    <Description>nir</Description>\n    <NoDataValue>5</NoDataValue>\n"
+        "  </PAMRasterBand>\n</PAMDataset>\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with rumimm.open(path) as img:
+            assert img.nodatavals == (5, 5)
+            assert img.descriptions == (None, "nir")
+    assert np.array_equal(peer_read(path), array)  # and the peer still reads its file

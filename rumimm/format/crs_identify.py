@@ -17,13 +17,14 @@ and why each differs.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
 from rumimm.errors import CRSError
 
-__all__ = ["Identified", "identify", "short_name"]
+__all__ = ["Identified", "identify", "parse_crs", "short_name"]
 
 _A_TOL = 1e-3          # metres on the semi-major axis
 _RF_TOL = 1e-8         # inverse flattening (GRS80 and WGS84 differ by 1.5e-6)
@@ -44,14 +45,75 @@ class Identified:
     note: str  # why it is that code, for the warning
 
 
-def _pyproj_crs(crs):
+# What would make PROJ read a file or the network while parsing: an init file, a grid
+# (other than the built-in @null), a pipeline (a transformation, not a CRS), a WKT/PROJJSON
+# parameter file.  Matched anywhere in the text: WKT1 carries PROJ strings in EXTENSION["PROJ4", ...].
+_REFUSED = re.compile(
+    r"(?<![a-z_])(?P<what>init)\s*=|proj\s*=\s*(?P<pipeline>pipeline)\b"
+    r"|(?P<grid>(?:nad|geoid|xy_|z_|)grids)\s*=\s*(?!@null\b)"
+    r"|(?P<file>PARAMETERFILE|parameter_file)",
+    re.IGNORECASE | re.ASCII,
+)
+_MAX_TEXT = 1 << 16  # characters: a WKT of a CRS is a few kB
+
+
+def parse_crs(crs):
+    """A pyproj CRS from what rumimm accepts, with no file or network access; else :class:`rumimm.CRSError`.
+
+    Accepted: a ``pyproj.CRS``, a rasterio CRS (its WKT), an EPSG code (int or
+    ``"EPSG:n"``), WKT, PROJJSON (text or dict) and PROJ strings.  Refused: ``init=``
+    (PROJ reads a local file), grids other than ``@null`` (a file or a URL), pipelines
+    (a transformation, not a CRS), WKT or PROJJSON parameter files, and anything that
+    parses to something other than a CRS.
+    """
     import pyproj
 
     if isinstance(crs, pyproj.CRS):
         return crs
-    if hasattr(crs, "to_wkt"):  # a rasterio CRS: its WKT keeps the names GDAL read
-        return pyproj.CRS.from_wkt(crs.to_wkt())
-    return pyproj.CRS.from_user_input(crs)
+    if isinstance(crs, bool):
+        raise CRSError(f"crs must be an EPSG code, WKT, PROJJSON or a PROJ string, got {crs!r}")
+    if isinstance(crs, int):
+        text = f"EPSG:{crs}"
+    elif hasattr(crs, "to_wkt"):  # a rasterio CRS: its WKT keeps the names GDAL read
+        text = crs.to_wkt()
+    elif isinstance(crs, dict):
+        import json
+
+        text = json.dumps(crs)
+    elif isinstance(crs, str):
+        text = crs
+    else:
+        raise CRSError(f"crs must be an EPSG code, WKT, PROJJSON or a PROJ string, got {type(crs).__name__}")
+    if len(text) > _MAX_TEXT:
+        raise CRSError(f"crs text has {len(text)} characters, more than the {_MAX_TEXT} a CRS needs")
+    if "\x00" in text:
+        raise CRSError("crs text holds a NUL character")
+    m = _REFUSED.search(text)
+    if m:
+        why = ("init= makes PROJ read a file" if m.group("what") else
+               "a pipeline is a transformation, not a CRS" if m.group("pipeline") else
+               f"{m.group('grid')}= names a grid PROJ would read from a file or the network" if m.group("grid") else
+               "a parameter file is read from disk")
+        raise CRSError(f"crs {short_text(text)} is refused: {why}; give an EPSG code, WKT, PROJJSON or a PROJ "
+                       "string without files")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = pyproj.CRS.from_user_input(text)
+    except Exception as exc:  # pyproj's CRSError, and whatever PROJ raises on text it cannot take
+        raise CRSError(f"crs {short_text(text)} is not a CRS PROJ can read ({short_text(str(exc))})") from None
+    if out.type_name in ("Unknown", "") or "Transformation" in out.type_name or "Conversion" in out.type_name:
+        raise CRSError(f"crs {short_text(text)} is a {out.type_name or 'object'}, not a CRS")
+    return out
+
+
+def short_text(text: str) -> str:
+    """``text`` on one line, at most 80 characters, quoted."""
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+_pyproj_crs = parse_crs
 
 
 def short_name(crs) -> str:

@@ -51,6 +51,10 @@ MAX_BYTES = 16 << 20
 #: Metadata domain holding rumimm's own keys (the header blob digest).
 DOMAIN = "RUMIMM"
 DIGEST_KEY = "HEADER_BLOB_SHA256"
+#: SHA-256 of every byte of the rumi file the sidecar was written with: what binds it to that content.
+FILE_DIGEST_KEY = "FILE_SHA256"
+#: ``"<size> <mtime_ns> <inode>"`` of that file as written: a match skips hashing the file on read.
+FILE_STAT_KEY = "FILE_STAT"
 
 #: GDAL colour interpretation names (GDALGetColorInterpretationName) -> rasterio ``ColorInterp`` names.
 COLORINTERP = {
@@ -120,10 +124,24 @@ class Metadata:
                 if not (float(v).is_integer() if isinstance(v, float) else True) or not lo <= int(v) <= hi:
                     raise ValueError(f"nodata {v!r} of band {i} is not a {dtype} value ({lo} to {hi})")
             elif dtype.kind == "f":
-                if math.isfinite(v) and abs(float(v)) > float(np.finfo(dtype).max):
+                if (isinstance(v, int) and abs(v) > 2**1024) or (math.isfinite(v) and abs(float(v)) > float(
+                        np.finfo(dtype).max)):
                     raise ValueError(f"nodata {v!r} of band {i} is beyond the range of {dtype}")
             else:
                 raise ValueError(f"nodata: GDAL has no nodata for {dtype} samples")
+
+    def without_bad_nodata(self, dtype) -> tuple[Metadata, list[str]]:
+        """This metadata less each band's nodata that is not a value of ``dtype``, and why each was dropped."""
+        bands, why = list(self.bands), []
+        for i, b in enumerate(self.bands):
+            if b.nodata is None:
+                continue
+            try:
+                Metadata(bands=(b,)).check_dtype(dtype)
+            except ValueError as exc:
+                bands[i] = replace(b, nodata=None)
+                why.append(str(exc).replace("of band 1", f"of band {i + 1}"))
+        return replace(self, bands=tuple(bands)), why
 
     @classmethod
     def empty(cls, count: int) -> Metadata:
@@ -269,19 +287,21 @@ def _metadata_element(parent, items: dict[str, str], domain: str | None = None):
         ET.SubElement(md, "MDI", {"key": k}).text = v
 
 
-def build_pam(meta: Metadata, blob: bytes | None = None) -> bytes:
+def build_pam(meta: Metadata, blob: bytes | None = None, binding: dict[str, str] | None = None) -> bytes:
     """The sidecar's bytes for ``meta`` (UTF-8 XML, GDAL's element names and order).
 
-    With ``blob``, its SHA-256 is recorded so a reader can tell the sidecar belongs to
-    this version of the file.
+    With ``blob``, its SHA-256 is recorded; ``binding`` adds the file's digest and stat
+    (``FILE_DIGEST_KEY``, ``FILE_STAT_KEY``) so a reader can tell the sidecar belongs to
+    this content of the file (see ``rumimm.reader.sidecar``).
     """
     root = ET.Element("PAMDataset")
     _metadata_element(root, meta.tags)
     for domain, items in meta.domains.items():
         if domain != DOMAIN:
             _metadata_element(root, items, domain)
-    if blob is not None:
-        _metadata_element(root, {DIGEST_KEY: blob_digest(blob)}, DOMAIN)
+    own = {} if blob is None else {DIGEST_KEY: blob_digest(blob)}
+    own.update(binding or {})
+    _metadata_element(root, own, DOMAIN)
     for i, b in enumerate(meta.bands, 1):
         if b.is_empty():
             continue
@@ -349,9 +369,9 @@ def parse_pam(data: bytes, count: int, path: str | None = None) -> Metadata:
     bands = [BandMetadata()] * count
     for el in root.findall("PAMRasterBand"):
         text = el.get("band", "")
-        if not (text.isdigit() and len(text) <= 5) or not 1 <= int(text) <= _MAX_BANDS:
+        b = c_atoi(text)  # GDAL: atoi(), leading ASCII digits only
+        if not 1 <= b <= _MAX_BANDS:
             raise FormatError(f"{name}sidecar: PAMRasterBand band={text[:20]!r} is not a band number")
-        b = int(text)
         if b > count:
             raise FormatError(f"{name}sidecar describes band {b}, but the file has {count} bands; "
                               "it belongs to another file")
@@ -398,12 +418,48 @@ def _mdi(md, name) -> dict[str, str]:
     return out
 
 
+# C's isspace, then what strtod reads in the C locale: ASCII digits only, no "_" separators
+_SPACE = "\t\n\v\f\r "
+_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT = re.compile(r"[+-]?(?:0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
+                    r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)", re.ASCII | re.IGNORECASE)
+
+
+def c_atoi(text: str) -> int:
+    """``text`` as C's ``atoi`` reads it (GDAL's band numbers): the leading ASCII digits, 0 when none.
+
+    "1_000" is 1 and "\\u00b2" or "\\u0661" are 0: Python's ``int`` would read other scripts' digits.
+    """
+    m = _INT.match(text.lstrip(_SPACE))
+    return int(m.group()) if m else 0
+
+
+def c_strtod(text: str) -> int | float | None:
+    """The number at the start of ``text`` as GDAL's ``CPLAtof`` reads it (C locale ``strtod``); None if none.
+
+    An integer prefix not followed by a fraction or exponent is returned as an int,
+    so int64 and uint64 nodata stay exact (GDAL reads those with ``strtoll``).
+    Trailing characters are ignored, as C does ("1_000" is 1).
+    """
+    m = _FLOAT.match(text.lstrip(_SPACE))
+    if m is None:
+        return None
+    word = m.group()
+    if _INT.fullmatch(word):
+        return int(word)
+    body = word.lstrip("+-")
+    if body[:2].lower() == "0x":
+        value = float.fromhex(body)
+        return -value if word.startswith("-") else value
+    return float(word)
+
+
 def _float(el, what, name, b) -> float:
-    text = (el.text or "").strip()
-    try:
-        return float(text)
-    except ValueError:
-        raise FormatError(f"{name}sidecar: band {b} {what} {text[:40]!r} is not a number") from None
+    text = el.text or ""
+    value = c_strtod(text)
+    if value is None:
+        raise FormatError(f"{name}sidecar: band {b} {what} {text.strip()[:40]!r} is not a number")
+    return float(value)
 
 
 def _band(el, b: int, name: str) -> BandMetadata:
@@ -443,10 +499,10 @@ def _nodata(el, name, b):
         if len(raw) != 8:
             raise FormatError(f"{name}sidecar: band {b} NoDataValue le_hex_equiv {hexa[:40]!r} is not 8 bytes of hex")
         return struct.unpack("<d", raw)[0]
-    text = (el.text or "").strip()
-    if re.fullmatch(r"[+-]?\d{1,20}", text):
-        return int(text)  # int64 / uint64 nodata exactly (GDAL >= 3.5 writes them as integers)
-    value = _float(el, "NoDataValue", name, b)
+    text = el.text or ""
+    value = c_strtod(text)  # an int for an integer: int64 / uint64 nodata exactly (GDAL >= 3.5 writes them so)
+    if value is None:
+        raise FormatError(f"{name}sidecar: band {b} NoDataValue {text.strip()[:40]!r} is not a number")
     return value
 
 

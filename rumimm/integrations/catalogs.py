@@ -15,7 +15,7 @@ import glob
 import json
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -52,7 +52,11 @@ _EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a 
 def _paths(paths_or_glob: StrPath | Iterable[StrPath]) -> list[str]:
     """A list of paths from a list, a glob pattern or a folder (its ``*.rumi`` files, recursively)."""
     if isinstance(paths_or_glob, (str, os.PathLike)):
+        from rumimm.reader.remote import is_remote
+
         text = os.fspath(paths_or_glob)
+        if is_remote(text):
+            return [text]
         if os.path.isdir(text):
             return sorted(glob.glob(os.path.join(glob.escape(text), "**", "*.rumi"), recursive=True))
         if glob.has_magic(text):
@@ -61,14 +65,16 @@ def _paths(paths_or_glob: StrPath | Iterable[StrPath]) -> list[str]:
     return [os.fspath(p) for p in paths_or_glob]
 
 
-def _row(path: str, blob: bytes | None) -> _Row:
+def _row(path: str, blob: bytes | None, storage_options: Mapping[str, Any] | None = None) -> _Row:
     """Everything a catalog row holds for one file; the file is opened with its blob (no IFD walk)."""
     from rumimm.reader.image import Image
+    from rumimm.reader.remote import is_remote
     from rumimm.reader.validate import build_blob
 
+    options = storage_options if is_remote(path) else None
     if blob is None:
-        blob = build_blob(path)
-    with Image(path, blob, cache_bytes=0) as img:
+        blob = build_blob(path, storage_options=options)
+    with Image(path, blob, cache_bytes=0, storage_options=options) as img:
         geo = img.georef
         meta = (img.nodata, list(img.descriptions), list(img.scales), list(img.offsets), list(img.units))
         time = None if img.time is None else [
@@ -110,7 +116,8 @@ def _projjson(crs: str) -> dict[str, Any]:
 
 
 def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes] | None = None,
-            progress: ProgressArg = None, workers: int | None = None) -> pa.Table:
+            progress: ProgressArg = None, workers: int | None = None,
+            storage_options: Mapping[str, Any] | None = None) -> pa.Table:
     """Build a catalog table of rumi files.
 
     Parameters
@@ -126,6 +133,9 @@ def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes
         Report files done (see :mod:`rumimm.progress`).
     workers : int, optional
         Threads indexing files (default: ``min(8, os.cpu_count())``).
+    storage_options : dict, optional
+        For paths that are remote URIs (``s3://``, ``gs://``, ``az://``, ``http(s)://``),
+        as in :func:`rumimm.open`; a URI is taken as given, never globbed.
 
     Returns
     -------
@@ -149,7 +159,7 @@ def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes
     workers = workers or min(8, os.cpu_count() or 1)
     rows = []
     with Progress(progress, len(paths), desc="catalog", unit="file") as bar, ThreadPoolExecutor(workers) as pool:
-        for row in pool.map(_row, paths, given):
+        for row in pool.map(_row, paths, given, [storage_options] * len(paths)):
             rows.append(row)
             bar.advance()
     return _table(rows)

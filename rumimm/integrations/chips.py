@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from rumimm.errors import RumiError
+from rumimm.errors import FormatError, RumiError
+from rumimm.format import dtypes
 from rumimm.integrations.open_files import OpenFiles
 
 __all__ = ["MAX_CHIPS", "ChipDataset"]
@@ -135,6 +136,66 @@ def _output_args(dtype, scale, fill_nodata, output):
     return dtype, scale, fill_nodata, output
 
 
+CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+
+def _check_casting(src: np.dtype, dst: np.dtype | None, casting: str, path) -> None:
+    """RumiError unless numpy's ``casting`` rule allows the files' ``src`` samples to become ``dst`` chips."""
+    if casting not in CASTINGS:
+        raise ValueError(f"casting must be one of {', '.join(map(repr, CASTINGS))}, got {casting!r}")
+    if dst is None or dst == src:
+        return
+    try:
+        ok = bool(np.can_cast(src, dst, casting))  # type: ignore[arg-type]  # one of CASTINGS, checked above
+    except TypeError:  # an ml_dtypes type numpy has no casting table for
+        ok = casting == "unsafe"
+    if not ok:
+        raise RumiError(f"{path}: its {src} samples cannot become {dst} chips under casting={casting!r} "
+                        f"(values may not fit); pass casting='same_kind' or 'unsafe' to cast them anyway "
+                        f"(integers beyond {dst}'s range saturate, NaN becomes 0), or another dtype")
+
+
+def _check_fill(fill, dtype: np.dtype) -> None:
+    """RumiError unless ``fill`` (fill_nodata) is a value of the chips' ``dtype``."""
+    try:
+        value = float(fill)
+    except (TypeError, ValueError, OverflowError):
+        raise RumiError(f"fill_nodata must be a number, got {fill!r}") from None
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not (value.is_integer() and info.min <= int(value) <= info.max):
+            raise RumiError(f"fill_nodata {fill!r} is not a {dtype} value ({info.min} to {info.max}); the chips "
+                            f"are {dtype}: pass dtype= a type that holds it")
+    elif dtype.kind == "b":
+        if value not in (0.0, 1.0):
+            raise RumiError(f"fill_nodata {fill!r} is not a bool value (0 or 1)")
+    elif dtype.kind == "f" and np.isfinite(value):
+        try:
+            big = value != 0 and abs(value) > float(np.finfo(dtype).max)
+        except (TypeError, ValueError):  # an ml_dtypes float numpy's finfo does not know
+            big = False
+        if big:
+            raise RumiError(f"fill_nodata {fill!r} is beyond the range of {dtype}")
+
+
+def _cast(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``block`` as ``dtype``, saturating: an integer beyond the target's range becomes its min or max.
+
+    numpy's ``astype`` would wrap (2399 as uint8 is 95); floats to integers truncate
+    toward zero and NaN becomes 0.
+    """
+    if dtype.kind in "iu" and block.dtype.kind in "iuf" and not np.can_cast(block.dtype, dtype, "safe"):
+        info = np.iinfo(dtype)
+        if block.dtype.kind == "f":
+            block = np.nan_to_num(block, nan=0.0)
+            lo, hi = float(info.min), float(info.max)
+            return np.clip(block, lo, hi).astype(dtype)
+        src = np.iinfo(block.dtype)
+        lo, hi = max(int(info.min), int(src.min)), min(int(info.max), int(src.max))
+        return np.clip(block, np.asarray(lo, block.dtype), np.asarray(hi, block.dtype)).astype(dtype)
+    return block.astype(dtype)
+
+
 def _pixel_limits(transform, bounds, height: int, width: int):
     """(y0, y1, x0, x1) pixel rows/columns of an image inside ``bounds`` (north-up transforms)."""
     if transform is None:
@@ -196,13 +257,22 @@ class ChipDataset:
         The chips' dtype (default: the files').  torch has almost no arithmetic for
         ``uint16``/``uint32`` tensors: ask for ``"float32"`` (or ``"int32"``) here, and
         the cast is done once per batch in numpy, before the tensor is made.
+    casting : {"no", "equiv", "safe", "same_kind", "unsafe"}
+        numpy's rule for the cast of the files' samples to ``dtype`` (``numpy.can_cast``),
+        checked when the dataset is made (RumiError if it does not allow it).  The default
+        ``"safe"`` allows only casts that keep every value (uint16 to float32 or int32).
+        ``"same_kind"`` or ``"unsafe"`` allow narrowing: an integer beyond the target's
+        range saturates to its min or max (never wraps: 2399 as uint8 is 255), a float
+        to an integer is truncated toward zero and NaN becomes 0.  No scaling is implied:
+        use ``scale`` for that.
     scale : "file", float or sequence of float, optional
         Multiply the chips: ``"file"`` applies each file's own scales and offsets (its
         sidecar's; physical values), a number or one per selected band multiplies.
         Scaled chips are ``float32`` unless ``dtype`` says another float.
     fill_nodata : number, optional
         Replace samples equal to their band's nodata (from each file's sidecar) by this
-        value (``float("nan")`` for a float ``dtype``).
+        value (``float("nan")`` for a float ``dtype``).  It must be a value of the chips'
+        dtype (RumiError when the dataset is made).
     labels : sequence of Image or path, catalog table or Parquet path, optional
         One label raster per file, for segmentation: on the same grid, or (both
         georeferenced) in the same CRS and pixel size with an origin a whole number of
@@ -232,7 +302,8 @@ class ChipDataset:
     def __init__(self, sources, size, *, n: int | None = None, grid: bool = False, stride=None, weights=None,
                  seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
                  max_open: int = 1024, cache_bytes=None, dtype=None, scale=None, fill_nodata=None,
-                 output: str = "array", labels=None, label_headers=None, storage_options=None):
+                 output: str = "array", labels=None, label_headers=None, storage_options=None,
+                 casting: str = "safe"):
         from rumimm.reader.blob_column import parse_blobs_any
 
         self.size = _size(size)
@@ -258,6 +329,8 @@ class ChipDataset:
         self.cache_bytes = cache_bytes
         self.storage_options = dict(storage_options) if storage_options else None
         self._check_uniform(fields)
+        self.casting = casting
+        self._check_output(fields)
         self.label_paths: Any = None  # with labels: set together by _align_labels
         self.label_blobs: Any = None
         self.label_offsets: Any = None
@@ -283,6 +356,17 @@ class ChipDataset:
         self._images = OpenFiles(self.max_open, self.worker_threads)
 
     # -- construction -------------------------------------------------------------------
+    def _check_output(self, fields) -> None:
+        """The cast to ``dtype`` allowed by ``casting`` and ``fill_nodata`` a value of the chips' dtype."""
+        sf, bps = int(fields["sample_format"][0]), int(fields["bits_per_sample"][0])
+        try:
+            src = dtypes.encoding(sf, bps).dtype
+        except FormatError:
+            src = dtypes.encoding(sf, bps, spec="0.2").dtype
+        _check_casting(src, self.dtype, self.casting, self.paths[0])
+        if self.fill_nodata is not None:
+            _check_fill(self.fill_nodata, self.dtype or (np.dtype(np.float32) if self.scale is not None else src))
+
     def _check_uniform(self, fields) -> None:
         """One dtype for every file (and one band count unless bands are chosen): one batch array."""
         enc = np.stack([fields["sample_format"], fields["bits_per_sample"]], axis=1)
@@ -427,13 +511,13 @@ class ChipDataset:
         """The chips as asked: nodata filled, scaled, cast, and as arrays or samples."""
         if self.scale is None and self.fill_nodata is None and self.output == "array":
             if self.dtype is not None and block.dtype != self.dtype:
-                block = block.astype(self.dtype)  # one cast per batch, before any tensor is made
+                block = _cast(block, self.dtype)  # one cast per batch, before any tensor is made
             return block[0] if single else block
         rows = self.chips[idx]
         need_valid = self.output == "sample" or self.fill_nodata is not None
         valid = np.ones(block.shape, bool) if need_valid else None
         out_dtype = self.dtype or (np.dtype(np.float32) if self.scale is not None else block.dtype)
-        out = block.astype(out_dtype)  # a copy: nodata is filled and bands scaled in place
+        out = _cast(block, out_dtype)  # a copy: nodata is filled and bands scaled in place
         squeeze = self.bands is not None and np.ndim(self.bands) == 0
         for k, (f, _, _) in enumerate(rows):
             img = self._image(int(f))

@@ -278,6 +278,11 @@ class Image(RasterioSurface):
         return self.size * self._isz
 
     @property
+    def file_size(self) -> int:
+        """Bytes of the file as opened (spec 0.2: the frames and the trailer); RumiError once closed."""
+        return int(frame_source(self).live_store().size)
+
+    @property
     def count(self) -> int:
         """Band count B (rasterio's name)."""
         return self._header.samples_per_pixel
@@ -387,9 +392,11 @@ class Image(RasterioSurface):
         """
         from rumimm.reader.sidecar import read_metadata, read_remote_metadata
 
+        store = frame_source(self).live_store()
         if self._uri is not None:
-            return read_remote_metadata(self._uri, self._storage_options, self.count, bytes(self._header))
-        return read_metadata(self.path, self.count, bytes(self._header))
+            return read_remote_metadata(self._uri, self._storage_options, self.count, bytes(self._header),
+                                        self.dtype, store)
+        return read_metadata(self.path, self.count, bytes(self._header), self.dtype, store)
 
     @property
     def transform(self) -> Affine | None:

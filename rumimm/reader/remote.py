@@ -91,10 +91,15 @@ def is_remote(path) -> bool:
 
 def public_name(uri: str) -> str:
     """``uri`` without credentials, query string or fragment: safe to show in a message."""
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", a port out of range: the URI cannot be parsed
+        scheme = uri.split("://", 1)[0]
+        raise RumiError(f"{scheme}://...: not a URI that can be parsed ({exc})") from None
     host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
+    if port is not None:
+        host = f"{host}:{port}"
     return f"{parts.scheme}://{host}{parts.path}"
 
 
@@ -542,7 +547,7 @@ def _make_client(root, config, client_opts, retry_config, name):
         return from_url(root, client_options=client_opts or None, retry_config=retry_config, **config)
     except Exception as exc:
         kind = type(exc).__name__
-        raise ValueError(f"{name}: cannot configure the client ({kind}); check storage_options and the "
+        raise RumiError(f"{name}: cannot configure the client ({kind}); check storage_options and the "
                          "AWS_/GOOGLE_/AZURE_ environment variables") from None
 
 

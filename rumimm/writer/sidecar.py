@@ -2,8 +2,9 @@
 
 The writer calls :func:`write_sidecar` just before it renames the rumi file into
 place, so the sidecar's rename comes first; the sidecar records the new header blob's
-digest, so if the process dies between the two renames the old file is left with a
-sidecar that is recognisably not its own (``rumimm.open`` ignores it, with a warning).
+digest and the digest and stat of the complete new file, so if the process dies between
+the two renames (or another process renames its own file over it) the file in place has
+a sidecar that is recognisably not its own (``rumimm.open`` ignores it, with a warning).
 A write without metadata removes a sidecar left from the file it replaced.
 """
 
@@ -32,11 +33,24 @@ def resolve_metadata(metadata, count: int, dtype) -> Metadata | None:
     return None if metadata.is_empty() else metadata
 
 
-def write_sidecar(path: str, metadata: Metadata | None, blob: bytes) -> bool:
-    """Write (fsynced, renamed into place) the sidecar of ``path``; False when there is nothing to write."""
+def write_sidecar(path: str, metadata: Metadata | None, blob: bytes, written: str | None = None) -> bool:
+    """Write (fsynced, renamed into place) the sidecar of ``path``; False when there is nothing to write.
+
+    ``written``: the complete file (its temporary name) whose digest and stat bind the
+    sidecar to that content (``rumimm.reader.sidecar``).
+    """
     if metadata is None:
         return False
-    data = build_pam(metadata, blob)
+    binding = None
+    if written is not None:
+        from rumimm.reader.sidecar import file_binding
+
+        fd = os.open(written, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            binding = file_binding(fd)
+        finally:
+            os.close(fd)
+    data = build_pam(metadata, blob, binding)
     with replacing(sidecar_path(path)) as tmp, open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()

@@ -408,7 +408,8 @@ class Writer:
             fh.write(prefix)
             # the sidecar goes first: a crash between the two renames leaves the old file with a
             # sidecar whose blob digest is not its own, which open recognises and ignores
-            has_sidecar = write_sidecar(self.path, self.metadata, blob)
+            fh.flush()
+            has_sidecar = write_sidecar(self.path, self.metadata, blob, self._file.tmp)
             self._file.commit()
         except BaseException:
             self.abort()

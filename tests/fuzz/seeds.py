@@ -223,7 +223,9 @@ def _catalog() -> list[tuple[str, bytes]]:
             ("foreign-blob", bytes([0, 0]) + row(0, blob, 0)),
             ("missing-path", bytes([0, 0]) + row(2, b1, 0)),
             ("empty-path", bytes([0, 0]) + row(3, b2, 0)),
-            ("bad-blob", bytes([0, 0]) + row(0, b1[:20], 0))]
+            ("bad-blob", bytes([0, 0]) + row(0, b1[:20], 0)),
+            ("uri-refused", bytes([1, 0]) + row(0x80, b1, 0) + row(0x84, b2, 0)),
+            ("uri-malformed", bytes([1, 1]) + row(0x88, b1, 1) + row(0x98, b2, 2))]
 
 
 def _pam() -> list[tuple[str, bytes]]:
@@ -245,8 +247,23 @@ def _pam() -> list[tuple[str, bytes]]:
         ("dtd", b"\x00<?xml version=\"1.0\"?><!DOCTYPE x [<!ENTITY a \"aaaa\">]><PAMDataset>&a;</PAMDataset>"),
         ("utf16", b"\x00" + "<?xml version=\"1.0\" encoding=\"UTF-16\"?><PAMDataset/>".encode("utf-16")),
         ("band-too-high", b"\x00<PAMDataset><PAMRasterBand band=\"9\"/></PAMDataset>"),
+        ("numbers", b"\x02<PAMDataset><PAMRasterBand band=\" 2_0\"><NoDataValue>1_000</NoDataValue>"
+                    b"<Description>d</Description><Scale>0x1p3</Scale></PAMRasterBand>"
+                    b"<PAMRasterBand band=\"1\"><NoDataValue>1e20</NoDataValue></PAMRasterBand></PAMDataset>"),
+        ("digits", "\x02<PAMDataset><PAMRasterBand band=\"\u00b2\"><NoDataValue>\u0661</NoDataValue>"
+                   "</PAMRasterBand></PAMDataset>".encode()),
     ]
     return out
+
+
+def _crs() -> list[tuple[str, bytes]]:
+    import pyproj
+
+    texts = ["EPSG:32633", "+proj=utm +zone=33 +ellps=WGS84 +units=m +no_defs", pyproj.CRS(3035).to_wkt(),
+             pyproj.CRS(4326).to_json(), "+init=epsg:4326", "+proj=pipeline +step +proj=utm +zone=33",
+             "+proj=longlat +nadgrids=@null", "+proj=longlat +nadgrids=http://127.0.0.1:9/g.tif", "GEOGCS[",
+             pyproj.CRS(32633).to_wkt("WKT1_GDAL")]
+    return [(f"crs-{i}", bytes([i % 2]) + t.encode()) for i, t in enumerate(texts)]
 
 
 def _remote() -> list[tuple[str, bytes]]:
@@ -299,6 +316,7 @@ _MAKERS = {
     "geotiff": _geotiff,
     "catalog": _catalog,
     "pam": _pam,
+    "crs": _crs,
     "remote": _remote,
     "remote_read": _remote_read,
 }

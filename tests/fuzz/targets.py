@@ -394,6 +394,13 @@ def _catalog_files():
     return _CAT_FILES
 
 
+#: URIs a catalog row may hold: malformed or of unknown schemes, none naming a bucket or host (no request
+#: leaves the machine).  No reachable address either: a connection
+#: refused is retried with backoff, per range, which for a blob claiming a large file took 37 s.
+_CATALOG_URIS = ("http://", "s3://", "s3:///x.rumi", "az://", "://x.rumi", "file:///nonexistent/x.rumi",
+                 "http://[::1", "http://h:99999/x.rumi", "ftp://127.0.0.1/x.rumi", "HTTP://?a=b#c", "az:///c")
+
+
 @target("catalog", allowed=("rumimm.errors.RumiError", "builtins.FileNotFoundError"),
         modules=("rumimm.reader.catalog_table", "rumimm.reader.blob_column", "rumimm.reader.image"))
 def catalog(data: bytes) -> None:
@@ -411,7 +418,11 @@ def catalog(data: bytes) -> None:
     paths, blobs, specs = [], [], []
     for _ in range(n):
         kind = r.u8()
-        paths.append(files[kind % 2][0] if kind % 4 < 2 else (scratch("missing.rumi") + ".x" if kind % 4 == 2 else ""))
+        if kind & 0x80:  # a URI that is refused before any request (a reachable one is the remote_read target's)
+            paths.append(_CATALOG_URIS[(kind >> 2) % len(_CATALOG_URIS)])
+        else:
+            paths.append(files[kind % 2][0] if kind % 4 < 2 else
+                         (scratch("missing.rumi") + ".x" if kind % 4 == 2 else ""))
         blobs.append(r.chunk())
         specs.append([None, "0.1", "0.2"][r.u8() % 3])
     cols = {"path": pa.array(paths, pa.string()), "blob": pa.array(blobs, pa.binary())}
@@ -445,13 +456,78 @@ def pam(data: bytes) -> None:
     xml = r.rest()
     meta = parse_pam(xml, count, "fuzz.rumi.aux.xml")
     assert len(meta.bands) == count
-    for dt in ("uint8", "int16", "float32"):
+    for dt in ("uint8", "int16", "int64", "uint64", "float16", "float32"):
+        dtype = np.dtype(dt)
         try:
-            meta.check_dtype(np.dtype(dt))
+            meta.check_dtype(dtype)
         except (ValueError, TypeError):  # a nodata the dtype cannot hold: the documented refusal
             pass
+        kept, _ = meta.without_bad_nodata(dtype)  # what open applies: every nodata left is a value of dtype
+        kept.check_dtype(dtype)
+        for b in kept.bands:
+            if b.nodata is not None and dtype.kind in "iu":
+                assert np.asarray(b.nodata).astype(dtype) == b.nodata, "a kept nodata is not a value of the dtype"
+    for el in _band_elements(xml):  # band numbers as GDAL's atoi reads them: ASCII digits only
+        text = el.get("band", "")
+        n = _c_atoi_reference(text)
+        descs = el.findall("Description")  # the last one is what GDAL and parse_pam keep
+        if 1 <= n <= count and descs and descs[-1].text:
+            assert meta.bands[n - 1].description is not None, f"band={text!r} read as another band than {n}"
     again = parse_pam(build_pam(meta), count, "again.aux.xml")
     assert _pam_key(again) == _pam_key(meta), "the sidecar's metadata changed on a rewrite"
+
+
+def _band_elements(xml: bytes) -> list:
+    """The <PAMRasterBand> elements of a sidecar parse_pam accepted (the last of each number wins there too)."""
+    from xml.etree import ElementTree as ET
+
+    seen = {}
+    for el in ET.fromstring(xml).findall("PAMRasterBand"):
+        seen[_c_atoi_reference(el.get("band", ""))] = el
+    return list(seen.values())
+
+
+def _c_atoi_reference(text: str) -> int:
+    """C's atoi, written out character by character (the reference for rumimm.format.pam.c_atoi)."""
+    i = 0
+    while i < len(text) and text[i] in " \t\n\v\f\r":
+        i += 1
+    sign = 1
+    if i < len(text) and text[i] in "+-":
+        sign = -1 if text[i] == "-" else 1
+        i += 1
+    n = 0
+    while i < len(text) and text[i] in "0123456789":
+        n = n * 10 + "0123456789".index(text[i])
+        i += 1
+    return sign * n
+
+
+# -- CRS text -----------------------------------------------------------------------------
+
+@target("crs", modules=("rumimm.format.crs_identify",), max_len=1 << 12)
+def crs(data: bytes) -> None:
+    """CRS text (EPSG, WKT, PROJJSON, PROJ strings, mutated): parse_crs refuses it with a CRSError or gives a
+    CRS, never reading a file (init=, grids) nor taking a pipeline; identify refuses or gives an EPSG code."""
+    from rumimm.errors import CRSError
+    from rumimm.format.crs_identify import identify, parse_crs
+
+    r = Reader(data)
+    mode = r.u8()
+    text = r.rest().decode("utf-8", "replace")
+    lowered = text.lower().replace(" ", "")
+    try:
+        got = parse_crs(text)
+    except CRSError:
+        return
+    assert "init=" not in lowered and "proj=pipeline" not in lowered, f"{text[:80]!r} was parsed"
+    assert got.is_geographic or got.is_projected or got.type_name, "not a CRS"
+    if mode & 1:
+        try:
+            found = identify(got)
+        except CRSError:
+            return
+        assert 1024 <= found.epsg <= 32767 or found.epsg > 0
 
 
 def _pam_key(meta):
