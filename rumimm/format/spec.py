@@ -1,0 +1,263 @@
+"""The two rumi spec versions behind one interface, chosen once per file or blob.
+
+rumimm reads and writes spec 0.1.0 (a BigTIFF with one fixed IFD and a 28-byte header
+blob; rumi-eo 0.16 is its reference) and spec 0.2.0-draft (a file starting with ``RUMI``,
+13 tags, a 32-byte blob and a ``TAIL`` trailer; rumi-eo 0.18 and later).  Everything the
+two differ in is an attribute or a method of a :class:`Spec`, so the rest of the package
+asks the file's spec instead of comparing version strings.  :func:`spec_of` picks it from
+a file's first bytes, :func:`spec_of_blob` from a header blob (its length and fields);
+each spec is picked once, when a file or blob is first seen, and travels with its
+header (``Header.format_spec``).
+
+The header classes live in ``format.blob`` and ``format.v2``, which import this module:
+the few methods that make or parse headers import them when first called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rumimm.errors import BlobError, FormatError, where
+from rumimm.format import units
+from rumimm.format.grid import FrameUnit
+from rumimm.format.tiff import PROFILE_V1, PROFILE_V2, Profile
+
+if TYPE_CHECKING:
+    from rumimm.format.blob import Header
+    from rumimm.format.dtypes import Encoding
+    from rumimm.format.grid import Grid
+
+__all__ = ["SPECS", "V01", "V02", "Spec", "spec_named", "spec_of", "spec_of_blob"]
+
+#: The 4 bytes a spec 0.1 file starts with (a little-endian BigTIFF header).
+BIGTIFF_FIRST = b"II\x2b\x00"
+#: The 4 bytes a spec 0.2 file starts with.
+RUMI_FIRST = b"RUMI"
+
+
+@dataclass(frozen=True, eq=False)
+class Spec:
+    """One rumi spec version: what a file and a blob of it look like, and how its frames are read.
+
+    Compare specs by identity (``hdr.format_spec is V02``) or by ``name``; ``str(spec)``
+    is the name (``"0.1"`` or ``"0.2"``), the public report (``Image.spec``).
+    """
+
+    #: ``"0.1"`` or ``"0.2"``.
+    name: str
+    #: The 4 bytes its files start with.
+    first_bytes: bytes
+    #: How a message names those bytes.
+    starts_with: str
+    #: Fixed bytes at the start of its header blob (the packed frame sizes follow).
+    blob_header_size: int
+    #: The file header and the fixed tags of its one IFD.
+    profile: Profile
+    #: Whether a ``TAIL`` trailer (band texts, time) follows the frames.
+    has_trailer: bool
+    #: Whether its frames may hold a complex128 image as float64 components (rumi-eo reads them so).
+    components: bool
+    #: What ``validate`` lists in ``Report.checked`` for its file profile.
+    checked_profile: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<rumimm spec {self.name}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (spec_named, (self.name,))  # one object per version, in every process
+
+    # -- wording -----------------------------------------------------------------------
+    @property
+    def qualifier(self) -> str:
+        """``" in spec 0.2"`` for messages about 0.2 rules, ``""`` for 0.1 (the default spec)."""
+        return "" if self is V01 else f" in spec {self.name}"
+
+    @property
+    def other(self) -> Spec:
+        """The other version (what converting a file's frames as they are produces)."""
+        return V02 if self is V01 else V01
+
+    # -- header blobs --------------------------------------------------------------------
+    def parse_header(self, blob: Any, *, path: Any = None) -> Header:
+        """Check ``blob`` against every rule of this spec and return its header record."""
+        return self._header_type().parse(blob, path=path)
+
+    def build_header(self, grid: Grid, enc: Encoding, counts: np.ndarray) -> bytes:
+        """The canonical blob of a grid (a ``Grid2`` for 0.2), a sample type and the frame byte counts."""
+        if self is V02:
+            from rumimm.format.v2 import build_header2
+
+            return build_header2(grid, enc, counts)  # type: ignore[arg-type]
+        from rumimm.format.blob import build_header
+
+        return build_header(grid, enc, counts)
+
+    def header_of(self, grid: Grid, enc: Encoding, counts: np.ndarray, *, path: Any = None) -> Header:
+        """The header record of a file whose IFD was walked: ``grid``, ``enc`` and checked ``counts``.
+
+        Builds the canonical blob (a header keeps its bytes) but does not parse it back:
+        the counts are those the walk checked, kept as the header's offsets.
+        """
+        counts = np.ascontiguousarray(counts, dtype=np.uint64).reshape(-1)
+        blob = self.build_header(grid, enc, counts)
+        hdr = self._header_type().from_layout(blob, grid, enc, counts)
+        return hdr
+
+    def build_prefix(self, grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
+                     matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes:
+        """Every byte before frame 0: file header, IFD and its external values."""
+        if self is V02:
+            from rumimm.format.v2 import build_prefix2
+
+            return build_prefix2(grid, enc, offsets, counts, matrix, keys)  # type: ignore[arg-type]
+        from rumimm.format.tiff import build_prefix
+
+        return build_prefix(grid, enc, offsets, counts, matrix, keys)
+
+    def _header_type(self) -> type[Header]:
+        if self is V02:
+            from rumimm.format.v2 import Header2
+
+            return Header2
+        from rumimm.format.blob import Header
+
+        return Header
+
+    # -- frames ----------------------------------------------------------------------------
+    def component_frames(self, itemsize: int) -> bool:
+        """Whether frames of samples ``itemsize`` bytes wide may hold float64 components (complex128 in 0.2)."""
+        return self.components and itemsize == 16
+
+    @staticmethod
+    def planar_unit(hdr: Header) -> FrameUnit:
+        """The 0.1 frame unit of the file's frames: 0.2 unit 0 is tile frames, 1 and 2 are cells."""
+        if hdr.format_spec is V02:
+            return FrameUnit.TILE if getattr(hdr, "layout", 0) == 0 else FrameUnit.CELL
+        return hdr.frame_unit
+
+    @staticmethod
+    def layout_number(hdr: Header) -> int:
+        """The file's frames as a 0.2 ``frame_unit`` (0.1: tile frames are 0, cells of several bands 1)."""
+        if hdr.format_spec is V02:
+            return int(hdr.layout)  # type: ignore[attr-defined]
+        return 1 if hdr.frame_unit == FrameUnit.CELL and hdr.samples_per_pixel > 1 else 0
+
+    def writer_unit(self, hdr: Header) -> str | int:
+        """The ``unit=`` a Writer of this spec takes to re-encode ``hdr``'s file in its own frame unit.
+
+        Spec 0.2: the source's planar unit (an interleaved 0.2 one, read but never
+        written, becomes the planar cell); spec 0.1: tile or cell.
+        """
+        src = hdr.format_spec
+        if self is V02 and src is V02 and units.interleaved(hdr.layout):  # type: ignore[attr-defined]
+            return "cell"
+        if self is V02 and src is V02:
+            return int(hdr.layout)  # type: ignore[attr-defined]
+        return "tile" if self.planar_unit(hdr) == FrameUnit.TILE else "cell"
+
+
+V01 = Spec(
+    name="0.1",
+    first_bytes=BIGTIFF_FIRST,
+    starts_with="a BigTIFF header",
+    blob_header_size=28,
+    profile=PROFILE_V1,
+    has_trailer=False,
+    components=False,
+    checked_profile="file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout",
+)
+V02 = Spec(
+    name="0.2",
+    first_bytes=RUMI_FIRST,
+    starts_with="RUMI",
+    blob_header_size=32,
+    profile=PROFILE_V2,
+    has_trailer=True,
+    components=True,
+    checked_profile=("file profile (spec 0.2): RUMI header, the 13-tag IFD, tag types, counts and values, frame "
+                     "layout, trailer (band texts, time)"),
+)
+#: Every spec by name, oldest first.
+SPECS: dict[str, Spec] = {V01.name: V01, V02.name: V02}
+
+
+def spec_named(name: Any) -> Spec:
+    """The spec called ``name`` (``"0.1"`` or ``"0.2"``; a Spec is returned as is); ValueError otherwise."""
+    if isinstance(name, Spec):
+        return name
+    try:
+        return SPECS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"spec must be '0.1' or '0.2', got {name!r}") from None
+
+
+def spec_of(first_bytes: bytes, *, path: Any = None, fallback: Spec | None = None) -> Spec:
+    """The spec of a file from its first 4 bytes: ``RUMI`` is 0.2, a little-endian BigTIFF header 0.1.
+
+    Anything else is a FormatError naming what was found, unless ``fallback`` is given:
+    then that spec is returned, for a checker whose own rules say what is wrong (a
+    big-endian or classic TIFF is then reported as such, not only as "not rumi").
+    """
+    head = bytes(first_bytes[:4])
+    for spec in (V02, V01):
+        if head == spec.first_bytes:
+            return spec
+    if fallback is not None:
+        return fallback
+    raise FormatError(f"{where(path)}file starts with {head.hex(' ') or 'nothing'}; a rumi file starts with "
+                      f"{V01.starts_with} (49 49 2b 00, spec 0.1) or RUMI (52 55 4d 49, spec 0.2)")
+
+
+def spec_of_blob(blob: Any, *, path: Any = None) -> Spec:
+    """The spec of a header blob: the one whose rules it meets (its length and fields decide).
+
+    A 0.1 blob is 28 bytes plus its packed frame sizes, a 0.2 blob 32 plus its own; in
+    practice one layout alone gives a consistent length (a 0.1 blob read as 0.2 takes its
+    tile size as the time count, a 0.2 blob read as 0.1 a zero tile length).  BlobError
+    when the blob meets the rules of neither (each one's first broken rule is named) or,
+    in theory, of both.
+    """
+    return _detect(blob, path).format_spec
+
+
+def _detect(blob: Any, path: Any) -> Header:
+    """The header of a blob of either spec (``spec_of_blob``), parsed once."""
+    from rumimm.format.blob import Header, blob_bytes
+    from rumimm.format.v2 import Header2, check_blob2
+
+    if isinstance(blob, Header):
+        return blob
+    data = blob_bytes(blob)
+    err1: BlobError | None = None
+    try:
+        v1: Header | None = Header.parse(data, path=path)
+    except BlobError as exc:
+        v1, err1 = None, exc
+    rule2, _ = check_blob2(data)
+    if v1 is not None and rule2 is None:
+        raise BlobError(f"{where(path)}header blob is valid as both spec 0.1 (28-byte header) and spec 0.2 "
+                        "(32-byte header); pass format='0.1' or format='0.2'")
+    if v1 is not None:
+        return v1
+    if rule2 is None:
+        return Header2.parse(data, path=path)
+    raise BlobError(f"{where(path)}header blob is neither spec 0.1 ({str(err1).removeprefix(where(path))}) "
+                    f"nor spec 0.2 ({rule2})")
+
+
+def parse_any(blob: Any, *, spec: Spec | str | None = None, path: Any = None) -> Header:
+    """``blob`` parsed as ``spec`` (a Spec or its name), or as whichever spec it meets when None."""
+    from rumimm.format.blob import Header
+
+    if spec is None:
+        return _detect(blob, path)
+    want = spec_named(spec)
+    if isinstance(blob, Header) and blob.format_spec is not want:
+        raise BlobError(f"{where(path)}header blob is spec {blob.spec}, but spec {want.name} was asked for")
+    return want.parse_header(blob, path=path)
