@@ -187,14 +187,17 @@ V02 = Spec(
 SPECS: dict[str, Spec] = {V01.name: V01, V02.name: V02}
 
 
-def spec_named(name: Any) -> Spec:
-    """The spec called ``name`` (``"0.1"`` or ``"0.2"``; a Spec is returned as is); ValueError otherwise."""
+def spec_named(name: Any, *, what: str = "spec") -> Spec:
+    """The spec called ``name`` (``"0.1"`` or ``"0.2"``; a Spec is returned as is); ValueError otherwise.
+
+    ``what`` is the argument's name in the message (``format`` for the public API).
+    """
     if isinstance(name, Spec):
         return name
     try:
         return SPECS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"spec must be '0.1' or '0.2', got {name!r}") from None
+        raise ValueError(f"{what} must be '0.1' or '0.2', got {name!r}") from None
 
 
 def spec_of(first_bytes: bytes, *, path: Any = None, fallback: Spec | None = None) -> Spec:

@@ -367,9 +367,9 @@ def parse_header(blob, *, spec=None, path=None) -> Header:
         write) or a spec 0.2 blob (32 bytes + packed sizes, rumi-eo 0.18 and later).
     spec : {None, "0.1", "0.2"} or Spec
         Which one it is (a name or a ``format.spec.Spec``).  Without it the blob must be
-        valid as exactly one of them: the length and the fields decide in practice (a 0.1 blob
-        read as 0.2 takes its tile
-        size as the time count, a 0.2 blob read as 0.1 a zero tile length).
+        valid as exactly one of them: the length and the fields decide in practice (a 0.1
+        blob read as 0.2 takes its tile size as the time count, a 0.2 blob read as 0.1 a
+        zero tile length).
     path : str, optional
         Named in error messages.
 

@@ -27,9 +27,10 @@ import numpy as np
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.blob import Header
 from rumimm.format.georef import GEOREF_BYTES, parse_geokeys, split_georef_block
+from rumimm.format.spec import V01, spec_named, spec_of
 from rumimm.format.tiff import check_blob_prefix
 from rumimm.format.trailer import Trailer, max_trailer_bytes, min_trailer_bytes, parse_trailer
-from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, parse_header
+from rumimm.format.v2 import Grid2, Header2, check_blob_prefix2, parse_header
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
@@ -48,7 +49,7 @@ _TIME_AXES = ("time", "band", "y", "x")
 def load_header(header, path, spec=None):
     """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file.
 
-    ``spec`` (``"0.1"``, ``"0.2"`` or None) is the file's specification, from its first bytes.
+    ``spec`` (a ``format.spec.Spec``, its name or None) is the file's specification, from its first bytes.
     """
     if header is None:
         return header
@@ -120,8 +121,7 @@ class Image(RasterioSurface):
         self._uri = path if remote else None
         self._storage_options = dict(storage_options) if storage_options else None
         self.path = public_name(path) if remote else os.fspath(path)
-        if format not in (None, "0.1", "0.2"):
-            raise ValueError(f"format must be '0.1' or '0.2', got {format!r}")
+        want = None if format is None else spec_named(format, what="format")
         cache: _cache.FrameCache | None
         if cache_bytes is None:
             cache, private = _cache.shared(), False
@@ -130,9 +130,9 @@ class Image(RasterioSurface):
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
         georef = None
         if remote:
-            file, hdr, magic0, trailer, georef = _open_remote(path, header, format, self._storage_options)
+            file, hdr, magic0, trailer, georef = _open_remote(path, header, want, self._storage_options)
         else:
-            file, hdr, magic0, trailer = self._open_local(header, format)
+            file, hdr, magic0, trailer = self._open_local(header, want)
         self._init(hdr, cache_bytes, verify)
         self._trailer = trailer
         if georef is not None:  # parsed from the first request of an open without a blob: no second request
@@ -143,23 +143,27 @@ class Image(RasterioSurface):
                                                                      magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
-    def _open_local(self, header, format):
-        """(store, header, frame 0's magic, trailer or None) of a local file, checked as the docstring says."""
+    def _open_local(self, header, want):
+        """(store, header, frame 0's magic, trailer or None) of a local file, checked as the docstring says.
+
+        The spec is chosen once, from the first bytes (anything but ``RUMI`` is checked as
+        0.1, whose rules name what is wrong); the header record comes from the blob given,
+        or from the one IFD walk.
+        """
         file = LocalStore(self.path)
         trailer = None
         try:
-            spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
-            if format is not None and format != spec:
-                starts = "RUMI" if spec == "0.2" else "a BigTIFF header"
-                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with {starts}), "
-                                  f"but format={format!r} was given")
+            spec = spec_of(bytes(file.read(0, 4)), fallback=V01)
+            if want is not None and want is not spec:
+                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with {spec.starts_with}), "
+                                  f"but format={want.name!r} was given")
             hdr = load_header(header, self.path, spec)
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)
-                hdr = parse_header(rep.blob, spec=spec, path=self.path)
+                hdr = rep.header
                 trailer = rep.trailer
                 magic0 = int.from_bytes(file.read(hdr.base_frame_offset, 4), "little")
-            elif spec == "0.2":
+            elif spec.has_trailer:
                 magic0, trailer = _check_blob2(file, hdr, self.path)
             else:
                 magic0 = _check_blob(file, hdr, self.path)
@@ -185,14 +189,31 @@ class Image(RasterioSurface):
         return None if self._storage_options is None else dict(self._storage_options)
 
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
-        self._header = hdr
-        self._grid = hdr.grid
-        self._enc = hdr.encoding
-        self._dtype = self._enc.dtype
-        self._isz = self._enc.itemsize
-        self._shape = tuple(hdr.shape)  # (B, Y, X), or (T, B, Y, X) for a spec 0.2 file of several steps
+        self._header = hdr  # the one record of the file's header facts, shared with the FrameSource
         self._cache_arg = cache_bytes
         self._verify = bool(verify)
+
+    # the header's facts, read from the record rather than copied
+    @property
+    def _grid(self):
+        return self._header.grid
+
+    @property
+    def _enc(self):
+        return self._header.encoding
+
+    @property
+    def _dtype(self) -> np.dtype:
+        return self._header.encoding.dtype
+
+    @property
+    def _isz(self) -> int:
+        return self._header.encoding.itemsize
+
+    @property
+    def _shape(self) -> tuple[int, ...]:
+        """(B, Y, X), or (T, B, Y, X) for a spec 0.2 file of several steps."""
+        return self._header.shape
 
     # -- lifecycle ------------------------------------------------------------------
     def close(self) -> None:
@@ -276,14 +297,12 @@ class Image(RasterioSurface):
     def frame_unit(self) -> str:
         """``"tile"`` (one band per frame) or ``"cell"`` (all bands per frame); spec 0.2 files
         give the decoded frame's axes instead, as rumi-eo's ``frame_layout`` (``"t b h w"``)."""
-        if isinstance(self._header, Header2):
-            return self._header.layout_name
-        return self._grid.unit.name.lower()
+        return self._header.frame_unit_name
 
     @property
     def spec(self) -> str:
         """The rumi specification the file follows: ``"0.1"`` or ``"0.2"``."""
-        return self._header.spec
+        return self._header.format_spec.name
 
     @property
     def time_count(self) -> int:
@@ -551,8 +570,7 @@ def _open_remote(uri: str, header, format, storage_options):
     object that small, the trailer.
     """
     name = public_name(uri)
-    spec = None if format is None else str(format)
-    hdr = load_header(header, name, spec)
+    hdr = load_header(header, name, format)
     if isinstance(hdr, Header2):
         store = RemoteStore(uri, storage_options, min_size=hdr.frames_end + min_trailer_bytes(hdr.samples_per_pixel))
         return store, hdr, None, _PENDING, None
@@ -560,10 +578,11 @@ def _open_remote(uri: str, header, format, storage_options):
         return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None, None, None
     store = RemoteStore(uri, storage_options)
     rep = inspect_store(store, strict=True)
-    if format is not None and rep.spec != format:
-        raise FormatError(f"{name}: the object is rumi spec {rep.spec}, but format={format!r} was given")
-    hdr = parse_header(rep.blob, spec=rep.spec, path=name)
-    trailer = rep.trailer if rep.trailer is not None or rep.spec != "0.2" else _PENDING
+    hdr = rep.header
+    assert hdr is not None  # a strict inspection raises where it would leave none
+    if format is not None and hdr.format_spec is not format:
+        raise FormatError(f"{name}: the object is rumi spec {hdr.spec}, but format={format.name!r} was given")
+    trailer = rep.trailer if rep.trailer is not None or not hdr.format_spec.has_trailer else _PENDING
     return store, hdr, None, trailer, rep.georef
 
 
@@ -654,8 +673,9 @@ def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=N
     img._uri = path if remote else None
     img._storage_options = storage_options
     img.path = public_name(path) if remote else path
-    img._init(parse_header(blob, spec=spec, path=path), cache_bytes, verify)
-    img._trailer = trailer if trailer is not None or spec != "0.2" else _PENDING  # a closed image fetches nothing
+    hdr = parse_header(blob, spec=spec, path=path)
+    img._init(hdr, cache_bytes, verify)
+    img._trailer = trailer if trailer is not None or not hdr.format_spec.has_trailer else _PENDING  # fetches nothing
     img._source = img._cache = img._finalizer = None
     img._token = 0
     return img

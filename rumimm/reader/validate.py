@@ -17,9 +17,10 @@ import numpy as np
 from rumimm.errors import BlobError, FormatError, RumiError, where
 from rumimm.format import dtypes, units
 from rumimm.format.bigtiff import entry_offset, value_offset
-from rumimm.format.blob import Header, build_header
+from rumimm.format.blob import Header
 from rumimm.format.georef import Georef, parse_geokeys
 from rumimm.format.grid import IFD_END, FrameUnit, Grid, ceildiv
+from rumimm.format.spec import V01, V02, Spec, spec_of
 from rumimm.format.tiff import (
     FIXED_TAGS,
     OPENZL_FORMAT_VERSIONS,
@@ -33,7 +34,7 @@ from rumimm.format.tiff import (
     read_entries,
 )
 from rumimm.format.trailer import Trailer, max_trailer_bytes, parse_trailer
-from rumimm.format.v2 import FILE_MAGIC, Grid2, build_header2, parse_header
+from rumimm.format.v2 import Grid2, parse_header
 from rumimm.reader.remote import is_remote
 from rumimm.reader.store import LocalStore, open_store
 
@@ -57,9 +58,8 @@ _FORBIDDEN_GEOTIFF = {
 
 
 #: What a Report's ``checked`` may list.
-CHECKED_PROFILE = "file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout"
-CHECKED_PROFILE_V2 = ("file profile (spec 0.2): RUMI header, the 13-tag IFD, tag types, counts and values, frame "
-                      "layout, trailer (band texts, time)")
+CHECKED_PROFILE = V01.checked_profile
+CHECKED_PROFILE_V2 = V02.checked_profile
 CHECKED_MAGIC = "frame magics: every frame starts with OpenZL's magic, one format version"
 CHECKED_HEADERS = "frame headers: one output of the sample type and the byte size of the frame's position"
 CHECKED_DECODE = "frame payloads: every frame decoded, checksums verified, type, element width and size checked"
@@ -98,9 +98,13 @@ class Report:
     def ok(self) -> bool:
         return not self.violations and not self.header_violations
 
+    #: The header record of ``blob``, made from the IFD walk (not parsed back from the blob).
+    header: Header | None = field(default=None, repr=False)
+
     @property
-    def header(self) -> Header | None:
-        return None if self.blob is None else parse_header(self.blob, spec=self.spec, path=self.path)
+    def format_spec(self) -> Spec | None:
+        """The spec object of ``spec`` (None when not even that is clear)."""
+        return None if self.header is None else self.header.format_spec
 
     def __str__(self) -> str:
         if self.ok:
@@ -203,7 +207,7 @@ def inspect_store(store, *, strict: bool, trailer: bool = False) -> Report:
     """
     head = np.frombuffer(store.read(0, PREFIX_BYTES), np.uint8)
     size = store.size
-    v2 = bytes(head[:4]) == FILE_MAGIC
+    v2 = spec_of(bytes(head[:4]), fallback=V01) is V02
     rep = Report(store.name)
     f = _Findings(rep.path, strict)
     buf = head
@@ -304,27 +308,27 @@ def _check(buf, size: int, f: _Findings, rep: Report, frames: str, tail=None) ->
     ``tail(end, grid)``: a spec 0.2 trailer's bytes when ``buf`` does not hold the whole
     object (None: not checked now).
     """
-    if size >= 4 and bytes(buf[:4]) == FILE_MAGIC:
+    if size >= 4 and spec_of(bytes(buf[:4]), fallback=V01) is V02:  # anything else: 0.1's rules say what is wrong
         return _check_v2(buf, size, f, rep, frames, tail)
-    rep.spec = "0.1"
+    rep.spec = V01.name
     _check_bigtiff_header(buf, size, f)
     by_tag = _check_ifd(buf, size, f)
     grid = _check_image(by_tag, f)
     values = _check_placement(buf, size, by_tag, grid, f)
     enc = _check_sample_encoding(values, f)
     rep.georef = _check_georeferencing(values, f)
-    rep.blob = build_header(grid, enc, _check_frame_layout(size, values, grid, f))
+    _keep_header(rep, V01.header_of(grid, enc, _check_frame_layout(size, values, grid, f)))
     _check_frames(buf, f, rep, frames)
 
 
 def _check_v2(buf, size: int, f: _Findings, rep: Report, frames: str, tail=None) -> None:
     """Spec 0.2: the RUMI header, the 13-tag IFD, the frames, then the TAIL trailer."""
-    rep.spec = "0.2"
+    rep.spec = V02.name
     _check_rumi_header(buf, size, f)
     by_tag = _check_ifd(buf, size, f, PROFILE_V2)
     grid = _check_image_v2(by_tag, f)
     values = _check_placement(buf, size, by_tag, grid, f, PROFILE_V2)
-    enc = _check_sample_encoding(values, f, spec="0.2")
+    enc = _check_sample_encoding(values, f, spec=V02.name)
     rep.georef = _check_georeferencing(values, f)
     counts = _check_frame_layout(size, values, grid, f, trailer=True)
     end = grid.base_frame_offset + int(counts.sum())
@@ -334,8 +338,13 @@ def _check_v2(buf, size: int, f: _Findings, rep: Report, frames: str, tail=None)
             rep.trailer = parse_trailer(data, grid.bands, grid.times)
         except FormatError as exc:
             f.add(str(exc), stop=True)
-    rep.blob = build_header2(grid, enc, counts)
+    _keep_header(rep, V02.header_of(grid, enc, counts))
     _check_frames(buf, f, rep, frames)
+
+
+def _keep_header(rep: Report, hdr: Header) -> None:
+    """The walk's header record and its canonical blob, kept on the report."""
+    rep.header, rep.blob = hdr, hdr.blob
 
 
 def _check_rumi_header(buf, size: int, f: _Findings) -> None:
@@ -566,9 +575,10 @@ def _check_frame_layout(size: int, values, grid: Grid, f: _Findings, *, trailer:
 
 def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
     """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
-    hdr = parse_header(rep.blob, spec=rep.spec, path=rep.path)
+    hdr = rep.header
+    assert hdr is not None  # the walk made it
     offsets, counts, grid = hdr.offsets[:-1], hdr.counts, hdr.grid
-    rep.checked.append(CHECKED_PROFILE_V2 if rep.spec == "0.2" else CHECKED_PROFILE)
+    rep.checked.append(hdr.format_spec.checked_profile)
     if frames in ("magic", "headers", "decode"):
         if not _check_frame_magic(buf, offsets, counts, grid, f, rep):
             return
@@ -585,7 +595,7 @@ def _check_frames(buf, f: _Findings, rep: Report, frames: str) -> None:
         # a remote object: just these frames, in one call (a span each would be 32 MiB)
         sampled = buf.store.read_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
         rep.codecs, rep.readers = file_readers(sampled,
-                                               rep.spec or "0.1",
+                                               hdr.spec,
                                                [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks])
         rep.sampled_frames = tuple(ks)
 
@@ -660,7 +670,7 @@ def _check_frame_headers(buf, hdr: Header, f: _Findings) -> None:
         label = f"frame {k} (row {row}, col {col}, band {band})"
         try:
             check_frame_header(buf[int(offs[k]):int(offs[k + 1])], hdr.encoding, grid.frame_samples(k), label=label,
-                               components=hdr.spec == "0.2")
+                               components=hdr.format_spec.components)
         except RumiError as exc:
             f.add(str(exc))
 
@@ -673,7 +683,7 @@ def _check_frame_decode(buf, hdr: Header, f: _Findings) -> None:
     for k in range(hdr.n_frames):
         frame = np.asarray(buf[int(offs[k]) : int(offs[k + 1])])
         try:
-            dec.decode(frame, hdr.encoding, hdr.grid.frame_samples(k), index=k, components=hdr.spec == "0.2")
+            dec.decode(frame, hdr.encoding, hdr.grid.frame_samples(k), index=k, components=hdr.format_spec.components)
         except RumiError as exc:
             f.add(str(exc))
 
