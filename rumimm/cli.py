@@ -204,7 +204,7 @@ def describe(path, header: bytes | None = None) -> dict:
                                        [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
         geo = g.epsg is not None
         out = {"path": img.path, **h.to_dict()}  # a URI without its query string
-        if img.spec == "0.2":
+        if h.format_spec.has_trailer:  # band texts and time
             whole = img.to_dict()
             out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])
         raw = h.time_count * h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
@@ -258,7 +258,7 @@ def recognise_preset(frame: bytes, hdr) -> str | None:
 
     enc = hdr.encoding
     shape = hdr.grid.frame_shape(0)
-    samples = FrameDecoder().decode(frame, enc, math.prod(shape), components=hdr.spec == "0.2")
+    samples = FrameDecoder().decode(frame, enc, math.prod(shape), components=hdr.format_spec.components)
     samples = samples.view(enc.dtype).reshape(shape)
     version = frame_format_version(frame)
     for name, codec in PRESETS.items():
@@ -458,14 +458,16 @@ def _rumi_spec(path: str) -> str | None:
 
 
 def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
+    from rumimm.format.spec import spec_named
     from rumimm.writer.convert import convert
 
     # re-encoding keeps the spec; converting the frames as they are goes to the other one
-    target = args.format or (spec if args.codec else "0.2" if spec == "0.1" else "0.1")
+    source = spec_named(spec)
+    target = args.format or (spec if args.codec else source.other.name)
     time = None
     if args.time:
         time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time]
-    if target == "0.2" and spec == "0.1" and time is None:
+    if spec_named(target).has_trailer and not source.has_trailer and time is None:
         return _fail("spec 0.2 labels every time step and a spec 0.1 file has none: pass --time ISO (one date or "
                      "datetime, or START/END for an interval), e.g. --time 2026-01-01")
     try:

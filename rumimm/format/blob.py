@@ -265,8 +265,10 @@ class Header:
         """``"tile"`` or ``"cell"``; a spec 0.2 header gives the decoded frame's axes (``"t b h w"``)."""
         return self.frame_unit.name.lower()
 
-    #: Whether cells interleave bands per pixel: never in spec 0.1 (``Header2`` says for 0.2).
-    interleaved: ClassVar[bool] = False
+    @property
+    def interleaved(self) -> bool:
+        """Whether cells interleave bands per pixel: never in spec 0.1 (``Header2`` says for 0.2)."""
+        return False
 
     @cached_property
     def grid_rows(self) -> np.ndarray:

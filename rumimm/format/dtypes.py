@@ -199,7 +199,9 @@ def _table(spec: str) -> dict[tuple[int, int], Encoding]:
 
 
 def _in(spec: str) -> str:
-    return "" if spec == "0.1" else f" in spec {spec}"
+    from rumimm.format.spec import spec_named  # a message only: spec's module sits above this one
+
+    return spec_named(spec).qualifier
 
 
 def encoding(sample_format: int, bits_per_sample: int, *, path=None, spec: str = "0.1") -> Encoding:

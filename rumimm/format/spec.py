@@ -22,12 +22,12 @@ import numpy as np
 
 from rumimm.errors import BlobError, FormatError, where
 from rumimm.format import units
+from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
 from rumimm.format.grid import FrameUnit
 from rumimm.format.tiff import PROFILE_V1, PROFILE_V2, Profile
 
 if TYPE_CHECKING:
     from rumimm.format.blob import Header
-    from rumimm.format.dtypes import Encoding
     from rumimm.format.grid import Grid
 
 __all__ = ["SPECS", "V01", "V02", "Spec", "spec_named", "spec_of", "spec_of_blob"]
@@ -58,6 +58,8 @@ class Spec:
     profile: Profile
     #: Whether a ``TAIL`` trailer (band texts, time) follows the frames.
     has_trailer: bool
+    #: Whether files hold T time steps and name their frame layout (``format.units``).
+    has_time: bool
     #: Whether its frames may hold a complex128 image as float64 components (rumi-eo reads them so).
     components: bool
     #: What ``validate`` lists in ``Report.checked`` for its file profile.
@@ -82,6 +84,26 @@ class Spec:
     def other(self) -> Spec:
         """The other version (what converting a file's frames as they are produces)."""
         return V02 if self is V01 else V01
+
+    @property
+    def encodings(self) -> dict[tuple[int, int], Encoding]:
+        """Its sample types, by (SampleFormat, BitsPerSample)."""
+        return SPEC_ENCODINGS[self.name]
+
+    def encoding(self, sample_format: int, bits_per_sample: int, *, path: Any = None) -> Encoding:
+        """The sample type of a pair in this spec; FormatError naming the spec for any other pair."""
+        return encoding(sample_format, bits_per_sample, path=path, spec=self.name)
+
+    # -- what a source file of this spec gives a converted one ------------------------
+    def band_texts(self, img: Any) -> list[str]:
+        """A source image's band texts: its trailer's (0.2), else ``band 1``, ``band 2``, ..."""
+        if self.has_trailer:
+            return list(img.descriptions)
+        return [f"band {i + 1}" for i in range(img.header.samples_per_pixel)]
+
+    def time_of(self, img: Any) -> list | None:
+        """A source image's time coordinates: its trailer's (0.2), else None (the caller must give them)."""
+        return img.time if self.has_trailer else None
 
     # -- header blobs --------------------------------------------------------------------
     def parse_header(self, blob: Any, *, path: Any = None) -> Header:
@@ -169,6 +191,7 @@ V01 = Spec(
     blob_header_size=28,
     profile=PROFILE_V1,
     has_trailer=False,
+    has_time=False,
     components=False,
     checked_profile="file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout",
 )
@@ -179,6 +202,7 @@ V02 = Spec(
     blob_header_size=32,
     profile=PROFILE_V2,
     has_trailer=True,
+    has_time=True,
     components=True,
     checked_profile=("file profile (spec 0.2): RUMI header, the 13-tag IFD, tag types, counts and values, frame "
                      "layout, trailer (band texts, time)"),
