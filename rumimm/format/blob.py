@@ -19,7 +19,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,7 +34,8 @@ from rumimm.format.packing import (  # noqa: F401
     residual_sum,
     residuals,
 )
-from rumimm.format.spec import V01, Spec
+from rumimm.format.spec import V01, Spec, register_header_type
+from rumimm.format.tiff import build_prefix
 
 __all__ = [
     "BLOB_FIELDS",
@@ -221,6 +222,22 @@ class Header:
             hdr.__dict__["_residuals"] = residual_array  # unpacked once, by the check
         _recent.keep(data, hdr)
         return hdr
+
+    @staticmethod
+    def blob_bytes(blob: Any) -> bytes:
+        """The bytes of a blob given as bytes or any buffer (TypeError for an int or a str)."""
+        return blob_bytes(blob)
+
+    @staticmethod
+    def build_blob(grid: Grid, enc: Encoding, counts: np.ndarray) -> bytes:
+        """The canonical blob of this spec (``build_header``)."""
+        return build_header(grid, enc, counts)
+
+    @staticmethod
+    def build_file_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
+                          matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes:
+        """Every byte of a file of this spec before frame 0 (``tiff.build_prefix``)."""
+        return build_prefix(grid, enc, offsets, counts, matrix, keys)
 
     @classmethod
     def from_layout(cls, blob: bytes, grid: Grid, enc: Encoding, counts: np.ndarray) -> Header:
@@ -498,3 +515,5 @@ def check_one(data: bytes) -> tuple[int, dict]:
             return COUNT_OVERFLOW, f
     return OK, f
 
+
+register_header_type(V01, Header)

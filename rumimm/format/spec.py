@@ -9,28 +9,28 @@ a file's first bytes, :func:`spec_of_blob` from a header blob (its length and fi
 each spec is picked once, when a file or blob is first seen, and travels with its
 header (``Header.format_spec``).
 
-The header classes live in ``format.blob`` and ``format.v2``, which import this module:
-the few methods that make or parse headers import them when first called.
+The header classes live in ``format.blob`` and ``format.v2``, which import this module
+and register themselves (:func:`register_header_type`): a spec parses and builds its
+blobs through its header class.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from rumimm.errors import BlobError, FormatError, where
-from rumimm.format import units
-from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
+from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding, spec_qualifier
 from rumimm.format.grid import FrameUnit
 from rumimm.format.tiff import PROFILE_V1, PROFILE_V2, Profile
 
 if TYPE_CHECKING:
-    from rumimm.format.blob import Header
     from rumimm.format.grid import Grid
 
-__all__ = ["SPECS", "V01", "V02", "Spec", "spec_named", "spec_of", "spec_of_blob"]
+__all__ = ["SPECS", "V01", "V02", "HeaderRecord", "Spec", "Spec01", "Spec02", "register_header_type", "spec_named",
+           "spec_of", "spec_of_blob"]
 
 #: The 4 bytes a spec 0.1 file starts with (a little-endian BigTIFF header).
 BIGTIFF_FIRST = b"II\x2b\x00"
@@ -78,7 +78,7 @@ class Spec:
     @property
     def qualifier(self) -> str:
         """``" in spec 0.2"`` for messages about 0.2 rules, ``""`` for 0.1 (the default spec)."""
-        return "" if self is V01 else f" in spec {self.name}"
+        return spec_qualifier(self.name)
 
     @property
     def other(self) -> Spec:
@@ -106,85 +106,127 @@ class Spec:
         return img.time if self.has_trailer else None
 
     # -- header blobs --------------------------------------------------------------------
-    def parse_header(self, blob: Any, *, path: Any = None) -> Header:
+    @property
+    def header_type(self) -> type[HeaderRecord]:
+        """Its header record class (``blob.Header`` or ``v2.Header2``, registered by their modules)."""
+        return _HEADER_TYPES[self]
+
+    def parse_header(self, blob: Any, *, path: Any = None) -> HeaderRecord:
         """Check ``blob`` against every rule of this spec and return its header record."""
-        return self._header_type().parse(blob, path=path)
+        return self.header_type.parse(blob, path=path)
 
     def build_header(self, grid: Grid, enc: Encoding, counts: np.ndarray) -> bytes:
         """The canonical blob of a grid (a ``Grid2`` for 0.2), a sample type and the frame byte counts."""
-        if self is V02:
-            from rumimm.format.v2 import build_header2
+        return self.header_type.build_blob(grid, enc, counts)
 
-            return build_header2(grid, enc, counts)  # type: ignore[arg-type]
-        from rumimm.format.blob import build_header
-
-        return build_header(grid, enc, counts)
-
-    def header_of(self, grid: Grid, enc: Encoding, counts: np.ndarray, *, path: Any = None) -> Header:
+    def header_of(self, grid: Grid, enc: Encoding, counts: np.ndarray) -> HeaderRecord:
         """The header record of a file whose IFD was walked: ``grid``, ``enc`` and checked ``counts``.
 
         Builds the canonical blob (a header keeps its bytes) but does not parse it back:
         the counts are those the walk checked, kept as the header's offsets.
         """
         counts = np.ascontiguousarray(counts, dtype=np.uint64).reshape(-1)
-        blob = self.build_header(grid, enc, counts)
-        hdr = self._header_type().from_layout(blob, grid, enc, counts)
-        return hdr
+        return self.header_type.from_layout(self.build_header(grid, enc, counts), grid, enc, counts)
 
     def build_prefix(self, grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
                      matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes:
         """Every byte before frame 0: file header, IFD and its external values."""
-        if self is V02:
-            from rumimm.format.v2 import build_prefix2
-
-            return build_prefix2(grid, enc, offsets, counts, matrix, keys)  # type: ignore[arg-type]
-        from rumimm.format.tiff import build_prefix
-
-        return build_prefix(grid, enc, offsets, counts, matrix, keys)
-
-    def _header_type(self) -> type[Header]:
-        if self is V02:
-            from rumimm.format.v2 import Header2
-
-            return Header2
-        from rumimm.format.blob import Header
-
-        return Header
+        return self.header_type.build_file_prefix(grid, enc, offsets, counts, matrix, keys)
 
     # -- frames ----------------------------------------------------------------------------
     def component_frames(self, itemsize: int) -> bool:
         """Whether frames of samples ``itemsize`` bytes wide may hold float64 components (complex128 in 0.2)."""
         return self.components and itemsize == 16
 
-    @staticmethod
-    def planar_unit(hdr: Header) -> FrameUnit:
-        """The 0.1 frame unit of the file's frames: 0.2 unit 0 is tile frames, 1 and 2 are cells."""
-        if hdr.format_spec is V02:
-            return FrameUnit.TILE if getattr(hdr, "layout", 0) == 0 else FrameUnit.CELL
+    def planar_unit(self, hdr: HeaderRecord) -> FrameUnit:
+        """The 0.1 frame unit of the frames of ``hdr`` (a header of this spec)."""
+        raise NotImplementedError
+
+    def layout_number(self, hdr: HeaderRecord) -> int:
+        """The frames of ``hdr`` (a header of this spec) as a 0.2 ``frame_unit`` number."""
+        raise NotImplementedError
+
+    def writer_unit(self, hdr: HeaderRecord) -> str | int:
+        """The ``unit=`` a Writer of this spec takes to re-encode the file of ``hdr`` (either spec)."""
+        return "tile" if hdr.format_spec.planar_unit(hdr) == FrameUnit.TILE else "cell"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Spec01(Spec):
+    """Spec 0.1.0: tile or cell frames of one (B, Y, X) image."""
+
+    def planar_unit(self, hdr: HeaderRecord) -> FrameUnit:
         return hdr.frame_unit
 
-    @staticmethod
-    def layout_number(hdr: Header) -> int:
-        """The file's frames as a 0.2 ``frame_unit`` (0.1: tile frames are 0, cells of several bands 1)."""
-        if hdr.format_spec is V02:
-            return int(hdr.layout)  # type: ignore[attr-defined]
+    def layout_number(self, hdr: HeaderRecord) -> int:
+        """Tile frames are 0.2 unit 0, cells of several bands unit 1 (``b h w``)."""
         return 1 if hdr.frame_unit == FrameUnit.CELL and hdr.samples_per_pixel > 1 else 0
 
-    def writer_unit(self, hdr: Header) -> str | int:
-        """The ``unit=`` a Writer of this spec takes to re-encode ``hdr``'s file in its own frame unit.
 
-        Spec 0.2: the source's planar unit (an interleaved 0.2 one, read but never
-        written, becomes the planar cell); spec 0.1: tile or cell.
-        """
-        src = hdr.format_spec
-        if self is V02 and src is V02 and units.interleaved(hdr.layout):  # type: ignore[attr-defined]
-            return "cell"
-        if self is V02 and src is V02:
-            return int(hdr.layout)  # type: ignore[attr-defined]
-        return "tile" if self.planar_unit(hdr) == FrameUnit.TILE else "cell"
+@dataclass(frozen=True, eq=False, repr=False)
+class Spec02(Spec):
+    """Spec 0.2.0-draft: (T, B, Y, X) images whose frames follow one of ten layouts (``format.units``)."""
+
+    def planar_unit(self, hdr: HeaderRecord) -> FrameUnit:
+        """Unit 0 is tile frames; units 1 and 2 (one step) are cells."""
+        return FrameUnit.TILE if self.layout_number(hdr) == 0 else FrameUnit.CELL
+
+    def layout_number(self, hdr: HeaderRecord) -> int:
+        return int(cast("LayeredHeader", hdr).layout)
+
+    def writer_unit(self, hdr: HeaderRecord) -> str | int:
+        """A 0.2 source keeps its unit; an interleaved one (read, never written) becomes the planar cell."""
+        if hdr.format_spec is not self:
+            return super().writer_unit(hdr)
+        return "cell" if hdr.interleaved else self.layout_number(hdr)
 
 
-V01 = Spec(
+class HeaderRecord(Protocol):
+    """What a spec asks of its header record (``blob.Header``, ``v2.Header2``; they register here)."""
+
+    @property
+    def blob(self) -> bytes: ...
+
+    @property
+    def samples_per_pixel(self) -> int: ...
+
+    @property
+    def frame_unit(self) -> FrameUnit: ...
+
+    @property
+    def format_spec(self) -> Spec: ...
+
+    @property
+    def spec(self) -> str: ...
+
+    @property
+    def interleaved(self) -> bool: ...
+
+    @classmethod
+    def parse(cls, blob: Any, *, path: Any = None) -> HeaderRecord: ...
+
+    @classmethod
+    def from_layout(cls, blob: bytes, grid: Grid, enc: Encoding, counts: np.ndarray) -> HeaderRecord: ...
+
+    @staticmethod
+    def blob_bytes(blob: Any) -> bytes: ...
+
+    @staticmethod
+    def build_blob(grid: Grid, enc: Encoding, counts: np.ndarray) -> bytes: ...
+
+    @staticmethod
+    def build_file_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
+                          matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes: ...
+
+
+class LayeredHeader(HeaderRecord, Protocol):
+    """A spec 0.2 header record: its ``frame_unit`` field is ``layout`` (0 to 9)."""
+
+    @property
+    def layout(self) -> int: ...
+
+
+V01 = Spec01(
     name="0.1",
     first_bytes=BIGTIFF_FIRST,
     starts_with="a BigTIFF header",
@@ -195,7 +237,7 @@ V01 = Spec(
     components=False,
     checked_profile="file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout",
 )
-V02 = Spec(
+V02 = Spec02(
     name="0.2",
     first_bytes=RUMI_FIRST,
     starts_with="RUMI",
@@ -209,6 +251,13 @@ V02 = Spec(
 )
 #: Every spec by name, oldest first.
 SPECS: dict[str, Spec] = {V01.name: V01, V02.name: V02}
+#: The header record class of each spec: ``format.blob`` and ``format.v2`` register theirs on import.
+_HEADER_TYPES: dict[Spec, type[HeaderRecord]] = {}
+
+
+def register_header_type(spec: Spec, header_type: type[HeaderRecord]) -> None:
+    """Make ``header_type`` the header record of ``spec`` (the header modules sit above this one)."""
+    _HEADER_TYPES[spec] = header_type
 
 
 def spec_named(name: Any, *, what: str = "spec") -> Spec:
@@ -253,38 +302,31 @@ def spec_of_blob(blob: Any, *, path: Any = None) -> Spec:
     return _detect(blob, path).format_spec
 
 
-def _detect(blob: Any, path: Any) -> Header:
-    """The header of a blob of either spec (``spec_of_blob``), parsed once."""
-    from rumimm.format.blob import Header, blob_bytes
-    from rumimm.format.v2 import Header2, check_blob2
-
-    if isinstance(blob, Header):
+def _detect(blob: Any, path: Any) -> HeaderRecord:
+    """The header of a blob of either spec (``spec_of_blob``), each spec's rules checked once."""
+    if isinstance(blob, V01.header_type):  # a header record: its spec is known
         return blob
-    data = blob_bytes(blob)
-    err1: BlobError | None = None
-    try:
-        v1: Header | None = Header.parse(data, path=path)
-    except BlobError as exc:
-        v1, err1 = None, exc
-    rule2, _ = check_blob2(data)
-    if v1 is not None and rule2 is None:
+    data = V01.header_type.blob_bytes(blob)
+    found: dict[Spec, HeaderRecord] = {}
+    broken: dict[Spec, str] = {}
+    for spec in (V01, V02):
+        try:
+            found[spec] = spec.parse_header(data)
+        except BlobError as exc:
+            broken[spec] = str(exc).removeprefix(f"header blob (spec {spec.name}): ").removeprefix("header blob: ")
+    if len(found) == 2:
         raise BlobError(f"{where(path)}header blob is valid as both spec 0.1 (28-byte header) and spec 0.2 "
                         "(32-byte header); pass format='0.1' or format='0.2'")
-    if v1 is not None:
-        return v1
-    if rule2 is None:
-        return Header2.parse(data, path=path)
-    raise BlobError(f"{where(path)}header blob is neither spec 0.1 ({str(err1).removeprefix(where(path))}) "
-                    f"nor spec 0.2 ({rule2})")
+    if found:
+        return next(iter(found.values()))
+    raise BlobError(f"{where(path)}header blob is neither spec 0.1 ({broken[V01]}) nor spec 0.2 ({broken[V02]})")
 
 
-def parse_any(blob: Any, *, spec: Spec | str | None = None, path: Any = None) -> Header:
+def parse_any(blob: Any, *, spec: Spec | str | None = None, path: Any = None) -> HeaderRecord:
     """``blob`` parsed as ``spec`` (a Spec or its name), or as whichever spec it meets when None."""
-    from rumimm.format.blob import Header
-
     if spec is None:
         return _detect(blob, path)
     want = spec_named(spec)
-    if isinstance(blob, Header) and blob.format_spec is not want:
+    if isinstance(blob, V01.header_type) and blob.format_spec is not want:
         raise BlobError(f"{where(path)}header blob is spec {blob.spec}, but spec {want.name} was asked for")
     return want.parse_header(blob, path=path)

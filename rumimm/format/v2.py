@@ -17,7 +17,7 @@ import functools
 import struct
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
 from rumimm.format.georef import GEOREF_BYTES
 from rumimm.format.grid import FrameUnit, Grid, ceildiv
 from rumimm.format.packing import pack_residuals, residual_extent
-from rumimm.format.spec import V02, Spec, parse_any, spec_of
+from rumimm.format.spec import V02, Spec, parse_any, register_header_type, spec_of
 from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefix, layout_ifd
 
 __all__ = [
@@ -249,6 +249,19 @@ class Header2(Header):
         _recent2.keep(data, hdr)
         return hdr
 
+    @staticmethod
+    def build_blob(grid: Grid, enc: Encoding, counts: np.ndarray) -> bytes:
+        """The canonical 0.2 blob (``build_header2``)."""
+        assert isinstance(grid, Grid2)
+        return build_header2(grid, enc, counts)
+
+    @staticmethod
+    def build_file_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
+                          matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes:
+        """Every byte of a 0.2 file before frame 0 (``build_prefix2``)."""
+        assert isinstance(grid, Grid2)
+        return build_prefix2(grid, enc, offsets, counts, matrix, keys)
+
     @classmethod
     def from_layout(cls, blob: bytes, grid: Grid, enc: Encoding, counts: np.ndarray) -> Header2:
         """The header of a 0.2 file whose IFD was walked and checked (see ``Header.from_layout``)."""
@@ -392,8 +405,10 @@ def parse_header(blob, *, spec=None, path=None) -> Header:
     >>> hdr.spec, hdr.shape, hdr.n_frames             # doctest: +SKIP
     ('0.2', (3, 4, 2048, 2048), 16)
     """
-    return parse_any(blob, spec=spec, path=path)
+    return cast(Header, parse_any(blob, spec=spec, path=path))
 
+
+register_header_type(V02, Header2)
 
 # --------------------------------------------------------------------------- a blob against a file
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from rumimm.format.bigtiff import entry_offset, value_offset
 from rumimm.format.blob import Header
 from rumimm.format.georef import Georef, parse_geokeys
 from rumimm.format.grid import IFD_END, FrameUnit, Grid, ceildiv
-from rumimm.format.spec import V01, V02, Spec, spec_of
+from rumimm.format.spec import V01, V02, HeaderRecord, Spec, spec_of
 from rumimm.format.tiff import (
     FIXED_TAGS,
     OPENZL_FORMAT_VERSIONS,
@@ -342,9 +343,9 @@ def _check_v2(buf, size: int, f: _Findings, rep: Report, frames: str, tail=None)
     _check_frames(buf, f, rep, frames)
 
 
-def _keep_header(rep: Report, hdr: Header) -> None:
+def _keep_header(rep: Report, hdr: HeaderRecord) -> None:
     """The walk's header record and its canonical blob, kept on the report."""
-    rep.header, rep.blob = hdr, hdr.blob
+    rep.header, rep.blob = cast(Header, hdr), hdr.blob
 
 
 def _check_rumi_header(buf, size: int, f: _Findings) -> None:
