@@ -33,6 +33,14 @@ def rng():
     return np.random.default_rng(20260815)
 
 
+@pytest.fixture(params=["0.1", "0.2"], ids=["spec0.1", "spec0.2"])
+def spec(request):
+    """Each rumi spec version (``rumimm.format.spec.V01``, ``V02``): a test of both specs takes this."""
+    from rumimm.format.spec import spec_named
+
+    return spec_named(request.param)
+
+
 def pytest_runtest_setup(item):
     """A test marked ``torch`` skips when PyTorch is absent, and only then (CI installs it)."""
     if item.get_closest_marker("torch") is not None:
