@@ -401,6 +401,36 @@ def test_an_image_pickles_and_reopens(written, scene):
         clone.close()
 
 
+def test_an_image_of_either_spec_pickles_with_its_trailer_and_a_closed_one_stays_closed(reference):
+    img = rumimm.open(reference.path, reference.blob, cache_bytes=0)
+    again = pickle.loads(pickle.dumps(img))
+    try:
+        assert not again.closed and again.header == reference.blob and again._cache is None
+        assert again.spec == img.spec and again.descriptions == img.descriptions and again.time == img.time
+        np.testing.assert_array_equal(again[..., 4:9, :], reference.array[..., 4:9, :])
+    finally:
+        again.close()
+    img.close()
+    closed = pickle.loads(pickle.dumps(img))  # opens nothing
+    assert closed.closed and closed.shape == reference.array.shape and closed.header == reference.blob
+    assert closed.time == img.time and closed.spec == img.spec
+    with pytest.raises(RumiError, match="closed"):
+        closed[(0,) * closed.ndim]
+    closed.close()
+
+
+def test_format_must_agree_with_the_file(reference, spec):
+    other = spec.other.name
+    with pytest.raises(FormatError, match=rf"file is rumi spec {spec.name} \(it starts with {spec.starts_with}\), "
+                                          rf"but format='{other}' was given"):
+        rumimm.open(reference.path, format=other)
+    with pytest.raises(ValueError, match=r"^format must be '0\.1' or '0\.2', got '2'"):
+        rumimm.open(reference.path, reference.blob, format="2")
+    for blob in (reference.blob, None):
+        with rumimm.open(reference.path, blob, format=spec.name) as img:
+            assert img.spec == spec.name
+
+
 def _read_in_child(args):
     image, key = args
     return image[key]
