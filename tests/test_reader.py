@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import openzl_frame, set_entry
+from conftest import openzl_frame, reference_file, set_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -417,6 +417,15 @@ def test_an_image_of_either_spec_pickles_with_its_trailer_and_a_closed_one_stays
     with pytest.raises(RumiError, match="closed"):
         closed[(0,) * closed.ndim]
     closed.close()
+
+
+def test_a_blob_of_the_other_spec_is_refused(reference, spec):
+    for other in ("f32_tile_b1", None) if spec.has_trailer else ("img_u0", None):
+        blob = reference_file(spec.other, other).blob
+        with pytest.raises(BlobError, match=r"header blob \(spec 0\.2\): " if spec.has_trailer else r"header blob: "):
+            rumimm.open(reference.path, blob)
+        with pytest.raises(BlobError, match=rf"header blob is spec {spec.other.name}, but spec {spec.name} was asked"):
+            rumimm.open(reference.path, spec.other.parse_header(blob))  # a parsed header says its spec
 
 
 def test_format_must_agree_with_the_file(reference, spec):
