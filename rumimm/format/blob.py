@@ -185,6 +185,8 @@ class Header:
     format_spec: ClassVar[Spec] = V01
     #: Its name, ``"0.1"`` (``"0.2"`` for a ``Header2``): the public report.
     spec: ClassVar[str] = V01.name
+    #: Headers of recent blobs of this spec, by their bytes (reused by ``parse`` and ``from_layout``).
+    _recent_headers: ClassVar[RecentHeaders] = _recent
     #: Time steps: always one in spec 0.1.
     time_count = 1
 
@@ -243,6 +245,9 @@ class Header:
     def from_layout(cls, blob: bytes, grid: Grid, enc: Encoding, counts: np.ndarray) -> Header:
         """The header of a file whose IFD was walked and checked: its canonical ``blob`` (built from
         the same ``grid``, ``enc`` and ``counts``), with the grid and counts kept rather than parsed back."""
+        known = cls._recent_headers.get(blob)
+        if known is not None:  # the same file walked again: its offsets are already made
+            return known
         cmin = int(counts.min())
         hdr = cls(blob=blob, image_width=grid.image_width, image_length=grid.image_length,
                   tile_width=grid.tile_width, tile_length=grid.tile_length,
@@ -250,6 +255,7 @@ class Header:
                   sample_format=enc.sample_format, frame_unit=FrameUnit(grid.unit), count_min=cmin,
                   count_bits=0 if int(counts.max()) == cmin else (int(counts.max()) - cmin).bit_length())
         hdr._keep_layout(grid, enc, counts)
+        cls._recent_headers.keep(blob, hdr)
         return hdr
 
     def _keep_layout(self, grid: Grid, enc: Encoding, counts: np.ndarray) -> None:

@@ -29,8 +29,8 @@ from rumimm.format.tiff import PROFILE_V1, PROFILE_V2, Profile
 if TYPE_CHECKING:
     from rumimm.format.grid import Grid
 
-__all__ = ["SPECS", "V01", "V02", "HeaderRecord", "Spec", "Spec01", "Spec02", "register_header_type", "spec_named",
-           "spec_of", "spec_of_blob"]
+__all__ = ["SPECS", "V01", "V02", "HeaderRecord", "Spec", "Spec01", "Spec02", "parse_any", "register_header_type",
+           "spec_named", "spec_of", "spec_of_blob"]
 
 #: The 4 bytes a spec 0.1 file starts with (a little-endian BigTIFF header).
 BIGTIFF_FIRST = b"II\x2b\x00"

@@ -223,6 +223,7 @@ class Header2(Header):
 
     format_spec: ClassVar[Spec] = V02
     spec: ClassVar[str] = V02.name
+    _recent_headers: ClassVar[RecentHeaders] = _recent2
 
     @classmethod
     def parse(cls, blob, *, path=None) -> Header2:
@@ -266,6 +267,9 @@ class Header2(Header):
     def from_layout(cls, blob: bytes, grid: Grid, enc: Encoding, counts: np.ndarray) -> Header2:
         """The header of a 0.2 file whose IFD was walked and checked (see ``Header.from_layout``)."""
         assert isinstance(grid, Grid2)
+        known = cls._recent_headers.get(blob)
+        if known is not None:
+            return known
         cmin, cmax = int(counts.min()), int(counts.max())
         hdr = cls(blob=blob, image_width=grid.image_width, image_length=grid.image_length,
                   tile_width=grid.tile_width, tile_length=grid.tile_length, samples_per_pixel=grid.bands,
@@ -273,6 +277,7 @@ class Header2(Header):
                   count_min=cmin, count_bits=0 if cmax == cmin else (cmax - cmin).bit_length(),
                   time_count=grid.times, layout=grid.layout)
         hdr._keep_layout(grid, enc, counts)
+        cls._recent_headers.keep(blob, hdr)
         return hdr
 
     @cached_property
