@@ -17,7 +17,6 @@ import pytest
 
 import rumimm
 from rumimm.errors import BlobError, FormatError, WindowError
-from rumimm.reader.image import read_frames
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
@@ -115,14 +114,6 @@ def test_read_of_a_cube_gives_every_step_of_the_bands_and_window():
         np.testing.assert_array_equal(img.read(), want)
         np.testing.assert_array_equal(img.read(2, window=((2, 12), (3, 9))), want[:, 1, 2:12, 3:9])  # 1-based
         np.testing.assert_array_equal(img.read(bands=[1, 0]), want[:, [1, 0]])
-
-
-def test_read_frames_gives_each_frame_in_its_layouts_axes():
-    with _open("cube_u8") as img:
-        (frame,) = read_frames(img, [0])
-        assert frame.shape == (8, 8, 3, 2)  # h w t b
-        want = make_fixtures.source("cube_u8")
-        np.testing.assert_array_equal(frame, want[:, :, :8, :8].transpose(2, 3, 0, 1))
 
 
 def test_a_header_of_another_file_is_refused(tmp_path):  # of the other spec: test_reader.py

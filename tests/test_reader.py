@@ -491,6 +491,20 @@ def test_read_frames_returns_whole_frames_in_their_shape(img, scene, written):
         read_frames(img, [img.n_frames])
 
 
+@pytest.mark.parametrize(("spec_name", "name", "frame0"), [
+    ("0.1", "u16_tile_b4", lambda a: a[0, :64, :64]),  # (h, w)
+    ("0.1", "u16_cell_b3", lambda a: a[:, :32, :32]),  # (B, h, w)
+    ("0.2", "cube_u8", lambda a: a[:, :, :8, :8].transpose(2, 3, 0, 1)),  # h w t b
+])
+def test_read_frames_gives_each_reference_frame_in_its_layouts_axes(spec_name, name, frame0):
+    ref = reference_file(spec_name, name)
+    with rumimm.open(ref.path, ref.blob) as img:
+        (frame,) = read_frames(img, [0])
+        np.testing.assert_array_equal(frame, frame0(ref.array))  # shape included
+        with pytest.raises(WindowError):
+            read_frames(img, [img.n_frames])
+
+
 # -- hostile files and blobs -----------------------------------------------------------
 @pytest.fixture
 def copy_of(written, tmp_path):
