@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import openzl.ext as zl
@@ -31,6 +32,58 @@ TIFF_TYPE_CODE = {3: "H", 4: "I", 12: "d", 16: "Q"}
 @pytest.fixture
 def rng():
     return np.random.default_rng(20260815)
+
+
+@pytest.fixture(params=["0.1", "0.2"], ids=["spec0.1", "spec0.2"])
+def spec(request):
+    """Each rumi spec version (``rumimm.format.spec.V01``, ``V02``): a test of both specs takes this."""
+    from rumimm.format.spec import spec_named
+
+    return spec_named(request.param)
+
+
+DATA = Path(__file__).parent / "data"
+#: Each spec's reference fixtures: (folder, blob suffix, the module rebuilding their source arrays).
+#: Spec 0.1 files were written by rumi-eo 0.16.0 (``data/README.md``), 0.2 files by rumi-eo 0.26.1.
+_FIXTURES = {"0.1": (DATA, ".blob", "make_fixtures"), "0.2": (DATA / "v2", ".header", "make_fixtures_v2")}
+#: The fixture a test of both specs reads by default: several bands and ragged tiles in each, several
+#: steps and a planar cell layout in 0.2.
+REFERENCE = {"0.1": "u16_cell_b3", "0.2": "cube_u7"}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference file of one spec: its path, the blob its writer returned and its source array."""
+
+    name: str
+    path: Path
+    blob: bytes
+    array: np.ndarray
+
+
+def fixture_module(spec):
+    """``make_fixtures`` (0.1) or ``make_fixtures_v2`` (0.2), imported from its folder once."""
+    import importlib
+    import sys
+
+    folder, _, module = _FIXTURES[str(spec)]
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    return importlib.import_module(module)
+
+
+def reference_file(spec, name: str | None = None) -> Reference:
+    """The reference fixture ``name`` of ``spec`` (default ``REFERENCE[spec]``)."""
+    folder, suffix, _ = _FIXTURES[str(spec)]
+    name = name or REFERENCE[str(spec)]
+    return Reference(name, folder / f"{name}.rumi", (folder / f"{name}{suffix}").read_bytes(),
+                     fixture_module(spec).source(name))
+
+
+@pytest.fixture
+def reference(spec):
+    """``reference_file(spec)``: a reference file of each spec in turn."""
+    return reference_file(spec)
 
 
 def pytest_runtest_setup(item):

@@ -10,7 +10,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import random_samples, same_bits
+from conftest import random_samples, reference_file, same_bits
 
 import rumimm
 from rumimm.format import dtypes
@@ -44,6 +44,19 @@ def test_default_chunks_are_the_frame_grid(scene):
         assert same_bits(arr.compute(scheduler="sync"), a)
         assert same_bits(arr[1:, 20:70, 33:99].compute(), a[1:, 20:70, 33:99])
         assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))
+
+
+@pytest.mark.parametrize(("spec_name", "name", "chunksize"), [
+    ("0.1", "u16_cell_b3", (3, 32, 32)),  # b h w cells
+    ("0.1", "u16_tile_b4", (1, 64, 64)),
+    ("0.2", "cube_u4", (3, 2, 8, 8)),  # t b h w cells
+    ("0.2", "cube_u0", (1, 1, 8, 8)),
+])
+def test_reference_files_of_either_spec_chunk_on_their_frame_grid(spec_name, name, chunksize):
+    ref = reference_file(spec_name, name)
+    arr = rumimm.to_dask(ref.path)
+    assert arr.chunksize == chunksize
+    np.testing.assert_array_equal(arr.compute(), ref.array)
 
 
 @pytest.mark.parametrize("chunks", ["auto", (3, 50, 64), {0: 2, 1: 45, 2: -1}])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import textwrap
@@ -312,17 +311,6 @@ def test_header_may_be_the_path_of_a_blob_file(tmp_path, scene_file):
         rumimm.open(path, header=tmp_path / "missing.blob")
     with pytest.raises(TypeError, match="header must be"):
         rumimm.open(path, header=12)
-
-
-def test_unpickling_a_closed_image_gives_a_closed_image(scene_file):
-    path, blob, _ = scene_file
-    img = rumimm.open(path, blob)
-    img.close()
-    clone = pickle.loads(pickle.dumps(img))
-    assert clone.closed and clone.shape == img.shape and clone.header == blob
-    with pytest.raises(RumiError, match="closed"):
-        clone[0, 0, 0]
-    clone.close()
 
 
 def test_a_tiny_blob_claiming_millions_of_frames_is_refused_without_a_large_allocation(tmp_path, scene_file):

@@ -147,9 +147,11 @@ def test_a_blob_valid_as_both_versions_asks_for_format():
 
 def test_an_ambiguous_blob_is_refused_without_format(monkeypatch):
     import rumimm.format.v2 as v2mod
+    from rumimm.format.spec import Spec02
 
     v1 = struct.pack("<IHIIHHHBBBIB", 0x45564F4C, 1, 1, 1, 1, 1, 1, 8, 1, 0, 10, 0)
-    monkeypatch.setattr(v2mod, "check_blob2", lambda data: (None, {}))  # pretend it is also a 0.2 blob
+    # pretend it is also a 0.2 blob
+    monkeypatch.setattr(Spec02, "parse_header", lambda self, data, path=None: Header.parse(v1))
     with pytest.raises(BlobError, match=r"valid as both spec 0.1 .* pass spec="):
         v2mod.parse_header(v1)
 

@@ -142,14 +142,6 @@ def test_xarray_stacks_02_files_of_several_steps_on_their_times_end_to_end(tmp_p
     assert da.dims[0] == "scene" and da.scene.values.tolist() == [0, 1, 2, 3, 4]
 
 
-def test_dask_chunks_02_files_on_their_frame_grid():
-    pytest.importorskip("dask")
-    arr = rumimm.to_dask(_p("cube_u4"))
-    assert arr.chunksize == (3, 2, 8, 8)  # t b h w cells
-    np.testing.assert_array_equal(arr.compute(), make_fixtures.source("cube_u4"))
-    assert rumimm.to_dask(_p("cube_u0")).chunksize == (1, 1, 8, 8)
-
-
 def test_geotiff_export_and_quicklook_take_02_images(tmp_path):
     rasterio = pytest.importorskip("rasterio")
     pytest.importorskip("PIL")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import pickle
 import sys
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from affine import Affine
 
 import rumimm
 from rumimm.errors import BlobError, FormatError, WindowError
-from rumimm.reader.image import read_frames
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
@@ -119,37 +117,7 @@ def test_read_of_a_cube_gives_every_step_of_the_bands_and_window():
         np.testing.assert_array_equal(img.read([2, 1]), want[:, [1, 0]])
 
 
-def test_a_pickled_image_reopens_with_its_trailer_and_a_closed_one_stays_closed():
-    want = make_fixtures.source("cube_u7")
-    img = _open("cube_u7")
-    again = pickle.loads(pickle.dumps(img))
-    np.testing.assert_array_equal(again[:, :, 4:9], want[:, :, 4:9])
-    assert again.descriptions == img.descriptions
-    img.close()
-    closed = pickle.loads(pickle.dumps(img))
-    assert closed.closed and closed.shape == want.shape and closed.time == img.time
-
-
-def test_read_frames_gives_each_frame_in_its_layouts_axes():
-    with _open("cube_u8") as img:
-        (frame,) = read_frames(img, [0])
-        assert frame.shape == (8, 8, 3, 2)  # h w t b
-        want = make_fixtures.source("cube_u8")
-        np.testing.assert_array_equal(frame, want[:, :, :8, :8].transpose(2, 3, 0, 1))
-
-
-def test_format_must_agree_with_the_file():
-    with pytest.raises(FormatError, match=r"file is rumi spec 0.2 .* spec='0.1'"):
-        _open("img_u0", spec="0.1")
-    with pytest.raises(ValueError, match="spec must be"):
-        _open("img_u0", spec="2")
-    with _open("img_u0", spec="0.2") as img:
-        assert img.spec == "0.2"
-
-
-def test_a_header_of_another_file_or_spec_is_refused(tmp_path):
-    with pytest.raises(BlobError, match=r"spec 0.2"):
-        rumimm.open(DATA / "img_u0.rumi", (DATA.parent / "f32_tile_b1.blob").read_bytes())
+def test_a_header_of_another_file_is_refused(tmp_path):  # of the other spec: test_reader.py
     with pytest.raises(BlobError, match="truncated, or the blob belongs to another file"):
         rumimm.open(DATA / "cube_u4.rumi", (DATA / "cube_u3.header").read_bytes())
     with pytest.raises(BlobError, match="does not describe this file: IFD entry 11 \\(tag 65000\\)"):

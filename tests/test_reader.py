@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 from affine import Affine
-from conftest import openzl_frame, set_entry
+from conftest import openzl_frame, reference_file, set_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -398,6 +398,45 @@ def test_an_image_pickles_and_reopens(written, scene):
         clone.close()
 
 
+def test_an_image_of_either_spec_pickles_with_its_trailer_and_a_closed_one_stays_closed(reference):
+    img = rumimm.open(reference.path, reference.blob, cache_bytes=0)
+    again = pickle.loads(pickle.dumps(img))
+    try:
+        assert not again.closed and again.header == reference.blob and again._cache is None
+        assert again.spec == img.spec and again.descriptions == img.descriptions and again.time == img.time
+        np.testing.assert_array_equal(again[..., 4:9, :], reference.array[..., 4:9, :])
+    finally:
+        again.close()
+    img.close()
+    closed = pickle.loads(pickle.dumps(img))  # opens nothing
+    assert closed.closed and closed.shape == reference.array.shape and closed.header == reference.blob
+    assert closed.time == img.time and closed.spec == img.spec
+    with pytest.raises(RumiError, match="closed"):
+        closed[(0,) * closed.ndim]
+    closed.close()
+
+
+def test_a_blob_of_the_other_spec_is_refused(reference, spec):
+    for other in ("f32_tile_b1", None) if spec.has_trailer else ("img_u0", None):
+        blob = reference_file(spec.other, other).blob
+        with pytest.raises(BlobError, match=r"header blob \(spec 0\.2\): " if spec.has_trailer else r"header blob: "):
+            rumimm.open(reference.path, blob)
+        with pytest.raises(BlobError, match=rf"header blob is spec {spec.other.name}, but spec {spec.name} was asked"):
+            rumimm.open(reference.path, spec.other.parse_header(blob))  # a parsed header says its spec
+
+
+def test_spec_must_agree_with_the_file(reference, spec):
+    other = spec.other.name
+    with pytest.raises(FormatError, match=rf"file is rumi spec {spec.name} \(it starts with {spec.starts_with}\), "
+                                          rf"but spec='{other}' was given"):
+        rumimm.open(reference.path, spec=other)
+    with pytest.raises(ValueError, match=r"^spec must be '0\.1' or '0\.2', got '2'"):
+        rumimm.open(reference.path, reference.blob, spec="2")
+    for blob in (reference.blob, None):
+        with rumimm.open(reference.path, blob, spec=spec.name) as img:
+            assert img.spec == spec.name
+
+
 def _read_in_child(args):
     image, key = args
     return image[key]
@@ -447,6 +486,20 @@ def test_read_frames_returns_whole_frames_in_their_shape(img, scene, written):
         assert same(first, scene[:, :16, :16]) and same(last, scene[:, 32:, 48:])
     with pytest.raises(WindowError):
         read_frames(img, [img.n_frames])
+
+
+@pytest.mark.parametrize(("spec_name", "name", "frame0"), [
+    ("0.1", "u16_tile_b4", lambda a: a[0, :64, :64]),  # (h, w)
+    ("0.1", "u16_cell_b3", lambda a: a[:, :32, :32]),  # (B, h, w)
+    ("0.2", "cube_u8", lambda a: a[:, :, :8, :8].transpose(2, 3, 0, 1)),  # h w t b
+])
+def test_read_frames_gives_each_reference_frame_in_its_layouts_axes(spec_name, name, frame0):
+    ref = reference_file(spec_name, name)
+    with rumimm.open(ref.path, ref.blob) as img:
+        (frame,) = read_frames(img, [0])
+        np.testing.assert_array_equal(frame, frame0(ref.array))  # shape included
+        with pytest.raises(WindowError):
+            read_frames(img, [img.n_frames])
 
 
 # -- hostile files and blobs -----------------------------------------------------------

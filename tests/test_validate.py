@@ -13,7 +13,7 @@ import numpy as np
 import peer
 import pytest
 import spec_reader
-from conftest import Crafted, Entry, craft, openzl_frame, patch, set_entry
+from conftest import Crafted, Entry, craft, openzl_frame, patch, reference_file, set_entry
 
 from rumimm.errors import BlobError, FormatError, RumiError
 from rumimm.format import georef
@@ -140,15 +140,33 @@ def test_reference_files_of_every_band_count_unit_and_georef_index_exactly(tmp_p
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
 
 
-@pytest.mark.parametrize("name", sorted(MANIFEST))
-def test_the_committed_reference_files_index_to_their_committed_blobs(name):
-    entry = MANIFEST[name]
-    path = DATA / entry["file"]
-    blob = (DATA / entry["blob"]).read_bytes()
-    assert build_blob(path) == blob
-    rep = validate(path, header=blob)
-    assert rep.ok and rep.frame_format_version == 24
+#: Every committed reference file of both specs: 0.1 by rumi-eo 0.16.0, 0.2 by rumi-eo 0.26.1.
+REFERENCES = [("0.1", n) for n in sorted(MANIFEST)] + [
+    ("0.2", n) for n in sorted(json.loads((DATA / "v2" / "manifest.json").read_text()))]
+
+
+@pytest.mark.parametrize(("spec_name", "name"), REFERENCES)
+def test_the_committed_reference_files_index_to_their_committed_blobs(spec_name, name):
+    ref = reference_file(spec_name, name)
+    entry = json.loads((ref.path.parent / "manifest.json").read_text())[name]
+    assert build_blob(ref.path) == ref.blob
+    rep = validate(ref.path, header=ref.blob, decode=True)
+    assert rep.ok, str(rep)
+    assert rep.spec == spec_name and rep.frame_format_version == 24
     assert rep.georef.epsg == entry["crs"] and rep.georef.pixel_is_point is entry["pixel_is_point"]
+    assert (None if rep.trailer is None else list(rep.trailer.bands)) == entry.get("bands")  # 0.2: the trailer's
+
+
+def test_a_header_of_the_other_spec_is_reported(reference, spec):
+    other = reference_file(spec.other)
+    prefix = "header blob (spec 0.2): " if spec.has_trailer else "header blob: "
+    rep = validate(reference.path, header=other.blob)
+    (msg,) = rep.header_violations  # one violation naming both images
+    assert not rep.ok and msg.startswith(f"header blob is a spec {spec.other.name} blob of ")
+    assert f"but the file is spec {spec.name}" in msg and msg.endswith("the blob belongs to another file")
+    rep = validate(reference.path, header=b"LOVE")
+    assert not rep.ok
+    assert rep.header_violations == [f"{prefix}blob is 4 bytes, shorter than the {spec.blob_header_size}-byte header"]
 
 
 def test_a_one_band_cell_file_from_the_reference_carries_frame_unit_tile_and_indexes_to_it(tmp_path):

@@ -18,6 +18,7 @@ import rumimm
 import rumimm.writer.writer as W
 from rumimm import build_blob, codec
 from rumimm.errors import CodecError, RumiError
+from rumimm.format.spec import Spec
 from rumimm.writer import atomic, frame_job
 
 
@@ -102,7 +103,7 @@ def test_a_failure_while_finishing_the_file_leaves_the_old_file_untouched(tmp_pa
     def broken_prefix(*args, **kwargs):
         raise ValueError("georeferencing found bad at the last moment")
 
-    monkeypatch.setattr(W, "build_prefix", broken_prefix)
+    monkeypatch.setattr(Spec, "build_prefix", broken_prefix)  # the writer builds the prefix through its spec
     with pytest.raises(ValueError, match="at the last moment"):
         rumimm.write(path, scene, tile=16, transform=UTM33N, crs=32633)
     assert path.read_bytes() == before and build_blob(path) == old and no_temp_files(tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import numpy as np
@@ -14,16 +15,27 @@ from rumimm.errors import RumiError
 
 
 # -- streaming Writer ---------------------------------------------------------------------
-def test_the_writer_streams_rows_and_returns_the_blob_on_close(tmp_path, scene):
+def test_the_writer_streams_rows_and_returns_the_blob_on_close(tmp_path, scene, spec):
     path = tmp_path / "s.rumi"
-    with rumimm.Writer(path, scene.shape, scene.dtype, tile=(16, 20), unit="cell") as w:
-        assert w.rows == 3 and w.row_span(2) == (32, 37)
+    data, kw = scene, {"spec": spec.name}
+    if spec.has_time:  # three steps of the scene, labelled with intervals
+        data = np.stack([scene, scene // 2, scene // 3])
+        kw.update(descriptions=[f"b{i}" for i in range(scene.shape[0])],
+                  time=[("2026-01-01", "2026-01-05"), ("2026-01-05", "2026-01-09"), ("2026-02-01", "2026-03-01")])
+    with rumimm.Writer(path, data.shape, data.dtype, tile=(16, 20), unit="cell", **kw) as w:
+        assert w.shape == data.shape and w.rows == 3 and w.row_span(2) == (32, 37)
         for r in range(w.rows):
             y0, y1 = w.row_span(r)
-            w.write_row(r, scene[:, y0:y1])
+            w.write_row(r, data[..., y0:y1, :])
     assert w.closed and w.header == build_blob(path)
-    assert w.header == rumimm.write(tmp_path / "w.rumi", scene, tile=(16, 20), unit="cell")
+    assert w.header == rumimm.write(tmp_path / "w.rumi", data, tile=(16, 20), unit="cell", **kw)
     assert path.read_bytes() == (tmp_path / "w.rumi").read_bytes()
+    with rumimm.open(path, w.header) as img:
+        np.testing.assert_array_equal(img[...], data)
+        assert img.time_kind == ("interval" if spec.has_time else None)
+        assert img.time == (None if not spec.has_time else
+                            [(dt.date(2026, 1, 1), dt.date(2026, 1, 5)), (dt.date(2026, 1, 5), dt.date(2026, 1, 9)),
+                             (dt.date(2026, 2, 1), dt.date(2026, 3, 1))])
 
 
 def test_the_writer_keeps_at_most_one_finished_row_of_frames_unwritten(tmp_path, rng):

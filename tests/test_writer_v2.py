@@ -55,20 +55,6 @@ def test_an_image_writes_tile_and_cell_frames_as_units_0_and_1(tmp_path, rng):
             np.testing.assert_array_equal(img[...], arr)
 
 
-def test_the_writer_streams_rows_of_steps(tmp_path, cube):
-    path = tmp_path / "w.rumi"
-    with rumimm.Writer(path, cube.shape, cube.dtype, tile=16, unit="cell", spec="0.2", descriptions=list("abcd"),
-                       time=[("2026-01-01", "2026-01-05"), ("2026-01-05", "2026-01-09"),
-                             ("2026-02-01", "2026-03-01")]) as w:
-        assert w.shape == cube.shape
-        for r in range(w.rows):
-            y0, y1 = w.row_span(r)
-            w.write_row(r, cube[:, :, y0:y1])
-    with rumimm.open(path, w.header) as img:
-        np.testing.assert_array_equal(img[...], cube)
-        assert img.time_kind == "interval" and img.time[2] == (dt.date(2026, 2, 1), dt.date(2026, 3, 1))
-
-
 def test_spec_02_writes_the_fnuz_floats_that_spec_01_has_not(tmp_path, rng):
     arr = rng.integers(0, 100, (2, 9, 9)).astype(np.float32).astype(ml_dtypes.float8_e4m3fnuz)
     rumimm.write(tmp_path / "f.rumi", arr, tile=4, spec="0.2", descriptions=["a", "b"], time=["2026-01-01"])

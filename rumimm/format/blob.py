@@ -19,6 +19,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,6 +35,8 @@ from rumimm.format.packing import (  # noqa: F401
     residual_sum,
     residuals,
 )
+from rumimm.format.spec import V01, Spec, register_header_type
+from rumimm.format.tiff import build_prefix
 
 __all__ = [
     "BLOB_FIELDS",
@@ -179,8 +182,12 @@ class Header:
     count_min: int
     count_bits: int
 
-    #: The specification this blob follows (``format.v2.Header2`` says ``"0.2"``).
-    spec = "0.1"
+    #: The specification this blob follows (``format.v2.Header2``'s is ``spec.V02``).
+    format_spec: ClassVar[Spec] = V01
+    #: Its name, ``"0.1"`` (``"0.2"`` for a ``Header2``): the public report.
+    spec: ClassVar[str] = V01.name
+    #: Headers of recent blobs of this spec, by their bytes (reused by ``parse`` and ``from_layout``).
+    _recent_headers: ClassVar[RecentHeaders] = _recent
     #: Time steps: always one in spec 0.1.
     time_count = 1
 
@@ -219,6 +226,45 @@ class Header:
         _recent.keep(data, hdr)
         return hdr
 
+    @staticmethod
+    def blob_bytes(blob: Any) -> bytes:
+        """The bytes of a blob given as bytes or any buffer (TypeError for an int or a str)."""
+        return blob_bytes(blob)
+
+    @staticmethod
+    def build_blob(grid: Grid, enc: Encoding, counts: np.ndarray) -> bytes:
+        """The canonical blob of this spec (``build_header``)."""
+        return build_header(grid, enc, counts)
+
+    @staticmethod
+    def build_file_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
+                          matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes:
+        """Every byte of a file of this spec before frame 0 (``tiff.build_prefix``)."""
+        return build_prefix(grid, enc, offsets, counts, matrix, keys)
+
+    @classmethod
+    def from_layout(cls, blob: bytes, grid: Grid, enc: Encoding, counts: np.ndarray) -> Header:
+        """The header of a file whose IFD was walked and checked: its canonical ``blob`` (built from
+        the same ``grid``, ``enc`` and ``counts``), with the grid and counts kept rather than parsed back."""
+        known = cls._recent_headers.get(blob)
+        if known is not None:  # the same file walked again: its offsets are already made
+            return known
+        cmin = int(counts.min())
+        hdr = cls(blob=blob, image_width=grid.image_width, image_length=grid.image_length,
+                  tile_width=grid.tile_width, tile_length=grid.tile_length,
+                  samples_per_pixel=grid.samples_per_pixel, bits_per_sample=enc.bits_per_sample,
+                  sample_format=enc.sample_format, frame_unit=FrameUnit(grid.unit), count_min=cmin,
+                  count_bits=0 if int(counts.max()) == cmin else (int(counts.max()) - cmin).bit_length())
+        hdr._keep_layout(grid, enc, counts)
+        cls._recent_headers.keep(blob, hdr)
+        return hdr
+
+    def _keep_layout(self, grid: Grid, enc: Encoding, counts: np.ndarray) -> None:
+        """Cache what ``from_layout`` already knows (the dataclass is frozen: through ``__dict__``)."""
+        self.__dict__["grid"] = grid
+        self.__dict__["encoding"] = enc
+        self.__dict__["_residuals"] = counts - np.uint64(self.count_min)
+
     # -- derived layout -------------------------------------------------------
     @cached_property
     def grid(self) -> Grid:
@@ -232,6 +278,29 @@ class Header:
     @property
     def dtype(self) -> np.dtype:
         return self.encoding.dtype
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes of one decoded sample."""
+        return self.encoding.itemsize
+
+    @property
+    def frame_unit_name(self) -> str:
+        """``"tile"`` or ``"cell"``; a spec 0.2 header gives the decoded frame's axes (``"t b h w"``)."""
+        return self.frame_unit.name.lower()
+
+    @property
+    def interleaved(self) -> bool:
+        """Whether cells interleave bands per pixel: never in spec 0.1 (``Header2`` says for 0.2)."""
+        return False
+
+    @cached_property
+    def grid_rows(self) -> np.ndarray:
+        """The grid as one int64 (1, GRID_COLS) row, for the planning kernels (shared by every reader of it)."""
+        g = self.grid
+        row = np.array([[g.tile_length, g.tile_width, g.tiles_across, g.tiles_down, g.samples_per_pixel,
+                         int(g.unit == FrameUnit.CELL), g.image_length, g.image_width]], np.int64)
+        return row
 
     @property
     def shape(self) -> tuple[int, ...]:  # (B, Y, X); a 0.2 Header2 of several steps adds T first
@@ -465,3 +534,5 @@ def check_one(data: bytes) -> tuple[int, dict]:
             return COUNT_OVERFLOW, f
     return OK, f
 
+
+register_header_type(V01, Header)

@@ -203,8 +203,10 @@ def _table(spec: str) -> dict[tuple[int, int], Encoding]:
         raise ValueError(f"spec must be one of {', '.join(SPECS)}, got {spec!r}") from None
 
 
-def _in(spec: str) -> str:
-    return "" if spec == "0.1" else f" in spec {spec}"
+def spec_qualifier(spec: str) -> str:
+    """How a message names a spec's rules: the default (oldest) spec goes unnamed, another is `` in spec X``."""
+    return "" if spec == SPECS[0] else f" in spec {spec}"
+
 
 
 def encoding(sample_format: int, bits_per_sample: int, *, path: StrPath | None = None,
@@ -215,7 +217,7 @@ def encoding(sample_format: int, bits_per_sample: int, *, path: StrPath | None =
     except KeyError:
         raise FormatError(
             f"{where(path)}(sample_format, bits_per_sample) = ({sample_format}, {bits_per_sample}) "
-            f"is not a valid rumi sample encoding{_in(spec)}; see the spec's Sample encodings table"
+            f"is not a valid rumi sample encoding{spec_qualifier(spec)}; see the spec's Sample encodings table"
         ) from None
 
 
@@ -233,5 +235,5 @@ def encoding_for_dtype(dtype: DTypeLike, spec: str = "0.1") -> Encoding:
         enc = _BY_DTYPE[spec].get(dt)
     if enc is None:
         names = ", ".join(sorted(e.name for e in table.values()))
-        raise RumiError(f"dtype {dt} has no rumi sample encoding{_in(spec)}; expected one of: {names}")
+        raise RumiError(f"dtype {dt} has no rumi sample encoding{spec_qualifier(spec)}; expected one of: {names}")
     return enc

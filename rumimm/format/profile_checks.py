@@ -20,9 +20,10 @@ import numpy as np
 from rumimm.errors import BlobError, FormatError, where
 from rumimm.format import dtypes, units
 from rumimm.format.bigtiff import entry_offset, value_offset
-from rumimm.format.blob import Header, build_header
+from rumimm.format.blob import Header
 from rumimm.format.georef import Georef, parse_geokeys
 from rumimm.format.grid import IFD_END, FrameUnit, Grid, ceildiv
+from rumimm.format.spec import V01, V02, HeaderRecord, spec_of
 from rumimm.format.tiff import (
     FIXED_TAGS,
     OPENZL_FORMAT_VERSIONS,
@@ -37,7 +38,7 @@ from rumimm.format.tiff import (
     read_entries,
 )
 from rumimm.format.trailer import Trailer, parse_trailer
-from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, build_header2, parse_header
+from rumimm.format.v2 import Grid2, Header2, parse_header
 
 __all__ = [
     "Findings",
@@ -77,6 +78,8 @@ class Parsed:
     spec: str | None = None
     #: The file's canonical header blob, once the frame layout is sound.
     blob: bytes | None = None
+    #: The header record the walk made (``format.spec.Spec.header_of``), with ``blob``.
+    header: HeaderRecord | None = None
     georef: Georef | None = None
     #: Spec 0.2: the band texts and time coordinates.
     trailer: Trailer | None = None
@@ -129,26 +132,26 @@ def check_file(buf: FileBytes, size: int, f: Findings, rep: Parsed, tail: Tail |
     file's).  ``tail(end, grid)``: a spec 0.2 trailer's bytes when ``buf`` does not hold the
     whole object (None: not checked now).  What the frames hold is the reader's to check.
     """
-    if size >= 4 and bytes(buf[:4]) == FILE_MAGIC:
+    if size >= 4 and spec_of(bytes(buf[:4]), fallback=V01) is V02:  # anything else: 0.1's rules say what is wrong
         return _check_file_v2(buf, size, f, rep, tail)
-    rep.spec = "0.1"
+    rep.spec = V01.name
     check_bigtiff_header(buf, size, f)
     by_tag = check_ifd(buf, size, f)
     grid = check_image(by_tag, f)
     values = check_placement(buf, size, by_tag, grid, f)
     enc = check_sample_encoding(values, f)
     rep.georef = check_georeferencing(values, f)
-    rep.blob = build_header(grid, enc, check_frame_layout(size, values, grid, f))
+    _keep_header(rep, V01.header_of(grid, enc, check_frame_layout(size, values, grid, f)))
 
 
 def _check_file_v2(buf: FileBytes, size: int, f: Findings, rep: Parsed, tail: Tail | None = None) -> None:
     """Spec 0.2: the RUMI header, the 13-tag IFD, the frames, then the TAIL trailer."""
-    rep.spec = "0.2"
+    rep.spec = V02.name
     check_rumi_header(buf, size, f)
     by_tag = check_ifd(buf, size, f, PROFILE_V2)
     grid = check_image_v2(by_tag, f)
     values = check_placement(buf, size, by_tag, grid, f, PROFILE_V2)
-    enc = check_sample_encoding(values, f, spec="0.2")
+    enc = check_sample_encoding(values, f, spec=V02.name)
     rep.georef = check_georeferencing(values, f)
     counts = check_frame_layout(size, values, grid, f, trailer=True)
     end = grid.base_frame_offset + int(counts.sum())
@@ -158,7 +161,12 @@ def _check_file_v2(buf: FileBytes, size: int, f: Findings, rep: Parsed, tail: Ta
             rep.trailer = parse_trailer(data, grid.bands, grid.times)
         except FormatError as exc:
             f.add(str(exc), stop=True)
-    rep.blob = build_header2(grid, enc, counts)
+    _keep_header(rep, V02.header_of(grid, enc, counts))
+
+
+def _keep_header(rep: Parsed, hdr: HeaderRecord) -> None:
+    """The walk's header record (made from the IFD, not parsed back from a blob) and its canonical blob."""
+    rep.header, rep.blob = hdr, hdr.blob
 
 
 def check_rumi_header(buf: FileBytes, size: int, f: Findings) -> None:

@@ -17,6 +17,7 @@ import functools
 import struct
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from rumimm.format.dtypes import SPEC_ENCODINGS, Encoding, encoding
 from rumimm.format.georef import GEOREF_BYTES
 from rumimm.format.grid import FrameUnit, Grid, ceildiv
 from rumimm.format.packing import pack_residuals, residual_extent
+from rumimm.format.spec import V02, Spec, parse_any, register_header_type, spec_of
 from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefix, layout_ifd
 
 __all__ = [
@@ -72,12 +74,11 @@ _recent2 = RecentHeaders()
 
 
 def spec_of_file(head: bytes) -> str | None:
-    """``"0.2"`` for a file starting with ``RUMI``, ``"0.1"`` for a BigTIFF, else None."""
-    if head[:4] == FILE_MAGIC:
-        return "0.2"
-    if head[:4] == b"II\x2b\x00":
-        return "0.1"
-    return None
+    """``"0.2"`` for a file starting with ``RUMI``, ``"0.1"`` for a BigTIFF, else None (``spec.spec_of`` raises)."""
+    try:
+        return spec_of(head).name
+    except FormatError:
+        return None
 
 
 def base_frame_offset2(bands: int, n_frames: int) -> int:
@@ -220,7 +221,9 @@ class Header2(Header):
     time_count: int = 1
     layout: int = 0
 
-    spec = "0.2"
+    format_spec: ClassVar[Spec] = V02
+    spec: ClassVar[str] = V02.name
+    _recent_headers: ClassVar[RecentHeaders] = _recent2
 
     @classmethod
     def parse(cls, blob, *, path=None) -> Header2:
@@ -245,6 +248,36 @@ class Header2(Header):
         if f.get("residuals") is not None:
             hdr.__dict__["_residuals"] = f["residuals"]
         _recent2.keep(data, hdr)
+        return hdr
+
+    @staticmethod
+    def build_blob(grid: Grid, enc: Encoding, counts: np.ndarray) -> bytes:
+        """The canonical 0.2 blob (``build_header2``)."""
+        assert isinstance(grid, Grid2)
+        return build_header2(grid, enc, counts)
+
+    @staticmethod
+    def build_file_prefix(grid: Grid, enc: Encoding, offsets: np.ndarray, counts: np.ndarray,
+                          matrix: tuple[float, ...], keys: tuple[int, ...]) -> bytes:
+        """Every byte of a 0.2 file before frame 0 (``build_prefix2``)."""
+        assert isinstance(grid, Grid2)
+        return build_prefix2(grid, enc, offsets, counts, matrix, keys)
+
+    @classmethod
+    def from_layout(cls, blob: bytes, grid: Grid, enc: Encoding, counts: np.ndarray) -> Header2:
+        """The header of a 0.2 file whose IFD was walked and checked (see ``Header.from_layout``)."""
+        assert isinstance(grid, Grid2)
+        known = cls._recent_headers.get(blob)
+        if known is not None:
+            return known
+        cmin, cmax = int(counts.min()), int(counts.max())
+        hdr = cls(blob=blob, image_width=grid.image_width, image_length=grid.image_length,
+                  tile_width=grid.tile_width, tile_length=grid.tile_length, samples_per_pixel=grid.bands,
+                  bits_per_sample=enc.bits_per_sample, sample_format=enc.sample_format, frame_unit=grid.unit,
+                  count_min=cmin, count_bits=0 if cmax == cmin else (cmax - cmin).bit_length(),
+                  time_count=grid.times, layout=grid.layout)
+        hdr._keep_layout(grid, enc, counts)
+        cls._recent_headers.keep(blob, hdr)
         return hdr
 
     @cached_property
@@ -281,6 +314,16 @@ class Header2(Header):
     def layout_name(self) -> str:
         """The decoded frame's axes (rumi-eo's ``frame_layout``), e.g. ``"t b h w"``."""
         return units.unit_axes(self.layout, self.samples_per_pixel, self.time_count)
+
+    @property
+    def frame_unit_name(self) -> str:
+        """The decoded frame's axes, as ``layout_name``: what ``Image.frame_unit`` reports for spec 0.2."""
+        return self.layout_name
+
+    @property
+    def interleaved(self) -> bool:
+        """Whether cells interleave bands per pixel (``h w b`` and the like): placed by ``reader.layouts``."""
+        return units.interleaved(self.layout)
 
     def __repr__(self) -> str:
         shape = ", ".join(str(v) for v in self.shape)
@@ -332,7 +375,7 @@ def build_header2(grid: Grid2, enc: Encoding, counts) -> bytes:
     return head + pack_residuals(counts, cmin, bits).tobytes()
 
 
-def parse_header(blob, *, spec: str | None = None, path=None) -> Header:
+def parse_header(blob, *, spec=None, path=None) -> Header:
     """Parse and check a header blob of either rumi spec, without the file.
 
     Parameters
@@ -340,10 +383,11 @@ def parse_header(blob, *, spec: str | None = None, path=None) -> Header:
     blob : bytes or Header
         A spec 0.1.0 blob (28 bytes + packed frame sizes, what rumimm and rumi-eo 0.16
         write) or a spec 0.2 blob (32 bytes + packed sizes, rumi-eo 0.18 and later).
-    spec : {None, "0.1", "0.2"}
-        Which one it is.  Without it the blob must be valid as exactly one of them: the
-        length and the fields decide in practice (a 0.1 blob read as 0.2 takes its tile
-        size as the time count, a 0.2 blob read as 0.1 a zero tile length).
+    spec : {None, "0.1", "0.2"} or Spec
+        Which one it is (a name or a ``format.spec.Spec``).  Without it the blob must be
+        valid as exactly one of them: the length and the fields decide in practice (a 0.1
+        blob read as 0.2 takes its tile size as the time count, a 0.2 blob read as 0.1 a
+        zero tile length).
     path : str, optional
         Named in error messages.
 
@@ -366,32 +410,10 @@ def parse_header(blob, *, spec: str | None = None, path=None) -> Header:
     >>> hdr.spec, hdr.shape, hdr.n_frames             # doctest: +SKIP
     ('0.2', (3, 4, 2048, 2048), 16)
     """
-    if isinstance(blob, Header):
-        if spec is not None and blob.spec != spec:
-            raise BlobError(f"{where(path)}header blob is spec {blob.spec}, but spec {spec} was asked for")
-        return blob
-    if spec == "0.2":
-        return Header2.parse(blob, path=path)
-    if spec == "0.1":
-        return Header.parse(blob, path=path)
-    if spec is not None:
-        raise ValueError(f"spec must be '0.1' or '0.2', got {spec!r}")
-    data = blob_bytes(blob)
-    try:
-        v1 = Header.parse(data, path=path)
-    except BlobError as exc:
-        v1, err1 = None, exc
-    rule2, _ = check_blob2(data)
-    if v1 is not None and rule2 is None:
-        raise BlobError(f"{where(path)}header blob is valid as both spec 0.1 (28-byte header) and spec 0.2 "
-                        "(32-byte header); pass spec='0.1' or spec='0.2'")
-    if v1 is not None:
-        return v1
-    if rule2 is None:
-        return Header2.parse(data, path=path)
-    raise BlobError(f"{where(path)}header blob is neither spec 0.1 ({str(err1).removeprefix(where(path))}) "
-                    f"nor spec 0.2 ({rule2})")
+    return cast(Header, parse_any(blob, spec=spec, path=path))
 
+
+register_header_type(V02, Header2)
 
 # --------------------------------------------------------------------------- a blob against a file
 

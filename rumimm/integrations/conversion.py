@@ -46,7 +46,9 @@ def parse_times(texts) -> list | None:
 
 def rumi_target(source_spec: str, codec, spec) -> str:
     """The spec a rumi source is written in: ``spec``; else re-encoding keeps the spec, a copy goes to the other."""
-    return spec or (source_spec if codec else "0.2" if source_spec == "0.1" else "0.1")
+    from rumimm.format.spec import spec_named
+
+    return spec or (source_spec if codec else spec_named(source_spec).other.name)
 
 
 _TIME_HINT = "pass --time ISO (a date or datetime, or START/END for an interval), e.g. --time 2026-01-01"
@@ -74,10 +76,11 @@ def convert_any(source, dest, *, spec=None, codec=None, descriptions=None, times
     source_spec = found.spec if found is not None else remote_spec(source)
     time = parse_times(times)
     if source_spec is not None:
+        from rumimm.format.spec import spec_named
         from rumimm.writer.convert import convert
 
         target = rumi_target(source_spec, codec, spec)
-        if target == "0.2" and source_spec == "0.1" and time is None:
+        if spec_named(target).has_time and not spec_named(source_spec).has_time and time is None:
             raise RumiError(f"spec 0.2 labels every time step and a spec 0.1 file has none: {_TIME_HINT}")
         blob = convert(source, dest, spec=target, codec=codec, descriptions=descriptions, time=time,
                        progress=progress if codec else None)

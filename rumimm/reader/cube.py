@@ -15,7 +15,6 @@ import numpy as np
 
 from rumimm._deprecation import UNSET
 from rumimm.errors import RumiError, WindowError
-from rumimm.format import units
 from rumimm.format.georef import split_georef_block
 from rumimm.format.v2 import Grid2
 from rumimm.format.window import Run, select, window_bounds
@@ -81,14 +80,14 @@ def _unique(images):
 
 def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
     """Read runs ``y``, ``x`` shifted by (y0[n], x0[n]) of images[n] for every n into out4 (uint8 4-D)."""
-    if any(im.spec == "0.2" and units.interleaved(im.header.layout) for im in images):
+    if any(im.header.interleaved for im in images):
         # spec 0.2 cells interleaved per pixel (h w b, ...): each image places its own frames
         y0s, x0s = np.broadcast_to(y0, (len(images),)), np.broadcast_to(x0, (len(images),))
         runs = [(Run(int(y0s[n]) + y.start, y.step, y.count), Run(int(x0s[n]) + x.start, x.step, x.count))
                 for n in range(len(images))]
         raw = _fetch_interleaved(images, runs)
         for n, im in enumerate(images):
-            if im.spec == "0.2" and units.interleaved(im.header.layout):
+            if im.header.interleaved:
                 block = layouts.read_interleaved(frame_source(im), bands, *runs[n], None, raw.get(id(im)))
             else:
                 block = read_block(im, bands, *runs[n], None)
@@ -107,7 +106,7 @@ def _fetch_interleaved(images, runs) -> dict:
     together (one request per object and run of nearby frames, all in flight at once)."""
     wanted: dict = {}
     for im, (y, x) in zip(images, runs, strict=True):
-        if im.remote and im.spec == "0.2" and units.interleaved(im.header.layout):
+        if im.remote and im.header.interleaved:
             entry = wanted.setdefault(id(im), (im, set()))
             entry[1].update(layouts.interleaved_frames(im.header.grid, y, x))
     if not wanted:

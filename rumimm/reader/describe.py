@@ -39,7 +39,7 @@ def describe(path, header: bytes | None = None) -> dict:
                                        [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
         geo = g.epsg is not None
         out = {"path": img.path, **h.to_dict()}  # a URI without its query string
-        if img.spec == "0.2":
+        if h.format_spec.has_trailer:  # band texts and time
             whole = img.to_dict()
             out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])
         raw = h.time_count * h.samples_per_pixel * h.image_length * h.image_width * h.encoding.itemsize
@@ -93,7 +93,7 @@ def recognise_preset(frame: bytes, hdr) -> str | None:
 
     enc = hdr.encoding
     shape = hdr.grid.frame_shape(0)
-    samples = FrameDecoder().decode(frame, enc, math.prod(shape), components=hdr.spec == "0.2")
+    samples = FrameDecoder().decode(frame, enc, math.prod(shape), components=hdr.format_spec.components)
     samples = samples.view(enc.dtype).reshape(shape)
     version = frame_format_version(frame)
     for name, codec in PRESETS.items():

@@ -71,7 +71,7 @@ def check_header(fs: FrameSource, k: int, frame=None, nbytes: int | None = None)
     check_pinned(fs, k, frame)
     want = codec.zl.Type.Struct if fs.isz == 16 else codec.zl.Type.Numeric
     # spec 0.2 lets a complex128 frame hold its float64 components (Numeric, same bytes)
-    components = fs.isz == 16 and fs.header.spec == "0.2"
+    components = fs.header.format_spec.component_frames(fs.isz)
     if nbytes is None:
         nbytes = fs.grid.frame_samples(k) * fs.isz
     try:
@@ -125,7 +125,7 @@ def fallback_frames(sources, ks, owners) -> list[np.ndarray]:
         frame = fs.read_frame(k)
         check_pinned(fs, k, frame)
         try:
-            arr = dec.decode(frame, fs.enc, fs.grid.frame_samples(k), components=fs.header.spec == "0.2")
+            arr = dec.decode(frame, fs.enc, fs.grid.frame_samples(k), components=fs.header.format_spec.components)
         except CodecError as exc:
             msg = str(exc).removeprefix("frame ")
             raise CodecError(f"{fs.label(k)}: {msg}") from None

@@ -29,9 +29,10 @@ from rumimm._deprecation import UNSET, renamed, renamed_keyword
 from rumimm.errors import BlobError, FormatError, RumiError, WindowError, where
 from rumimm.format.blob import Header
 from rumimm.format.georef import GEOREF_BYTES, parse_geokeys, split_georef_block
+from rumimm.format.spec import V01, spec_named, spec_of
 from rumimm.format.tiff import check_blob_prefix
 from rumimm.format.trailer import Trailer, max_trailer_bytes, min_trailer_bytes, parse_trailer
-from rumimm.format.v2 import FILE_MAGIC, Grid2, Header2, check_blob_prefix2, parse_header
+from rumimm.format.v2 import Grid2, Header2, check_blob_prefix2, parse_header
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
@@ -54,7 +55,7 @@ _SOURCES: weakref.WeakKeyDictionary[Image, engine.FrameSource] = weakref.WeakKey
 def load_header(header, path, spec=None):
     """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file.
 
-    ``spec`` (``"0.1"``, ``"0.2"`` or None) is the file's specification, from its first bytes.
+    ``spec`` (a ``format.spec.Spec``, its name or None) is the file's specification, from its first bytes.
     """
     if header is None:
         return header
@@ -129,8 +130,7 @@ class Image(RasterioSurface):
         self._uri = path if remote else None
         self._storage_options = dict(storage_options) if storage_options else None
         self.path = public_name(path) if remote else os.fspath(path)
-        if spec not in (None, "0.1", "0.2"):
-            raise ValueError(f"spec must be '0.1' or '0.2', got {spec!r}")
+        want = None if spec is None else spec_named(spec, what="spec")
         cache: _cache.FrameCache | None
         if cache_bytes is None:
             cache, private = _cache.shared(), False
@@ -139,9 +139,9 @@ class Image(RasterioSurface):
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
         georef = None
         if remote:
-            file, hdr, magic0, trailer, georef = _open_remote(path, header, spec, self._storage_options)
+            file, hdr, magic0, trailer, georef = _open_remote(path, header, want, self._storage_options)
         else:
-            file, hdr, magic0, trailer = self._open_local(header, spec)
+            file, hdr, magic0, trailer = self._open_local(header, want)
         self._init(hdr, cache_bytes, verify)
         self._trailer = trailer
         if georef is not None:  # parsed from the first request of an open without a blob: no second request
@@ -152,22 +152,26 @@ class Image(RasterioSurface):
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
     def _open_local(self, header, want):
-        """(store, header, frame 0's magic, trailer or None) of a local file, checked as the docstring says."""
+        """(store, header, frame 0's magic, trailer or None) of a local file, checked as the docstring says.
+
+        The spec is chosen once, from the first bytes (anything but ``RUMI`` is checked as
+        0.1, whose rules name what is wrong); the header record comes from the blob given,
+        or from the one IFD walk.
+        """
         file = LocalStore(self.path)
         trailer = None
         try:
-            spec = "0.2" if bytes(file.read(0, 4)) == FILE_MAGIC else "0.1"
-            if want is not None and want != spec:
-                starts = "RUMI" if spec == "0.2" else "a BigTIFF header"
-                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with {starts}), "
-                                  f"but spec={want!r} was given")
+            spec = spec_of(bytes(file.read(0, 4)), fallback=V01)
+            if want is not None and want is not spec:
+                raise FormatError(f"{where(self.path)}file is rumi spec {spec} (it starts with {spec.starts_with}), "
+                                  f"but spec={want.name!r} was given")
             hdr = load_header(header, self.path, spec)
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)
-                hdr = parse_header(rep.blob, spec=spec, path=self.path)
+                hdr = rep.header
                 trailer = rep.trailer
                 magic0 = int.from_bytes(file.read(hdr.base_frame_offset, 4), "little")
-            elif spec == "0.2":
+            elif spec.has_trailer:
                 magic0, trailer = _check_blob2(file, hdr, self.path)
             else:
                 magic0 = _check_blob(file, hdr, self.path)
@@ -193,14 +197,31 @@ class Image(RasterioSurface):
         return None if self._storage_options is None else dict(self._storage_options)
 
     def _init(self, hdr: Header, cache_bytes, verify) -> None:
-        self._header = hdr
-        self._grid = hdr.grid
-        self._enc = hdr.encoding
-        self._dtype = self._enc.dtype
-        self._isz = self._enc.itemsize
-        self._shape = tuple(hdr.shape)  # (B, Y, X), or (T, B, Y, X) for a spec 0.2 file of several steps
+        self._header = hdr  # the one record of the file's header facts, shared with the FrameSource
         self._cache_arg = cache_bytes
         self._verify = bool(verify)
+
+    # the header's facts, read from the record rather than copied
+    @property
+    def _grid(self):
+        return self._header.grid
+
+    @property
+    def _enc(self):
+        return self._header.encoding
+
+    @property
+    def _dtype(self) -> np.dtype:
+        return self._header.encoding.dtype
+
+    @property
+    def _isz(self) -> int:
+        return self._header.encoding.itemsize
+
+    @property
+    def _shape(self) -> tuple[int, ...]:
+        """(B, Y, X), or (T, B, Y, X) for a spec 0.2 file of several steps."""
+        return self._header.shape
 
     # -- lifecycle ------------------------------------------------------------------
     def close(self) -> None:
@@ -234,7 +255,8 @@ class Image(RasterioSurface):
         self._storage_options = storage_options
         self.path = public_name(path) if remote else path
         self._init(parse_header(blob, spec=spec, path=path), cache_bytes, verify)
-        self._trailer = trailer if trailer is not None or spec != "0.2" else _PENDING  # a closed image fetches nothing
+        pending = trailer is None and self._header.format_spec.has_trailer
+        self._trailer = _PENDING if pending else trailer  # a closed image fetches nothing
         self._cache = self._finalizer = None
         self._token = 0
 
@@ -304,14 +326,12 @@ class Image(RasterioSurface):
     def frame_unit(self) -> str:
         """``"tile"`` (one band per frame) or ``"cell"`` (all bands per frame); spec 0.2 files
         give the decoded frame's axes instead, as rumi-eo's ``frame_layout`` (``"t b h w"``)."""
-        if isinstance(self._header, Header2):
-            return self._header.layout_name
-        return self._grid.unit.name.lower()
+        return self._header.frame_unit_name
 
     @property
     def spec(self) -> str:
         """The rumi specification the file follows: ``"0.1"`` or ``"0.2"``."""
-        return self._header.spec
+        return self._header.format_spec.name
 
     @property
     def time_count(self) -> int:
@@ -566,8 +586,7 @@ def _open_remote(uri: str, header, want, storage_options):
     object that small, the trailer.
     """
     name = public_name(uri)
-    spec = None if want is None else str(want)
-    hdr = load_header(header, name, spec)
+    hdr = load_header(header, name, want)
     if isinstance(hdr, Header2):
         store = RemoteStore(uri, storage_options, min_size=hdr.frames_end + min_trailer_bytes(hdr.samples_per_pixel))
         return store, hdr, None, _PENDING, None
@@ -575,10 +594,11 @@ def _open_remote(uri: str, header, want, storage_options):
         return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None, None, None
     store = RemoteStore(uri, storage_options)
     rep = inspect_store(store, strict=True)
-    if want is not None and rep.spec != want:
-        raise FormatError(f"{name}: the object is rumi spec {rep.spec}, but spec={want!r} was given")
-    hdr = parse_header(rep.blob, spec=rep.spec, path=name)
-    trailer = rep.trailer if rep.trailer is not None or rep.spec != "0.2" else _PENDING
+    hdr = rep.header
+    assert hdr is not None  # a strict inspection raises where it would leave none
+    if want is not None and hdr.format_spec is not want:
+        raise FormatError(f"{name}: the object is rumi spec {hdr.spec}, but spec={want.name!r} was given")
+    trailer = rep.trailer if rep.trailer is not None or not hdr.format_spec.has_trailer else _PENDING
     return store, hdr, None, trailer, rep.georef
 
 

@@ -44,7 +44,6 @@ class FrameSource:
     __slots__ = (
         "_addresses",
         "_checked",
-        "_grid_rows",
         "cache",
         "cell",
         "dtype",
@@ -78,19 +77,13 @@ class FrameSource:
         self.mask = (1 << enc.bits_per_sample) - 1 if enc.subbyte else 0xFF
         self.n_frames = g.n_frames
         self.cell = g.unit == FrameUnit.CELL
-        self._grid_rows = None
         self._addresses = None  # uint64 frame addresses in the mapping
         self._checked = None  # uint8 per frame: its OpenZL header was checked
 
     @property
     def grid_rows(self) -> np.ndarray:
         """The grid as one int64 (1, GRID_COLS) row, for the planning kernels."""
-        if self._grid_rows is None:
-            g = self.grid
-            self._grid_rows = np.array([[g.tile_length, g.tile_width, g.tiles_across, g.tiles_down,
-                                         g.samples_per_pixel, int(g.unit == FrameUnit.CELL),
-                                         g.image_length, g.image_width]], np.int64)
-        return self._grid_rows
+        return self.header.grid_rows  # made once per header record, shared by every source of it
 
     def live_store(self):
         """The store (``store.Store``); RumiError once the image is closed.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -32,9 +33,10 @@ from rumimm.format.profile_checks import (
     check_rumi_header,
     compare_header,
 )
+from rumimm.format.spec import V01, V02, Spec, spec_of
 from rumimm.format.tiff import PROFILE_V2
 from rumimm.format.trailer import Trailer, max_trailer_bytes
-from rumimm.format.v2 import FILE_MAGIC, Grid2, parse_header
+from rumimm.format.v2 import Grid2
 from rumimm.reader.remote import is_remote
 from rumimm.reader.store import LocalStore, open_store
 
@@ -51,9 +53,8 @@ __all__ = [
 
 
 #: What a Report's ``checked`` may list.
-CHECKED_PROFILE = "file profile: BigTIFF header, the one IFD, tag types, counts and values, frame layout"
-CHECKED_PROFILE_V2 = ("file profile (spec 0.2): RUMI header, the 13-tag IFD, tag types, counts and values, frame "
-                      "layout, trailer (band texts, time)")
+CHECKED_PROFILE = V01.checked_profile
+CHECKED_PROFILE_V2 = V02.checked_profile
 CHECKED_MAGIC = "frame magics: every frame starts with OpenZL's magic, one format version"
 CHECKED_HEADERS = "frame headers: one output of the sample type and the byte size of the frame's position"
 CHECKED_DECODE = "frame payloads: every frame decoded, checksums verified, type, element width and size checked"
@@ -95,9 +96,13 @@ class Report:
     def ok(self) -> bool:
         return not self.violations and not self.header_violations
 
+    #: The header record of ``blob``, made from the IFD walk (not parsed back from the blob).
+    header: Header | None = field(default=None, repr=False)
+
     @property
-    def header(self) -> Header | None:
-        return None if self.blob is None else parse_header(self.blob, spec=self.spec, path=self.path)
+    def format_spec(self) -> Spec | None:
+        """The spec object of ``spec`` (None when not even that is clear)."""
+        return None if self.header is None else self.header.format_spec
 
     def __str__(self) -> str:
         if self.ok:
@@ -174,7 +179,7 @@ def inspect_store(store, *, strict: bool, trailer: bool = False) -> Report:
     """
     head = np.frombuffer(store.read(0, PREFIX_BYTES), np.uint8)
     size = store.size
-    v2 = bytes(head[:4]) == FILE_MAGIC
+    v2 = spec_of(bytes(head[:4]), fallback=V01) is V02
     rep = Report(store.name)
     f = Findings(rep.path, strict)
     buf = head
@@ -276,14 +281,16 @@ def _check(buf, size: int, f: Findings, rep: Report, frames: str, tail=None) -> 
         check_file(buf, size, f, parsed, tail)
     finally:  # a check that stops keeps what those before it parsed
         rep.spec, rep.blob, rep.georef, rep.trailer = parsed.spec, parsed.blob, parsed.georef, parsed.trailer
+        rep.header = cast(Header, parsed.header)
     _check_frames(buf, f, rep, frames)
 
 
 def _check_frames(buf, f: Findings, rep: Report, frames: str) -> None:
     """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
-    hdr = parse_header(rep.blob, spec=rep.spec, path=rep.path)
+    hdr = rep.header
+    assert hdr is not None  # the walk made it
     offsets, counts, grid = hdr.frame_offsets[:-1], hdr.frame_byte_counts, hdr.grid
-    rep.checked.append(CHECKED_PROFILE_V2 if rep.spec == "0.2" else CHECKED_PROFILE)
+    rep.checked.append(hdr.format_spec.checked_profile)
     if frames in ("magic", "headers", "decode"):
         version = check_frame_magic(buf, offsets, counts, grid, f)
         if version is None:
@@ -303,7 +310,7 @@ def _check_frames(buf, f: Findings, rep: Report, frames: str) -> None:
         # a remote object: just these frames, in one call (a span each would be 32 MiB)
         sampled = buf.store.read_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
         rep.codecs, rep.readers = file_readers(sampled,
-                                               rep.spec or "0.1",
+                                               hdr.spec,
                                                [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks])
         rep.sampled_frames = tuple(ks)
 
@@ -349,7 +356,7 @@ def _check_frame_headers(buf, hdr: Header, f: Findings) -> None:
         label = f"frame {k} (row {row}, col {col}, band {band})"
         try:
             check_frame_header(buf[int(offs[k]):int(offs[k + 1])], hdr.encoding, grid.frame_samples(k), label=label,
-                               components=hdr.spec == "0.2")
+                               components=hdr.format_spec.components)
         except RumiError as exc:
             f.add(str(exc))
 
@@ -362,7 +369,7 @@ def _check_frame_decode(buf, hdr: Header, f: Findings) -> None:
     for k in range(hdr.n_frames):
         frame = np.asarray(buf[int(offs[k]) : int(offs[k + 1])])
         try:
-            dec.decode(frame, hdr.encoding, hdr.grid.frame_samples(k), index=k, components=hdr.spec == "0.2")
+            dec.decode(frame, hdr.encoding, hdr.grid.frame_samples(k), index=k, components=hdr.format_spec.components)
         except RumiError as exc:
             f.add(str(exc))
 

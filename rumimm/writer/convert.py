@@ -28,14 +28,11 @@ import numpy as np
 
 from rumimm._deprecation import UNSET, renamed_keyword
 from rumimm.errors import RumiError, where
-from rumimm.format import units
-from rumimm.format.blob import build_header
-from rumimm.format.dtypes import SPEC_ENCODINGS
 from rumimm.format.georef import split_georef_block
-from rumimm.format.grid import FrameUnit, Grid
-from rumimm.format.tiff import build_prefix
+from rumimm.format.grid import Grid
+from rumimm.format.spec import V02, Spec, spec_named
 from rumimm.format.trailer import build_trailer
-from rumimm.format.v2 import Grid2, build_header2, build_prefix2
+from rumimm.format.v2 import Grid2
 from rumimm.reader.remote import is_remote
 from rumimm.writer.args import resolve_descriptions, resolve_path, resolve_spec, resolve_time
 from rumimm.writer.atomic import AtomicFile
@@ -114,9 +111,11 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
     with Image(src_path, header, cache_bytes=0, storage_options=storage_options) as img:
         src_path = img.path  # a URI without its query string: what messages name
         hdr = img.header
-        spec = resolve_spec(spec if spec is not None else hdr.spec if codec is not None else "0.2")
+        src = hdr.format_spec
+        # re-encoding keeps the spec; copying frames defaults to the newer one
+        spec = spec_named(resolve_spec(spec if spec is not None else src.name if codec is not None else V02.name))
         enc = hdr.encoding
-        if (enc.sample_format, enc.bits_per_sample) not in SPEC_ENCODINGS[spec]:
+        if (enc.sample_format, enc.bits_per_sample) not in spec.encodings:
             raise RumiError(f"{where(src_path)}sample type {enc.name} has no encoding in rumi spec {spec}; "
                             "it cannot be converted")
         matrix, keys = _georef_values(img)
@@ -125,16 +124,14 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
         b, y, x = hdr.samples_per_pixel, hdr.image_length, hdr.image_width
         tw, tl = hdr.tile_width, hdr.tile_length
         grid: Grid  # a Grid2 for spec 0.2
-        if spec == "0.2":
-            texts = resolve_descriptions(descriptions if descriptions is not None else
-                                  (img.descriptions if hdr.spec == "0.2" else [f"band {i + 1}" for i in range(b)]), b)
-            if time is None and hdr.spec == "0.2":
+        if spec.has_time:
+            texts = resolve_descriptions(descriptions if descriptions is not None else src.band_texts(img), b)
+            if time is None and src.has_trailer:  # the source's own time coordinates
                 kind, seconds = img.trailer.kind, img.trailer.seconds
             else:
                 kind, seconds = resolve_time(time, hdr.time_count)
             trailer = build_trailer(texts, kind, seconds)
-            layout = hdr.layout if hdr.spec == "0.2" else (1 if hdr.frame_unit == FrameUnit.CELL and b > 1 else 0)
-            grid = Grid2.of(x, y, tw, tl, b, hdr.time_count, layout)
+            grid = Grid2.of(x, y, tw, tl, b, hdr.time_count, src.layout_number(hdr))
         else:
             if descriptions is not None or time is not None:
                 raise ValueError("spec 0.1 stores no band texts or time; leave descriptions and time unset")
@@ -143,8 +140,7 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
                                 "image, so only files of one step convert to it")
             trailer = b""
             # 0.2 units 0/1/2 of one step: tile frames, or cells (b h w; h w b is made planar below)
-            unit = hdr.frame_unit if hdr.spec == "0.1" else FrameUnit.TILE if hdr.layout == 0 else FrameUnit.CELL
-            grid = Grid(x, y, tw, tl, b, unit)
+            grid = Grid(x, y, tw, tl, b, src.planar_unit(hdr))
         recode = _recode_plan(hdr, spec)
         src = frame_source(img)
         file = src.live_store()
@@ -164,12 +160,8 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
             offsets[0] = grid.base_frame_offset
             np.cumsum(counts[:-1], out=offsets[1:])
             offsets[1:] += np.uint64(grid.base_frame_offset)
-            if isinstance(grid, Grid2):  # spec 0.2
-                prefix = build_prefix2(grid, enc, offsets, counts, matrix, keys)
-                blob = build_header2(grid, enc, counts)
-            else:
-                prefix = build_prefix(grid, enc, offsets, counts, matrix, keys)
-                blob = build_header(grid, enc, counts)
+            prefix = spec.build_prefix(grid, enc, offsets, counts, matrix, keys)
+            blob = spec.build_header(grid, enc, counts)
             fh.seek(0)
             fh.write(prefix)
             out.commit()
@@ -187,20 +179,18 @@ def _georef_values(img) -> tuple[tuple[float, ...], tuple[int, ...]]:
     return tuple(float(v) for v in matrix), tuple(int(v) for v in keys)
 
 
-def _reencode(img, dest: str, spec: str, codec, georef, descriptions, time, threads, progress) -> bytes:
+def _reencode(img, dest: str, spec: Spec, codec, georef, descriptions, time, threads, progress) -> bytes:
     """Decode ``img`` one row of tiles at a time and write it to ``dest`` with ``codec`` (a Writer does the rest)."""
     from rumimm.writer.writer import Writer
 
     hdr = img.header
-    b, steps = hdr.samples_per_pixel, hdr.time_count
+    steps = hdr.time_count
     shape = img.shape
-    if spec == "0.2":
-        # the source's planar unit; an interleaved one (read, never written) becomes its planar cell
-        unit = ("tile" if hdr.frame_unit == FrameUnit.TILE else "cell") if hdr.spec == "0.1" else \
-            ("cell" if units.interleaved(hdr.layout) else int(hdr.layout))
-        texts = descriptions if descriptions is not None else (img.descriptions if hdr.spec == "0.2"
-                                                 else [f"band {i + 1}" for i in range(b)])
-        when = time if time is not None or hdr.spec == "0.1" else img.time
+    src = hdr.format_spec
+    unit = spec.writer_unit(hdr)
+    if spec.has_time:
+        texts = descriptions if descriptions is not None else src.band_texts(img)
+        when = time if time is not None else src.time_of(img)
         extra = {"descriptions": texts, "time": when}
     else:
         if descriptions is not None or time is not None:
@@ -209,12 +199,10 @@ def _reencode(img, dest: str, spec: str, codec, georef, descriptions, time, thre
             raise RumiError(f"{where(img.path)}has {steps} time steps; spec 0.1 holds one (B, Y, X) image, so only "
                             "files of one step convert to it")
         shape = shape[-3:]
-        unit = ("tile" if hdr.frame_unit == FrameUnit.TILE else "cell") if hdr.spec == "0.1" else \
-            ("tile" if hdr.layout == 0 else "cell")
         extra = {}
     meta = img.metadata
     with Writer(dest, shape, img.dtype, tile=img.tile, unit=unit, codec=codec, georef=georef, threads=threads,
-                progress=progress, metadata=None if meta.is_empty() else meta, spec=spec, **extra) as w:
+                progress=progress, metadata=None if meta.is_empty() else meta, spec=spec.name, **extra) as w:
         for r in range(w.rows):
             y0, y1 = w.row_span(r)
             block = img[:, :, y0:y1, :] if len(img.shape) == 4 else img[:, y0:y1, :]
@@ -226,15 +214,15 @@ def _reencode(img, dest: str, spec: str, codec, georef, descriptions, time, thre
     return w.header
 
 
-def _recode_plan(hdr, spec: str):
+def _recode_plan(hdr, spec: Spec):
     """None when every frame keeps its bytes, else a function writing re-encoded frames (returns their sizes).
 
     Complex128 frames change representation between the specs (0.1 structs, 0.2 float64
     components), and interleaved 0.2 cells become planar 0.1 cells.
     """
     complex128 = hdr.encoding.itemsize == 16
-    interleaved = hdr.spec == "0.2" and units.interleaved(hdr.layout) and spec == "0.1"
-    if not (complex128 and hdr.spec != spec) and not interleaved:
+    interleaved = hdr.interleaved and not spec.has_time  # spec 0.1 has no interleaved layout
+    if not (complex128 and hdr.format_spec.components != spec.components) and not interleaved:
         return None
 
     def recode(img, fh) -> np.ndarray:
@@ -243,7 +231,7 @@ def _recode_plan(hdr, spec: str):
         from rumimm.reader.layouts import frame_planes
 
         enc = hdr.encoding
-        to_components = spec == "0.2" and complex128
+        to_components = spec.component_frames(enc.itemsize)
         encoder = FrameEncoder(None, np.float64 if to_components else enc.dtype)
         counts = np.empty(hdr.n_frames, np.uint64)
         for k in range(hdr.n_frames):

@@ -30,11 +30,10 @@ import numpy as np
 
 from rumimm._deprecation import UNSET, renamed_keyword
 from rumimm.errors import RumiError, RumiWarning, where
-from rumimm.format.blob import build_header
 from rumimm.format.grid import FrameUnit, Grid, frame_unit
-from rumimm.format.tiff import build_prefix
+from rumimm.format.spec import spec_named
 from rumimm.format.trailer import build_trailer
-from rumimm.format.v2 import Grid2, build_header2, build_prefix2
+from rumimm.format.v2 import Grid2
 from rumimm.writer import encode_pool
 from rumimm.writer.args import (
     check_frame_size,
@@ -229,9 +228,10 @@ class Writer:
         spec = renamed_keyword("Writer", "format", "spec", format, spec)
         descriptions = renamed_keyword("Writer", "bands", "descriptions", bands, descriptions)
         self.path = resolve_path(path)
-        self.spec = resolve_spec(spec)
+        self._spec = spec_obj = spec_named(resolve_spec(spec))
+        self.spec = spec_obj.name
         self._trailer = b""
-        if self.spec == "0.2":
+        if spec_obj.has_time:
             steps, b, y, x = resolve_shape2(shape)
             self._user_shape = (b, y, x) if len(tuple(shape)) < 4 else (steps, b, y, x)
             layout = resolve_layout(unit, b, steps)
@@ -246,7 +246,7 @@ class Writer:
             self._user_shape = (b, y, x)
         self.enc = resolve_encoding(dtype, self.spec)
         tl, tw = resolve_tile(tile)
-        if self.spec == "0.2":
+        if spec_obj.has_time:
             self.grid = Grid2.of(x, y, tw, tl, b, steps, layout)
             self.unit = self.grid.unit
         else:
@@ -262,13 +262,13 @@ class Writer:
         else:
             self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
         self.metadata = resolve_metadata(metadata, b, self.enc.dtype)
-        self.codec = resolve_codec(codec, self.enc if not (self.spec == "0.2" and self.enc.itemsize == 16)
-                                   else resolve_encoding(np.float64), spec=self.spec)
+        # complex128 frames of spec 0.2 hold float64 components: rumi-eo reads them so
+        components = spec_obj.component_frames(self.enc.itemsize)
+        self.codec = resolve_codec(codec, resolve_encoding(np.float64) if components else self.enc, spec=self.spec)
         self.format_version = resolve_format_version(frame_format_version)
         self.threads = resolve_threads(threads)
         self.verify = bool(verify)
         # the encoder this process compresses with; building it checks the codec and version
-        components = self.spec == "0.2" and self.enc.itemsize == 16  # complex128: rumi-eo reads float64 parts
         self._job = FrameJob(JobArgs(self.codec, self.enc, self.format_version, self.verify, self.grid.n_frames,
                                      components))
         self._progress = Progress(progress, self.grid.tiles_down, desc="write", unit="row")
@@ -392,12 +392,8 @@ class Writer:
             offsets[0] = self.grid.base_frame_offset
             np.cumsum(self.counts[:-1], out=offsets[1:])
             offsets[1:] += np.uint64(self.grid.base_frame_offset)
-            if self.spec == "0.2":
-                prefix = build_prefix2(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
-                blob = build_header2(self.grid, self.enc, self.counts)
-            else:
-                prefix = build_prefix(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
-                blob = build_header(self.grid, self.enc, self.counts)
+            prefix = self._spec.build_prefix(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
+            blob = self._spec.build_header(self.grid, self.enc, self.counts)
             fh = self._file.fh
             end = self.grid.base_frame_offset + int(self.counts.sum())
             if self._next_frame != self.grid.n_frames or fh.tell() != end:

@@ -217,6 +217,7 @@ def frame(data: bytes) -> None:
     from rumimm.codec import readers as codec_readers
     from rumimm.errors import CodecError
     from rumimm.format.dtypes import ENCODINGS
+    from rumimm.format.spec import spec_named
     from rumimm.reader import frame_checks
 
     r = Reader(data)
@@ -235,7 +236,8 @@ def frame(data: bytes) -> None:
         passed = False
     arr = np.frombuffer(body, np.uint8)
     fs = SimpleNamespace(header_checked=np.zeros(1, np.uint8), magic0=None, isz=isz, enc=enc,
-                         header=SimpleNamespace(spec=spec), grid=SimpleNamespace(frame_samples=lambda k: n_samples),
+                         header=SimpleNamespace(spec=spec, format_spec=spec_named(spec)),
+                         grid=SimpleNamespace(frame_samples=lambda k: n_samples),
                          label=lambda k: "fuzz: frame 0", read_frame=lambda k: arr)
     try:
         frame_checks.check_header(fs, 0, arr)
