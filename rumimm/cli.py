@@ -428,11 +428,11 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 
 def _rumi_spec(path: str) -> str | None:
     """``"0.1"`` or ``"0.2"`` when ``path`` is a rumi file or a remote URI of one, else None (a GeoTIFF, or no file)."""
-    from rumimm.reader.remote import is_remote
+    from rumimm.store.uri import is_remote
 
     if is_remote(path):
         from rumimm.format.v2 import spec_of_file
-        from rumimm.reader.store import open_store
+        from rumimm.store import open_store
 
         store = open_store(path)
         try:

@@ -186,7 +186,7 @@ def _frame_chunks(images, leading) -> dict:
 
 def _local_abspath(item):
     """A local path made absolute (a Dask worker unpickling the image may run elsewhere); a URI as is."""
-    from rumimm.reader.remote import is_remote
+    from rumimm.store.uri import is_remote
 
     return item if is_remote(item) else os.path.abspath(item)
 

@@ -42,7 +42,8 @@ def read_metadata(path: str, count: int, blob: bytes) -> Metadata:
 
 def read_remote_metadata(uri: str, storage_options, count: int, blob: bytes) -> Metadata:
     """:func:`read_metadata` of a remote file: its sidecar object, one ranged GET; 404 is no sidecar."""
-    from rumimm.reader.remote import RemoteError, RemoteStore, public_name, sibling
+    from rumimm.store import RemoteError, RemoteStore
+    from rumimm.store.uri import public_name, sibling
 
     side = sibling(uri, SUFFIX)
     name = public_name(side)

@@ -35,9 +35,9 @@ from rumimm.format.grid import FrameUnit, Grid
 from rumimm.format.tiff import build_prefix
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2, build_header2, build_prefix2
-from rumimm.reader.remote import is_remote
+from rumimm.store import open_writer
+from rumimm.store.uri import is_remote
 from rumimm.writer.args import resolve_bands, resolve_path, resolve_spec, resolve_time
-from rumimm.writer.atomic import AtomicFile
 
 __all__ = ["convert"]
 
@@ -144,9 +144,9 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
         src = img._open_source()
         file = src.live_store()
         counts = np.array(hdr.counts, dtype=np.uint64)
-        out = AtomicFile(dest)
+        out = open_writer(dest)
         try:
-            fh = out.fh
+            fh = out
             fh.seek(grid.base_frame_offset)
             if recode is None:  # the frames as they are, in chunks
                 start, end = hdr.base_frame_offset, hdr.offset(hdr.n_frames)
@@ -169,7 +169,7 @@ def convert(source, dest, *, format=None, codec=None, bands=None, time=None, hea
             fh.write(prefix)
             out.commit()
         except BaseException:
-            out.discard()
+            out.abort()
             raise
     return blob
 
