@@ -37,7 +37,7 @@ import numpy as np
 from rumimm.format.window import Run, segments
 from rumimm.reader import jit as _jit
 from rumimm.reader.planner import check_new, finish, plan_frames, uncached
-from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, frame_bytes
+from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, frame_buffers, frame_bytes
 
 __all__ = [
     "PARALLEL_MIN_BYTES",
@@ -191,7 +191,9 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
                 chunks = 1
             chunks = min(chunks, useful) if chunks > 1 else 1
         need = np.zeros(n, np.uint8)
-        raw = {}  # the new frames' bytes (views into mappings, fetched buffers), alive until the kernels return
+        raw: dict = {}  # the new frames' bytes (views into mappings, fetched buffers), alive until the kernels return
+        src = np.zeros(n, np.uint64)  # where each new frame's bytes are, and how many (0: cached, or decoded already)
+        size = np.zeros(n, np.uint64)
         if missing and not _NATIVE:
             from rumimm.reader.frame_checks import fallback_frames
 
@@ -199,13 +201,14 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
             for g, frame in zip(missing, decoded, strict=True):
                 batch.decoded[g][:] = frame
         elif missing:
-            raw = frame_bytes(sources, owners, frames, missing)
+            raw, order, addresses, nbytes = frame_buffers(sources, owners, frames, missing)
+            src[order] = addresses
+            size[order] = nbytes
             check_new(batch, raw)
             need[missing] = 1
         addresses = np.array(batch.addresses, np.uint64)
         if missing and _NATIVE and not batch.store:
             addresses[missing] = 0  # the kernels decode into their thread's scratch slot
-        src, size = _buffer_table(n, raw)
         fidx = np.arange(n, dtype=np.int64)
         status = np.zeros(n, np.int64)
         fs0 = sources[0]
@@ -224,18 +227,6 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
             _threads.release_parallel()
     finish(batch, bad, int(status[bad]) if bad >= 0 else 0)
     del raw
-
-
-def _buffer_table(n: int, raw: dict):
-    """(addresses, byte counts) of each group's compressed bytes for the kernels (0 for groups not decoded
-    from bytes: cached, or decoded by the openzl.ext fallback); ``raw`` keeps the buffers alive."""
-    src = np.zeros(n, np.uint64)
-    size = np.zeros(n, np.uint64)
-    if raw:
-        gs = list(raw)
-        src[gs] = [buf.__array_interface__["data"][0] for buf in raw.values()]
-        size[gs] = [buf.shape[0] for buf in raw.values()]
-    return src, size
 
 
 def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarray:

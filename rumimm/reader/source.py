@@ -17,9 +17,10 @@ import numpy as np
 
 from rumimm.errors import RumiError, where
 from rumimm.format.grid import FrameUnit
-from rumimm.store import get_ranges_many
+from rumimm.store import buffer_addresses, get_ranges_many
 
-__all__ = ["PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES", "FrameSource", "align", "frame_bytes", "thread_scratch"]
+__all__ = ["PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES", "FrameSource", "align", "frame_buffers", "frame_bytes",
+           "thread_scratch"]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
 PARALLEL_MIN_BYTES = 1 << 20
@@ -133,14 +134,30 @@ def frame_bytes(sources, owners, frames, groups) -> dict:
     (``store.get_ranges_many``): views into a local file's mapping, the answers of a
     remote object's merged requests.
     """
+    return frame_buffers(sources, owners, frames, groups)[0]
+
+
+def frame_buffers(sources, owners, frames, groups):
+    """:func:`frame_bytes`, with the groups in the order got, and their bytes' addresses and sizes (uint64)
+    for the kernels."""
     per: dict = {}
     for g in groups:
         per.setdefault(owners[g], []).append(g)
     if not per:
-        return {}
-    requests = [(sources[o].live_store(), [sources[o].frame_range(frames[g]) for g in gs]) for o, gs in per.items()]
+        return {}, [], np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    requests, sizes = [], []
+    for o, gs in per.items():
+        fs = sources[o]
+        off = fs.header.offsets
+        ks = np.array([frames[g] for g in gs], np.int64)
+        starts, counts = off[ks], off[ks + 1] - off[ks]
+        sizes.append(counts)
+        requests.append((fs.live_store(), list(zip(starts.tolist(), counts.tolist(), strict=True))))
     got = get_ranges_many(requests)
-    return {g: raw for gs, raws in zip(per.values(), got, strict=True) for g, raw in zip(gs, raws, strict=True)}
+    order = [g for gs in per.values() for g in gs]
+    raw = {g: buf for gs, bufs in zip(per.values(), got, strict=True) for g, buf in zip(gs, bufs, strict=True)}
+    addresses = np.concatenate([buffer_addresses(bufs) for bufs in got]).astype(np.uint64, copy=False)
+    return raw, order, addresses, np.concatenate(sizes).astype(np.uint64, copy=False)
 
 
 def thread_scratch(nbytes: int) -> tuple[np.ndarray, int]:

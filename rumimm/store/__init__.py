@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 
 from rumimm.errors import RumiError
-from rumimm.store.base import Pending, Store, StoreWriter, get_ranges_many
+from rumimm.store.base import Buffers, Pending, Store, StoreWriter, buffer_addresses, get_ranges_many
 from rumimm.store.failures import RemoteError
 from rumimm.store.local import LocalStore, LocalWriter
 from rumimm.store.remote import RemoteStore
 from rumimm.store.uri import is_remote, public_name
 
 __all__ = [
+    "Buffers",
     "LocalStore",
     "LocalWriter",
     "Pending",
@@ -28,6 +29,7 @@ __all__ = [
     "RemoteStore",
     "Store",
     "StoreWriter",
+    "buffer_addresses",
     "get_ranges_many",
     "is_remote",
     "open_store",

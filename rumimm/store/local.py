@@ -37,7 +37,7 @@ import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
 from rumimm.store.atomic import AtomicFile
-from rumimm.store.base import Store, StoreWriter
+from rumimm.store.base import Buffers, Store, StoreWriter
 
 __all__ = ["LocalStore", "LocalWriter"]
 
@@ -142,14 +142,17 @@ class LocalStore(Store):
         """Each range's bytes: views into the mapping, or with ``scratch``, one ``pread`` per range into it."""
         if scratch is None:
             buf = self.mapping()
-            out = []
-            for o, n in ranges:
-                o, n = _check_range(o, n, self.path)
-                if o + n > self._size:
-                    raise FormatError(f"{where(self.path)}bytes {o}..{o + n} are past the end of the file "
-                                      f"({self._size} bytes); the header does not match the file")
-                out.append(buf[o:o + n])
-            return out
+            spans = np.asarray(ranges, np.int64).reshape(-1, 2)
+            if spans.shape[0] and (spans.min() < 0 or int((spans[:, 0] + spans[:, 1]).max()) > self._size):
+                for o, n in ranges:  # the first bad range, named
+                    o, n = _check_range(o, n, self.path)
+                    if o + n > self._size:
+                        raise FormatError(f"{where(self.path)}bytes {o}..{o + n} are past the end of the file "
+                                          f"({self._size} bytes); the header does not match the file")
+            starts = spans[:, 0]
+            views = Buffers(buf[o:o + n] for o, n in zip(starts.tolist(), spans[:, 1].tolist(), strict=True))
+            views.addresses = starts.astype(np.uint64) + np.uint64(buf.__array_interface__["data"][0])
+            return views
         out, at = [], 0
         for o, n in ranges:
             o, n = _check_range(o, n, self.path)
