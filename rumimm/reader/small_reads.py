@@ -146,12 +146,18 @@ def _frame_bytes(fs: FrameSource, store, frames: list[int], missing: list[int], 
     for a few frames than faulting in a fresh mapping) or hand out its own (a remote
     object: one round of merged, concurrent requests).
     """
-    out = {} if given is None else {g: given[frames[g]] for g in missing if frames[g] in given}
-    lacking = [g for g in missing if g not in out]
+    if given is None:
+        out: dict = {}
+        lacking = missing
+    else:
+        out = {g: given[frames[g]] for g in missing if frames[g] in given}
+        lacking = [g for g in missing if g not in out]
     if lacking:
         ranges = [fs.frame_range(frames[g]) for g in lacking]
-        bufs = store.get_ranges(ranges, scratch=_raw_buffer(sum(n for _, n in ranges)))
-        out.update(zip(lacking, bufs, strict=True))
+        total = 0
+        for _, n in ranges:
+            total += n
+        out.update(zip(lacking, store.get_ranges(ranges, scratch=_raw_buffer(total)), strict=True))
     return out
 
 
