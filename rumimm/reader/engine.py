@@ -164,7 +164,8 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
     ``group``, entries of one frame are gathered first, so a frame several entries
     need decodes once; without it the entries must be one per frame, of sources[0].
     The planner (``reader.planner``) splits the frames into cached and new ones and
-    hands out buffers; the kernels decode the new ones straight from the mappings.
+    hands out buffers; the kernels decode the new ones straight from the bytes the stores
+    give (``source.frame_buffers``: views into local mappings, fetched buffers).
     """
     if K is None:
         load()
