@@ -361,6 +361,114 @@ class FakeGCS:
             self.proc.kill()
 
 
+class Azurite:
+    """Azurite, Microsoft's Azure Storage emulator (its blob service), on 127.0.0.1, a free port, data in
+    ``workdir``; ``az://`` reads through obstore's Azure client in emulator mode (``options``, and
+    ``AZURITE_BLOB_STORAGE_URL`` in ``env``).
+
+    The program comes from ``.ci/node`` (``npm ci --prefix .ci/node``, pinned there) or the PATH;
+    :func:`azurite_program` says where, or None.  Containers are made with one request signed with
+    the emulator's well-known account key (``put``); blobs are written through obstore.
+    """
+
+    ACCOUNT = "devstoreaccount1"
+    KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+    def __init__(self, workdir):
+        import subprocess
+
+        program = azurite_program()
+        if program is None:
+            raise RuntimeError("azurite-blob is not installed (npm ci --prefix .ci/node)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [program, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(workdir), "--silent",
+             "--skipApiVersionCheck", "--disableTelemetry"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.env = {"AZURITE_BLOB_STORAGE_URL": self.url}
+        self.options = {"use_emulator": True, "allow_http": True}
+        self.containers: set[str] = set()
+        self._wait()
+
+    def _wait(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", int(self.url.rsplit(":", 1)[1])), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("Azurite did not start") from None
+                time.sleep(0.1)
+
+    def _make_container(self, container: str) -> None:
+        import base64
+        import email.utils
+        import hashlib
+        import hmac
+        import urllib.error
+        import urllib.request
+
+        headers = {"x-ms-date": email.utils.formatdate(usegmt=True), "x-ms-version": "2021-08-06",
+                   "Content-Length": "0", "Content-Type": "application/octet-stream"}
+        canonical = "".join(f"{k}:{v}\n" for k, v in sorted(headers.items()) if k.startswith("x-ms-"))
+        to_sign = ("PUT\n\n\n\n\napplication/octet-stream\n\n\n\n\n\n\n" + canonical
+                   + f"/{self.ACCOUNT}/{self.ACCOUNT}/{container}\nrestype:container")
+        sig = base64.b64encode(hmac.new(base64.b64decode(self.KEY), to_sign.encode(), hashlib.sha256).digest())
+        req = urllib.request.Request(f"{self.url}/{self.ACCOUNT}/{container}?restype=container", method="PUT",
+                                     data=b"", headers={**headers, "Authorization": f"SharedKey {self.ACCOUNT}:"
+                                                                                    f"{sig.decode()}"})
+        try:
+            urllib.request.urlopen(req, timeout=10).close()
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:  # 409: the container exists
+                raise
+        self.containers.add(container)
+
+    def put(self, container: str, name: str, data: bytes) -> str:
+        """Store ``data`` as ``az://container/name`` (the container made on first use); its URI."""
+        import os
+
+        import obstore
+        from obstore.store import AzureStore
+
+        if container not in self.containers:
+            self._make_container(container)
+        old = os.environ.get("AZURITE_BLOB_STORAGE_URL")
+        os.environ["AZURITE_BLOB_STORAGE_URL"] = self.url
+        try:
+            client = AzureStore(container, use_emulator=True, client_options={"allow_http": True})
+            obstore.put(client, name, data)
+        finally:
+            if old is None:
+                del os.environ["AZURITE_BLOB_STORAGE_URL"]
+            else:
+                os.environ["AZURITE_BLOB_STORAGE_URL"] = old
+        return f"az://{container}/{name}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except Exception:
+            self.proc.kill()
+
+
+def azurite_program() -> str | None:
+    """The ``azurite-blob`` program: the repository's (``.ci/node``), else one on the PATH, else None."""
+    import os
+    import shutil
+
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".ci", "node", "node_modules",
+                        ".bin", "azurite-blob")
+    if os.access(here, os.X_OK) and shutil.which("node"):
+        return here
+    return shutil.which("azurite-blob")
+
+
 def main(argv=None) -> None:
     """Serve every file under a folder from memory on 127.0.0.1; print the URL; run until stdin closes."""
     import os

@@ -3,8 +3,11 @@
 Read from the source with ``ast`` (function-level imports count too), so a lazy import
 cannot hide a dependency.  The order, lowest first::
 
-    base (errors, _env, _version, _typing, progress) < format < codec < kernels < reader < writer < integrations
-    < top (cli, demo, synthetic, torchgeo, rumimm)
+    base (errors, _env, _version, _typing, _deprecation, progress) < store < format < codec < kernels < reader < writer
+    < integrations < top (cli, demo, synthetic, torchgeo, rumimm)
+
+``store`` (where a file's bytes live: local files, remote objects, atomic writes) needs only
+``base``; within the reader, the executors get frame bytes only through ``Store.get_ranges``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pathlib
 import pytest
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
-LAYERS = ["base", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
+LAYERS = ["base", "store", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
 BASE = {"rumimm.errors", "rumimm._deprecation", "rumimm._env", "rumimm._version", "rumimm._typing", "rumimm.progress"}
 TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__", "rumimm.torchgeo"}
 ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
@@ -209,4 +212,28 @@ def test_format_reads_and_writes_no_file():
         found += [f"{mod} imports {target}" for target, _ in imports(mod) if target.split(".")[0] in IO_MODULES]
         found += [f"{mod}:{node.lineno} calls open" for node in ast.walk(_tree(mod))
                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"]
+    assert not found, found
+
+
+#: The planner and its executors: frame bytes reach them only through ``Store.get_ranges``.
+EXECUTORS = ["rumimm.reader.source", "rumimm.reader.planner", "rumimm.reader.engine", "rumimm.reader.small_reads",
+             "rumimm.reader.frame_checks", "rumimm.reader.layouts", "rumimm.reader.cube"]
+#: What would let an executor tell stores apart or reach past get_ranges.
+STORE_SPECIFIC = {"mapping", "read_into", "read_ranges", "remote", "frame_addresses", "LocalStore", "RemoteStore",
+                  "RemoteError", "is_remote"}
+
+
+@pytest.mark.parametrize("mod", EXECUTORS)
+def test_executors_get_frame_bytes_only_through_get_ranges(mod):
+    names = {n.attr for n in ast.walk(_tree(mod)) if isinstance(n, ast.Attribute)}
+    names |= {n.id for n in ast.walk(_tree(mod)) if isinstance(n, ast.Name)}
+    names |= {a for _, taken in imports(mod) for a in taken}
+    assert not names & STORE_SPECIFIC, f"{mod} uses {sorted(names & STORE_SPECIFIC)}"
+    stores = [t for t, _ in imports(mod) if t.startswith("rumimm.store")]
+    assert set(stores) <= {"rumimm.store"}, f"{mod} imports {stores}; executors take rumimm.store's interface only"
+
+
+def test_the_store_package_imports_only_base_modules():
+    found = [f"{mod} imports {t}" for mod in MODULES if layer(mod) == "store"
+             for t, _ in internal_edges(mod) if layer(t) not in ("base", "store")]
     assert not found, found

@@ -968,7 +968,7 @@ _FORK_WHILE_MAPPING = r"""
 import os, signal, sys, threading, time
 import numpy as np
 import rumimm
-from rumimm.reader import store as mapped
+from rumimm.store import local as mapped
 path, blob = sys.argv[1], bytes.fromhex(sys.argv[2])
 slow = mapped._mmap
 def _slow_mmap(*args, **kw):

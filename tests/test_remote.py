@@ -17,8 +17,8 @@ from conftest import moto_object, remote_batch, write_scenes
 
 import rumimm
 from rumimm.errors import FormatError, RumiError
-from rumimm.reader.remote import RemoteError
 from rumimm.reader.validate import CHECKED_HEADERS, CHECKED_MAGIC, CHECKED_PROFILE, PREFIX_BYTES
+from rumimm.store import RemoteError
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
 

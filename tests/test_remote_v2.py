@@ -147,7 +147,8 @@ def test_read_batch_of_02_files_fetches_one_request_per_file(server, scenes):
 
 def _runs(scenes, rows, size):
     """Requests a batch of chips needs: per file, the runs of its chips' frames closer than ``coalesce``."""
-    from rumimm.reader.remote import DEFAULT_COALESCE, plan_requests
+    from rumimm.store.coalesce import plan_requests
+    from rumimm.store.options import DEFAULT_COALESCE
 
     frames: dict = {}
     for i, y, x in rows:

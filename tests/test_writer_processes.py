@@ -18,7 +18,7 @@ import pytest
 
 import rumimm
 from rumimm.cli import main as cli_main
-from rumimm.writer import atomic
+from rumimm.store import atomic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

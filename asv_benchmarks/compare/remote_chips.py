@@ -178,7 +178,7 @@ def draw_chips(n_files: int, size: int, n: int, seed: int) -> np.ndarray:
 
 
 class _FetchClock:
-    """Seconds rumimm spends waiting for its batches' frames (``reader.source.read_many``, wrapped)."""
+    """Seconds rumimm spends waiting for its batches' frames (``reader.source.get_ranges_many``, wrapped)."""
 
     seconds = 0.0
     installed = False
@@ -189,7 +189,7 @@ class _FetchClock:
 
         if cls.installed:
             return
-        inner = source.read_many
+        inner = source.get_ranges_many
 
         def timed(requests):
             t = time.perf_counter()
@@ -198,7 +198,7 @@ class _FetchClock:
             finally:
                 cls.seconds += time.perf_counter() - t
 
-        source.read_many = timed
+        source.get_ranges_many = timed
         cls.installed = True
 
 

@@ -52,7 +52,7 @@ _EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a 
 def _paths(paths_or_glob: StrPath | Iterable[StrPath]) -> list[str]:
     """A list of paths from a list, a glob pattern or a folder (its ``*.rumi`` files, recursively)."""
     if isinstance(paths_or_glob, (str, os.PathLike)):
-        from rumimm.reader.remote import is_remote
+        from rumimm.store import is_remote
 
         text = os.fspath(paths_or_glob)
         if is_remote(text):
@@ -68,8 +68,8 @@ def _paths(paths_or_glob: StrPath | Iterable[StrPath]) -> list[str]:
 def _row(path: str, blob: bytes | None, storage_options: Mapping[str, Any] | None = None) -> _Row:
     """Everything a catalog row holds for one file; the file is opened with its blob (no IFD walk)."""
     from rumimm.reader.image import Image
-    from rumimm.reader.remote import is_remote
     from rumimm.reader.validate import build_blob
+    from rumimm.store import is_remote
 
     options = storage_options if is_remote(path) else None
     if blob is None:

@@ -206,7 +206,7 @@ def _frame_chunks(images: Sequence[Image], leading: str | None) -> dict[str, int
 
 def _local_abspath(item: StrPath) -> StrPath:
     """A local path made absolute (a Dask worker unpickling the image may run elsewhere); a URI as is."""
-    from rumimm.reader.remote import is_remote
+    from rumimm.store.uri import is_remote
 
     return item if is_remote(item) else os.path.abspath(item)
 

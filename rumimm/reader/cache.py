@@ -146,7 +146,8 @@ class FrameCache:
                 _, old = self._items.popitem(last=False)
                 self._bytes -= old[0].nbytes
 
-    def _after_fork(self) -> None:
+    def after_fork(self) -> None:
+        """Give the cache a fresh lock in a forked child."""
         # reentrant: an image's finaliser (discard_owner) can run inside put_many, when an evicted
         # frame frees the last reference to a closed image or an allocation there starts a collection
         self._lock = threading.RLock()
@@ -195,7 +196,7 @@ def _after_fork_in_child() -> None:
     global _shared_lock
     _shared_lock = threading.Lock()
     for c in list(_ALL):
-        c._after_fork()  # a lock held by a parent thread at fork time would never be released
+        c.after_fork()  # a lock held by a parent thread at fork time would never be released
 
 
 if hasattr(os, "register_at_fork"):

@@ -21,7 +21,7 @@ from rumimm.format.window import Run, select, window_bounds
 from rumimm.reader import engine, layouts
 from rumimm.reader.image import Image, frame_source, georef_block, read_block
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
-from rumimm.reader.remote import read_many
+from rumimm.store import get_ranges_many
 
 __all__ = ["Cube", "ImageCollection", "read_batch"]
 
@@ -85,7 +85,7 @@ def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
         y0s, x0s = np.broadcast_to(y0, (len(images),)), np.broadcast_to(x0, (len(images),))
         runs = [(Run(int(y0s[n]) + y.start, y.step, y.count), Run(int(x0s[n]) + x.start, x.step, x.count))
                 for n in range(len(images))]
-        raw = _fetch_interleaved(images, runs)
+        raw = _interleaved_bytes(images, runs)
         for n, im in enumerate(images):
             if im.header.interleaved:
                 block = layouts.read_interleaved(frame_source(im), bands, *runs[n], None, raw.get(id(im)))
@@ -101,12 +101,13 @@ def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
     engine.read_windows([frame_source(im) for im in uniq], windows, bands, y, x, out4)
 
 
-def _fetch_interleaved(images, runs) -> dict:
-    """``{id(image): {frame: compressed bytes}}``: every remote interleaved image's frames of a batch, fetched
-    together (one request per object and run of nearby frames, all in flight at once)."""
+def _interleaved_bytes(images, runs) -> dict:
+    """``{id(image): {frame: compressed bytes}}``: every interleaved image's frames of a batch, got together
+    (``store.get_ranges_many``: views into local files' mappings; one request per remote object and run of
+    nearby frames, all in flight at once)."""
     wanted: dict = {}
     for im, (y, x) in zip(images, runs, strict=True):
-        if im.remote and im.header.interleaved:
+        if im.header.interleaved:
             entry = wanted.setdefault(id(im), (im, set()))
             entry[1].update(layouts.interleaved_frames(im.header.grid, y, x))
     if not wanted:
@@ -116,7 +117,7 @@ def _fetch_interleaved(images, runs) -> dict:
         fs = frame_source(im)
         order = sorted(ks)
         jobs.append((id(im), order, fs.live_store(), [fs.frame_range(k) for k in order]))
-    got = read_many([(store, ranges) for _, _, store, ranges in jobs])
+    got = get_ranges_many([(store, ranges) for _, _, store, ranges in jobs])
     return {key: dict(zip(order, bufs, strict=True)) for (key, order, _, _), bufs in zip(jobs, got, strict=True)}
 
 

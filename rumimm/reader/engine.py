@@ -36,8 +36,8 @@ import numpy as np
 
 from rumimm.format.window import Run, segments
 from rumimm.reader import jit as _jit
-from rumimm.reader.planner import check_new, finish, plan_frames
-from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, fetch_frames
+from rumimm.reader.planner import check_new, finish, plan_frames, uncached
+from rumimm.reader.source import PARALLEL_MIN_BYTES, FrameSource, frame_buffers, frame_bytes
 
 __all__ = [
     "PARALLEL_MIN_BYTES",
@@ -164,7 +164,8 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
     ``group``, entries of one frame are gathered first, so a frame several entries
     need decodes once; without it the entries must be one per frame, of sources[0].
     The planner (``reader.planner``) splits the frames into cached and new ones and
-    hands out buffers; the kernels decode the new ones straight from the mappings.
+    hands out buffers; the kernels decode the new ones straight from the bytes the stores
+    give (``source.frame_buffers``: views into local mappings, fetched buffers).
     """
     if K is None:
         load()
@@ -179,7 +180,6 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
     owners = [0] * n if single else heads[:, K.P_IMAGE].tolist()
     frames = frame_idx.tolist()
     sizes = heads[:, K.P_NBYTES].tolist()
-    alive = [s.mapping() for s in sources]  # every mapping the kernel reads, alive until it returns (remote: None)
     chunks = _threads.parallel_slot(n) if _NATIVE and sum(sizes) >= PARALLEL_MIN_BYTES else 1
     try:
         # the kernels place a frame as soon as it is decoded: one scratch slot per thread
@@ -192,7 +192,9 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
                 chunks = 1
             chunks = min(chunks, useful) if chunks > 1 else 1
         need = np.zeros(n, np.uint8)
-        raw = {}  # remote sources: the new frames' bytes, fetched together
+        raw: dict = {}  # the new frames' bytes (views into mappings, fetched buffers), alive until the kernels return
+        src = np.zeros(n, np.uint64)  # where each new frame's bytes are, and how many (0: cached, or decoded already)
+        size = np.zeros(n, np.uint64)
         if missing and not _NATIVE:
             from rumimm.reader.frame_checks import fallback_frames
 
@@ -200,17 +202,15 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
             for g, frame in zip(missing, decoded, strict=True):
                 batch.decoded[g][:] = frame
         elif missing:
-            raw = fetch_frames(sources, owners, frames, missing)
-            mapped = [s.mapping() for s in sources]
-            check_new(batch, raw, view=lambda g: _frame_view(mapped[owners[g]], batch.source(g), frames[g]))
+            raw, order, addresses, nbytes = frame_buffers(sources, owners, frames, missing)
+            src[order] = addresses
+            size[order] = nbytes
+            check_new(batch, raw)
             need[missing] = 1
         addresses = np.array(batch.addresses, np.uint64)
         if missing and _NATIVE and not batch.store:
             addresses[missing] = 0  # the kernels decode into their thread's scratch slot
-        if any(s.remote for s in sources):
-            src, size, fidx = _fetched_table(sources, owners, frames, missing, raw)
-        else:
-            src, size, fidx = _frame_table(sources, owners, frame_idx, single)
+        fidx = np.arange(n, dtype=np.int64)
         status = np.zeros(n, np.int64)
         fs0 = sources[0]
         scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
@@ -227,47 +227,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
         if chunks > 1:
             _threads.release_parallel()
     finish(batch, bad, int(status[bad]) if bad >= 0 else 0)
-    del alive
-
-
-def _frame_table(sources, owners, frame_idx, single: bool):
-    """(addresses, byte counts, index into them) of each group's frame, for the kernels."""
-    if single:
-        src, size = sources[0].frame_addresses()
-        return src, size, frame_idx
-    n = frame_idx.shape[0]
-    own = np.asarray(owners)
-    src = np.empty(n, np.uint64)
-    size = np.empty(n, np.uint64)
-    for i, s in enumerate(sources):
-        s_src, s_size = s.frame_addresses()
-        m = own == i
-        src[m] = s_src[frame_idx[m]]
-        size[m] = s_size[frame_idx[m]]
-    return src, size, np.arange(n, dtype=np.int64)
-
-
-def _fetched_table(sources, owners, frames, missing, raw):
-    """(addresses, byte counts, index into them) per group when some sources are remote:
-    the fetched bytes' addresses (kept alive in ``raw`` by the caller), the mapping's for local files."""
-    n = len(frames)
-    src = np.zeros(n, np.uint64)
-    size = np.zeros(n, np.uint64)
-    for g in missing:
-        buf = raw.get(g)
-        if buf is None:
-            if sources[owners[g]].remote:  # not fetched: decoded another way (the openzl.ext fallback)
-                continue
-            s_src, s_size = sources[owners[g]].frame_addresses()
-            src[g], size[g] = s_src[frames[g]], s_size[frames[g]]
-        else:
-            src[g], size[g] = buf.ctypes.data, buf.shape[0]
-    return src, size, np.arange(n, dtype=np.int64)
-
-
-def _frame_view(mapping: np.ndarray, fs: FrameSource, k: int) -> np.ndarray:
-    start, nbytes = fs.frame_range(k)
-    return mapping[start:start + nbytes]
+    del raw
 
 
 def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarray:
@@ -310,8 +270,7 @@ def read_windows(sources, windows: np.ndarray, bands: np.ndarray, y, x, out4) ->
     """
     for s in sources:
         s.live_store()  # a closed image fails here, even with nothing to read; execute maps the files
-    remote = any(s.remote for s in sources)  # remote: the kernels' path fetches every window's frames at once
-    if not remote and _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
+    if _load_decoder() and _without_kernels(max(_window_bytes(s, bands, y, x) for s in sources)):
         _read_each(sources, windows, bands, y, x, out4)
         return
     kern = K if K is not None else load()
@@ -331,15 +290,32 @@ def _window_bytes(fs: FrameSource, bands, y, x) -> int:
 
 
 def _read_each(sources, windows, bands, y, x, out4) -> None:
-    """``read_windows`` without the kernels: each window to the chip executor, one by one."""
-    for n, (i, y0, x0) in enumerate(windows.tolist()):
+    """``read_windows`` without the kernels: each window to the chip executor, one by one.
+
+    The frames no cache holds are got first, all windows' at once (``frame_bytes``: one
+    round of requests for remote objects, as the kernels' path makes).
+    """
+    jobs = []
+    wanted: dict = {}
+    for i, y0, x0 in windows.tolist():
         fs = sources[i]
         rows = segments(y0 + y.start, y.step, y.count, fs.grid.tile_length, fs.grid.image_length).tolist()
         cols = segments(x0 + x.start, x.step, x.count, fs.grid.tile_width, fs.grid.image_width).tolist()
+        jobs.append((i, rows, cols))
+        wanted.setdefault(i, set()).update(p.frame for p in _small.chip_parts(fs, bands, rows, cols))
+    owners = [i for i, ks in wanted.items() for _ in ks]
+    frames = [k for ks in wanted.values() for k in ks]
+    new = uncached(sources, owners, frames)
+    got = frame_bytes(sources, owners, frames, new)
+    raw: dict = {i: {} for i in wanted}
+    for g, buf in got.items():
+        raw[owners[g]][frames[g]] = buf
+    for n, (i, rows, cols) in enumerate(jobs):
+        fs = sources[i]
         item = out4[n]
         direct = item.flags.c_contiguous
         out = item.view(fs.dtype) if direct else np.empty((*item.shape[:2], x.count), fs.dtype)
-        _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
+        _small.read_small(fs, bands, rows, cols, y.step, x.step, out, raw[i])
         if not direct:
             item[...] = out.view(np.uint8)
 
@@ -352,7 +328,7 @@ def _run(r) -> Run:
 def decode_frames(fs: FrameSource, ks, raw=None) -> list[np.ndarray]:
     """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype.
 
-    ``raw``: each frame's compressed bytes when the caller fetched them already.
+    ``raw``: ``{frame: compressed bytes}`` the caller got already.
     """
     fs.live_store()
     if _load_decoder():

@@ -118,11 +118,14 @@ def _declaration(frame) -> tuple:
 
 def fallback_frames(sources, ks, owners) -> list[np.ndarray]:
     """Decode frames with openzl.ext (holds the GIL) when geozl's library is missing."""
+    from rumimm.reader.source import frame_bytes
+
     dec = codec.FrameDecoder()  # per call: an OpenZL DCtx kept in a thread-local could outlive openzl at exit
+    raw = frame_bytes(sources, owners, ks, range(len(ks)))  # one get_ranges per store, as the other executors
     out = []
-    for k, i in zip(ks, owners, strict=True):
+    for g, (k, i) in enumerate(zip(ks, owners, strict=True)):
         fs = sources[i]
-        frame = fs.read_frame(k)
+        frame = raw[g]
         check_pinned(fs, k, frame)
         try:
             arr = dec.decode(frame, fs.enc, fs.grid.frame_samples(k), components=fs.header.format_spec.components)

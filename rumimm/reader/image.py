@@ -37,9 +37,10 @@ from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
-from rumimm.reader.remote import RemoteStore, is_remote, public_name
-from rumimm.reader.store import LocalStore
 from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD walk, used only when no blob is given
+from rumimm.store.local import LocalStore
+from rumimm.store.remote import RemoteStore
+from rumimm.store.uri import is_remote, public_name
 
 __all__ = ["Image", "frame_source", "georef_block", "load_header", "open", "raw_frame", "read_block", "read_frames"]
 
@@ -114,7 +115,7 @@ class Image(RasterioSurface):
     spec : {None, "0.1", "0.2"}
         The specification the file must follow (``Image.spec``); None accepts either.
     storage_options : dict, optional
-        Remote URIs only: client settings (``reader.remote.RemoteStore``).  A remote
+        Remote URIs only: client settings (``store.remote.RemoteStore``).  A remote
         file opened with a blob is not read at open: its size (reported by the first
         answer) and first frame's magic are checked at the first read (a spec 0.2 file's
         trailer is fetched when band texts or time are first asked for); without a blob
@@ -182,7 +183,7 @@ class Image(RasterioSurface):
 
     @property
     def remote(self) -> bool:
-        """Whether the image is read from a remote URI (``reader.remote.RemoteStore``)."""
+        """Whether the image is read from a remote URI (``store.remote.RemoteStore``)."""
         return self._uri is not None
 
     @property
@@ -739,7 +740,7 @@ def open(path, header=None, *, cache_bytes=None, verify: bool = True, spec=None,
         Remote URIs only: credentials, endpoint and client settings on top of what the
         client reads from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
         ...), and rumimm's ``coalesce``, ``max_concurrency``, ``timeout``,
-        ``max_retries`` (``reader.remote.RemoteStore``).
+        ``max_retries`` (``store.remote.RemoteStore``).
 
     Returns
     -------

@@ -82,7 +82,7 @@ def classify(path, walk: bool = True) -> Input | None:
         A FIFO or device, an empty file, or a rumi file the IFD walk refuses
         (truncated, a frame out of place, ...: the walk's message).
     """
-    from rumimm.reader.remote import is_remote
+    from rumimm.store import is_remote
 
     path = os.fspath(path)
     if is_remote(path) or path.startswith("/vsi"):
@@ -125,12 +125,12 @@ def check_destination(path) -> None:
 
 def remote_spec(uri: str) -> str | None:
     """``"0.1"`` or ``"0.2"`` when the remote ``uri`` is a rumi file (its first 4 bytes), else None."""
-    from rumimm.reader.remote import is_remote
+    from rumimm.store import is_remote
 
     if not is_remote(uri):
         return None
     from rumimm.format.v2 import spec_of_file
-    from rumimm.reader.store import open_store
+    from rumimm.store import open_store
 
     store = open_store(uri)
     try:

@@ -57,8 +57,8 @@ def interleaved_frames(grid: Grid2, y: Run, x: Run) -> list[int]:
 def read_interleaved(fs, bands: np.ndarray, y: Run, x: Run, out=None, raw=None) -> np.ndarray:
     """The (len(bands), y.count, x.count) block of virtual ``bands`` from a file of interleaved cell frames.
 
-    ``raw``: ``{frame: compressed bytes}`` already fetched (a batch of remote chips fetches
-    every image's frames together); the frames it lacks are read from the store.
+    ``raw``: ``{frame: compressed bytes}`` got already (a batch gets every image's frames
+    together); the frames it lacks are read from the store.
     """
     grid: Grid2 = fs.grid
     if out is None:
@@ -67,8 +67,7 @@ def read_interleaved(fs, bands: np.ndarray, y: Run, x: Run, out=None, raw=None) 
         return out
     rows, cols = _segments(grid, y, x)
     ks = [grid.frame_index(r, c) for r, *_ in rows for c, *_ in cols]
-    given = None if raw is None or any(k not in raw for k in ks) else [raw[k] for k in ks]
-    frames = iter(engine.decode_frames(fs, ks, given))
+    frames = iter(engine.decode_frames(fs, ks, raw))
     for r, fy, cy, dy in rows:
         for c, fx, cx, dx in cols:
             k = grid.frame_index(r, c)

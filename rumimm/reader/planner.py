@@ -9,9 +9,9 @@ whatever executes the decoding:
    the cache keeps it, else a slot of this thread's scratch memory.
 2. :func:`check_new`: each new frame's OpenZL header, once per open image.
 3. An executor decodes the new frames into their buffers and places the rectangles:
-   ``engine`` (numba kernels, straight from the file mapping, for larger reads) or
-   ``small_reads`` (geozl's C decoder over bytes read from the source's store, numpy
-   placement, for chips and whole frames).  Frame bytes come only from a ``store.Store``.
+   ``engine`` (numba kernels, for larger reads) or ``small_reads`` (geozl's C decoder through
+   ctypes, numpy placement, for chips and whole frames).  Both get frame bytes only through
+   ``Store.get_ranges`` (``source.frame_bytes`` for a read spanning several files).
 4. :func:`finish`: the first failure as one ``CodecError``; the new frames into the cache.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from rumimm.reader.source import align, thread_scratch
 
-__all__ = ["FrameBatch", "check_new", "finish", "plan_frames"]
+__all__ = ["FrameBatch", "check_new", "finish", "plan_frames", "uncached"]
 
 
 class FrameBatch:
@@ -113,9 +113,9 @@ def plan_frames(sources, owners: list[int], frames: list[int], sizes: list[int],
     return batch
 
 
-def check_new(batch: FrameBatch, raw=None, groups=None, view=None) -> None:
+def check_new(batch: FrameBatch, raw=None, groups=None) -> None:
     """Check each new frame's OpenZL header (once per open image); ``raw[g]``: its bytes when read already,
-    else ``view(g)``: its bytes in the file mapping, asked for only while the frame is unchecked.
+    else they are read from its store while the frame is unchecked.
 
     ``groups``: only these new frames (default all).
     """
@@ -125,7 +125,7 @@ def check_new(batch: FrameBatch, raw=None, groups=None, view=None) -> None:
         fs, k = batch.source(g), batch.frames[g]
         if fs.header_checked[k]:  # a batch re-reads mostly checked frames: no view built for them
             continue
-        frame = raw[g] if raw is not None and g in raw else (None if view is None else view(g))
+        frame = raw[g] if raw is not None and g in raw else None
         check_header(fs, k, frame, batch.sizes[g])
 
 
@@ -146,6 +146,12 @@ def finish(batch: FrameBatch, bad: int = -1, status: int = 0) -> None:
         addrs.append(batch.addresses[g])
     for cache, keys, arrays, addrs in by_cache.values():
         cache.put_many(keys, arrays, addrs)
+
+
+def uncached(sources, owners: list[int], frames: list[int]) -> list[int]:
+    """The indices of the frames (of ``sources[owners[i]]``) no cache holds: what a read must get bytes for."""
+    hits = _lookup(sources, owners, frames)
+    return list(range(len(frames))) if hits is None else [i for i, h in enumerate(hits) if h is None]
 
 
 def _lookup(sources, owners, frames):

@@ -107,7 +107,7 @@ def read_metadata(path: str, count: int, blob: bytes, dtype=None, store=None) ->
     """The metadata of the file at ``path`` (``count`` bands, header blob ``blob``) from its sidecar.
 
     ``dtype``: the file's sample type (nodata outside it is dropped, with a warning).
-    ``store``: the file as opened (``reader.store``), against which a sidecar's binding
+    ``store``: the file as opened (``rumimm.store``), against which a sidecar's binding
     is checked; without it a sidecar carrying a binding is not applied.
     """
     name = sidecar_path(path)
@@ -124,7 +124,8 @@ def read_metadata(path: str, count: int, blob: bytes, dtype=None, store=None) ->
 
 def read_remote_metadata(uri: str, storage_options, count: int, blob: bytes, dtype=None, store=None) -> Metadata:
     """:func:`read_metadata` of a remote file: its sidecar object, one ranged GET; 404 is no sidecar."""
-    from rumimm.reader.remote import RemoteError, RemoteStore, public_name, sibling
+    from rumimm.store import RemoteError, RemoteStore
+    from rumimm.store.uri import public_name, sibling
 
     side = sibling(uri, SUFFIX)
     name = public_name(side)

@@ -1,9 +1,9 @@
 """The chip executor: windows of at most ``engine.SMALL_READ_FRAMES`` frames and whole frames, without numba.
 
 The planner (``reader.planner``) says which frames are cached and where new ones decode;
-this executor reads each new frame's bytes from the source's store (one ``pread`` for a
-local file; a remote store fetches all of a read's new frames in one round of merged,
-concurrent requests), checks its header, decodes it with geozl's C decoder through ctypes (GIL
+this executor gets the new frames' bytes with one ``Store.get_ranges`` call (a local
+file: one ``pread`` per frame into this thread's buffer; a remote store: one round of
+merged, concurrent requests), checks each one's header, decodes it with geozl's C decoder through ctypes (GIL
 released), checks the decoded byte count and masks sub-byte samples, then places the
 rectangles by numpy slicing.  New frames holding :data:`~rumimm.reader.source.PARALLEL_MIN_BYTES`
 or more in all are decoded on the decode threads.  A process that only reads chips never
@@ -23,7 +23,7 @@ from rumimm.reader.frame_checks import check_header
 from rumimm.reader.planner import FrameBatch, check_new, finish, plan_frames
 from rumimm.reader.source import PARALLEL_MIN_BYTES, SCRATCH_KEEP_BYTES, FrameSource
 
-__all__ = ["ChipPart", "read_small", "read_whole_frames"]
+__all__ = ["ChipPart", "chip_parts", "read_small", "read_whole_frames"]
 
 _local = threading.local()
 
@@ -41,16 +41,28 @@ class ChipPart:
         self.take = take  # index of the decoded frame it copies
 
 
-def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int, out) -> None:
+def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int, out, raw=None) -> None:
     """Read a window of few frames into ``out`` ((bands, rows, columns), the file's dtype).
 
     ``rows`` and ``cols`` are ``window.segments`` lists: (grid position, first, count,
-    output offset) along each axis.
+    output offset) along each axis.  ``raw``: ``{frame: compressed bytes}`` the caller got
+    already (a batch gets every window's frames at once); the others come from the store.
     """
+    dst = out.view(np.uint8).reshape((*out.shape, fs.isz))
+    parts = chip_parts(fs, bands, rows, cols, ys, xs)
+
+    def place(g: int, frame: np.ndarray) -> None:
+        p = parts[g]
+        dst[p.into] = frame.reshape(p.shape)[p.take]
+
+    finish(_decode(fs, [p.frame for p in parts], [p.nbytes for p in parts], place=place, raw=raw))
+
+
+def chip_parts(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int = 1, xs: int = 1) -> list[ChipPart]:
+    """What each frame of a window (``read_small``'s arguments) gives it, in decoding order."""
     g = fs.grid
     cell = fs.cell
     planes = g.samples_per_pixel if cell else 1
-    dst = out.view(np.uint8).reshape((*out.shape, fs.isz))
     slots = [(slice(None), None)] if cell else list(enumerate(bands.tolist()))
     parts = []
     for r, fy, cy, dy in rows:
@@ -62,17 +74,13 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
             for slot, b in slots:
                 k = g.frame_index(r, c) if cell else g.frame_index(r, c, b)
                 parts.append(ChipPart(k, shape, (slot, *into), ((bands,) if cell else (0,)) + take))
-    def place(g: int, frame: np.ndarray) -> None:
-        p = parts[g]
-        dst[p.into] = frame.reshape(p.shape)[p.take]
-
-    finish(_decode(fs, [p.frame for p in parts], [p.nbytes for p in parts], place=place))
+    return parts
 
 
 def read_whole_frames(fs: FrameSource, ks, raw=None) -> list[np.ndarray]:
     """Whole frames (indices), each a new array shaped (h, w) or (B, h, w) in the file's dtype.
 
-    ``raw``: each frame's compressed bytes when the caller fetched them already.
+    ``raw``: ``{frame: compressed bytes}`` the caller got already; the others come from the store.
     """
     g = fs.grid
     frames = [int(k) for k in ks]
@@ -90,7 +98,7 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
     every frame once its decoded bytes are ready: decoding serially, right after each new
     frame is decoded, while it is still in the CPU caches, so one scratch slot serves them
     all (placing after four 512 KiB frames were decoded cost up to 0.7 ms a chip).
-    ``raw``: the frames' compressed bytes, in ``frames`` order, when the caller fetched them.
+    ``raw``: ``{frame index: compressed bytes}`` the caller got already.
     """
     store = fs.live_store()  # held until the read returns: the descriptor stays open
     n_new = sum(sizes)
@@ -99,10 +107,8 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
         batch = plan_frames((fs,), [0] * len(frames), frames, sizes, own=own,
                             slots=1 if workers < 2 and place is not None else None)
         missing = batch.missing
-        given = raw
+        raw = _frame_bytes(fs, store, frames, missing, raw)
         if workers > 1 and len(missing) > 1:
-            raw = ({g: given[g] for g in missing} if given is not None else
-                   dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True)))
             check_new(batch, raw)
             jobs = missing
             done = _threads.run_workers(lambda w: [(g, _decode_one(batch, g, raw[g])) for g in jobs[w::workers]],
@@ -119,21 +125,9 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
             for g, frame in enumerate(batch.decoded):
                 if g not in new:
                     place(g, frame)
-        # a remote store: every new frame first, in one round of merged, concurrent requests
-        fetched = None
-        if given is not None:
-            fetched = {g: given[g] for g in missing}
-        elif fs.remote and missing:
-            fetched = dict(zip(missing, store.read_ranges([fs.frame_range(frames[g]) for g in missing]), strict=True))
-        for g in missing:  # one frame at a time through this thread's buffer: placed before the next
-            if fetched is None:
-                start, nbytes = fs.frame_range(frames[g])
-                raw = _raw_buffer(nbytes)
-                store.read_into(raw, start)
-            else:
-                raw = fetched[g]
-            check_header(fs, frames[g], raw, sizes[g])
-            status = _decode_one(batch, g, raw)
+        for g in missing:  # one frame at a time through one decode slot: placed before the next
+            check_header(fs, frames[g], raw[g], sizes[g])
+            status = _decode_one(batch, g, raw[g])
             if status is not None:
                 finish(batch, g, status)
             if place is not None:
@@ -142,6 +136,29 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
         if workers > 1:
             _threads.release_parallel()
     return batch
+
+
+def _frame_bytes(fs: FrameSource, store, frames: list[int], missing: list[int], given) -> dict:
+    """``{g: compressed bytes}`` of the new frames: from ``given`` (``{frame: bytes}``), the rest with one
+    ``get_ranges`` call.
+
+    The store may fill this thread's buffer (a local file: one ``pread`` per frame, cheaper
+    for a few frames than faulting in a fresh mapping) or hand out its own (a remote
+    object: one round of merged, concurrent requests).
+    """
+    if given is None:
+        out: dict = {}
+        lacking = missing
+    else:
+        out = {g: given[frames[g]] for g in missing if frames[g] in given}
+        lacking = [g for g in missing if g not in out]
+    if lacking:
+        ranges = [fs.frame_range(frames[g]) for g in lacking]
+        total = 0
+        for _, n in ranges:
+            total += n
+        out.update(zip(lacking, store.get_ranges(ranges, scratch=_raw_buffer(total)), strict=True))
+    return out
 
 
 def _decode_one(batch: FrameBatch, g: int, raw: np.ndarray) -> int | None:

@@ -2,7 +2,8 @@
 
 :class:`FrameSource` is handed to the planner by every reader (``Image``, ``Cube``,
 ``ImageCollection``, ``read_batch``): the store its frame bytes come from
-(``store.Store``), its header, its cache and the per-frame "header checked" flags.
+(``store.Store``), its header, its cache and the per-frame "header checked" flags;
+:func:`frame_bytes` gets the compressed bytes of a read's new frames, whatever their stores.
 Both executors decode into buffers the planner hands out (:func:`thread_scratch` for
 frames the cache does not keep) and go parallel past the same size
 (:data:`PARALLEL_MIN_BYTES`).
@@ -16,9 +17,10 @@ import numpy as np
 
 from rumimm.errors import RumiError, where
 from rumimm.format.grid import FrameUnit
-from rumimm.reader.remote import RemoteStore, read_many
+from rumimm.store import buffer_addresses, get_ranges_many
 
-__all__ = ["PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES", "FrameSource", "align", "fetch_frames", "thread_scratch"]
+__all__ = ["PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES", "FrameSource", "align", "frame_buffers", "frame_bytes",
+           "thread_scratch"]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
 PARALLEL_MIN_BYTES = 1 << 20
@@ -37,12 +39,10 @@ class FrameSource:
     """What the planner needs of one open file: its store, frame table and caching.
 
     ``Image`` makes one at open (``store`` is a ``store.Store``, None once closed); the
-    per-frame "header checked" flags and, for the kernels, the frames' addresses in the
-    mapping are built on first use.
+    per-frame "header checked" flags are allocated on first use.
     """
 
     __slots__ = (
-        "_addresses",
         "_checked",
         "cache",
         "cell",
@@ -55,7 +55,6 @@ class FrameSource:
         "mask",
         "n_frames",
         "path",
-        "remote",
         "store",
         "token",
         "verify",
@@ -65,7 +64,6 @@ class FrameSource:
         self.path = path
         self.header = header  # rumimm.format.blob.Header
         self.store = store
-        self.remote = isinstance(store, RemoteStore)  # frames are fetched (fetch_frames), never mapped
         self.cache = cache  # rumimm.reader.cache.FrameCache or None
         self.token = token  # this source's key in the cache
         self.verify = verify
@@ -77,7 +75,6 @@ class FrameSource:
         self.mask = (1 << enc.bits_per_sample) - 1 if enc.subbyte else 0xFF
         self.n_frames = g.n_frames
         self.cell = g.unit == FrameUnit.CELL
-        self._addresses = None  # uint64 frame addresses in the mapping
         self._checked = None  # uint8 per frame: its OpenZL header was checked
 
     @property
@@ -96,23 +93,12 @@ class FrameSource:
             raise RumiError(f"{where(self.path)}image is closed")
         return st
 
-    def mapping(self) -> np.ndarray:
-        """The file mapping (made on first use); RumiError once closed."""
-        return self.live_store().mapping()
-
     @property
     def header_checked(self) -> np.ndarray:
         """uint8 per frame: 1 once its OpenZL header was checked on this image (allocated on first use)."""
         if self._checked is None:
             self._checked = np.zeros(self.n_frames, np.uint8)
         return self._checked
-
-    def frame_addresses(self):
-        """(addresses, byte counts) of every frame in the mapping, uint64, for the kernels."""
-        if self._addresses is None:
-            buf = self.mapping()
-            self._addresses = self.header.frame_offsets[:-1] + np.uint64(buf.ctypes.data)
-        return self._addresses, self.header.counts_u64
 
     def position(self, k: int) -> str:
         row, col, band = self.grid.frame_position(k)
@@ -130,26 +116,41 @@ class FrameSource:
         return start, int(off[k + 1]) - start
 
     def read_frame(self, k: int) -> np.ndarray:
-        """Frame k's bytes, read from the store (a copy)."""
-        return self.live_store().read_ranges([self.frame_range(k)])[0]
+        """Frame k's bytes from the store (read-only: a view into a mapping or a fetched buffer)."""
+        return self.live_store().get_ranges([self.frame_range(k)])[0]
 
 
-def fetch_frames(sources, owners, frames, groups) -> dict:
-    """``{g: compressed bytes of frame frames[g]}`` for each g in ``groups`` whose source is remote.
+def frame_bytes(sources, owners, frames, groups) -> dict:
+    """``{g: compressed bytes of frame frames[g] of sources[owners[g]]}`` for each g in ``groups``.
 
-    The frames of every remote source are fetched together (``remote.read_many``): one
-    ranged request per run of nearby frames, all objects' requests in flight at once.
-    Frames of local files are left out (the kernels read them from the mapping).
+    One ``Store.get_ranges`` call per store, all stores' requests in flight together
+    (``store.get_ranges_many``): views into a local file's mapping, the answers of a
+    remote object's merged requests.
     """
+    return frame_buffers(sources, owners, frames, groups)[0]
+
+
+def frame_buffers(sources, owners, frames, groups):
+    """:func:`frame_bytes`, with the groups in the order got, and their bytes' addresses and sizes (uint64)
+    for the kernels."""
     per: dict = {}
     for g in groups:
-        if sources[owners[g]].remote:
-            per.setdefault(owners[g], []).append(g)
+        per.setdefault(owners[g], []).append(g)
     if not per:
-        return {}
-    requests = [(sources[o].live_store(), [sources[o].frame_range(frames[g]) for g in gs]) for o, gs in per.items()]
-    got = read_many(requests)
-    return {g: raw for gs, raws in zip(per.values(), got, strict=True) for g, raw in zip(gs, raws, strict=True)}
+        return {}, [], np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    requests, sizes = [], []
+    for o, gs in per.items():
+        fs = sources[o]
+        off = fs.header.offsets
+        ks = np.array([frames[g] for g in gs], np.int64)
+        starts, counts = off[ks], off[ks + 1] - off[ks]
+        sizes.append(counts)
+        requests.append((fs.live_store(), list(zip(starts.tolist(), counts.tolist(), strict=True))))
+    got = get_ranges_many(requests)
+    order = [g for gs in per.values() for g in gs]
+    raw = {g: buf for gs, bufs in zip(per.values(), got, strict=True) for g, buf in zip(gs, bufs, strict=True)}
+    addresses = np.concatenate([buffer_addresses(bufs) for bufs in got]).astype(np.uint64, copy=False)
+    return raw, order, addresses, np.concatenate(sizes).astype(np.uint64, copy=False)
 
 
 def thread_scratch(nbytes: int) -> tuple[np.ndarray, int]:

@@ -37,8 +37,7 @@ from rumimm.format.spec import V01, V02, Spec, spec_of
 from rumimm.format.tiff import PROFILE_V2
 from rumimm.format.trailer import Trailer, max_trailer_bytes
 from rumimm.format.v2 import Grid2
-from rumimm.reader.remote import is_remote
-from rumimm.reader.store import LocalStore, open_store
+from rumimm.store import LocalStore, is_remote, open_store
 
 __all__ = [
     "PREFIX_BYTES",
@@ -114,7 +113,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None, stor
     """Walk ``path`` and check every rule; see :func:`validate` and :func:`build_blob`.
 
     The file is opened once and measured and mapped through that one descriptor.  A
-    remote URI (``reader.remote``) is read by ranged requests: the first bytes for the
+    remote URI (``store.remote``) is read by ranged requests: the first bytes for the
     profile, then the frames in spans when ``frames`` asks for them.
     """
     if is_remote(path):
@@ -166,7 +165,7 @@ PREFIX_BYTES = 64 << 10
 
 
 def inspect_store(store, *, strict: bool, trailer: bool = False) -> Report:
-    """The file profile of a store's object (``reader.store.Store``) from its first bytes.
+    """The file profile of a store's object (``store.Store``) from its first bytes.
 
     One request for ``PREFIX_BYTES`` (a second one when the external values run past
     them); the object's size comes with that answer.  Frames are not read, so only the
@@ -195,7 +194,7 @@ def inspect_store(store, *, strict: bool, trailer: bool = False) -> Report:
         except (Stop, FormatError):
             base = 0
         if head.shape[0] < base <= size:
-            buf = np.concatenate([head, store.read_ranges([(head.shape[0], base - head.shape[0])])[0]])
+            buf = np.concatenate([head, store.get_ranges([(head.shape[0], base - head.shape[0])])[0]])
 
     def tail(end: int, grid: Grid2):
         """The trailer's bytes ``end..size``: from the first answer, fetched (``trailer``), or None (left for later)."""
@@ -207,7 +206,7 @@ def inspect_store(store, *, strict: bool, trailer: bool = False) -> Report:
         if size - end > most:
             f.add(f"trailer is {size - end} bytes (from byte {end} to the end), more than the {most} a trailer of "
                   f"{grid.bands} band texts and {grid.times} time steps can hold", stop=True)
-        return store.read_ranges([(end, size - end)])[0]
+        return store.get_ranges([(end, size - end)])[0]
 
     try:
         _check(buf, size, f, rep, "none", tail=tail if v2 else None)
@@ -235,7 +234,7 @@ class _Spans:
         """Bytes a..b (b - a <= SPAN_BYTES, or a whole frame) from the span held, fetching one if needed."""
         if not (self.start <= a and b <= self.start + self.data.shape[0]):
             end = min(self.size, max(b, a + self.SPAN_BYTES))
-            self.start, self.data = a, self.store.read_ranges([(a, end - a)])[0]
+            self.start, self.data = a, self.store.get_ranges([(a, end - a)])[0]
         return self.data[a - self.start:b - self.start]
 
     def __getitem__(self, key):
@@ -308,7 +307,7 @@ def _check_frames(buf, f: Findings, rep: Report, frames: str) -> None:
         offs = hdr.frame_offsets
         spans = [(int(offs[k]), int(offs[k + 1]) - int(offs[k])) for k in ks]
         # a remote object: just these frames, in one call (a span each would be 32 MiB)
-        sampled = buf.store.read_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
+        sampled = buf.store.get_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
         rep.codecs, rep.readers = file_readers(sampled,
                                                hdr.spec,
                                                [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks])
@@ -390,7 +389,7 @@ def validate(path, header=None, *, decode: bool = False, storage_options=None) -
         By default each frame's OpenZL header is read (declared outputs, type
         and byte size), which is cheap.
     storage_options : dict, optional
-        Remote URIs only: client settings (``reader.remote.RemoteStore``).
+        Remote URIs only: client settings (``store.remote.RemoteStore``).
 
     Returns
     -------

@@ -33,9 +33,9 @@ from rumimm.format.grid import Grid
 from rumimm.format.spec import V02, Spec, spec_named
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2
-from rumimm.reader.remote import is_remote
+from rumimm.store import open_writer
+from rumimm.store.uri import is_remote
 from rumimm.writer.args import resolve_descriptions, resolve_path, resolve_spec, resolve_time
-from rumimm.writer.atomic import AtomicFile
 
 __all__ = ["convert"]
 
@@ -145,9 +145,9 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
         src = frame_source(img)
         file = src.live_store()
         counts = np.array(hdr.frame_byte_counts, dtype=np.uint64)
-        out = AtomicFile(dest)
+        out = open_writer(dest)
         try:
-            fh = out.fh
+            fh = out
             fh.seek(grid.base_frame_offset)
             if recode is None:  # the frames as they are, in chunks
                 start, end = hdr.base_frame_offset, hdr.offset(hdr.n_frames)
@@ -166,7 +166,7 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
             fh.write(prefix)
             out.commit()
         except BaseException:
-            out.discard()
+            out.abort()
             raise
     return blob
 

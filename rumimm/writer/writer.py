@@ -34,6 +34,7 @@ from rumimm.format.grid import FrameUnit, Grid, frame_unit
 from rumimm.format.spec import spec_named
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2
+from rumimm.store import open_writer
 from rumimm.writer import encode_pool
 from rumimm.writer.args import (
     check_frame_size,
@@ -51,7 +52,6 @@ from rumimm.writer.args import (
     resolve_tile,
     resolve_time,
 )
-from rumimm.writer.atomic import AtomicFile
 from rumimm.writer.frame_job import FrameJob, JobArgs, encode_specs, frame_specs
 from rumimm.writer.sidecar import remove_sidecar, resolve_metadata, write_sidecar
 
@@ -279,12 +279,12 @@ class Writer:
         self._pending: deque = deque()
         self._closed = False
         try:
-            self._file = AtomicFile(self.path)
+            self._file = open_writer(self.path)
             try:
-                self._file.fh.seek(self.grid.base_frame_offset)
+                self._file.seek(self.grid.base_frame_offset)
                 self._backend = self._make_backend(steps * b * y * x * self.enc.itemsize)
             except BaseException:
-                self._file.discard()
+                self._file.abort()
                 raise
         except BaseException:
             self._progress.close()
@@ -394,7 +394,7 @@ class Writer:
             offsets[1:] += np.uint64(self.grid.base_frame_offset)
             prefix = self._spec.build_prefix(self.grid, self.enc, offsets, self.counts, self._matrix, self._keys)
             blob = self._spec.build_header(self.grid, self.enc, self.counts)
-            fh = self._file.fh
+            fh = self._file
             end = self.grid.base_frame_offset + int(self.counts.sum())
             if self._next_frame != self.grid.n_frames or fh.tell() != end:
                 raise RumiError(f"{where(self.path)}internal error: {self._next_frame} of {self.grid.n_frames} "
@@ -428,7 +428,7 @@ class Writer:
         except Exception:
             pass
         finally:
-            self._file.discard()
+            self._file.abort()
             self._progress.close()
 
     def __enter__(self) -> Writer:
@@ -484,7 +484,7 @@ class Writer:
         handle = self._pending.popleft()
         frames = self._backend.result(handle)
         t0 = time.perf_counter()
-        fh = self._file.fh
+        fh = self._file
         k = self._next_frame
         for data in frames:
             fh.write(data)

@@ -264,7 +264,7 @@ def frame(data: bytes) -> None:
 # -- the IFD: index and validate -----------------------------------------------------------
 
 @target("ifd", modules=("rumimm.format.tiff", "rumimm.format.bigtiff", "rumimm.format.v2", "rumimm.reader.validate",
-                        "rumimm.format.profile_checks", "rumimm.reader.store"), max_len=1 << 16)
+                        "rumimm.format.profile_checks", "rumimm.store.local"), max_len=1 << 16)
 def ifd(data: bytes) -> None:
     """A whole file's bytes (spec 0.1 BigTIFF or spec 0.2): index and validate; a blob index returns parses."""
     import rumimm
@@ -724,12 +724,12 @@ def _script(srv: AnswerServer, r: Reader, obj: bytes) -> None:
         srv.answers.obj2 = bytes(v ^ 0xFF for v in obj)
 
 
-@target("remote", modules=("rumimm.reader.remote",))
+@target("remote", modules=("rumimm.store.remote", "rumimm.store.coalesce", "rumimm.store.failures"))
 def remote(data: bytes) -> None:
     """Answers of an HTTP server to ranged reads (status, Content-Range, Content-Length, ETag, body):
     each read gives exactly the bytes asked for, the object's own bytes unless the server lied under
     right framing, and never bytes of two versions."""
-    from rumimm.reader.remote import RemoteStore
+    from rumimm.store import RemoteStore
 
     srv = remote_server()
     r = Reader(data)
@@ -750,7 +750,7 @@ def remote(data: bytes) -> None:
                 assert store.size >= 0  # what the server says (a HEAD answer's length cannot be checked)
                 continue
             if kind == 1:
-                got = [bytes(b) for b in store.read_ranges(ranges)]
+                got = [bytes(b) for b in store.get_ranges(ranges)]
                 assert len(got) == len(ranges)
             else:
                 got = [store.read(*ranges[0])]
@@ -786,7 +786,7 @@ def _remote_files():
     return _REMOTE_FILES
 
 
-@target("remote_read", modules=("rumimm.reader.remote", "rumimm.reader.image", "rumimm.reader.planner",
+@target("remote_read", modules=("rumimm.store.remote", "rumimm.reader.image", "rumimm.reader.planner",
                                 "rumimm.reader.source", "rumimm.reader.validate", "rumimm.format.profile_checks"))
 def remote_read(data: bytes) -> None:
     """A small rumi file of either spec served over HTTP with scripted answers: open (with or without its

@@ -1,0 +1,39 @@
+"""Remote URIs: which paths are read through an object store, and how to name them in a message."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from rumimm.errors import RumiError
+
+__all__ = ["HTTP_SCHEMES", "OBJECT_SCHEMES", "is_remote", "public_name", "sibling"]
+
+OBJECT_SCHEMES = frozenset({"s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl"})
+HTTP_SCHEMES = frozenset({"http", "https"})
+
+
+def is_remote(path) -> bool:
+    """Whether ``path`` is a URI rumimm reads through a remote store (not a local path)."""
+    if not isinstance(path, str) or "://" not in path:
+        return False
+    return path.split("://", 1)[0].lower() in OBJECT_SCHEMES | HTTP_SCHEMES
+
+
+def public_name(uri: str) -> str:
+    """``uri`` without credentials, query string or fragment: safe to show in a message."""
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", a port out of range: the URI cannot be parsed
+        scheme = uri.split("://", 1)[0]
+        raise RumiError(f"{scheme}://...: not a URI that can be parsed ({exc})") from None
+    host = parts.hostname or ""
+    if port is not None:
+        host = f"{host}:{port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def sibling(uri: str, suffix: str) -> str:
+    """The URI of the object named ``uri``'s path + ``suffix`` (a sidecar), query string kept."""
+    parts = urlsplit(uri)
+    return parts._replace(path=parts.path + suffix).geturl()
