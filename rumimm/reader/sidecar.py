@@ -47,6 +47,7 @@ from rumimm.format.pam import (
     parse_pam,
     sidecar_path,
 )
+from rumimm.store import LocalStore
 
 __all__ = ["file_binding", "read_metadata", "read_remote_metadata"]
 
@@ -170,14 +171,15 @@ def _unbound(meta: Metadata, store) -> str | None:
         return None  # GDAL's, another tool's or an older rumimm's sidecar: applied as GDAL applies it
     if store is None:
         return "the sidecar is bound to a file's content and no open file was given to check it against"
-    fd = getattr(store, "fd", -1)
-    if isinstance(fd, int) and fd >= 0 and own.get(FILE_STAT_KEY) == _stat_text(os.fstat(fd)):
+    local = isinstance(store, LocalStore)
+    if local and store.fd >= 0 and own.get(FILE_STAT_KEY) == _stat_text(os.fstat(store.fd)):
         return None  # the very file written: a rename keeps size, time and inode
-    def key():
-        version = getattr(store, "version", None)
-        return None if not version else (getattr(store, "name", None), version, int(store.size), digest.lower())
 
-    if getattr(store, "mapping", None) is not None and store.mapping() is None and not getattr(store, "version", None):
+    def key():
+        version = store.version
+        return None if not version else (store.name, version, int(store.size), digest.lower())
+
+    if not local and not store.version:
         store.read(0, 16)  # a remote object not read yet: one small GET pins its ETag (the key below)
     known = key()
     if known is not None and known in _VERIFIED:
@@ -194,9 +196,8 @@ def _unbound(meta: Metadata, store) -> str | None:
 
 def _store_digest(store) -> str:
     h = hashlib.sha256()
-    mapping = store.mapping()
-    if mapping is not None:
-        h.update(memoryview(mapping).cast("B"))
+    if isinstance(store, LocalStore):
+        h.update(memoryview(store.mapping()).cast("B"))
         return h.hexdigest()
     offset, size = 0, int(store.size)
     while offset < size:

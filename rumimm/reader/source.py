@@ -141,7 +141,7 @@ def frame_buffers(sources, owners, frames, groups):
     requests, sizes = [], []
     for o, gs in per.items():
         fs = sources[o]
-        off = fs.header.offsets
+        off = fs.header.frame_offsets
         ks = np.array([frames[g] for g in gs], np.int64)
         starts, counts = off[ks], off[ks + 1] - off[ks]
         sizes.append(counts)

@@ -132,6 +132,9 @@ class StoreWriter(abc.ABC):
         """Move where the next ``write`` goes (only where :meth:`seekable`)."""
         raise RumiError(f"{self.name}: this destination is written in order only; it cannot seek")
 
+    def flush(self) -> None:
+        """Hand buffered bytes on (a local file: to its temporary file); nothing becomes visible."""
+
     @abc.abstractmethod
     def commit(self) -> None:
         """Make the written bytes the destination's content, at once."""

@@ -220,6 +220,10 @@ class LocalWriter(StoreWriter):
     def tell(self) -> int:
         return self._file.fh.tell()
 
+    def flush(self) -> None:
+        """Hand buffered bytes to the temporary file, so that :attr:`tmp` can be read (a sidecar's digest)."""
+        self._file.fh.flush()
+
     def commit(self) -> None:
         self._file.commit()
 
