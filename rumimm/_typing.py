@@ -9,16 +9,21 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Callable, Sequence
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, SupportsBytes, TypeAlias
 
 import numpy as np
 
-__all__ = ["AnyPath", "CRSArg", "ProgressArg", "StrPath", "Tile", "TimeArg", "TimeCoord", "Unit"]
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+__all__ = ["AnyPath", "BlobArg", "CRSArg", "ProgressArg", "StrPath", "Tile", "TimeArg", "TimeCoord", "Unit"]
 
 #: A file system path as the public functions take it.
 StrPath: TypeAlias = str | os.PathLike[str]
 #: A path that may also be bytes (decoded as the file system does).
 AnyPath: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+#: A header blob: bytes, any buffer, or a parsed header (anything ``bytes()`` takes but an int or a str).
+BlobArg: TypeAlias = "Buffer | SupportsBytes"
 #: The ``progress=`` argument of long operations (rumimm.progress): nothing, a bar, or ``f(done, total)``.
 ProgressArg: TypeAlias = bool | Callable[[int, int], object] | None
 #: ``tile=``: one size for square frames, or (height, width).
