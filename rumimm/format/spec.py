@@ -27,6 +27,7 @@ from rumimm.format.grid import FrameUnit
 from rumimm.format.tiff import PROFILE_V1, PROFILE_V2, Profile
 
 if TYPE_CHECKING:
+    from rumimm._typing import SpecName, Unit
     from rumimm.format.grid import Grid
 
 __all__ = ["SPECS", "V01", "V02", "HeaderRecord", "Spec", "Spec01", "Spec02", "parse_any", "register_header_type",
@@ -47,7 +48,7 @@ class Spec:
     """
 
     #: ``"0.1"`` or ``"0.2"``.
-    name: str
+    name: SpecName
     #: The 4 bytes its files start with.
     first_bytes: bytes
     #: How a message names those bytes.
@@ -146,7 +147,7 @@ class Spec:
         """The frames of ``hdr`` (a header of this spec) as a 0.2 ``frame_unit`` number."""
         raise NotImplementedError
 
-    def writer_unit(self, hdr: HeaderRecord) -> str | int:
+    def writer_unit(self, hdr: HeaderRecord) -> Unit | int:
         """The ``unit=`` a Writer of this spec takes to re-encode the file of ``hdr`` (either spec)."""
         return "tile" if hdr.format_spec.planar_unit(hdr) == FrameUnit.TILE else "cell"
 
@@ -174,7 +175,7 @@ class Spec02(Spec):
     def layout_number(self, hdr: HeaderRecord) -> int:
         return int(cast("LayeredHeader", hdr).layout)
 
-    def writer_unit(self, hdr: HeaderRecord) -> str | int:
+    def writer_unit(self, hdr: HeaderRecord) -> Unit | int:
         """A 0.2 source keeps its unit; an interleaved one (read, never written) becomes the planar cell."""
         if hdr.format_spec is not self:
             return super().writer_unit(hdr)
