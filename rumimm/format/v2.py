@@ -45,7 +45,7 @@ from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefi
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from rumimm._typing import BlobArg, StrPath
+    from rumimm._typing import BlobArg, SpecName, StrPath
 
 __all__ = [
     "FILE_HEADER",
@@ -79,7 +79,7 @@ assert _HEADER2.size == HEADER_SIZE2
 _recent2 = RecentHeaders()
 
 
-def spec_of_file(head: bytes) -> str | None:
+def spec_of_file(head: bytes) -> SpecName | None:
     """``"0.2"`` for a file starting with ``RUMI``, ``"0.1"`` for a BigTIFF, else None (``spec.spec_of`` raises)."""
     try:
         return spec_of(head).name
