@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -40,6 +40,8 @@ from rumimm.writer.args import resolve_descriptions, resolve_path, resolve_spec,
 from rumimm.writer.atomic import AtomicFile
 
 if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
     from rumimm._typing import ProgressArg, SpecName, StrPath, TimeArg
     from rumimm.codec.presets import CodecArg
     from rumimm.format.blob import Header
@@ -225,7 +227,7 @@ def _reencode(img: Image, dest: str, spec: Spec, codec: CodecArg, georef: tuple[
     return w.header
 
 
-def _recode_plan(hdr: Header, spec: Spec) -> Callable[[Image, BinaryIO], np.ndarray] | None:
+def _recode_plan(hdr: Header, spec: Spec) -> Callable[[Image, SupportsWrite[bytes]], np.ndarray] | None:
     """None when every frame keeps its bytes, else a function writing re-encoded frames (returns their sizes).
 
     Complex128 frames change representation between the specs (0.1 structs, 0.2 float64
@@ -236,7 +238,7 @@ def _recode_plan(hdr: Header, spec: Spec) -> Callable[[Image, BinaryIO], np.ndar
     if not (complex128 and hdr.format_spec.components != spec.components) and not interleaved:
         return None
 
-    def recode(img: Image, fh: BinaryIO) -> np.ndarray:
+    def recode(img: Image, fh: SupportsWrite[bytes]) -> np.ndarray:
         from rumimm.codec import FrameEncoder
         from rumimm.reader.image import read_frames
         from rumimm.reader.layouts import frame_planes
