@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rumimm._version import __version__
 from rumimm.errors import BlobError, CodecError, CRSError, FormatError, RumiError, RumiWarning, WindowError
@@ -93,7 +93,7 @@ _DEPRECATED = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     new = _DEPRECATED.get(name)
     if new is not None:
         from rumimm._deprecation import renamed
@@ -108,5 +108,5 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return __all__

@@ -8,8 +8,9 @@ readers decode each comes from ``compat.py``.  Chosen by measurement on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import openzl.ext as zl
 
@@ -35,6 +36,15 @@ from rumimm.codec.graphs import (
     recipe_key,
 )
 from rumimm.format.dtypes import ENCODINGS, Encoding
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+#: How a graph is built: ``f(compressor, encoding, frame shape) -> GraphID``.
+GraphBuilder: TypeAlias = Callable[[zl.Compressor, Encoding, tuple[int, ...]], zl.GraphID]
+#: The ``codec=`` argument: None (the spec's default), a preset or ``"geozl:<recipe>"`` name, a Codec,
+#: or ``f(compressor) -> GraphID``.
+CodecArg: TypeAlias = "str | Codec | Callable[[Any], Any] | None"
 
 
 @dataclass(frozen=True)
@@ -81,15 +91,15 @@ class Codec:
     portable: bool
     requires_geozl: bool
     lossless: bool | None
-    widths: frozenset = ALL_WIDTHS
-    formats: frozenset | None = None
-    builder: Callable = field(default=build_generic, repr=False, compare=False)
-    graph_key: Callable = field(default=no_key, repr=False, compare=False)
+    widths: frozenset[int] = ALL_WIDTHS
+    formats: frozenset[int] | None = None
+    builder: GraphBuilder = field(default=build_generic, repr=False, compare=False)
+    graph_key: Callable[[tuple[int, ...]], Hashable] = field(default=no_key, repr=False, compare=False)
     recipe: str | None = None
-    readers: frozenset = EVERY_READER
-    members: Mapping | None = field(default=None, repr=False, compare=False)
+    readers: frozenset[str] = EVERY_READER
+    members: Mapping[str, Codec] | None = field(default=None, repr=False, compare=False)
 
-    def for_encoding(self, encoding) -> Codec:
+    def for_encoding(self, encoding: Encoding | DTypeLike) -> Codec:
         """The codec frames of ``encoding`` go through: a table's member, else this codec."""
         if self.members is None:
             return self
@@ -97,7 +107,7 @@ class Codec:
         member = self.members.get(enc.name)
         return member if member is not None else _default_for(enc)  # a dtype the table has not listed
 
-    def readers_for(self, encoding) -> frozenset:
+    def readers_for(self, encoding: Encoding | DTypeLike) -> frozenset[str]:
         """Which of :data:`READERS` decode frames of ``encoding`` written with this codec."""
         return self.for_encoding(encoding).readers
 
@@ -125,8 +135,9 @@ class Codec:
         return gid
 
 
-def _preset(name, description, *, builder, portable=True, geozl=False, widths=NUMERIC_WIDTHS, formats=None,
-            key=no_key, readers=EVERY_READER):
+def _preset(name: str, description: str, *, builder: GraphBuilder, portable: bool = True, geozl: bool = False,
+            widths: Iterable[int] = NUMERIC_WIDTHS, formats: Iterable[int] | None = None,
+            key: Callable[[tuple[int, ...]], Hashable] = no_key, readers: Iterable[str] = EVERY_READER) -> Codec:
     return Codec(
         name=name,
         description=description,
@@ -263,7 +274,7 @@ def _default_for(encoding: Encoding) -> Codec:
 DEFAULT_PRESETS: dict[str, str] = {e.name: _default_for(e).name for e in ENCODINGS.values()}
 
 
-def _build_auto(c, enc, shape):
+def _build_auto(c: zl.Compressor, enc: Encoding, shape: tuple[int, ...]) -> zl.GraphID:
     return _default_for(enc).build(c, enc, shape)
 
 
@@ -384,7 +395,7 @@ PRESETS: dict[str, Codec] = {
 DEFAULT_PRESET_BY_SPEC: dict[str, str] = {"0.1": "auto", "0.2": "fast"}
 
 
-def resolve_codec(codec, encoding, spec: str = "0.1") -> Codec:
+def resolve_codec(codec: CodecArg, encoding: Encoding | DTypeLike, spec: str = "0.1") -> Codec:
     """Turn a codec argument into a :class:`Codec` that supports ``encoding``.
 
     Parameters

@@ -19,7 +19,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from rumimm.format.packing import (  # noqa: F401
 )
 from rumimm.format.spec import V01, Spec, register_header_type
 from rumimm.format.tiff import build_prefix
+
+if TYPE_CHECKING:
+    from rumimm._typing import BlobArg, StrPath
 
 __all__ = [
     "BLOB_FIELDS",
@@ -86,10 +89,10 @@ _RECENT_SIZE = 256
 _RECENT_MAX_BLOB = 4096  # bytes: at most ~32k frames, so the shared offsets stay small
 
 
-class RecentHeaders(dict):
+class RecentHeaders(dict[bytes, Any]):
     """Headers of recently parsed small blobs, by their bytes (oldest evicted first, no lock)."""
 
-    def keep(self, data: bytes, hdr) -> None:
+    def keep(self, data: bytes, hdr: Header) -> None:
         if len(data) > _RECENT_MAX_BLOB:
             return
         if len(self) >= _RECENT_SIZE:
@@ -100,7 +103,7 @@ class RecentHeaders(dict):
         self[data] = hdr
 
 
-def blob_bytes(blob) -> bytes:
+def blob_bytes(blob: BlobArg) -> bytes:
     """The bytes of a blob given as bytes or any buffer; TypeError for an int or a str."""
     if isinstance(blob, (numbers.Integral, str)):
         # bytes(n) of an int would allocate n zero bytes (a hostile or mistaken 10**12 included)
@@ -192,7 +195,7 @@ class Header:
     time_count = 1
 
     @classmethod
-    def parse(cls, blob, *, path=None) -> Header:
+    def parse(cls, blob: BlobArg, *, path: StrPath | None = None) -> Header:
         """Check ``blob`` against every rule of the spec and return its Header."""
         if type(blob) is bytes:  # the common case first: a blob parsed recently is reused as is
             hdr = _recent.get(blob)
@@ -401,7 +404,7 @@ class Header:
     def __len__(self) -> int:
         return len(self.blob)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, Header):
             return self.blob == other.blob
         if isinstance(other, (bytes, bytearray, memoryview)):

@@ -27,6 +27,7 @@ from rumimm.format.grid import FrameUnit
 from rumimm.format.tiff import PROFILE_V1, PROFILE_V2, Profile
 
 if TYPE_CHECKING:
+    from rumimm._typing import BlobArg, SpecName, StrPath, Unit
     from rumimm.format.grid import Grid
 
 __all__ = ["SPECS", "V01", "V02", "HeaderRecord", "Spec", "Spec01", "Spec02", "parse_any", "register_header_type",
@@ -47,7 +48,7 @@ class Spec:
     """
 
     #: ``"0.1"`` or ``"0.2"``.
-    name: str
+    name: SpecName
     #: The 4 bytes its files start with.
     first_bytes: bytes
     #: How a message names those bytes.
@@ -90,7 +91,7 @@ class Spec:
         """Its sample types, by (SampleFormat, BitsPerSample)."""
         return SPEC_ENCODINGS[self.name]
 
-    def encoding(self, sample_format: int, bits_per_sample: int, *, path: Any = None) -> Encoding:
+    def encoding(self, sample_format: int, bits_per_sample: int, *, path: StrPath | None = None) -> Encoding:
         """The sample type of a pair in this spec; FormatError naming the spec for any other pair."""
         return encoding(sample_format, bits_per_sample, path=path, spec=self.name)
 
@@ -111,7 +112,7 @@ class Spec:
         """Its header record class (``blob.Header`` or ``v2.Header2``, registered by their modules)."""
         return _HEADER_TYPES[self]
 
-    def parse_header(self, blob: Any, *, path: Any = None) -> HeaderRecord:
+    def parse_header(self, blob: BlobArg, *, path: StrPath | None = None) -> HeaderRecord:
         """Check ``blob`` against every rule of this spec and return its header record."""
         return self.header_type.parse(blob, path=path)
 
@@ -146,7 +147,7 @@ class Spec:
         """The frames of ``hdr`` (a header of this spec) as a 0.2 ``frame_unit`` number."""
         raise NotImplementedError
 
-    def writer_unit(self, hdr: HeaderRecord) -> str | int:
+    def writer_unit(self, hdr: HeaderRecord) -> Unit | int:
         """The ``unit=`` a Writer of this spec takes to re-encode the file of ``hdr`` (either spec)."""
         return "tile" if hdr.format_spec.planar_unit(hdr) == FrameUnit.TILE else "cell"
 
@@ -174,7 +175,7 @@ class Spec02(Spec):
     def layout_number(self, hdr: HeaderRecord) -> int:
         return int(cast("LayeredHeader", hdr).layout)
 
-    def writer_unit(self, hdr: HeaderRecord) -> str | int:
+    def writer_unit(self, hdr: HeaderRecord) -> Unit | int:
         """A 0.2 source keeps its unit; an interleaved one (read, never written) becomes the planar cell."""
         if hdr.format_spec is not self:
             return super().writer_unit(hdr)
@@ -203,13 +204,13 @@ class HeaderRecord(Protocol):
     def interleaved(self) -> bool: ...
 
     @classmethod
-    def parse(cls, blob: Any, *, path: Any = None) -> HeaderRecord: ...
+    def parse(cls, blob: BlobArg, *, path: StrPath | None = None) -> HeaderRecord: ...
 
     @classmethod
     def from_layout(cls, blob: bytes, grid: Grid, enc: Encoding, counts: np.ndarray) -> HeaderRecord: ...
 
     @staticmethod
-    def blob_bytes(blob: Any) -> bytes: ...
+    def blob_bytes(blob: BlobArg) -> bytes: ...
 
     @staticmethod
     def build_blob(grid: Grid, enc: Encoding, counts: np.ndarray) -> bytes: ...
@@ -273,7 +274,7 @@ def spec_named(name: Any, *, what: str = "spec") -> Spec:
         raise ValueError(f"{what} must be '0.1' or '0.2', got {name!r}") from None
 
 
-def spec_of(first_bytes: bytes, *, path: Any = None, fallback: Spec | None = None) -> Spec:
+def spec_of(first_bytes: bytes, *, path: StrPath | None = None, fallback: Spec | None = None) -> Spec:
     """The spec of a file from its first 4 bytes: ``RUMI`` is 0.2, a little-endian BigTIFF header 0.1.
 
     Anything else is a FormatError naming what was found, unless ``fallback`` is given:
@@ -290,7 +291,7 @@ def spec_of(first_bytes: bytes, *, path: Any = None, fallback: Spec | None = Non
                       f"{V01.starts_with} (49 49 2b 00, spec 0.1) or RUMI (52 55 4d 49, spec 0.2)")
 
 
-def spec_of_blob(blob: Any, *, path: Any = None) -> Spec:
+def spec_of_blob(blob: BlobArg, *, path: StrPath | None = None) -> Spec:
     """The spec of a header blob: the one whose rules it meets (its length and fields decide).
 
     A 0.1 blob is 28 bytes plus its packed frame sizes, a 0.2 blob 32 plus its own; in
@@ -302,7 +303,7 @@ def spec_of_blob(blob: Any, *, path: Any = None) -> Spec:
     return _detect(blob, path).format_spec
 
 
-def _detect(blob: Any, path: Any) -> HeaderRecord:
+def _detect(blob: BlobArg, path: StrPath | None) -> HeaderRecord:
     """The header of a blob of either spec (``spec_of_blob``), each spec's rules checked once."""
     if isinstance(blob, V01.header_type):  # a header record: its spec is known
         return blob
@@ -322,7 +323,7 @@ def _detect(blob: Any, path: Any) -> HeaderRecord:
     raise BlobError(f"{where(path)}header blob is neither spec 0.1 ({broken[V01]}) nor spec 0.2 ({broken[V02]})")
 
 
-def parse_any(blob: Any, *, spec: Spec | str | None = None, path: Any = None) -> HeaderRecord:
+def parse_any(blob: BlobArg, *, spec: Spec | str | None = None, path: StrPath | None = None) -> HeaderRecord:
     """``blob`` parsed as ``spec`` (a Spec or its name), or as whichever spec it meets when None."""
     if spec is None:
         return _detect(blob, path)

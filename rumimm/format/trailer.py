@@ -28,12 +28,17 @@ from __future__ import annotations
 
 import datetime as _dt
 import struct
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
 from rumimm.format.packing import pack_bits, unpack_bits
+
+if TYPE_CHECKING:
+    from rumimm._typing import StrPath
 
 __all__ = [
     "DAY",
@@ -109,7 +114,7 @@ class Trailer:
         return arr.reshape(-1, 2) if self.kind == INTERVAL else arr
 
 
-def _as_python(seconds: int, days: bool):
+def _as_python(seconds: int, days: bool) -> _dt.date | _dt.datetime:
     try:
         if days:
             return _dt.date(1970, 1, 1) + _dt.timedelta(days=seconds // DAY)
@@ -119,7 +124,7 @@ def _as_python(seconds: int, days: bool):
                         "holds; read the trailer's seconds (or datetime64()) instead") from None
 
 
-def canonical_time(seconds) -> tuple[int, int, int, int, list[int]]:
+def canonical_time(seconds: Iterable[int]) -> tuple[int, int, int, int, list[int]]:
     """(scale, epoch, step, bits, zigzag residuals) of coordinates in seconds, as the spec fixes them."""
     seconds = [int(s) for s in seconds]
     scale = DAY if all(s % DAY == 0 for s in seconds) else 1
@@ -148,7 +153,7 @@ def max_trailer_bytes(bands: int, times: int) -> int:
     return HEAD_SIZE + bands * (2 + MAX_TEXT_BYTES) + _FIXED.size + 2 * times * 8
 
 
-def check_band_texts(bands) -> list[bytes]:
+def check_band_texts(bands: Iterable[object]) -> list[bytes]:
     """The UTF-8 bytes of each band text; ValueError/TypeError naming the text that breaks a rule."""
     out = []
     seen: dict[str, int] = {}
@@ -172,7 +177,7 @@ def check_band_texts(bands) -> list[bytes]:
     return out
 
 
-def check_time_order(kind: int, seconds) -> None:
+def check_time_order(kind: int, seconds: Sequence[int]) -> None:
     """ValueError unless instants never decrease, or intervals have start < end and never overlap."""
     if kind == INSTANT:
         for i in range(1, len(seconds)):
@@ -191,7 +196,7 @@ def check_time_order(kind: int, seconds) -> None:
         raise ValueError(f"time kind must be {INTERVAL} (interval) or {INSTANT} (instant), got {kind}")
 
 
-def build_trailer(bands, kind: int, seconds) -> bytes:
+def build_trailer(bands: Iterable[str], kind: int, seconds: Iterable[int]) -> bytes:
     """The canonical trailer for band texts, a time kind and coordinates in seconds.
 
     Raises TypeError or ValueError when a value breaks a rule (texts, order, range).
@@ -209,12 +214,13 @@ def build_trailer(bands, kind: int, seconds) -> bytes:
 
 
 # Trailers parsed recently: a data loader reopens the same files, and a Trailer is immutable.
-_RECENT: dict = {}
+_RECENT: dict[tuple[bytes, int, int], Trailer] = {}
 _RECENT_SIZE = 256
 _RECENT_MAX_BYTES = 4096
 
 
-def parse_trailer(buf, bands: int, times: int, *, path=None) -> Trailer:
+def parse_trailer(buf: bytes | bytearray | memoryview, bands: int, times: int, *,
+                  path: StrPath | None = None) -> Trailer:
     """Parse and check a whole trailer: ``buf`` holds the bytes from the last frame's end to the file's end.
 
     ``bands`` and ``times`` come from the IFD.  Work and memory are bounded by the
@@ -243,11 +249,12 @@ def parse_trailer(buf, bands: int, times: int, *, path=None) -> Trailer:
     return tr
 
 
-def _parse_trailer(buf, bands: int, times: int, path) -> Trailer:
+def _parse_trailer(buf: bytes | bytearray | memoryview, bands: int, times: int,
+                   path: StrPath | None) -> Trailer:
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else memoryview(buf)
     size = len(mv)
 
-    def bad(msg):
+    def bad(msg: str) -> FormatError:
         return FormatError(f"{where(path)}trailer: {msg}")
 
     if size < HEAD_SIZE:
@@ -320,7 +327,8 @@ def _parse_trailer(buf, bands: int, times: int, path) -> Trailer:
     return tr
 
 
-def _check_regular(kind: int, count: int, epoch: int, step: int, scale: int, bad) -> None:
+def _check_regular(kind: int, count: int, epoch: int, step: int, scale: int,
+                   bad: Callable[[str], FormatError]) -> None:
     """The rules for coordinates ``(epoch + i * step) * scale``, in constant time."""
     if count < 2 and step != 0:
         raise bad(f"time_step is {step} with {count} coordinate(s); it must be 0 below two coordinates")

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import numpy as np
 
@@ -40,6 +41,11 @@ from rumimm.format.grid import FrameUnit, Grid, ceildiv
 from rumimm.format.packing import pack_residuals, residual_extent
 from rumimm.format.spec import V02, Spec, parse_any, register_header_type, spec_of
 from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefix, layout_ifd
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from rumimm._typing import BlobArg, SpecName, StrPath
 
 __all__ = [
     "FILE_HEADER",
@@ -73,7 +79,7 @@ assert _HEADER2.size == HEADER_SIZE2
 _recent2 = RecentHeaders()
 
 
-def spec_of_file(head: bytes) -> str | None:
+def spec_of_file(head: bytes) -> SpecName | None:
     """``"0.2"`` for a file starting with ``RUMI``, ``"0.1"`` for a BigTIFF, else None (``spec.spec_of`` raises)."""
     try:
         return spec_of(head).name
@@ -101,7 +107,8 @@ class Grid2(Grid):
     layout: int = 0
 
     @classmethod
-    def of(cls, image_width, image_length, tile_width, tile_length, bands, times, layout) -> Grid2:
+    def of(cls, image_width: int, image_length: int, tile_width: int, tile_length: int, bands: int, times: int,
+           layout: int) -> Grid2:
         unit = FrameUnit.TILE if units.is_tile(layout) else FrameUnit.CELL
         return cls(image_width, image_length, tile_width, tile_length, bands * times, unit, bands, times,
                    int(layout))
@@ -118,7 +125,7 @@ class Grid2(Grid):
     def interleaved(self) -> bool:
         return units.interleaved(self.layout)
 
-    def virtual_bands(self, t_list, b_list) -> np.ndarray:
+    def virtual_bands(self, t_list: ArrayLike, b_list: ArrayLike) -> np.ndarray:
         """Virtual band of each (step, band) pair of the outer product, shape (len(t), len(b))."""
         t = np.asarray(t_list, np.int64)[:, None]
         b = np.asarray(b_list, np.int64)[None, :]
@@ -226,7 +233,7 @@ class Header2(Header):
     _recent_headers: ClassVar[RecentHeaders] = _recent2
 
     @classmethod
-    def parse(cls, blob, *, path=None) -> Header2:
+    def parse(cls, blob: BlobArg, *, path: StrPath | None = None) -> Header2:
         """Check ``blob`` against every rule of spec 0.2 and return its Header2."""
         if isinstance(blob, Header2):
             return blob
@@ -354,13 +361,14 @@ class Header2(Header):
         }
 
 
-def build_prefix2(grid: Grid2, enc: Encoding, offsets, counts, matrix, keys) -> bytes:
+def build_prefix2(grid: Grid2, enc: Encoding, offsets: np.ndarray, counts: np.ndarray, matrix: tuple[float, ...],
+                  keys: tuple[int, ...]) -> bytes:
     """The 16-byte file header, the 13-tag IFD and its external values: every byte before frame 0."""
     extra = {TagV2.FRAME_UNIT: struct.pack("<H", grid.layout), TagV2.TIME_COUNT: struct.pack("<I", grid.times)}
     return build_prefix(grid, enc, offsets, counts, matrix, keys, profile=PROFILE_V2, bands=grid.bands, extra=extra)
 
 
-def build_header2(grid: Grid2, enc: Encoding, counts) -> bytes:
+def build_header2(grid: Grid2, enc: Encoding, counts: ArrayLike) -> bytes:
     """The canonical 0.2 blob of a grid, a sample type and the frame byte counts."""
     counts = np.ascontiguousarray(counts, dtype=np.uint64).reshape(-1)
     n = grid.n_frames
@@ -375,7 +383,7 @@ def build_header2(grid: Grid2, enc: Encoding, counts) -> bytes:
     return head + pack_residuals(counts, cmin, bits).tobytes()
 
 
-def parse_header(blob, *, spec=None, path=None) -> Header:
+def parse_header(blob: BlobArg, *, spec: Spec | str | None = None, path: StrPath | None = None) -> Header:
     """Parse and check a header blob of either rumi spec, without the file.
 
     Parameters
@@ -439,7 +447,7 @@ def expected_head2(hdr: Header2) -> bytes:
     return head
 
 
-def check_blob_prefix2(read, hdr: Header2, path) -> int:
+def check_blob_prefix2(read: Callable[[int, int], BlobArg], hdr: Header2, path: StrPath | None) -> int:
     """A 0.2 blob must describe this file: its 292 bytes of header and IFD, band 0's sample pair, frame 0's magic.
 
     ``read(offset, n)`` returns file bytes; the caller checked that the file holds the
@@ -466,7 +474,7 @@ def check_blob_prefix2(read, hdr: Header2, path) -> int:
     return magic
 
 
-def _explain(head: bytes, want: bytes, hdr: Header2, path) -> None:
+def _explain(head: bytes, want: bytes, hdr: Header2, path: StrPath | None) -> None:
     if head[:16] != want[:16]:
         raise BlobError(f"{where(path)}file does not start with the 16-byte RUMI header of spec 0.2 (found "
                         f"{head[:16].hex(' ')}); it is not a rumi 0.2 file")

@@ -14,7 +14,8 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -22,13 +23,31 @@ from rumimm.errors import FormatError, RumiError
 from rumimm.format import dtypes
 from rumimm.integrations.open_files import OpenFiles
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from numpy.typing import DTypeLike
+
+    from rumimm._typing import StrPath
+    from rumimm.reader.cube import ImageCollection
+    from rumimm.reader.image import Image
+
+#: What a dataset's files (or label rasters) come from: a catalog table or Parquet path, an
+#: ImageCollection, or Images and paths.
+ChipSources: TypeAlias = "StrPath | pa.Table | ImageCollection | Iterable[Image | StrPath]"
+#: Blob fields by name, one value per file (``reader.blob_column.parse_blobs_any``).
+Fields: TypeAlias = Mapping[str, np.ndarray]
+#: numpy's casting rules (``numpy.can_cast``).
+Casting: TypeAlias = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
+#: What a read makes before ``transform``: a chip array, a sample, or (image, label) arrays.
+Chips: TypeAlias = "np.ndarray | dict[str, Any] | tuple[np.ndarray, np.ndarray]"
+
 __all__ = ["MAX_CHIPS", "ChipDataset"]
 
 #: Most chips a dataset holds (its table takes 24 bytes a chip: 1.5 GiB at this bound).
 MAX_CHIPS = 1 << 26
 
 
-def _size(size) -> tuple[int, int]:
+def _size(size: int | Sequence[int]) -> tuple[int, int]:
     h, w = (size, size) if isinstance(size, (int, np.integer)) else tuple(size)
     h, w = int(h), int(w)
     if h < 1 or w < 1:
@@ -36,7 +55,9 @@ def _size(size) -> tuple[int, int]:
     return h, w
 
 
-def _sources(sources, headers, storage_options=None, transforms_needed=True):
+def _sources(sources: ChipSources, headers: Iterable[bytes] | None,
+             storage_options: Mapping[str, Any] | None = None, transforms_needed: bool = True,
+             ) -> tuple[list[str], list[bytes], list[tuple[float, ...] | None] | None]:
     """(paths, blobs, transforms) of a catalog table/file, an ImageCollection or a list of Images/paths."""
     from rumimm.reader.image import Image
 
@@ -44,7 +65,7 @@ def _sources(sources, headers, storage_options=None, transforms_needed=True):
         from rumimm.integrations.catalogs import read_catalog
         from rumimm.reader.catalog_table import check_rows
 
-        table = read_catalog(sources, columns=["path", "blob", "transform"]) \
+        table: pa.Table = read_catalog(sources, columns=["path", "blob", "transform"]) \
             if isinstance(sources, (str, os.PathLike)) else sources
         paths, blobs, _ = check_rows(table)  # the same RumiErrors as from_catalog, before anything is sized
         transforms = table.column("transform").to_pylist() if "transform" in table.column_names else None
@@ -70,13 +91,14 @@ def _sources(sources, headers, storage_options=None, transforms_needed=True):
     return paths, blobs, transforms
 
 
-def _coefficients(img) -> tuple[float, ...] | None:
+def _coefficients(img: Image) -> tuple[float, ...] | None:
     """An image's six affine coefficients (a, b, c, d, e, f), or None without georeferencing."""
     t = img.transform
     return None if t is None else tuple(t)[:6]
 
 
-def _align_labels(labels, label_headers, paths, blobs):
+def _align_labels(labels: ChipSources, label_headers: Iterable[bytes] | None, paths: Sequence[str],
+                  blobs: Sequence[bytes]) -> tuple[list[str], list[bytes], np.ndarray, np.ndarray]:
     """(label paths, blobs, (F, 2) pixel offsets, (F, 4) limits) of label rasters aligned with the images.
 
     A label raster goes with the image in the same position.  Both georeferenced: the
@@ -118,28 +140,32 @@ def _align_labels(labels, label_headers, paths, blobs):
     return lpaths, lblobs, offsets, limits
 
 
-def _output_args(dtype, scale, fill_nodata, output):
+def _output_args(dtype: DTypeLike | None, scale: str | float | Sequence[float] | None, fill_nodata: float | None,
+                 output: str) -> tuple[np.dtype | None, str | np.ndarray | None, float | None, str]:
     """(dtype, scale, fill_nodata, output) checked: what each chip becomes after it is read."""
     if output not in ("array", "sample"):
         raise ValueError(f"output must be 'array' or 'sample', got {output!r}")
-    dtype = None if dtype is None else np.dtype(dtype)
+    chip_dtype = None if dtype is None else np.dtype(dtype)
+    factors: str | np.ndarray | None
     if scale is not None and not isinstance(scale, str):
         values = np.atleast_1d(np.asarray(scale, np.float64))
         if values.ndim != 1 or not np.all(np.isfinite(values)):
             raise ValueError(f"scale must be 'file', a finite number or one per band, got {scale!r}")
-        scale = values
+        factors = values
     elif scale is not None and scale != "file":
         raise ValueError(f"scale must be 'file' (each file's scales and offsets), a number or one per band, "
                          f"got {scale!r}")
-    if scale is not None and dtype is not None and dtype.kind not in "fc":
-        raise ValueError(f"scaled chips need a float dtype, got {dtype}")
-    return dtype, scale, fill_nodata, output
+    else:
+        factors = scale if isinstance(scale, str) else None  # "file" or None
+    if factors is not None and chip_dtype is not None and chip_dtype.kind not in "fc":
+        raise ValueError(f"scaled chips need a float dtype, got {chip_dtype}")
+    return chip_dtype, factors, fill_nodata, output
 
 
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 
-def _check_casting(src: np.dtype, dst: np.dtype | None, casting: str, path) -> None:
+def _check_casting(src: np.dtype, dst: np.dtype | None, casting: str, path: str) -> None:
     """RumiError unless numpy's ``casting`` rule allows the files' ``src`` samples to become ``dst`` chips."""
     if casting not in CASTINGS:
         raise ValueError(f"casting must be one of {', '.join(map(repr, CASTINGS))}, got {casting!r}")
@@ -155,7 +181,7 @@ def _check_casting(src: np.dtype, dst: np.dtype | None, casting: str, path) -> N
                         f"(integers beyond {dst}'s range saturate, NaN becomes 0), or another dtype")
 
 
-def _check_fill(fill, dtype: np.dtype) -> None:
+def _check_fill(fill: float, dtype: np.dtype) -> None:
     """RumiError unless ``fill`` (fill_nodata) is a value of the chips' ``dtype``."""
     try:
         value = float(fill)
@@ -196,7 +222,8 @@ def _cast(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return block.astype(dtype)
 
 
-def _pixel_limits(transform, bounds, height: int, width: int):
+def _pixel_limits(transform: Sequence[float] | None, bounds: Sequence[float], height: int,
+                  width: int) -> tuple[int, int, int, int] | None:
     """(y0, y1, x0, x1) pixel rows/columns of an image inside ``bounds`` (north-up transforms)."""
     if transform is None:
         return None
@@ -299,11 +326,15 @@ class ChipDataset:
     ``ds.locate(i)`` gives its path and window, e.g. to fetch a label.
     """
 
-    def __init__(self, sources, size, *, n: int | None = None, grid: bool = False, stride=None, weights=None,
-                 seed: int = 0, bounds=None, bands=None, transform=None, headers=None, worker_threads: int = 1,
-                 max_open: int = 1024, cache_bytes=None, dtype=None, scale=None, fill_nodata=None,
-                 output: str = "array", labels=None, label_headers=None, storage_options=None,
-                 casting: str = "safe"):
+    def __init__(self, sources: ChipSources, size: int | Sequence[int], *, n: int | None = None, grid: bool = False,
+                 stride: int | Sequence[int] | None = None, weights: Sequence[float] | None = None, seed: int = 0,
+                 bounds: Sequence[float] | None = None, bands: int | Sequence[int] | None = None,
+                 transform: Callable[[Any], Any] | None = None, headers: Sequence[bytes] | None = None,
+                 worker_threads: int = 1, max_open: int = 1024, cache_bytes: int | None = None,
+                 dtype: DTypeLike | None = None, scale: str | float | Sequence[float] | None = None,
+                 fill_nodata: float | None = None, output: Literal["array", "sample"] = "array",
+                 labels: ChipSources | None = None, label_headers: Sequence[bytes] | None = None,
+                 storage_options: Mapping[str, Any] | None = None, casting: Casting = "safe") -> None:
         from rumimm.reader.blob_column import parse_blobs_any
 
         self.size = _size(size)
@@ -356,7 +387,7 @@ class ChipDataset:
         self._images = OpenFiles(self.max_open, self.worker_threads)
 
     # -- construction -------------------------------------------------------------------
-    def _check_output(self, fields) -> None:
+    def _check_output(self, fields: Fields) -> None:
         """The cast to ``dtype`` allowed by ``casting`` and ``fill_nodata`` a value of the chips' dtype."""
         sf, bps = int(fields["sample_format"][0]), int(fields["bits_per_sample"][0])
         try:
@@ -367,7 +398,7 @@ class ChipDataset:
         if self.fill_nodata is not None:
             _check_fill(self.fill_nodata, self.dtype or (np.dtype(np.float32) if self.scale is not None else src))
 
-    def _check_uniform(self, fields) -> None:
+    def _check_uniform(self, fields: Fields) -> None:
         """One dtype for every file (and one band count unless bands are chosen): one batch array."""
         enc = np.stack([fields["sample_format"], fields["bits_per_sample"]], axis=1)
         bad = np.flatnonzero(np.any(enc != enc[0], axis=1))
@@ -384,7 +415,8 @@ class ChipDataset:
             if wanted.size and (wanted.max() >= nb.min() or wanted.min() < -nb.min()):
                 raise ValueError(f"bands {wanted.tolist()} out of range for files with {int(nb.min())} bands")
 
-    def _limits(self, fields, transforms, bounds) -> np.ndarray:
+    def _limits(self, fields: Fields, transforms: Sequence[Sequence[float] | None] | None,
+                bounds: Sequence[float] | None) -> np.ndarray:
         """(F, 4) int64 pixel ranges (y0, y1, x0, x1) where chips may lie, per file."""
         height, width = fields["image_length"], fields["image_width"]
         lim = np.stack([np.zeros_like(height), height, np.zeros_like(width), width], axis=1)
@@ -397,7 +429,7 @@ class ChipDataset:
                 lim[i] = (0, 0, 0, 0) if got is None else got
         return lim
 
-    def _random(self, lim, n: int, weights, seed) -> np.ndarray:
+    def _random(self, lim: np.ndarray, n: int, weights: Sequence[float] | None, seed: int) -> np.ndarray:
         if not 0 <= n <= MAX_CHIPS:
             raise ValueError(f"n must be in [0, {MAX_CHIPS:,}], got {n}")
         h, w = self.size
@@ -414,7 +446,7 @@ class ChipDataset:
         x = lim[f, 2] + rng.integers(0, lim[f, 3] - lim[f, 2] - w + 1)
         return np.column_stack([f, y, x]).astype(np.int64)
 
-    def _grid(self, lim, stride) -> np.ndarray:
+    def _grid(self, lim: np.ndarray, stride: int | Sequence[int] | None) -> np.ndarray:
         h, w = self.size
         sy, sx = (h, w) if stride is None else _size(stride)
         ny = np.maximum(0, (lim[:, 1] - lim[:, 0] - h) // sy + 1)
@@ -434,13 +466,13 @@ class ChipDataset:
         return np.concatenate(parts).astype(np.int64) if parts else np.zeros((0, 3), np.int64)
 
     # -- files ------------------------------------------------------------------------
-    def _image(self, i: int):
+    def _image(self, i: int) -> Image:
         from rumimm.reader.image import Image
 
         return self._images.get(i, lambda: Image(self.paths[i], self.blobs[i], cache_bytes=self.cache_bytes,
                                                   storage_options=self.storage_options))
 
-    def _label_image(self, i: int):
+    def _label_image(self, i: int) -> Image:
         """The label raster of file ``i``, opened with its blob (kept open beside the images)."""
         from rumimm.reader.image import Image
 
@@ -461,19 +493,19 @@ class ChipDataset:
         h, w = self.size
         return self.paths[f], ((y, y + h), (x, x + w))
 
-    def _index(self, i) -> int:
+    def _index(self, i: int | np.integer) -> int:
         n = len(self)
         i = int(i)
         if not -n <= i < n:
             raise IndexError(f"chip {i} out of range for {n} chips")
         return i + n if i < 0 else i
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int | np.integer) -> Any:
         idx = np.array([self._index(i)])
         block = self._read(idx)
         return self._finish(self._with_labels(self._sample(block, idx, single=True), idx, single=True), single=True)
 
-    def __getitems__(self, indices):
+    def __getitems__(self, indices: Iterable[int | np.integer]) -> Any:
         """Chips ``indices`` read in one batch: an (N, bands, h, w) array (a list with a transform).
 
         With ``output="sample"`` or ``labels``, a list of N samples or (image, label) pairs,
@@ -483,7 +515,7 @@ class ChipDataset:
         return self._finish(self._with_labels(self._sample(self._read(idx), idx, single=False), idx, single=False),
                             single=False)
 
-    def _with_labels(self, chips, idx: np.ndarray, single: bool):
+    def _with_labels(self, chips: np.ndarray | dict[str, Any], idx: np.ndarray, single: bool) -> Chips:
         """Add the label chips: ``(image, label)`` for arrays, a ``"mask"`` entry for samples."""
         if self.label_paths is None:
             return chips
@@ -507,7 +539,7 @@ class ChipDataset:
             return list(range(count))
         return [int(b) % count for b in np.atleast_1d(self.bands)]
 
-    def _sample(self, block: np.ndarray, idx: np.ndarray, single: bool):
+    def _sample(self, block: np.ndarray, idx: np.ndarray, single: bool) -> np.ndarray | dict[str, Any]:
         """The chips as asked: nodata filled, scaled, cast, and as arrays or samples."""
         if self.scale is None and self.fill_nodata is None and self.output == "array":
             if self.dtype is not None and block.dtype != self.dtype:
@@ -547,7 +579,7 @@ class ChipDataset:
             sample = {"image": out[0], "valid": valid[0], "bounds": sample["bounds"][0], "crs": sample["crs"][0]}
         return sample
 
-    def _bounds(self, rows) -> np.ndarray:
+    def _bounds(self, rows: np.ndarray) -> np.ndarray:
         """(N, 4) (left, bottom, right, top) of chips in their files' CRSs (NaN without georeferencing)."""
         h, w = self.size
         out = np.full((rows.shape[0], 4), np.nan)
@@ -571,7 +603,7 @@ class ChipDataset:
         finally:
             self._images.trim()
 
-    def _finish(self, block, single: bool):
+    def _finish(self, block: Chips, single: bool) -> Any:
         """Apply ``transform``; a batch of samples or pairs becomes a list of them (what DataLoader collates)."""
         fn = self.transform if self.transform is not None else (lambda item: item)
         if single:

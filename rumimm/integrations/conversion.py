@@ -9,9 +9,15 @@ The command line only parses arguments and renders :class:`Conversion`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rumimm.errors import RumiError
+
+if TYPE_CHECKING:
+    from rumimm._typing import CRSArg, ProgressArg, SpecName, StrPath, Unit
+    from rumimm.codec import Codec
 
 __all__ = ["SMALL_TILE", "Conversion", "convert_any", "parse_times", "rumi_target", "small_tile_warning"]
 
@@ -37,14 +43,14 @@ class Conversion:
     recoded: bool
 
 
-def parse_times(texts) -> list | None:
+def parse_times(texts: Sequence[str] | None) -> list[str | tuple[str, str]] | None:
     """``--time`` arguments: each an ISO date or datetime, or ``START/END`` for an interval."""
     if not texts:
         return None
-    return [tuple(t.split("/", 1)) if "/" in t else t for t in texts]
+    return [t.partition("/")[::2] if "/" in t else t for t in texts]  # (START, END)
 
 
-def rumi_target(source_spec: str, codec, spec) -> str:
+def rumi_target(source_spec: SpecName, codec: str | Codec | None, spec: SpecName | None) -> SpecName:
     """The spec a rumi source is written in: ``spec``; else re-encoding keeps the spec, a copy goes to the other."""
     from rumimm.format.spec import spec_named
 
@@ -54,8 +60,10 @@ def rumi_target(source_spec: str, codec, spec) -> str:
 _TIME_HINT = "pass --time ISO (a date or datetime, or START/END for an interval), e.g. --time 2026-01-01"
 
 
-def convert_any(source, dest, *, spec=None, codec=None, descriptions=None, times=None, tile=512, unit="tile",
-                crs=None, header_out=None, drop_georef=False, progress=None) -> Conversion:
+def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, codec: str | Codec | None = None,
+                descriptions: Sequence[str] | None = None, times: Sequence[str] | None = None, tile: int = 512,
+                unit: Unit = "tile", crs: CRSArg = None, header_out: StrPath | None = None, drop_georef: bool = False,
+                progress: ProgressArg = None) -> Conversion:
     """Convert ``source`` (a rumi file or URI, or a raster GDAL reads) into the rumi file ``dest``.
 
     ``times``: ``--time`` texts (see :func:`parse_times`).  ``progress`` is used for a

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from rasterio.io import DatasetReader, DatasetWriter
     from rasterio.windows import Window
 
-    from rumimm._typing import CRSArg, ProgressArg, StrPath, Tile, TimeArg, Unit
+    from rumimm._typing import CRSArg, ProgressArg, SpecName, StrPath, Tile, TimeArg, Unit
     from rumimm.codec import Codec
     from rumimm.format.pam import Metadata
     from rumimm.reader.image import Image
@@ -240,7 +240,8 @@ def _source_dtype(ds: DatasetReader) -> np.dtype:
     return np.dtype(name)
 
 
-def _source_georef(ds: DatasetReader, crs: CRSArg, drop_georef: bool) -> tuple[object, object, str | None]:
+def _source_georef(ds: DatasetReader, crs: CRSArg,
+                   drop_georef: bool) -> tuple[tuple[float, ...] | None, int | None, str | None]:
     """(transform, EPSG code, note) to store, or CRSError saying what to do.
 
     ``note`` says how a CRS without a code of its own was identified (for one warning).
@@ -367,7 +368,7 @@ def _unheld(ds: DatasetReader) -> list[str]:
 def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "tile", codec: str | Codec | None = None,
                  crs: CRSArg = None, header_out: StrPath | None = None, progress: ProgressArg = None,
                  threads: int | None = None, verify: bool = False, drop_georef: bool = False,
-                 spec: str | None = None, descriptions: Sequence[str] | None = None, time: TimeArg = None,
+                 spec: SpecName | None = None, descriptions: Sequence[str] | None = None, time: TimeArg = None,
                  format: Any = UNSET, bands: Any = UNSET) -> bytes:
     """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
 

@@ -8,12 +8,18 @@ preset is recognised by re-encoding the first frame with each preset.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rumimm.errors import BlobError, where
+
+if TYPE_CHECKING:
+    from rumimm._typing import StrPath
+    from rumimm.format.blob import Header
 
 __all__ = ["describe", "recognise_preset"]
 
 
-def describe(path, header: bytes | None = None) -> dict:
+def describe(path: StrPath, header: bytes | None = None) -> dict[str, Any]:
     """JSON-safe summary of a compliant file (raises FormatError/BlobError otherwise).
 
     The file is opened once, as one Image: opening it checks the whole file profile
@@ -67,7 +73,7 @@ def describe(path, header: bytes | None = None) -> dict:
     return out
 
 
-def _json_number(v):
+def _json_number(v: float | None) -> float | str | None:
     """A nodata value JSON can hold: NaN and infinities as the strings GDAL writes for them."""
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return "nan" if v != v else ("inf" if v > 0 else "-inf")
@@ -80,7 +86,7 @@ def _crs_name(epsg: int) -> str:
     return pyproj.CRS.from_epsg(epsg).name
 
 
-def recognise_preset(frame: bytes, hdr) -> str | None:
+def recognise_preset(frame: bytes, hdr: Header) -> str | None:
     """The codec preset whose encoding of ``frame``'s samples is ``frame``, byte for byte; else None.
 
     ``frame`` is frame 0 of the file ``hdr`` describes.  Frames do not name their codec;

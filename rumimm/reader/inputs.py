@@ -18,8 +18,12 @@ import os
 import stat
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from rumimm.errors import FormatError, where
+
+if TYPE_CHECKING:
+    from rumimm._typing import SpecName, StrPath
 
 __all__ = ["Input", "check_destination", "classify", "remote_spec", "require_rumi"]
 
@@ -33,8 +37,8 @@ class Input:
     """A readable input: ``kind`` is "rumi", "tiff" (a TIFF that is not rumi) or "other"; ``spec`` for rumi."""
 
     path: str
-    kind: str
-    spec: str | None = None
+    kind: Literal["rumi", "tiff", "other"]
+    spec: SpecName | None = None
     head: bytes = b""
 
     def not_tiff(self) -> str:
@@ -67,7 +71,7 @@ def _rumi_ifd(head: bytes) -> bool:
     return tuple(struct.unpack_from("<H", head, 24 + 20 * i)[0] for i in range(len(RUMI_TAGS))) == RUMI_TAGS
 
 
-def classify(path, walk: bool = True) -> Input | None:
+def classify(path: StrPath, walk: bool = True) -> Input | None:
     """What ``path`` holds (None for a remote URI or a GDAL virtual path: left to their readers).
 
     ``walk=False`` skips the IFD walk of a rumi-shaped file (``validate`` reports its violations itself).
@@ -104,7 +108,7 @@ def classify(path, walk: bool = True) -> Input | None:
     return Input(path, "other", None, head)
 
 
-def require_rumi(path) -> Input | None:
+def require_rumi(path: StrPath) -> Input | None:
     """:func:`classify`, and FormatError unless ``path`` is a rumi file (the message ``rumimm.open`` gives)."""
     got = classify(path)
     if got is None or got.kind == "rumi":
@@ -115,7 +119,7 @@ def require_rumi(path) -> Input | None:
     raise FormatError(f"{where(got.path)}not a rumi file")  # pragma: no cover - build_blob refuses every non-rumi file
 
 
-def check_destination(path) -> None:
+def check_destination(path: StrPath) -> None:
     """FileNotFoundError naming the output when the directory to write it into does not exist."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -123,7 +127,7 @@ def check_destination(path) -> None:
         raise FileNotFoundError(errno.ENOENT, "the directory to write into does not exist", path)
 
 
-def remote_spec(uri: str) -> str | None:
+def remote_spec(uri: StrPath) -> SpecName | None:
     """``"0.1"`` or ``"0.2"`` when the remote ``uri`` is a rumi file (its first 4 bytes), else None."""
     from rumimm.store import is_remote
 

@@ -11,8 +11,9 @@ checked, as far as asked, up to decoding every frame.  One walk serves two calle
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import numpy as np
 
@@ -37,7 +38,16 @@ from rumimm.format.spec import V01, V02, Spec, spec_of
 from rumimm.format.tiff import PROFILE_V2
 from rumimm.format.trailer import Trailer, max_trailer_bytes
 from rumimm.format.v2 import Grid2
-from rumimm.store import LocalStore, is_remote, open_store
+from rumimm.store import LocalStore, Store, is_remote, open_store
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from rumimm._typing import StrPath
+    from rumimm.format.profile_checks import FileBytes, Tail
+
+#: How far :func:`inspect_file` checks the frames: not at all, their magics, their OpenZL headers, or a decode.
+FrameChecks: TypeAlias = Literal["none", "magic", "headers", "decode"]
 
 __all__ = [
     "PREFIX_BYTES",
@@ -109,7 +119,8 @@ class Report:
         return "\n".join(f"{self.path}: {v}" for v in self.violations + self.header_violations)
 
 
-def inspect_file(path, *, strict: bool, frames: str = "magic", header=None, storage_options=None) -> Report:
+def inspect_file(path: StrPath, *, strict: bool, frames: FrameChecks = "magic", header: bytes | Header | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> Report:
     """Walk ``path`` and check every rule; see :func:`validate` and :func:`build_blob`.
 
     The file is opened once and measured and mapped through that one descriptor.  A
@@ -138,7 +149,7 @@ def inspect_file(path, *, strict: bool, frames: str = "magic", header=None, stor
     return _with_header(rep, header, strict)
 
 
-def _with_header(rep: Report, header, strict: bool) -> Report:
+def _with_header(rep: Report, header: bytes | Header | None, strict: bool) -> Report:
     if header is not None:
         rep.header_violations = compare_header(header, rep.blob, rep.path, spec=rep.spec)
         rep.checked.append(CHECKED_BLOB)
@@ -147,7 +158,7 @@ def _with_header(rep: Report, header, strict: bool) -> Report:
     return rep
 
 
-def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic") -> Report:
+def inspect_mapping(buf: np.ndarray, path: StrPath, *, strict: bool, frames: FrameChecks = "magic") -> Report:
     """:func:`inspect_file` on a file already mapped (``buf``, uint8, the whole file)."""
     rep = Report(os.fspath(path))
     f = Findings(rep.path, strict)
@@ -164,7 +175,7 @@ def inspect_mapping(buf: np.ndarray, path, *, strict: bool, frames: str = "magic
 PREFIX_BYTES = 64 << 10
 
 
-def inspect_store(store, *, strict: bool, trailer: bool = False) -> Report:
+def inspect_store(store: Store, *, strict: bool, trailer: bool = False) -> Report:
     """The file profile of a store's object (``store.Store``) from its first bytes.
 
     One request for ``PREFIX_BYTES`` (a second one when the external values run past
@@ -196,7 +207,7 @@ def inspect_store(store, *, strict: bool, trailer: bool = False) -> Report:
         if head.shape[0] < base <= size:
             buf = np.concatenate([head, store.get_ranges([(head.shape[0], base - head.shape[0])])[0]])
 
-    def tail(end: int, grid: Grid2):
+    def tail(end: int, grid: Grid2) -> np.ndarray | None:
         """The trailer's bytes ``end..size``: from the first answer, fetched (``trailer``), or None (left for later)."""
         if size <= buf.shape[0]:
             return buf[end:size]
@@ -226,7 +237,7 @@ class _Spans:
 
     SPAN_BYTES = 32 << 20
 
-    def __init__(self, store, size: int):
+    def __init__(self, store: Store, size: int) -> None:
         self.store, self.size = store, size
         self.start, self.data = 0, np.empty(0, np.uint8)
 
@@ -237,7 +248,7 @@ class _Spans:
             self.start, self.data = a, self.store.get_ranges([(a, end - a)])[0]
         return self.data[a - self.start:b - self.start]
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: slice | ArrayLike) -> np.ndarray:
         if isinstance(key, slice):
             return self._span(key.start, key.stop)
         idx = np.asarray(key, np.int64)  # rising offsets (the frame magics)
@@ -253,7 +264,7 @@ class _Spans:
         return out
 
 
-def inspect_remote(store, *, strict: bool, frames: str) -> Report:
+def inspect_remote(store: Store, *, strict: bool, frames: FrameChecks) -> Report:
     """:func:`inspect_store`, then the frame checks ``frames`` asks for, over the object in spans."""
     rep = inspect_store(store, strict=strict, trailer=True)
     if rep.violations or rep.blob is None:
@@ -268,12 +279,12 @@ def inspect_remote(store, *, strict: bool, frames: str) -> Report:
     return rep
 
 
-def index_mapping(buf: np.ndarray, path) -> bytes:
+def index_mapping(buf: np.ndarray, path: StrPath) -> bytes:
     """:func:`build_blob` of a file already mapped: its canonical blob, or FormatError."""
     return _strict_blob(inspect_mapping(buf, path, strict=True))
 
 
-def _check(buf, size: int, f: Findings, rep: Report, frames: str, tail=None) -> None:
+def _check(buf: FileBytes, size: int, f: Findings, rep: Report, frames: FrameChecks, tail: Tail | None = None) -> None:
     """The file profile (``format.profile_checks.check_file``), then the frames as far as ``frames`` asks."""
     parsed = Parsed()
     try:
@@ -284,7 +295,7 @@ def _check(buf, size: int, f: Findings, rep: Report, frames: str, tail=None) -> 
     _check_frames(buf, f, rep, frames)
 
 
-def _check_frames(buf, f: Findings, rep: Report, frames: str) -> None:
+def _check_frames(buf: FileBytes, f: Findings, rep: Report, frames: FrameChecks) -> None:
     """What each frame holds, as far as ``frames`` asks: magics, headers or whole payloads."""
     hdr = rep.header
     assert hdr is not None  # the walk made it
@@ -323,7 +334,8 @@ def sample_frames(n_frames: int) -> list[int]:
     return sorted({0, n_frames // 2, n_frames - 1}) if n_frames > 0 else []
 
 
-def file_readers(frames, spec: str, frame_bytes) -> tuple[frozenset, tuple[str, ...]]:
+def file_readers(frames: Iterable[bytes | memoryview | np.ndarray], spec: str,
+                 frame_bytes: Iterable[int]) -> tuple[frozenset[str], tuple[str, ...]]:
     """(geozl codecs referenced, readers that decode a file of ``spec``) from some of its frames.
 
     Each frame's codecs are found by trial decodes (``rumimm.codec.frame_codecs``, ~1-30 ms a
@@ -332,7 +344,7 @@ def file_readers(frames, spec: str, frame_bytes) -> tuple[frozenset, tuple[str, 
     """
     from rumimm.codec import READER_SPECS, READERS, frame_codecs
 
-    codecs: set = set()
+    codecs: set[str] = set()
     ok = {r for r in READERS if spec in READER_SPECS[r]}
     for frame, nbytes in zip(frames, frame_bytes, strict=True):
         found = frame_codecs(frame, max_bytes=int(nbytes))
@@ -341,7 +353,7 @@ def file_readers(frames, spec: str, frame_bytes) -> tuple[frozenset, tuple[str, 
     return frozenset(codecs), tuple(r for r in READERS if r in ok)
 
 
-def _check_frame_headers(buf, hdr: Header, f: Findings) -> None:
+def _check_frame_headers(buf: FileBytes, hdr: Header, f: Findings) -> None:
     """Each frame's OpenZL header declares one output of the right type and byte size.
 
     Reads only the header (~5 us a frame): no payload is decoded, so checksums and
@@ -360,7 +372,7 @@ def _check_frame_headers(buf, hdr: Header, f: Findings) -> None:
             f.add(str(exc))
 
 
-def _check_frame_decode(buf, hdr: Header, f: Findings) -> None:
+def _check_frame_decode(buf: FileBytes, hdr: Header, f: Findings) -> None:
     from rumimm.codec import FrameDecoder
 
     dec = FrameDecoder()
@@ -373,7 +385,8 @@ def _check_frame_decode(buf, hdr: Header, f: Findings) -> None:
             f.add(str(exc))
 
 
-def validate(path, header=None, *, decode: bool = False, storage_options=None) -> Report:
+def validate(path: StrPath, header: bytes | Header | None = None, *, decode: bool = False,
+             storage_options: Mapping[str, Any] | None = None) -> Report:
     """Check a file against every rule of the spec and report all violations.
 
     Parameters
@@ -402,7 +415,7 @@ def validate(path, header=None, *, decode: bool = False, storage_options=None) -
                         storage_options=storage_options)
 
 
-def build_blob(path, *, storage_options=None) -> bytes:
+def build_blob(path: StrPath, *, storage_options: Mapping[str, Any] | None = None) -> bytes:
     """Parse a file's IFD, check the whole file profile and return its canonical blob.
 
     A remote URI costs one ranged request (two for files of more than ~5,400 frames);

@@ -132,8 +132,17 @@ class StoreWriter(abc.ABC):
         """Move where the next ``write`` goes (only where :meth:`seekable`)."""
         raise RumiError(f"{self.name}: this destination is written in order only; it cannot seek")
 
+    @property
+    def staged(self) -> str | None:
+        """A local file holding the bytes written so far, once :meth:`flush`ed (None: the destination has none).
+
+        A local destination's temporary file: what a PAM sidecar's binding digests before ``commit``.
+        """
+        return None
+
     def flush(self) -> None:
-        """Hand buffered bytes on (a local file: to its temporary file); nothing becomes visible."""
+        """Hand buffered bytes on (a local file: to its temporary file, :attr:`staged`); nothing becomes visible."""
+        return None
 
     @abc.abstractmethod
     def commit(self) -> None:

@@ -208,6 +208,10 @@ class LocalWriter(StoreWriter):
         """The temporary file being written (``store.atomic.clean`` finds it if this process dies)."""
         return self._file.tmp
 
+    @property
+    def staged(self) -> str:
+        return self._file.tmp
+
     def write(self, data) -> int:
         return self._file.fh.write(data)
 

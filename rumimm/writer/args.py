@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, SupportsInt, cast
 
 import numpy as np
 
@@ -24,6 +26,13 @@ from rumimm.format.georef import (
     resolve_transform,
 )
 from rumimm.writer.atomic import path_str
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+    from numpy.typing import DTypeLike
+
+    from rumimm._typing import AnyPath, CRSArg, Tile, TimeArg, TimeCoord, Unit
 
 __all__ = [
     "MAX_BANDS",
@@ -50,11 +59,11 @@ MAX_COUNT = 0xFFFFFFFF  # TileByteCounts is LONG
 MAX_FRAME_BYTES = 623 << 20
 
 
-def _is_int(v) -> bool:
+def _is_int(v: object) -> TypeGuard[int | np.integer]:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def resolve_path(path) -> str:
+def resolve_path(path: AnyPath) -> str:
     """The path as a non-empty ``str``; a directory is refused."""
     p = path_str(path)
     if os.path.isdir(p):
@@ -62,13 +71,13 @@ def resolve_path(path) -> str:
     return p
 
 
-def resolve_tile(tile) -> tuple[int, int]:
+def resolve_tile(tile: Tile) -> tuple[int, int]:
     """(tile_length, tile_width) from an int or a pair."""
     if _is_int(tile):
         pair = (int(tile), int(tile))
     else:
         try:
-            items = tuple(tile)
+            items = tuple(cast("Iterable[int]", tile))  # a pair, or TypeError for what is none
         except TypeError:
             raise TypeError(f"tile must be an int or a (tile_length, tile_width) pair, got {tile!r}") from None
         if len(items) != 2 or not all(_is_int(v) for v in items):
@@ -80,24 +89,24 @@ def resolve_tile(tile) -> tuple[int, int]:
     return pair
 
 
-def resolve_shape(shape) -> tuple[int, int, int]:
+def resolve_shape(shape: Iterable[SupportsInt]) -> tuple[int, int, int]:
     """(B, Y, X) from a 2-D or 3-D shape, checked against the TIFF field ranges (RumiError)."""
     try:
-        shape = tuple(int(v) for v in shape)
+        dims = tuple(int(v) for v in shape)
     except TypeError:
         raise TypeError(f"shape must be (B, Y, X) or (Y, X), got {shape!r}") from None
-    if len(shape) == 2:
-        shape = (1, *shape)
-    if len(shape) != 3:
-        raise RumiError(f"array must be 2-D (Y, X) or 3-D (B, Y, X), got {len(shape)}-D shape {shape}")
-    b, y, x = shape
+    if len(dims) == 2:
+        dims = (1, *dims)
+    if len(dims) != 3:
+        raise RumiError(f"array must be 2-D (Y, X) or 3-D (B, Y, X), got {len(dims)}-D shape {dims}")
+    b, y, x = dims
     if b < 1 or y < 1 or x < 1:
-        raise RumiError(f"array must not be empty, got shape (B, Y, X) = {shape}")
+        raise RumiError(f"array must not be empty, got shape (B, Y, X) = {dims}")
     if b > MAX_BANDS:
         raise RumiError(f"band count B must be <= {MAX_BANDS}, got {b}")
     if y > MAX_DIM or x > MAX_DIM:
         raise RumiError(f"image height and width must be <= {MAX_DIM}, got (Y, X) = ({y}, {x})")
-    return shape
+    return dims
 
 
 def check_frame_size(shape: tuple[int, int, int], tile: tuple[int, int], cell: bool, itemsize: int) -> None:
@@ -109,7 +118,7 @@ def check_frame_size(shape: tuple[int, int, int], tile: tuple[int, int], cell: b
                          f"{MAX_FRAME_BYTES} OpenZL compresses in one frame; use a smaller tile")
 
 
-def resolve_encoding(dtype, spec: str = "0.1") -> Encoding:
+def resolve_encoding(dtype: DTypeLike, spec: str = "0.1") -> Encoding:
     """The rumi encoding of ``dtype`` in ``spec``, after normalising byte order."""
     dt = np.dtype(dtype)
     try:
@@ -123,7 +132,8 @@ def resolve_encoding(dtype, spec: str = "0.1") -> Encoding:
         raise
 
 
-def resolve_georef(transform, crs, pixel_is_point, shape=None) -> tuple[tuple[float, ...], tuple[int, ...], int | None]:
+def resolve_georef(transform: Sequence[float] | None, crs: CRSArg, pixel_is_point: bool,
+                   shape: tuple[int, int] | None = None) -> tuple[tuple[float, ...], tuple[int, ...], int | None]:
     """(matrix16, geokeys16, epsg) for the two georeferencing tags; with ``shape`` (Y, X), a geographic
     CRS is checked against the image's corners (:func:`rumimm.format.georef.check_extent`)."""
     if not isinstance(pixel_is_point, (bool, np.bool_)):
@@ -141,8 +151,8 @@ def resolve_georef(transform, crs, pixel_is_point, shape=None) -> tuple[tuple[fl
     return matrix_from_transform(t), geokeys(epsg, bool(pixel_is_point)), epsg
 
 
-def resolve_georef_tags(georef, transform, crs, pixel_is_point=False) -> tuple[tuple[float, ...], tuple[int, ...],
-                                                                              int | None]:
+def resolve_georef_tags(georef: tuple[Iterable[float], Iterable[int]], transform: Sequence[float] | None, crs: CRSArg,
+                        pixel_is_point: bool = False) -> tuple[tuple[float, ...], tuple[int, ...], int | None]:
     """(matrix16, geokeys16, epsg) from the stored values of the two georeferencing tags (what convert copies)."""
     if transform is not None or crs is not None or pixel_is_point:
         raise ValueError("georef= gives the georeferencing tags as stored, so it replaces transform=, crs= and "
@@ -159,7 +169,7 @@ def resolve_georef_tags(georef, transform, crs, pixel_is_point=False) -> tuple[t
     return m, k, geo.epsg
 
 
-def resolve_threads(threads) -> int:
+def resolve_threads(threads: int | None) -> int:
     """Workers to compress with (the writer's processes, GDAL's threads): ``threads``, or the package-wide setting."""
     if threads is None:
         from rumimm.reader.threads import get_num_threads
@@ -172,7 +182,7 @@ def resolve_threads(threads) -> int:
     return int(threads)
 
 
-def resolve_format_version(format_version) -> int:
+def resolve_format_version(format_version: int | None) -> int:
     """The OpenZL format version (its range is checked by the encoder, built once)."""
     if format_version is None:
         from rumimm.codec import DEFAULT_FORMAT_VERSION
@@ -186,7 +196,7 @@ def resolve_format_version(format_version) -> int:
 # --------------------------------------------------------------------------- spec 0.2
 
 
-def resolve_spec(fmt) -> str:
+def resolve_spec(fmt: str | None) -> str:
     """``"0.1"`` (the default) or ``"0.2"``."""
     if fmt is None:
         return "0.1"
@@ -195,26 +205,26 @@ def resolve_spec(fmt) -> str:
     return fmt
 
 
-def resolve_shape2(shape) -> tuple[int, int, int, int]:
+def resolve_shape2(shape: Iterable[SupportsInt]) -> tuple[int, int, int, int]:
     """(T, B, Y, X) of a spec 0.2 write from a 2-, 3- or 4-D shape (RumiError beyond the field ranges)."""
     try:
-        shape = tuple(int(v) for v in shape)
+        dims = tuple(int(v) for v in shape)
     except TypeError:
         raise TypeError(f"shape must be (T, B, Y, X), (B, Y, X) or (Y, X), got {shape!r}") from None
-    if len(shape) == 4:
-        t, *rest = shape
+    if len(dims) == 4:
+        t, *rest = dims
         if t < 1:
-            raise RumiError(f"array must not be empty, got shape (T, B, Y, X) = {shape}")
+            raise RumiError(f"array must not be empty, got shape (T, B, Y, X) = {dims}")
         if t > MAX_DIM:
             raise RumiError(f"time step count T must be <= {MAX_DIM}, got {t}")
         return (t, *resolve_shape(rest))
-    if len(shape) not in (2, 3):
-        raise RumiError(f"array must be 2-D (Y, X), 3-D (B, Y, X) or 4-D (T, B, Y, X), got {len(shape)}-D "
-                        f"shape {shape}")
-    return (1, *resolve_shape(shape))
+    if len(dims) not in (2, 3):
+        raise RumiError(f"array must be 2-D (Y, X), 3-D (B, Y, X) or 4-D (T, B, Y, X), got {len(dims)}-D "
+                        f"shape {dims}")
+    return (1, *resolve_shape(dims))
 
 
-def resolve_descriptions(descriptions, count: int) -> tuple[str, ...]:
+def resolve_descriptions(descriptions: Iterable[str] | None, count: int) -> tuple[str, ...]:
     """One non-empty, unique text per band (spec 0.2 stores them in the trailer)."""
     from rumimm.format.trailer import check_band_texts
 
@@ -234,7 +244,7 @@ def resolve_descriptions(descriptions, count: int) -> tuple[str, ...]:
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
-def _seconds(value, i: int) -> int:
+def _seconds(value: TimeCoord, i: int) -> int:
     """Seconds since 1970-01-01 UTC of one coordinate: a date, a datetime, an ISO string or a datetime64."""
     if isinstance(value, np.datetime64):
         if np.isnat(value):
@@ -268,7 +278,7 @@ def _seconds(value, i: int) -> int:
                     f"{type(value).__name__}")
 
 
-def resolve_time(time, steps: int) -> tuple[int, list[int]]:
+def resolve_time(time: TimeArg | np.ndarray, steps: int) -> tuple[int, list[int]]:
     """(kind, seconds) of ``time=``: one instant per step, or one ``(start, end)`` pair per step."""
     from rumimm.format.trailer import INSTANT, INTERVAL, check_time_order
 
@@ -281,7 +291,7 @@ def resolve_time(time, steps: int) -> tuple[int, list[int]]:
         raise TypeError("a tuple is one step's start and end, so it cannot be the list of steps; wrap it as "
                         "time=[(start, end)]")
     if isinstance(time, np.ndarray) and time.dtype.kind == "M":  # (T,) instants or (T, 2) intervals
-        items = list(time) if time.ndim == 1 else [tuple(row) for row in time]
+        items: list[Any] = list(time) if time.ndim == 1 else [tuple(row) for row in time]
     else:
         items = list(time)
     if len(items) != steps:
@@ -304,7 +314,7 @@ def resolve_time(time, steps: int) -> tuple[int, list[int]]:
     return kind, seconds
 
 
-def resolve_layout(unit, bands: int, times: int) -> int:
+def resolve_layout(unit: Unit | int, bands: int, times: int) -> int:
     """The spec 0.2 frame unit a write records: ``"tile"``, ``"cell"`` or a planar unit number.
 
     ``"tile"``: one (h, w) frame per band and step (unit 0); ``"cell"``: every band and

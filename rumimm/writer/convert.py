@@ -23,6 +23,8 @@ and PAM sidecar metadata.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -37,13 +39,23 @@ from rumimm.store import open_writer
 from rumimm.store.uri import is_remote
 from rumimm.writer.args import resolve_descriptions, resolve_path, resolve_spec, resolve_time
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+    from rumimm._typing import ProgressArg, SpecName, StrPath, TimeArg
+    from rumimm.codec.presets import CodecArg
+    from rumimm.format.blob import Header
+    from rumimm.reader.image import Image
+
 __all__ = ["convert"]
 
 _COPY_CHUNK = 8 << 20  # bytes of frames copied at a time
 
 
-def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None, header=None, threads=None,
-            progress=None, storage_options=None, format=UNSET, bands=UNSET) -> bytes:
+def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, codec: CodecArg = None,
+            descriptions: Sequence[str] | None = None, time: TimeArg = None, header: bytes | None = None,
+            threads: int | None = None, progress: ProgressArg = None, storage_options: Mapping[str, Any] | None = None,
+            format: object = UNSET, bands: object = UNSET) -> bytes:
     """Write ``source`` (a rumi file of either spec) as a rumi file of spec ``spec``; return its header blob.
 
     Without ``codec`` the frames are copied as they are (only the file's envelope
@@ -113,18 +125,18 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
         hdr = img.header
         src = hdr.format_spec
         # re-encoding keeps the spec; copying frames defaults to the newer one
-        spec = spec_named(resolve_spec(spec if spec is not None else src.name if codec is not None else V02.name))
+        target = spec_named(resolve_spec(spec if spec is not None else src.name if codec is not None else V02.name))
         enc = hdr.encoding
-        if (enc.sample_format, enc.bits_per_sample) not in spec.encodings:
-            raise RumiError(f"{where(src_path)}sample type {enc.name} has no encoding in rumi spec {spec}; "
+        if (enc.sample_format, enc.bits_per_sample) not in target.encodings:
+            raise RumiError(f"{where(src_path)}sample type {enc.name} has no encoding in rumi spec {target}; "
                             "it cannot be converted")
         matrix, keys = _georef_values(img)
         if codec is not None:
-            return _reencode(img, dest, spec, codec, (matrix, keys), descriptions, time, threads, progress)
+            return _reencode(img, dest, target, codec, (matrix, keys), descriptions, time, threads, progress)
         b, y, x = hdr.samples_per_pixel, hdr.image_length, hdr.image_width
         tw, tl = hdr.tile_width, hdr.tile_length
         grid: Grid  # a Grid2 for spec 0.2
-        if spec.has_time:
+        if target.has_time:
             texts = resolve_descriptions(descriptions if descriptions is not None else src.band_texts(img), b)
             if time is None and src.has_trailer:  # the source's own time coordinates
                 kind, seconds = img.trailer.kind, img.trailer.seconds
@@ -141,7 +153,7 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
             trailer = b""
             # 0.2 units 0/1/2 of one step: tile frames, or cells (b h w; h w b is made planar below)
             grid = Grid(x, y, tw, tl, b, src.planar_unit(hdr))
-        recode = _recode_plan(hdr, spec)
+        recode = _recode_plan(hdr, target)
         src = frame_source(img)
         file = src.live_store()
         counts = np.array(hdr.frame_byte_counts, dtype=np.uint64)
@@ -160,8 +172,8 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
             offsets[0] = grid.base_frame_offset
             np.cumsum(counts[:-1], out=offsets[1:])
             offsets[1:] += np.uint64(grid.base_frame_offset)
-            prefix = spec.build_prefix(grid, enc, offsets, counts, matrix, keys)
-            blob = spec.build_header(grid, enc, counts)
+            prefix = target.build_prefix(grid, enc, offsets, counts, matrix, keys)
+            blob = target.build_header(grid, enc, counts)
             fh.seek(0)
             fh.write(prefix)
             out.commit()
@@ -171,7 +183,7 @@ def convert(source, dest, *, spec=None, codec=None, descriptions=None, time=None
     return blob
 
 
-def _georef_values(img) -> tuple[tuple[float, ...], tuple[int, ...]]:
+def _georef_values(img: Image) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """The 16 doubles and 16 shorts of the two georeferencing tags, as the source stores them."""
     from rumimm.reader.image import georef_block
 
@@ -179,7 +191,8 @@ def _georef_values(img) -> tuple[tuple[float, ...], tuple[int, ...]]:
     return tuple(float(v) for v in matrix), tuple(int(v) for v in keys)
 
 
-def _reencode(img, dest: str, spec: Spec, codec, georef, descriptions, time, threads, progress) -> bytes:
+def _reencode(img: Image, dest: str, spec: Spec, codec: CodecArg, georef: tuple[tuple[float, ...], tuple[int, ...]],
+              descriptions: Sequence[str] | None, time: TimeArg, threads: int | None, progress: ProgressArg) -> bytes:
     """Decode ``img`` one row of tiles at a time and write it to ``dest`` with ``codec`` (a Writer does the rest)."""
     from rumimm.writer.writer import Writer
 
@@ -191,7 +204,7 @@ def _reencode(img, dest: str, spec: Spec, codec, georef, descriptions, time, thr
     if spec.has_time:
         texts = descriptions if descriptions is not None else src.band_texts(img)
         when = time if time is not None else src.time_of(img)
-        extra = {"descriptions": texts, "time": when}
+        extra: dict[str, Any] = {"descriptions": texts, "time": when}
     else:
         if descriptions is not None or time is not None:
             raise ValueError("spec 0.1 stores no band texts or time; leave descriptions and time unset")
@@ -214,7 +227,7 @@ def _reencode(img, dest: str, spec: Spec, codec, georef, descriptions, time, thr
     return w.header
 
 
-def _recode_plan(hdr, spec: Spec):
+def _recode_plan(hdr: Header, spec: Spec) -> Callable[[Image, SupportsWrite[bytes]], np.ndarray] | None:
     """None when every frame keeps its bytes, else a function writing re-encoded frames (returns their sizes).
 
     Complex128 frames change representation between the specs (0.1 structs, 0.2 float64
@@ -225,7 +238,7 @@ def _recode_plan(hdr, spec: Spec):
     if not (complex128 and hdr.format_spec.components != spec.components) and not interleaved:
         return None
 
-    def recode(img, fh) -> np.ndarray:
+    def recode(img: Image, fh: SupportsWrite[bytes]) -> np.ndarray:
         from rumimm.codec import FrameEncoder
         from rumimm.reader.image import read_frames
         from rumimm.reader.layouts import frame_planes
@@ -237,7 +250,7 @@ def _recode_plan(hdr, spec: Spec):
         for k in range(hdr.n_frames):
             (frame,) = read_frames(img, [k])
             if interleaved:
-                frame = frame_planes(img.header.grid, k, frame)
+                frame = frame_planes(cast(Grid2, img.header.grid), k, frame)  # a 0.2 cell
             frame = np.ascontiguousarray(frame)
             data = bytes(encoder.encode(frame.view(np.float64) if to_components else frame))
             fh.write(data)

@@ -25,6 +25,10 @@ from __future__ import annotations
 import pickle
 import time
 from collections import deque
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -55,6 +59,13 @@ from rumimm.writer.args import (
 from rumimm.writer.frame_job import FrameJob, JobArgs, encode_specs, frame_specs
 from rumimm.writer.sidecar import remove_sidecar, resolve_metadata, write_sidecar
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from rumimm._typing import CRSArg, ProgressArg, SliceableArray, SpecName, StrPath, Tile, TimeArg, Unit
+    from rumimm.codec.presets import CodecArg
+    from rumimm.format.pam import Metadata
+
 __all__ = ["Writer", "write"]
 
 #: Raw bytes from which running encoding workers beat compressing serially.
@@ -68,21 +79,21 @@ _WORKERS_FAILED = False  # set when workers died: compress serially for the rest
 class _SerialBackend:
     """Compress in the calling thread."""
 
-    def __init__(self, job: FrameJob, grid: Grid):
+    def __init__(self, job: FrameJob, grid: Grid) -> None:
         self._job = job
         self._grid = grid
 
-    def submit(self, r: int, block: np.ndarray):
+    def submit(self, r: int, block: np.ndarray) -> list[bytes]:
         block = np.asarray(block, dtype=self._job.enc.dtype)  # byte-swaps big-endian input
         return encode_specs(self._job, block, frame_specs(self._grid, r))
 
-    def result(self, handle):
+    def result(self, handle: list[bytes]) -> list[bytes]:
         return handle
 
     def note_busy(self, seconds: float) -> None:
         pass
 
-    def close(self, cancel: bool = False):
+    def close(self, cancel: bool = False) -> None:
         self._job.encoder.close()  # its OpenZL contexts go now, not with a cycle (FrameEncoder.close)
 
 
@@ -95,7 +106,7 @@ def _workers_broke() -> None:
                   RumiWarning, stacklevel=6)
 
 
-def _codec_reaches_workers(codec) -> bool:
+def _codec_reaches_workers(codec: object) -> bool:
     """A worker can rebuild ``codec``: it pickles, and not by reference to the user's ``__main__``."""
     try:
         data = pickle.dumps(codec, protocol=pickle.HIGHEST_PROTOCOL)
@@ -216,10 +227,14 @@ class Writer:
     >>> blob = w.header                                                        # doctest: +SKIP
     """
 
-    def __init__(self, path, shape, dtype, *, tile=512, unit="tile", transform=None, crs=None,
-                 pixel_is_point=False, codec=None, frame_format_version=None, threads=None, verify=False,
-                 progress=None, metadata=None, spec=None, descriptions=None, time=None, georef=None,
-                 format_version=UNSET, format=UNSET, bands=UNSET):
+    def __init__(self, path: StrPath, shape: Sequence[int], dtype: DTypeLike, *, tile: Tile = 512,
+                 unit: Unit | int = "tile", transform: Sequence[float] | None = None, crs: CRSArg = None,
+                 pixel_is_point: bool = False, codec: CodecArg = None, frame_format_version: int | None = None,
+                 threads: int | None = None, verify: bool = False, progress: ProgressArg = None,
+                 metadata: Metadata | None = None, spec: SpecName | None = None,
+                 descriptions: Sequence[str] | None = None, time: TimeArg | np.ndarray = None,
+                 georef: tuple[Sequence[float], Sequence[int]] | None = None,
+                 format_version: object = UNSET, format: object = UNSET, bands: object = UNSET) -> None:
         from rumimm.codec import resolve_codec
         from rumimm.progress import Progress
 
@@ -247,7 +262,7 @@ class Writer:
         self.enc = resolve_encoding(dtype, self.spec)
         tl, tw = resolve_tile(tile)
         if spec_obj.has_time:
-            self.grid = Grid2.of(x, y, tw, tl, b, steps, layout)
+            self.grid: Grid = Grid2.of(x, y, tw, tl, b, steps, layout)
             self.unit = self.grid.unit
         else:
             self.unit = frame_unit(unit)
@@ -291,7 +306,7 @@ class Writer:
             raise
 
     # -- choosing how to compress ---------------------------------------------------
-    def _make_backend(self, raw_bytes: int):
+    def _make_backend(self, raw_bytes: int) -> _SerialBackend | encode_pool.ProcessBackend:
         self.backend_name = "serial"
         # openzl.ext compresses with the GIL held: threads add nothing, processes do,
         # once the image is large enough to pay for them (started once, then reused)
@@ -341,7 +356,7 @@ class Writer:
         tl = self.grid.tile_length
         return r * tl, min((r + 1) * tl, self.grid.image_length)
 
-    def write_row(self, r: int, block) -> None:
+    def write_row(self, r: int, block: ArrayLike) -> None:
         """Add grid row ``r`` as a ``(B, h_r, X)`` block (``(h_r, X)`` for one band).
 
         Raises
@@ -405,7 +420,7 @@ class Writer:
             # the sidecar goes first: a crash between the two renames leaves the old file with a
             # sidecar whose blob digest is not its own, which open recognises and ignores
             fh.flush()
-            has_sidecar = write_sidecar(self.path, self.metadata, blob, self._file.tmp)
+            has_sidecar = write_sidecar(self.path, self.metadata, blob, self._file.staged)
             self._file.commit()
         except BaseException:
             self.abort()
@@ -434,13 +449,14 @@ class Writer:
     def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is not None:
             self.abort()
         elif not self._closed:
             self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         f = getattr(self, "_file", None)
         if f is not None and not getattr(self, "_closed", True):
             try:
@@ -455,7 +471,7 @@ class Writer:
                 f"{self.grid.tile_length}x{self.grid.tile_width} {self.unit.name.lower()} {state}>")
 
     # -- internals ------------------------------------------------------------------
-    def _check_block(self, r: int, block) -> np.ndarray:
+    def _check_block(self, r: int, block: ArrayLike) -> np.ndarray:
         block = np.asarray(block)
         y0, y1 = self.row_span(r)
         if len(self._user_shape) == 4:  # spec 0.2 (T, B, h, X): the step-band pairs become virtual bands
@@ -463,7 +479,8 @@ class Writer:
             want4 = (t, b, y1 - y0, x)
             if block.shape != want4:
                 raise RumiError(f"grid row {r}: block has shape {block.shape}, expected (T, B, h, X) = {want4}")
-            block = (block.transpose(1, 0, 2, 3) if self.grid.band_major else block).reshape(t * b, y1 - y0, x)
+            band_major = cast(Grid2, self.grid).band_major
+            block = (block.transpose(1, 0, 2, 3) if band_major else block).reshape(t * b, y1 - y0, x)
         b, _, x = self.grid.shape
         if block.ndim == 2 and b == 1:
             block = block[np.newaxis]
@@ -500,17 +517,24 @@ class Writer:
 # --------------------------------------------------------------------------- #
 # write()
 # --------------------------------------------------------------------------- #
-def _source(array):
+def _source(array: ArrayLike | SliceableArray) -> SliceableArray:
     """A sliceable source with .shape and .dtype; only plain sequences are read whole."""
     if all(hasattr(array, a) for a in ("shape", "dtype", "__getitem__")):
-        return array
+        return cast("SliceableArray", array)
     return np.asarray(array)
 
 
-def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel_is_point=False, codec=None,
-          frame_format_version=None, threads=None, verify=False, progress=None, nodata=None, descriptions=None,
-          colorinterp=None, scales=None, offsets=None, units=None, colormaps=None, tags=None,
-          band_tags=None, spec=None, time=None, format_version=UNSET, format=UNSET, bands=UNSET) -> bytes:
+def write(path: StrPath, array: ArrayLike | SliceableArray, *, tile: Tile = 512, unit: Unit | int = "tile",
+          transform: Sequence[float] | None = None, crs: CRSArg = None, pixel_is_point: bool = False,
+          codec: CodecArg = None, frame_format_version: int | None = None, threads: int | None = None,
+          verify: bool = False, progress: ProgressArg = None, nodata: float | Sequence[float | None] | None = None,
+          descriptions: Sequence[str | None] | None = None, colorinterp: Sequence[str | Enum | None] | None = None,
+          scales: Sequence[float | None] | None = None, offsets: Sequence[float | None] | None = None,
+          units: Sequence[str | None] | None = None,
+          colormaps: Mapping[int, Mapping[int, tuple[int, ...]]] | None = None,
+          tags: Mapping[str, Any] | None = None, band_tags: Mapping[int, Mapping[str, Any]] | None = None,
+          spec: SpecName | None = None, time: TimeArg | np.ndarray = None, format_version: object = UNSET,
+          format: object = UNSET, bands: object = UNSET) -> bytes:
     """Write ``array`` as a rumi file and return its header blob.
 
     Parameters
@@ -587,7 +611,7 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
                                   colormaps=colormaps, tags=tags, band_tags=band_tags) if len(src.shape) in (2, 3, 4) \
         else None
     with Writer(path, src.shape, src.dtype, tile=tile, unit=unit, transform=transform, crs=crs,
-                spec=spec, descriptions=texts, time=time,
+                spec=spec, descriptions=cast("Sequence[str] | None", texts), time=time,
                 pixel_is_point=pixel_is_point, codec=codec, frame_format_version=frame_format_version, threads=threads,
                 verify=verify, progress=progress, metadata=metadata) as w:
         for r in range(w.rows):
