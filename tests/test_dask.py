@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import warnings
 
 import dask
 import dask.array as da
@@ -33,25 +34,123 @@ def scene(tmp_path_factory):
 
 # -- the graph -------------------------------------------------------------------------
 @pytest.mark.slow
-def test_default_chunks_are_the_frame_grid(scene):
+def test_auto_chunks_are_whole_frames_sized_by_dask_chunk_size(scene):
     files, a = scene
-    tile = rumimm.to_dask(*files["tile"])
-    cell = rumimm.to_dask(*files["cell"])
     spans = ((16,) * 5 + (10,), (32, 32, 32, 14))
-    assert tile.chunks == ((1, 1, 1), *spans) and cell.chunks == ((3,), *spans)
-    assert tile.dtype == cell.dtype == a.dtype
-    for arr in (tile, cell):
+    for unit in ("tile", "cell"):
+        assert rumimm.to_dask(*files[unit]).chunks == ((3,), (90,), (110,))  # 59 kB: one chunk
+        with dask.config.set({"array.chunk-size": "3KiB"}):  # 3 x 16 x 32 x 2 bytes: one frame position
+            arr = rumimm.to_dask(*files[unit])
+        assert arr.chunks == ((3,), *spans) and arr.dtype == a.dtype
         assert same_bits(arr.compute(scheduler="sync"), a)
         assert same_bits(arr[1:, 20:70, 33:99].compute(), a[1:, 20:70, 33:99])
         assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))
+    with dask.config.set({"array.chunk-size": "1KiB"}):  # less than a frame position: the frame grid
+        assert rumimm.to_dask(*files["tile"]).chunks == ((1, 1, 1), *spans)
+        assert rumimm.to_dask(*files["cell"]).chunks == ((3,), *spans)
 
 
-@pytest.mark.parametrize("chunks", ["auto", (3, 50, 64), {0: 2, 1: 45, 2: -1}])
-def test_other_chunks(scene, chunks):
+def test_the_default_graph_of_a_512_mib_file_is_a_few_tasks():
+    from rumimm.integrations.dask_array import auto_chunks
+
+    # the issue's file: 4 x 8192 x 8192 uint16 in 512-pixel tiles, Dask's default 128 MiB chunks
+    assert auto_chunks((4, 8192, 8192), "uint16", (1, 512, 512), "128MiB") == (4, 4096, 4096)
+    assert auto_chunks((4, 8192, 8192), "uint16", (1, 512, 512), "32MiB") == (4, 2048, 2048)
+    # a narrow strip: the columns left over become rows; a 13-band float64 cube keeps its bands
+    assert auto_chunks((1, 100_000, 600), "uint8", (1, 256, 256), "16MiB") == (1, 21_760, 600)
+    assert auto_chunks((13, 10_980, 10_980), "float64", (13, 512, 512), "128MiB") == (13, 1024, 1024)
+    # a frame larger than the budget is still one chunk
+    assert auto_chunks((2, 4000, 4000), "float64", (2, 1024, 1024), "1MiB") == (2, 1024, 1024)
+
+
+def test_a_512_mib_graph_in_miniature_has_its_task_count(tmp_path):
+    # the same ratios at 1/64 of the size: 4 x 1024 x 1024 in 64-pixel tiles, 2 MiB chunks
+    a = eo_scene(4, 1024, 1024, "uint16", seed=3)
+    path = tmp_path / "big.rumi"
+    blob = rumimm.write(path, a, tile=64, threads=1)
+    with dask.config.set({"array.chunk-size": "2MiB"}):
+        arr = rumimm.to_dask(path, header=blob)
+    assert arr.chunks == ((4,), (512, 512), (512, 512))
+    assert len(dict(arr.__dask_graph__())) == arr.npartitions == 4  # 1,024 frames, 4 read tasks
+    (total,) = dask.optimize(arr.sum(dtype="u8"))
+    assert len(dict(total.__dask_graph__())) <= 8
+    assert int(total.compute()) == int(a.sum(dtype="u8"))
+
+
+@pytest.mark.parametrize("chunks", ["auto", None, (3, 48, 64), {0: 1, 1: 32, 2: -1}])
+def test_chunks_of_whole_frames_read_without_a_warning(scene, chunks):
     files, a = scene
-    arr = rumimm.to_dask(files["tile"][0], header=files["tile"][1], chunks=chunks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        arr = rumimm.to_dask(files["tile"][0], header=files["tile"][1], chunks=chunks)
     assert same_bits(arr.compute(), a)
     assert np.allclose(arr.mean(axis=(1, 2)).compute(), a.mean(axis=(1, 2)))
+
+
+@pytest.mark.parametrize(("chunks", "axes"), [((3, 50, 64), "1"), ({0: 2, 1: 45, 2: -1}, "1"),
+                                              ((1, 16, 40), "2"), (((1, 2), (45, 45), (55, 55)), "1, 2")])
+def test_chunks_that_split_frames_are_honoured_with_a_warning(scene, chunks, axes):
+    files, a = scene
+    with pytest.warns(rumimm.RumiWarning, match=rf"tile.rumi: chunks .* split frames of shape \(1, 16, 32\) "
+                                                 rf"along axis {axes}: "):
+        arr = rumimm.to_dask(files["tile"][0], header=files["tile"][1], chunks=chunks)
+    assert same_bits(arr.compute(), a)
+    with pytest.warns(rumimm.RumiWarning, match=r"split frames of shape \(3, 16, 32\) along axis 0"):
+        rumimm.to_dask(*files["cell"], chunks=(1, 32, 32))  # a cell frame holds every band
+
+
+@pytest.mark.parametrize(("chunks", "why"), [((3, 100), "same length"), (((1, 1), (90,), (110,)), "add up"),
+                                             ((0, 16, 32), "division"), ("nonsense", "byte unit"),
+                                             (((3,), (90,), (100,)), "add up")])
+def test_chunks_that_do_not_fit_the_array_are_refused(scene, chunks, why):
+    path, blob = scene[0]["tile"]
+    with pytest.raises(rumimm.RumiError, match=rf"tile.rumi: chunks .* do not fit the array of shape "
+                                               rf"\(3, 90, 110\): .*{why}"):
+        rumimm.to_dask(path, header=blob, chunks=chunks)
+
+
+def _truncated_after_first_row(tmp_path, a, tile):
+    """A file whose frames past the first row of tiles are overwritten with zeros, and its blob: reading them fails."""
+    path = tmp_path / "cut.rumi"
+    blob = rumimm.write(path, a, tile=tile, threads=1)
+    header = rumimm.parse_header(blob)
+    first = int(header.offsets[a.shape[0] * -(-a.shape[2] // tile)])  # the second row's first frame
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.seek(first)
+        fh.write(bytes(size - first))
+    return path, blob
+
+
+def test_slices_read_only_the_frames_they_touch(tmp_path):
+    a = eo_scene(2, 128, 96, "uint16", seed=5)
+    path, blob = _truncated_after_first_row(tmp_path, a, 32)
+    arr = rumimm.to_dask(path, header=blob)  # one chunk holds the whole image
+    assert arr.npartitions == 1
+    with pytest.raises(rumimm.RumiError):
+        arr.compute()  # the frames past the first row are gone
+    window = arr[:, 3:30, 10:90]
+    assert window.npartitions == 1 and len(dict(window.__dask_graph__())) == 1
+    assert same_bits(window.compute(), a[:, 3:30, 10:90])
+    assert same_bits(arr[1, :32, -7].compute(), a[1, :32, -7])
+    assert same_bits(arr[-1:, 5][:, 10:20].compute(), a[-1:, 5][:, 10:20])
+    assert int(arr[:, :32].sum(dtype="u8").compute()) == int(a[:, :32].sum(dtype="u8"))
+    assert same_bits(arr[:, :32].map_blocks(np.flip, dtype=a.dtype).compute(), np.flip(a[:, :32]))
+    da_ = xr.DataArray(arr, dims=("band", "y", "x"))
+    assert same_bits(da_.isel(y=slice(0, 32), x=slice(40, 60)).values, a[:, :32, 40:60])
+    assert same_bits(da_.isel(band=0, y=31).values, a[0, 31])
+    assert same_bits(arr[:, :32][:, ::2].compute(), a[:, :32:2])  # a step: Dask's slicing of the window's read
+
+
+def test_xarray_isel_of_a_chunked_dataset_reads_the_chunks_it_touches(tmp_path):
+    a = eo_scene(2, 128, 96, "uint16", seed=5)
+    path, blob = _truncated_after_first_row(tmp_path, a, 32)
+    with dask.config.set({"array.chunk-size": "4KiB"}), \
+            xr.open_dataset(path, engine="rumimm", header=blob, chunks={}) as ds:
+        band_data = ds["band_data"]
+        assert band_data.chunks == ((2,), (32,) * 4, (32,) * 3)
+        assert same_bits(band_data.isel(y=slice(2, 30)).values, a[:, 2:30])
+        assert same_bits(band_data.sel(x=band_data.x[40:90]).isel(y=7).values, a[:, 7, 40:90])
 
 
 @pytest.mark.slow
@@ -112,7 +211,7 @@ def test_the_graph_carries_the_path_one_blob_and_windows(tmp_path):
     a = eo_scene(2, 320, 320, "uint16", seed=2)
     path = tmp_path / "many.rumi"
     blob = rumimm.write(path, a, tile=8, threads=1)
-    arr = rumimm.to_dask(path, header=blob)
+    arr = rumimm.to_dask(path, header=blob, chunks=(1, 8, 8))
     graph = dict(arr.__dask_graph__())
     assert arr.npartitions == len(graph) == 3200
     size = len(pickle.dumps(graph))
@@ -124,7 +223,7 @@ def test_the_graph_carries_the_path_one_blob_and_windows(tmp_path):
 
 def test_reads_fuse_with_the_per_chunk_step_that_consumes_them(scene):
     files, a = scene
-    arr = rumimm.to_dask(*files["tile"])
+    arr = rumimm.to_dask(*files["tile"], chunks=(1, 16, 32))
     (total,) = dask.optimize(arr.sum(dtype="u8"))
     keys = list(dict(total.__dask_graph__()))
     assert not [k for k in keys if isinstance(k, tuple) and k[0] == arr.name]  # no read left as its own task
@@ -135,7 +234,7 @@ def test_reads_fuse_with_the_per_chunk_step_that_consumes_them(scene):
 def test_two_calls_on_one_file_share_keys_and_other_chunks_do_not(scene):
     files, _ = scene
     assert rumimm.to_dask(*files["tile"]).name == rumimm.to_dask(*files["tile"]).name
-    assert rumimm.to_dask(*files["tile"]).name != rumimm.to_dask(*files["tile"], chunks=(1, 45, 55)).name
+    assert rumimm.to_dask(*files["tile"]).name != rumimm.to_dask(*files["tile"], chunks=(1, 32, 64)).name
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -241,8 +340,15 @@ def test_reductions_on_a_local_cluster_equal_numpy(scene, client):
     assert len(client.scheduler_info()["workers"]) == 2
 
 
+def _open_images(path):
+    """Run on a worker: how many images of ``path`` it keeps open for read tasks."""
+    from rumimm.integrations.worker_images import open_count
+
+    return open_count(path)
+
+
 @pytest.mark.slow
-def test_workers_compile_once_and_keep_no_handles(scene, client):
+def test_workers_compile_once_and_keep_each_file_open_across_tasks(scene, client, tmp_path):
     files, a = scene
     path, blob = files["tile"]
     arr = rumimm.to_dask(path, header=blob, chunks=(3, 32, 64))  # 12 frames a chunk: the kernels read it
@@ -250,13 +356,26 @@ def test_workers_compile_once_and_keep_no_handles(scene, client):
     assert set(client.run(_kernels_loaded).values()) == {"ready"}
     before_compiles = client.run(_compiles)
     assert all(n > 0 for n in before_compiles.values())  # the counter sees the first tasks' compiles
+    assert int((arr[:, 5:85] * 2).sum(dtype="u8").compute()) == int(a[:, 5:85].sum(dtype="u8")) * 2
     before_handles = client.run(_handles, path)
     for _ in range(3):
         assert int((arr[:, 5:85] * 2).sum(dtype="u8").compute()) == int(a[:, 5:85].sum(dtype="u8")) * 2
     assert client.run(_compiles) == before_compiles  # more tasks, no numba compile or cache load
     after = client.run(_handles, path)
-    assert all(maps == 0 for _, maps in after.values())  # every task closed the file it opened
-    assert all(fds == 0 for fds, _ in after.values()) and after == before_handles
+    assert after == before_handles  # 3 computations of 12 tasks each opened nothing
+    # one image a worker: its descriptor (and the one its mapping holds), one mapping
+    assert all(fds <= 2 and maps <= 1 for fds, maps in after.values())
+    assert set(client.run(_open_images, str(path)).values()) == {1}
+    # a file replaced at the same path (a rename, as rumimm writes) is read anew, the old image closed
+    copy = tmp_path / "replaced.rumi"
+    rumimm.write(copy, a, tile=(16, 32), threads=1)
+    arr = rumimm.to_dask(copy, chunks=(3, 32, 64))
+    assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))
+    blob2 = rumimm.write(copy, a[:, ::-1], tile=(16, 32), threads=1)
+    arr = rumimm.to_dask(copy, header=blob2, chunks=(3, 32, 64))
+    assert same_bits(arr.compute(), a[:, ::-1])
+    assert all(fds <= 2 for fds, _ in client.run(_handles, copy).values())
+    assert set(client.run(_open_images, str(copy)).values()) <= {0, 1}
 
 
 @pytest.mark.slow

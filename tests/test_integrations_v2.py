@@ -143,11 +143,15 @@ def test_xarray_stacks_02_files_of_several_steps_on_their_times_end_to_end(tmp_p
 
 
 def test_dask_chunks_02_files_on_their_frame_grid():
-    pytest.importorskip("dask")
-    arr = rumimm.to_dask(_p("cube_u4"))
-    assert arr.chunksize == (3, 2, 8, 8)  # t b h w cells
-    np.testing.assert_array_equal(arr.compute(), make_fixtures.source("cube_u4"))
-    assert rumimm.to_dask(_p("cube_u0")).chunksize == (1, 1, 8, 8)
+    dask = pytest.importorskip("dask")
+    with dask.config.set({"array.chunk-size": "1B"}):  # less than a frame: the frame grid
+        arr = rumimm.to_dask(_p("cube_u4"))
+        assert arr.chunksize == (3, 2, 8, 8)  # t b h w cells
+        np.testing.assert_array_equal(arr.compute(), make_fixtures.source("cube_u4"))
+        assert rumimm.to_dask(_p("cube_u0")).chunksize == (1, 1, 8, 8)
+    arr = rumimm.to_dask(_p("cube_u0"))  # whole frames of every step and band, by array.chunk-size
+    assert arr.chunks == tuple((n,) for n in arr.shape)
+    np.testing.assert_array_equal(arr.compute(), make_fixtures.source("cube_u0"))
 
 
 def test_geotiff_export_and_quicklook_take_02_images(tmp_path):
