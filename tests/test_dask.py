@@ -323,7 +323,7 @@ def client():
     from dask.distributed import Client, LocalCluster
 
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
-                      silence_logs=40) as cluster, Client(cluster) as c:
+                      silence_logs=50) as cluster, Client(cluster) as c:
         c.run(_count_numba_compiles)
         yield c
 
@@ -394,3 +394,128 @@ def test_a_dask_array_writes_through_the_cluster(scene, client, tmp_path):
     blob = rumimm.write(tmp_path / "c.rumi", (arr // 2).astype("uint16"), tile=32, threads=1)
     with rumimm.open(tmp_path / "c.rumi", header=blob) as img:
         assert same_bits(img[:], a // 2)
+
+
+def _refuse_to_encode(*args, **kwargs):
+    raise AssertionError("a frame was compressed in the writing process")
+
+
+def _temp_files(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["0.1", "0.2"])
+def test_a_cluster_write_encodes_on_the_workers_and_writes_the_same_bytes(scene, client, tmp_path, monkeypatch,
+                                                                        spec):
+    from rumimm.writer.frame_job import FrameJob
+
+    files, a = scene
+    with dask.config.set({"array.chunk-size": "8KiB"}):
+        src = rumimm.to_dask(*files["tile"])  # lives on the workers: chunks of 3 x 16 x 64
+    assert src.npartitions > 8
+    v2 = {"format": "0.2", "bands": ["a", "b", "c"], "time": ["2026-01-01"]} if spec == "0.2" else {}
+    want = a + np.uint16(1)
+    for tile, unit in [((16, 32), "tile"), (24, "cell"), ((40, 16), "tile")]:  # chunks on, across, off tiles
+        with monkeypatch.context() as m:
+            m.setattr(FrameJob, "encode", _refuse_to_encode)  # only the workers may compress
+            blob = rumimm.write(tmp_path / "c.rumi", src + np.uint16(1), tile=tile, unit=unit, transform=UTM,
+                                crs=32633, nodata=0, **v2)
+        local = rumimm.write(tmp_path / "n.rumi", want, tile=tile, unit=unit, transform=UTM, crs=32633, nodata=0,
+                             threads=1, **v2)
+        assert blob == local, (tile, unit)
+        assert (tmp_path / "c.rumi").read_bytes() == (tmp_path / "n.rumi").read_bytes(), (tile, unit)
+        assert (tmp_path / "c.rumi.aux.xml").exists()
+    assert _temp_files(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_cluster_write_of_2d_4d_and_xarray_arrays(scene, client, tmp_path):
+    files, a = scene
+    band = da.from_array(a[1], chunks=(30, 50))
+    blob = rumimm.write(tmp_path / "b.rumi", band, tile=16)
+    with rumimm.open(tmp_path / "b.rumi", header=blob) as img:
+        assert same_bits(img[0], a[1])
+    cube = da.from_array(np.stack([a, a // 3]), chunks=(1, 1, 45, 55))
+    times = ["2026-01-01", "2026-02-01"]
+    blob = rumimm.write(tmp_path / "t.rumi", cube, tile=32, unit="cell", format="0.2", bands=["a", "b", "c"],
+                        time=times)
+    local = rumimm.write(tmp_path / "l.rumi", np.stack([a, a // 3]), tile=32, unit="cell", format="0.2",
+                         bands=["a", "b", "c"], time=times, threads=1)
+    assert blob == local and (tmp_path / "t.rumi").read_bytes() == (tmp_path / "l.rumi").read_bytes()
+    path, blob = files["cell"]
+    with xr.open_dataset(path, engine="rumimm", header=blob, chunks={}) as ds:
+        out = rumimm.to_rumi(ds["band_data"] // 2, tmp_path / "x.rumi", tile=32)
+    with rumimm.open(tmp_path / "x.rumi", header=out) as img:
+        assert same_bits(img[:], a // 2) and img.crs == "EPSG:32633" and img.transform == UTM
+
+
+def test_a_dask_array_of_unknown_chunk_sizes_is_refused(scene, tmp_path):
+    a = scene[1]
+    src = da.from_array(a, chunks=(3, 45, 55))
+    unknown = da.Array(src.dask, src.name, ((3,), (np.nan, np.nan), (55, 55)), meta=np.empty((0, 0, 0), a.dtype))
+    with pytest.raises(rumimm.RumiError, match=r"u.rumi: the Dask array has unknown \(nan\) chunk sizes along "
+                                               r"axis 1; .*compute_chunk_sizes"):
+        rumimm.write(tmp_path / "u.rumi", unknown)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_cluster_write_to_a_missing_directory_computes_nothing(scene, client, tmp_path):
+    def boom(block):
+        raise AssertionError("computed")
+
+    src = da.from_array(scene[1], chunks=(3, 45, 55)).map_blocks(boom, meta=np.empty((0, 0, 0), scene[1].dtype))
+    with pytest.raises(FileNotFoundError, match=r"no/such/dir/o.rumi"):
+        rumimm.write(tmp_path / "no" / "such" / "dir" / "o.rumi", src, tile=32)
+
+
+def _die_in_task(block, marker="", always=False):
+    """A task that kills its worker process: once (the first task to create ``marker``) or every time."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        os._exit(1)
+    except FileExistsError:
+        if always:
+            os._exit(1)
+    return block
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_write_reruns_its_tasks_or_leaves_the_old_file(scene, client, tmp_path):
+    from dask.distributed import Client, LocalCluster
+
+    # a cluster of its own, whose workers this test kills; a task that killed its worker
+    # twice fails the computation (the default is 3 deaths)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), \
+            LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
+                         silence_logs=50) as cluster, Client(cluster) as doomed:
+        _kill_workers_mid_write(scene, doomed, tmp_path)
+    assert len(client.scheduler_info()["workers"]) == 2  # the module's cluster, untouched
+
+
+def _kill_workers_mid_write(scene, client, tmp_path):
+    files, a = scene
+    dest = tmp_path / "out" / "k.rumi"
+    dest.parent.mkdir()
+    old = rumimm.write(dest, a[:1], tile=32, threads=1)
+    old_bytes = dest.read_bytes()
+    src = rumimm.to_dask(*files["tile"], chunks=(3, 32, 64))
+    # once: the scheduler reruns the dead worker's tasks elsewhere and the file is whole
+    meta = np.empty((0, 0, 0), a.dtype)  # not inferred by calling the task here
+    once = src.map_blocks(_die_in_task, marker=str(tmp_path / "once"), meta=meta)
+    blob = rumimm.write(dest, once, tile=32)
+    assert (tmp_path / "once").exists()
+    with rumimm.open(dest, header=blob) as img:
+        assert same_bits(img[:], a)
+    assert _temp_files(dest.parent) == []
+    client.wait_for_workers(2, timeout=120)
+    # every time: the write fails, and the destination is the file before it, with no temporary file
+    rumimm.write(dest, a[:1], tile=32, threads=1)
+    always = src.map_blocks(_die_in_task, marker=str(tmp_path / "always"), always=True, meta=meta)
+    from distributed import KilledWorker
+
+    with pytest.raises(KilledWorker):
+        rumimm.write(dest, always, tile=32)
+    assert dest.read_bytes() == old_bytes and rumimm.index(dest) == old
+    assert _temp_files(dest.parent) == []
