@@ -50,6 +50,7 @@ _LAZY = {
     "ChipDataset": "rumimm.integrations.chips",
     "clean": "rumimm.writer.atomic",
     "convert": "rumimm.writer.convert",
+    "convert_many": "rumimm.writer.bulk",
     "profile": "rumimm.writer.profile",
 }
 
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
     from rumimm.reader.image import Image, open
     from rumimm.reader.threads import get_num_threads, set_num_threads
     from rumimm.writer.atomic import clean
+    from rumimm.writer.bulk import convert_many
     from rumimm.writer.convert import convert
     from rumimm.writer.profile import profile
     from rumimm.writer.writer import Writer, write
@@ -77,7 +79,7 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
 __all__ = [
     "DTYPES", "PRESETS", "BlobError", "CRSError", "ChipDataset", "CodecError", "Cube", "FormatError", "Header",
     "Image", "ImageCollection", "Report", "RumiError", "RumiWarning", "WindowError", "Writer", "__version__",
-    "catalog", "clean", "convert", "from_geotiff", "get_num_threads", "index", "open", "parse_blobs",
+    "catalog", "clean", "convert", "convert_many", "from_geotiff", "get_num_threads", "index", "open", "parse_blobs",
     "parse_header", "profile", "quicklook", "read_batch", "read_catalog", "select_bbox", "set_num_threads", "to_dask",
     "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
 ]
