@@ -61,6 +61,13 @@ def test_the_default_graph_of_a_512_mib_file_is_a_few_tasks():
     assert auto_chunks((13, 10_980, 10_980), "float64", (13, 512, 512), "128MiB") == (13, 1024, 1024)
     # a frame larger than the budget is still one chunk
     assert auto_chunks((2, 4000, 4000), "float64", (2, 1024, 1024), "1MiB") == (2, 1024, 1024)
+    # the default budget: Dask's array.chunk-size up to 32 MiB, or rumimm.chunk-size
+    shape, frame = (4, 8192, 8192), (1, 512, 512)
+    assert auto_chunks(shape, "uint16", frame) == (4, 2048, 2048)  # 16 tasks for 512 MiB
+    with dask.config.set({"array.chunk-size": "8MiB"}):
+        assert auto_chunks(shape, "uint16", frame) == (4, 1024, 1024)
+    with dask.config.set({"rumimm.chunk-size": "128MiB"}):
+        assert auto_chunks(shape, "uint16", frame) == (4, 4096, 4096)
 
 
 def test_a_512_mib_graph_in_miniature_has_its_task_count(tmp_path):
