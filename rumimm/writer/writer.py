@@ -537,7 +537,9 @@ def write(path, array, *, tile=512, unit="tile", transform=None, crs=None, pixel
     array : array-like, shape (B, Y, X) or (Y, X); (T, B, Y, X) with ``format="0.2"``
         Any of the 28 rumi sample dtypes (spec 0.2: its 21).  A ``np.memmap`` or any
         array-like with ``shape``, ``dtype`` and slicing (zarr, h5py, xarray) is read one
-        row of tiles at a time, so it may be larger than RAM.
+        row of tiles at a time, so it may be larger than RAM.  A Dask array (or a
+        Dask-backed DataArray) on an active ``dask.distributed`` client is compressed on
+        the workers, chunk by chunk (:mod:`rumimm.writer.distributed`).
     tile, unit, transform, crs, pixel_is_point, codec, format_version, threads, verify, progress
         As for :class:`Writer`; ``progress`` advances once per row of tiles.
     nodata : number or sequence of numbers, optional
