@@ -124,9 +124,7 @@ def test_the_command_line_converts_many_files_into_a_folder(sources, capsys):
 
 
 @pytest.mark.slow
-def test_on_a_dask_client_the_files_spread_over_the_workers(sources, monkeypatch):
-    from dask.distributed import Client, LocalCluster
-
+def test_on_a_dask_client_the_files_spread_over_the_workers(sources, monkeypatch, dask_session_client):
     from rumimm.writer import bulk
 
     def no_local_conversion(*args, **kwargs):
@@ -135,10 +133,8 @@ def test_on_a_dask_client_the_files_spread_over_the_workers(sources, monkeypatch
     monkeypatch.setattr(bulk, "convert_one", no_local_conversion)  # the workers import their own
     monkeypatch.setattr(bulk, "_in_processes", no_local_conversion)
     src, out, arrays = sources
-    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
-                      silence_logs=50) as cluster, Client(cluster) as client:
+    with dask_session_client.as_current():
         result = rumimm.convert_many(src, out, tile=32, format="0.1")
-        assert len(client.scheduler_info()["workers"]) == 2
     assert len(result.written) == 4 and [s for s, _ in result.errors] == [str(src / "bad.tif")]
     _check_outputs(out, arrays, ["r", "t0", "t1", "t2"])
     assert len(rumimm.read_catalog(result.catalog)) == 4

@@ -278,25 +278,10 @@ def test_a_dask_array_read_from_rumi_writes_back_through_to_rumi(scene, tmp_path
         assert same_bits(img[:], a[:, :, ::-1] + np.uint16(1))
 
 
-# -- a two-process LocalCluster (one start-up for the module) -----------------------------------
-_COMPILES = []
-
-
-def _count_numba_compiles():
-    """Run on a worker: count every entry into numba's compiler (a compile or a cache load)."""
-    from numba.core import event
-
-    class Counter(event.Listener):
-        def on_start(self, ev):
-            _COMPILES.append(ev.kind)
-
-        def on_end(self, ev):
-            pass
-
-    event.register("numba:compiler_lock", Counter())
-
-
+# -- a two-process LocalCluster (one start-up for the session) -----------------------------------
 def _compiles():
+    from conftest import _COMPILES
+
     return len(_COMPILES)
 
 
@@ -324,15 +309,11 @@ def _handles(path):
     return fds, maps
 
 
-@pytest.fixture(scope="module")
-def client():
-    """A two-process LocalCluster; starting it takes ~15 s here, so every test using it is marked slow."""
-    from dask.distributed import Client, LocalCluster
-
-    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
-                      silence_logs=50) as cluster, Client(cluster) as c:
-        c.run(_count_numba_compiles)
-        yield c
+@pytest.fixture
+def client(dask_session_client):
+    """The session's two-process LocalCluster, as the current client for one test."""
+    with dask_session_client.as_current():
+        yield dask_session_client
 
 
 @pytest.mark.slow
