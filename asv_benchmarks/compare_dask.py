@@ -7,8 +7,9 @@ Usage (from the repository root)::
 
 One deterministic EO-like scene (``rumimm.synthetic.eo_scene``, uint16, 512-pixel tile
 frames, the default codec), one ``LocalCluster`` of 2 worker processes with 1 thread each,
-one run of every case (after one warm-up run of each, so imports and kernel loads are not
-timed); the median of ``--repeat`` runs.
+one warm-up run of every case (imports, kernel loads and first opens are not timed), then
+``--repeat`` interleaved rounds of all cases, so a noisy machine affects every case alike;
+the run of median time is reported.
 
 Reads (a full-image sum or mean):
   in-process ``rumimm.open(p)[:].sum()``; ``rumimm.to_dask(p).sum()`` with default chunks on
@@ -33,7 +34,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -74,27 +74,33 @@ def _stream_split(stream: list[dict], wall: float, workers: int) -> dict:
             "other_s": max(0.0, wall - (compute + transfer) / workers)}
 
 
-def _timed(fn, repeat: int, client=None, workers: int = 2) -> dict:
-    fn()  # warm-up: imports, kernel loads, first opens
-    times, splits = [], []
-    for _ in range(repeat):
-        if client is None:
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        else:
-            from distributed import get_task_stream
+def _once(fn, client, workers: int) -> dict:
+    """One timed run; on the cluster also the task-stream split of its wall time."""
+    if client is None:
+        t = time.perf_counter()
+        fn()
+        return {"seconds": time.perf_counter() - t}
+    from distributed import get_task_stream
 
-            with get_task_stream(client) as ts:
-                t = time.perf_counter()
-                fn()
-                wall = time.perf_counter() - t
-            times.append(wall)
-            splits.append(_stream_split(ts.data, wall, workers))
-    out: dict[str, Any] = {"seconds": statistics.median(times), "runs": times}
-    if splits:
-        mid = splits[times.index(sorted(times)[len(times) // 2])]
-        out.update(mid)
+    with get_task_stream(client) as ts:
+        t = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - t
+    return {"seconds": wall, **_stream_split(ts.data, wall, workers)}
+
+
+def _rounds(cases: list[tuple[str, Any, Any]], repeat: int, workers: int = 2) -> dict:
+    """Every case once to warm up, then ``repeat`` interleaved rounds; the run of median time per case."""
+    for _, fn, _client in cases:
+        fn()  # imports, kernel loads, first opens, the cluster's first tasks
+    runs: dict[str, list[dict]] = {name: [] for name, _, _ in cases}
+    for _ in range(repeat):
+        for name, fn, client in cases:
+            runs[name].append(_once(fn, client, workers))
+    out = {}
+    for name, results in runs.items():
+        ordered = sorted(results, key=lambda r: r["seconds"])
+        out[name] = {**ordered[len(ordered) // 2], "runs": [r["seconds"] for r in results]}
     return out
 
 
@@ -120,33 +126,27 @@ def run(size: int, bands: int, tile: int, files: int, bulk_size: int, repeat: in
         path = os.path.join(folder, f"g{i:02d}.tif")
         write_geotiff(path, eo_scene(bands, bulk_size, bulk_size, "uint16", seed=100 + i), tile)
         tifs.append(path)
-    cases: dict[str, dict] = {}
-    cases["read in-process"] = _timed(lambda: rumimm.open(src, blob)[:].sum(), repeat)
-    cases["read to_dask threads"] = _timed(lambda: rumimm.to_dask(src, blob).sum().compute(scheduler="threads"),
-                                           repeat)
-    cases["write numpy in-process"] = _timed(lambda: rumimm.write(os.path.join(folder, "w_np.rumi"), plus,
-                                                                  tile=tile), repeat)
     bulk_local = os.path.join(folder, "bulk_local")
+    bulk_dask = os.path.join(folder, "bulk_dask")
 
-    def bulk_here():
-        shutil.rmtree(bulk_local, ignore_errors=True)
-        os.mkdir(bulk_local)
-        assert not rumimm.convert_many(tifs, bulk_local, tile=tile, jobs=1, client=None).errors
+    def bulk(folder_out, client):
+        shutil.rmtree(folder_out, ignore_errors=True)
+        os.mkdir(folder_out)
+        assert not rumimm.convert_many(tifs, folder_out, tile=tile, jobs=1, client=client).errors
 
-    cases["bulk convert one process"] = _timed(bulk_here, repeat)
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
                       silence_logs=50) as cluster, Client(cluster) as client:
         res["default_chunks"] = [c[0] for c in rumimm.to_dask(src, blob).chunks]
         res["default_tasks"] = rumimm.to_dask(src, blob).npartitions
-        cases["read to_dask cluster"] = _timed(lambda: rumimm.to_dask(src, blob).sum().compute(), repeat, client)
 
         def xr_mean():
             with xr.open_dataset(src, engine="rumimm", header=blob, chunks={}) as ds:
                 ds["band_data"].mean().compute()
 
-        cases["read xarray chunks={} cluster"] = _timed(xr_mean, repeat, client)
-        cases["read zarr default cluster"] = _timed(lambda: da.from_zarr(z_default).sum().compute(), repeat, client)
-        cases["read zarr 512 cluster"] = _timed(lambda: da.from_zarr(z_512).sum().compute(), repeat, client)
+        def big_chunks():
+            with dask.config.set({"rumimm.chunk-size": "128MiB"}):
+                arr = rumimm.to_dask(src, blob)
+            arr.sum().compute()
 
         def rumi_write():
             rumimm.write(os.path.join(folder, "w_dask.rumi"), rumimm.to_dask(src, blob) + np.uint16(1), tile=tile)
@@ -154,19 +154,21 @@ def run(size: int, bands: int, tile: int, files: int, bulk_size: int, repeat: in
         def zarr_write():
             (rumimm.to_dask(src, blob) + np.uint16(1)).to_zarr(os.path.join(folder, "w.zarr"), overwrite=True)
 
-        cases["write rumimm cluster"] = _timed(rumi_write, repeat, client)
-        cases["write to_zarr cluster"] = _timed(zarr_write, repeat, client)
-        bulk_dask = os.path.join(folder, "bulk_dask")
-
-        def bulk_cluster():
-            shutil.rmtree(bulk_dask, ignore_errors=True)
-            os.mkdir(bulk_dask)
-            assert not rumimm.convert_many(tifs, bulk_dask, tile=tile, client=client).errors
-
-        cases["bulk convert cluster"] = _timed(bulk_cluster, repeat, client)
-        with dask.config.set({"array.chunk-size": "32MiB"}):
-            cases["read to_dask cluster 32MiB chunks"] = _timed(lambda: rumimm.to_dask(src, blob).sum().compute(),
-                                                                repeat, client)
+        cases = _rounds([
+            ("read in-process", lambda: rumimm.open(src, blob)[:].sum(), None),
+            ("read to_dask threads", lambda: rumimm.to_dask(src, blob).sum().compute(scheduler="threads"), None),
+            ("read to_dask cluster", lambda: rumimm.to_dask(src, blob).sum().compute(), client),
+            ("read to_dask cluster, 128 MiB chunks", big_chunks, client),
+            ("read xarray chunks={} cluster", xr_mean, client),
+            ("read zarr default chunks cluster", lambda: da.from_zarr(z_default).sum().compute(), client),
+            ("read zarr 512 chunks cluster", lambda: da.from_zarr(z_512).sum().compute(), client),
+            ("write numpy in-process", lambda: rumimm.write(os.path.join(folder, "w_np.rumi"), plus, tile=tile),
+             None),
+            ("write rumimm cluster", rumi_write, client),
+            ("write to_zarr cluster", zarr_write, client),
+            ("bulk convert one process", lambda: bulk(bulk_local, None), None),
+            ("bulk convert cluster", lambda: bulk(bulk_dask, client), client),
+        ], repeat)
     with rumimm.open(os.path.join(folder, "w_dask.rumi")) as img, rumimm.open(os.path.join(folder, "w_np.rumi")) as ref:
         assert img.header.blob == ref.header.blob  # the same file either way
     res["cases"] = cases
@@ -175,8 +177,9 @@ def run(size: int, bands: int, tile: int, files: int, bulk_size: int, repeat: in
     res["ratios"] = {
         "cluster read / in-process read (goal <= 1.2)": c["read to_dask cluster"] / c["read in-process"],
         "cluster read / zarr default on the cluster (goal < 1)": c["read to_dask cluster"]
-        / c["read zarr default cluster"],
-        "cluster read / zarr 512 on the cluster (goal < 1)": c["read to_dask cluster"] / c["read zarr 512 cluster"],
+        / c["read zarr default chunks cluster"],
+        "cluster read / zarr 512 on the cluster (goal < 1)": c["read to_dask cluster"]
+        / c["read zarr 512 chunks cluster"],
         "cluster write / in-process write (goal <= 1.5)": c["write rumimm cluster"] / c["write numpy in-process"],
         "cluster write / to_zarr (goal < 1)": c["write rumimm cluster"] / c["write to_zarr cluster"],
         "bulk: one process / cluster (goal >= 1.7)": c["bulk convert one process"] / c["bulk convert cluster"],
@@ -203,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tile", type=int, default=512)
     p.add_argument("--files", type=int, default=16, help="GeoTIFFs for the bulk conversion")
     p.add_argument("--bulk-size", type=int, default=2048, help="height and width of each GeoTIFF")
-    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=3, help="interleaved rounds after the warm-up; the median is kept")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="compare_dask-") as folder:

@@ -93,10 +93,10 @@ def _job(args_bytes: bytes) -> FrameJob:
     if job is None:
         job = FrameJob(pickle.loads(args_bytes))
         with _jobs_lock:
-            if len(_jobs) >= 64:  # a long-lived worker writing many files: start over
-                for old in _jobs.values():
-                    old.encoder.close()
-                _jobs.clear()
+            mine = [k for k in _jobs if k[0] == key[0]]
+            if len(mine) >= 8:  # a long-lived worker writing many files: this thread's encoders start over
+                for k in mine:
+                    _jobs.pop(k).encoder.close()  # this thread's own: none is encoding now
             _jobs[key] = job
     return job
 
@@ -122,10 +122,12 @@ def _encode_chunk(block: np.ndarray, y0: int, x0: int, args_bytes: bytes, grid: 
     return out
 
 
-def write_on_client(writer: Any, array: Any, client: Any) -> None:
+def write_on_client(writer: Any, array: Any, client: Any) -> bool:
     """Fill ``writer`` (built with ``threads=1``) from the Dask array behind ``array`` on ``client``.
 
-    The writer receives every grid row in order through ``write_frames``; closing it is the caller's.
+    The writer receives every grid row in order through ``write_frames``; closing it is the
+    caller's.  False (and nothing written) for a codec that cannot be pickled to the workers:
+    the caller then computes the rows here.
     """
     import dask
 
@@ -142,7 +144,12 @@ def write_on_client(writer: Any, array: Any, client: Any) -> None:
         arr = arr.rechunk(chunks)
     components = writer.spec == "0.2" and writer.enc.itemsize == 16
     args = JobArgs(writer.codec, writer.enc, writer.format_version, writer.verify, grid.n_frames, components)
-    args_bytes = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        args_bytes = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a codec graph built from a closure: compressed here instead
+        return False
+    if b"__main__" in args_bytes:  # workers never import the user's script
+        return False
     ys = np.cumsum((0, *chunks[-2]))[:-1]
     xs = np.cumsum((0, *chunks[-1]))[:-1]
     blocks = arr.to_delayed(optimize_graph=True).reshape(len(ys), len(xs))
@@ -163,3 +170,4 @@ def write_on_client(writer: Any, array: Any, client: Any) -> None:
     except BaseException:
         client.cancel(futures)
         raise
+    return True
