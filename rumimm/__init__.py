@@ -50,7 +50,7 @@ _LAZY = {
     "ChipDataset": "rumimm.integrations.chips",
     "clean": "rumimm.writer.atomic",
     "convert": "rumimm.writer.convert",
-    "convert_many": "rumimm.writer.bulk",
+    "convert_many": "rumimm.integrations.bulk",
     "profile": "rumimm.writer.profile",
 }
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
     from rumimm.format.blob import Header
     from rumimm.format.dtypes import DTYPES
     from rumimm.format.v2 import parse_header
+    from rumimm.integrations.bulk import convert_many
     from rumimm.integrations.catalogs import catalog, read_catalog, select_bbox, write_catalog
     from rumimm.integrations.chips import ChipDataset
     from rumimm.integrations.dask_array import to_dask
@@ -70,7 +71,6 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
     from rumimm.reader.image import Image, open
     from rumimm.reader.threads import get_num_threads, set_num_threads
     from rumimm.writer.atomic import clean
-    from rumimm.writer.bulk import convert_many
     from rumimm.writer.convert import convert
     from rumimm.writer.profile import profile
     from rumimm.writer.writer import Writer, write

@@ -487,7 +487,7 @@ def _convert_rumi(args: argparse.Namespace, spec: str) -> int:
 
 
 def _convert_many(args: argparse.Namespace) -> int:
-    from rumimm.writer.bulk import convert_many
+    from rumimm.integrations.bulk import convert_many
 
     time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time] if args.time else None
     result = convert_many(args.source, args.to, tile=args.tile, unit=args.unit, codec=args.codec, format=args.format,

@@ -125,7 +125,7 @@ def test_the_command_line_converts_many_files_into_a_folder(sources, capsys):
 
 @pytest.mark.slow
 def test_on_a_dask_client_the_files_spread_over_the_workers(sources, monkeypatch, dask_session_client):
-    from rumimm.writer import bulk
+    from rumimm.integrations import bulk
 
     def no_local_conversion(*args, **kwargs):
         raise AssertionError("converted in this process")
