@@ -507,3 +507,23 @@ def _kill_workers_mid_write(scene, client, tmp_path):
         rumimm.write(dest, always, tile=32)
     assert dest.read_bytes() == old_bytes and rumimm.index(dest) == old
     assert _temp_files(dest.parent) == []
+
+
+def test_writer_write_frames_takes_rows_of_frames_compressed_elsewhere(tmp_path):
+    from rumimm.writer.frame_job import FrameJob, JobArgs, encode_specs, frame_specs
+
+    a = eo_scene(2, 40, 50, "uint16", seed=4)
+    with rumimm.Writer(tmp_path / "f.rumi", a.shape, a.dtype, tile=16, threads=1) as w:
+        job = FrameJob(JobArgs(w.codec, w.enc, w.format_version, False, w.grid.n_frames))
+        rows = [encode_specs(job, a[:, y0:y1], frame_specs(w.grid, r))
+                for r, (y0, y1) in enumerate(w.row_span(r) for r in range(w.rows))]
+        with pytest.raises(rumimm.RumiError, match=r"f.rumi: grid row 1: expected row 0 on a serial writer"):
+            w.write_frames(1, rows[1])
+        with pytest.raises(rumimm.RumiError, match=r"f.rumi: grid row 0 has 5 frames, expected 8"):
+            w.write_frames(0, rows[0][:5])
+        # refused rows leave the writer usable, as write_row's checks do
+        w.write_frames(0, rows[0])
+        for r in range(1, w.rows):
+            w.write_row(r, a[:, slice(*w.row_span(r))])  # compressed elsewhere and here: one file
+    rumimm.write(tmp_path / "g.rumi", a, tile=16, threads=1)
+    assert (tmp_path / "f.rumi").read_bytes() == (tmp_path / "g.rumi").read_bytes()
