@@ -53,6 +53,7 @@ _LAZY = {
     "ChipDataset": "rumimm.integrations.chips",
     "clean": "rumimm.writer.atomic",
     "convert": "rumimm.writer.convert",
+    "convert_many": "rumimm.integrations.bulk",
     "profile_codecs": "rumimm.writer.profile",
 }
 
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
     from rumimm.format.blob import Header
     from rumimm.format.dtypes import DTYPES
     from rumimm.format.v2 import parse_header
+    from rumimm.integrations.bulk import convert_many
     from rumimm.integrations.catalogs import catalog, read_catalog, select_bbox, write_catalog
     from rumimm.integrations.chips import ChipDataset
     from rumimm.integrations.dask_array import to_dask
@@ -80,9 +82,9 @@ if TYPE_CHECKING:  # the lazy names as type checkers and editors see them; never
 __all__ = [
     "DTYPES", "PRESETS", "BlobError", "CRSError", "ChipDataset", "CodecError", "Cube", "FormatError", "Header",
     "Image", "ImageCollection", "Report", "RumiError", "RumiWarning", "WindowError", "Writer", "__version__",
-    "build_blob", "catalog", "clean", "convert", "from_geotiff", "get_num_threads", "open", "parse_blobs",
-    "parse_header", "profile_codecs", "quicklook", "read_batch", "read_catalog", "select_bbox", "set_num_threads",
-    "to_dask", "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
+    "build_blob", "catalog", "clean", "convert", "convert_many", "from_geotiff", "get_num_threads", "open",
+    "parse_blobs", "parse_header", "profile_codecs", "quicklook", "read_batch", "read_catalog", "select_bbox",
+    "set_num_threads", "to_dask", "to_geotiff", "to_rumi", "validate", "write", "write_catalog",
 ]
 
 

@@ -331,9 +331,15 @@ register("index", "rebuild a rumi file's header blob from its IFD", _index_args,
 
 # -- convert / export / quicklook -------------------------------------------------------------
 def _convert_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", metavar="IN", help="the GeoTIFF or COG (anything GDAL reads), or a rumi file of either "
-                   "spec to convert to the other (frames kept as they are) or, with --codec, to re-encode")
-    p.add_argument("dest", metavar="OUT", help="the rumi file to write")
+    p.add_argument("source", metavar="IN", nargs="+", help="the GeoTIFF or COG (anything GDAL reads), or a rumi file "
+                   "of either spec to convert to the other (frames kept as they are) or, with --codec, to re-encode; "
+                   "with --to, any number of them")
+    p.add_argument("dest", metavar="OUT", nargs="?", help="the rumi file to write (without --to)")
+    p.add_argument("--to", metavar="DIR", help="convert every IN into DIR/<name>.rumi, skipping outputs an earlier run "
+                   "finished, listing the files that fail, and write DIR/catalog.parquet (on a Dask client, if one "
+                   "is active, the files spread over its workers)")
+    p.add_argument("-j", "--jobs", type=_positive_int,
+                   help="with --to: files converted at once (default: one per core)")
     p.add_argument("--format", choices=("0.1", "0.2"),
                    help="the rumi spec to write: a rumi IN is written in the other spec by default; a GeoTIFF as "
                    "0.1 (0.2 with --time)")
@@ -354,11 +360,29 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
                    help="convert the pixels only, without georeferencing (a file without a usable CRS)")
 
 
+def _convert_many(args: argparse.Namespace) -> int:
+    from rumimm.integrations.bulk import convert_many
+
+    time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time] if args.time else None
+    result = convert_many(args.source, args.to, tile=args.tile, unit=args.unit, codec=args.codec, spec=args.format,
+                          time=time, jobs=args.jobs, progress=_progress())
+    for source, error in result.errors:
+        print(f"rumimm convert: {source}: {error}", file=sys.stderr)
+    catalog = f"; catalog {result.catalog}" if result.catalog else ""
+    print(f"{args.to}: {len(result.written)} written, {len(result.skipped)} kept, {len(result.errors)} failed{catalog}")
+    return 1 if result.errors else 0
+
+
 def _convert(args: argparse.Namespace) -> int:
     import time
 
     from rumimm.integrations.conversion import convert_any
 
+    if args.to is not None:
+        return _convert_many(args)
+    if len(args.source) != 2 or args.dest is not None:
+        raise UsageError("convert takes one IN and one OUT, or any number of IN with --to DIR")
+    args.source, args.dest = args.source
     t0 = time.perf_counter()
     try:
         done = convert_any(args.source, args.dest, spec=args.format, codec=args.codec, descriptions=args.band_texts,

@@ -437,3 +437,36 @@ def moto_object(moto, monkeypatch, bucket: str, key: str, data: bytes) -> None:
     c.put_object(Bucket=bucket, Key=key, Body=data)
     moto.reset()
 
+
+
+_COMPILES: list = []
+
+
+def _count_numba_compiles():
+    """Run on a Dask worker: count every entry into numba's compiler (a compile or a cache load)."""
+    from numba.core import event
+
+    class Counter(event.Listener):
+        def on_start(self, ev):
+            _COMPILES.append(ev.kind)
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compiler_lock", Counter())
+
+
+@pytest.fixture(scope="session")
+def dask_session_client():
+    """One LocalCluster for the session: 2 worker processes of 1 thread (~15 s to start, so tests using it are slow).
+
+    Not the default client: a test takes it with the ``client`` fixture of its module
+    (``client.as_current()``), so tests that do not ask for it keep Dask's local schedulers.
+    Workers count numba compiles from their start (``_count_numba_compiles``).
+    """
+    from dask.distributed import Client, LocalCluster
+
+    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
+                      silence_logs=50) as cluster, Client(cluster, set_as_default=False) as c:
+        c.run(_count_numba_compiles)
+        yield c

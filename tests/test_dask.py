@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import warnings
 
 import dask
 import dask.array as da
@@ -33,17 +34,20 @@ def scene(tmp_path_factory):
 
 # -- the graph -------------------------------------------------------------------------
 @pytest.mark.slow
-def test_default_chunks_are_the_frame_grid(scene):
+def test_auto_chunks_are_whole_frames_sized_by_dask_chunk_size(scene):
     files, a = scene
-    tile = rumimm.to_dask(*files["tile"])
-    cell = rumimm.to_dask(*files["cell"])
     spans = ((16,) * 5 + (10,), (32, 32, 32, 14))
-    assert tile.chunks == ((1, 1, 1), *spans) and cell.chunks == ((3,), *spans)
-    assert tile.dtype == cell.dtype == a.dtype
-    for arr in (tile, cell):
+    for unit in ("tile", "cell"):
+        assert rumimm.to_dask(*files[unit]).chunks == ((3,), (90,), (110,))  # 59 kB: one chunk
+        with dask.config.set({"array.chunk-size": "3KiB"}):  # 3 x 16 x 32 x 2 bytes: one frame position
+            arr = rumimm.to_dask(*files[unit])
+        assert arr.chunks == ((3,), *spans) and arr.dtype == a.dtype
         assert same_bits(arr.compute(scheduler="sync"), a)
         assert same_bits(arr[1:, 20:70, 33:99].compute(), a[1:, 20:70, 33:99])
         assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))
+    with dask.config.set({"array.chunk-size": "1KiB"}):  # less than a frame position: the frame grid
+        assert rumimm.to_dask(*files["tile"]).chunks == ((1, 1, 1), *spans)
+        assert rumimm.to_dask(*files["cell"]).chunks == ((3,), *spans)
 
 
 @pytest.mark.parametrize(("spec_name", "name", "chunksize"), [
@@ -54,17 +58,120 @@ def test_default_chunks_are_the_frame_grid(scene):
 ])
 def test_reference_files_of_either_spec_chunk_on_their_frame_grid(spec_name, name, chunksize):
     ref = reference_file(spec_name, name)
-    arr = rumimm.to_dask(ref.path)
+    with dask.config.set({"array.chunk-size": "1B"}):  # less than a frame: the frame grid
+        arr = rumimm.to_dask(ref.path)
     assert arr.chunksize == chunksize
     np.testing.assert_array_equal(arr.compute(), ref.array)
 
 
-@pytest.mark.parametrize("chunks", ["auto", (3, 50, 64), {0: 2, 1: 45, 2: -1}])
-def test_other_chunks(scene, chunks):
+def test_the_default_graph_of_a_512_mib_file_is_a_few_tasks():
+    from rumimm.integrations.dask_array import auto_chunks
+
+    # the issue's file: 4 x 8192 x 8192 uint16 in 512-pixel tiles, Dask's default 128 MiB chunks
+    assert auto_chunks((4, 8192, 8192), "uint16", (1, 512, 512), "128MiB") == (4, 4096, 4096)
+    assert auto_chunks((4, 8192, 8192), "uint16", (1, 512, 512), "32MiB") == (4, 2048, 2048)
+    # a narrow strip: the columns left over become rows; a 13-band float64 cube keeps its bands
+    assert auto_chunks((1, 100_000, 600), "uint8", (1, 256, 256), "16MiB") == (1, 21_760, 600)
+    assert auto_chunks((13, 10_980, 10_980), "float64", (13, 512, 512), "128MiB") == (13, 1024, 1024)
+    # a frame larger than the budget is still one chunk
+    assert auto_chunks((2, 4000, 4000), "float64", (2, 1024, 1024), "1MiB") == (2, 1024, 1024)
+    # the default budget: Dask's array.chunk-size up to 32 MiB, or rumimm.chunk-size
+    shape, frame = (4, 8192, 8192), (1, 512, 512)
+    assert auto_chunks(shape, "uint16", frame) == (4, 2048, 2048)  # 16 tasks for 512 MiB
+    with dask.config.set({"array.chunk-size": "8MiB"}):
+        assert auto_chunks(shape, "uint16", frame) == (4, 1024, 1024)
+    with dask.config.set({"rumimm.chunk-size": "128MiB"}):
+        assert auto_chunks(shape, "uint16", frame) == (4, 4096, 4096)
+
+
+def test_a_512_mib_graph_in_miniature_has_its_task_count(tmp_path):
+    # the same ratios at 1/64 of the size: 4 x 1024 x 1024 in 64-pixel tiles, 2 MiB chunks
+    a = eo_scene(4, 1024, 1024, "uint16", seed=3)
+    path = tmp_path / "big.rumi"
+    blob = rumimm.write(path, a, tile=64, threads=1)
+    with dask.config.set({"array.chunk-size": "2MiB"}):
+        arr = rumimm.to_dask(path, header=blob)
+    assert arr.chunks == ((4,), (512, 512), (512, 512))
+    assert len(dict(arr.__dask_graph__())) == arr.npartitions == 4  # 1,024 frames, 4 read tasks
+    (total,) = dask.optimize(arr.sum(dtype="u8"))
+    assert len(dict(total.__dask_graph__())) <= 8
+    assert int(total.compute()) == int(a.sum(dtype="u8"))
+
+
+@pytest.mark.parametrize("chunks", ["auto", None, (3, 48, 64), {0: 1, 1: 32, 2: -1}])
+def test_chunks_of_whole_frames_read_without_a_warning(scene, chunks):
     files, a = scene
-    arr = rumimm.to_dask(files["tile"][0], header=files["tile"][1], chunks=chunks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        arr = rumimm.to_dask(files["tile"][0], header=files["tile"][1], chunks=chunks)
     assert same_bits(arr.compute(), a)
     assert np.allclose(arr.mean(axis=(1, 2)).compute(), a.mean(axis=(1, 2)))
+
+
+@pytest.mark.parametrize(("chunks", "axes"), [((3, 50, 64), "1"), ({0: 2, 1: 45, 2: -1}, "1"),
+                                              ((1, 16, 40), "2"), (((1, 2), (45, 45), (55, 55)), "1, 2")])
+def test_chunks_that_split_frames_are_honoured_with_a_warning(scene, chunks, axes):
+    files, a = scene
+    with pytest.warns(rumimm.RumiWarning, match=rf"tile.rumi: chunks .* split frames of shape \(1, 16, 32\) "
+                                                 rf"along axis {axes}: "):
+        arr = rumimm.to_dask(files["tile"][0], header=files["tile"][1], chunks=chunks)
+    assert same_bits(arr.compute(), a)
+    with pytest.warns(rumimm.RumiWarning, match=r"split frames of shape \(3, 16, 32\) along axis 0"):
+        rumimm.to_dask(*files["cell"], chunks=(1, 32, 32))  # a cell frame holds every band
+
+
+@pytest.mark.parametrize(("chunks", "why"), [((3, 100), "same length"), (((1, 1), (90,), (110,)), "add up"),
+                                             ((0, 16, 32), "division"), ("nonsense", "byte unit"),
+                                             (((3,), (90,), (100,)), "add up")])
+def test_chunks_that_do_not_fit_the_array_are_refused(scene, chunks, why):
+    path, blob = scene[0]["tile"]
+    with pytest.raises(rumimm.RumiError, match=rf"tile.rumi: chunks .* do not fit the array of shape "
+                                               rf"\(3, 90, 110\): .*{why}"):
+        rumimm.to_dask(path, header=blob, chunks=chunks)
+
+
+def _truncated_after_first_row(tmp_path, a, tile):
+    """A file whose frames past the first row of tiles are overwritten with zeros, and its blob: reading them fails."""
+    path = tmp_path / "cut.rumi"
+    blob = rumimm.write(path, a, tile=tile, threads=1)
+    header = rumimm.parse_header(blob)
+    first = int(header.offsets[a.shape[0] * -(-a.shape[2] // tile)])  # the second row's first frame
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.seek(first)
+        fh.write(bytes(size - first))
+    return path, blob
+
+
+def test_slices_read_only_the_frames_they_touch(tmp_path):
+    a = eo_scene(2, 128, 96, "uint16", seed=5)
+    path, blob = _truncated_after_first_row(tmp_path, a, 32)
+    arr = rumimm.to_dask(path, header=blob)  # one chunk holds the whole image
+    assert arr.npartitions == 1
+    with pytest.raises(rumimm.RumiError):
+        arr.compute()  # the frames past the first row are gone
+    window = arr[:, 3:30, 10:90]
+    assert window.npartitions == 1 and len(dict(window.__dask_graph__())) == 1
+    assert same_bits(window.compute(), a[:, 3:30, 10:90])
+    assert same_bits(arr[1, :32, -7].compute(), a[1, :32, -7])
+    assert same_bits(arr[-1:, 5][:, 10:20].compute(), a[-1:, 5][:, 10:20])
+    assert int(arr[:, :32].sum(dtype="u8").compute()) == int(a[:, :32].sum(dtype="u8"))
+    assert same_bits(arr[:, :32].map_blocks(np.flip, dtype=a.dtype).compute(), np.flip(a[:, :32]))
+    da_ = xr.DataArray(arr, dims=("band", "y", "x"))
+    assert same_bits(da_.isel(y=slice(0, 32), x=slice(40, 60)).values, a[:, :32, 40:60])
+    assert same_bits(da_.isel(band=0, y=31).values, a[0, 31])
+    assert same_bits(arr[:, :32][:, ::2].compute(), a[:, :32:2])  # a step: Dask's slicing of the window's read
+
+
+def test_xarray_isel_of_a_chunked_dataset_reads_the_chunks_it_touches(tmp_path):
+    a = eo_scene(2, 128, 96, "uint16", seed=5)
+    path, blob = _truncated_after_first_row(tmp_path, a, 32)
+    with dask.config.set({"array.chunk-size": "4KiB"}), \
+            xr.open_dataset(path, engine="rumimm", header=blob, chunks={}) as ds:
+        band_data = ds["band_data"]
+        assert band_data.chunks == ((2,), (32,) * 4, (32,) * 3)
+        assert same_bits(band_data.isel(y=slice(2, 30)).values, a[:, 2:30])
+        assert same_bits(band_data.sel(x=band_data.x[40:90]).isel(y=7).values, a[:, 7, 40:90])
 
 
 @pytest.mark.slow
@@ -125,7 +232,7 @@ def test_the_graph_carries_the_path_one_blob_and_windows(tmp_path):
     a = eo_scene(2, 320, 320, "uint16", seed=2)
     path = tmp_path / "many.rumi"
     blob = rumimm.write(path, a, tile=8, threads=1)
-    arr = rumimm.to_dask(path, header=blob)
+    arr = rumimm.to_dask(path, header=blob, chunks=(1, 8, 8))
     graph = dict(arr.__dask_graph__())
     assert arr.npartitions == len(graph) == 3200
     size = len(pickle.dumps(graph))
@@ -137,7 +244,7 @@ def test_the_graph_carries_the_path_one_blob_and_windows(tmp_path):
 
 def test_reads_fuse_with_the_per_chunk_step_that_consumes_them(scene):
     files, a = scene
-    arr = rumimm.to_dask(*files["tile"])
+    arr = rumimm.to_dask(*files["tile"], chunks=(1, 16, 32))
     (total,) = dask.optimize(arr.sum(dtype="u8"))
     keys = list(dict(total.__dask_graph__()))
     assert not [k for k in keys if isinstance(k, tuple) and k[0] == arr.name]  # no read left as its own task
@@ -148,7 +255,7 @@ def test_reads_fuse_with_the_per_chunk_step_that_consumes_them(scene):
 def test_two_calls_on_one_file_share_keys_and_other_chunks_do_not(scene):
     files, _ = scene
     assert rumimm.to_dask(*files["tile"]).name == rumimm.to_dask(*files["tile"]).name
-    assert rumimm.to_dask(*files["tile"]).name != rumimm.to_dask(*files["tile"], chunks=(1, 45, 55)).name
+    assert rumimm.to_dask(*files["tile"]).name != rumimm.to_dask(*files["tile"], chunks=(1, 32, 64)).name
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -185,25 +292,10 @@ def test_a_dask_array_read_from_rumi_writes_back_through_to_rumi(scene, tmp_path
         assert same_bits(img[:], a[:, :, ::-1] + np.uint16(1))
 
 
-# -- a two-process LocalCluster (one start-up for the module) -----------------------------------
-_COMPILES = []
-
-
-def _count_numba_compiles():
-    """Run on a worker: count every entry into numba's compiler (a compile or a cache load)."""
-    from numba.core import event
-
-    class Counter(event.Listener):
-        def on_start(self, ev):
-            _COMPILES.append(ev.kind)
-
-        def on_end(self, ev):
-            pass
-
-    event.register("numba:compiler_lock", Counter())
-
-
+# -- a two-process LocalCluster (one start-up for the session) -----------------------------------
 def _compiles():
+    from conftest import _COMPILES
+
     return len(_COMPILES)
 
 
@@ -231,15 +323,11 @@ def _handles(path):
     return fds, maps
 
 
-@pytest.fixture(scope="module")
-def client():
-    """A two-process LocalCluster; starting it takes ~15 s here, so every test using it is marked slow."""
-    from dask.distributed import Client, LocalCluster
-
-    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
-                      silence_logs=40) as cluster, Client(cluster) as c:
-        c.run(_count_numba_compiles)
-        yield c
+@pytest.fixture
+def client(dask_session_client):
+    """The session's two-process LocalCluster, as the current client for one test."""
+    with dask_session_client.as_current():
+        yield dask_session_client
 
 
 @pytest.mark.slow
@@ -254,8 +342,15 @@ def test_reductions_on_a_local_cluster_equal_numpy(scene, client):
     assert len(client.scheduler_info()["workers"]) == 2
 
 
+def _open_images(path):
+    """Run on a worker: how many images of ``path`` it keeps open for read tasks."""
+    from rumimm.integrations.worker_images import open_count
+
+    return open_count(path)
+
+
 @pytest.mark.slow
-def test_workers_compile_once_and_keep_no_handles(scene, client):
+def test_workers_compile_once_and_keep_each_file_open_across_tasks(scene, client, tmp_path):
     files, a = scene
     path, blob = files["tile"]
     arr = rumimm.to_dask(path, header=blob, chunks=(3, 32, 64))  # 12 frames a chunk: the kernels read it
@@ -263,13 +358,26 @@ def test_workers_compile_once_and_keep_no_handles(scene, client):
     assert set(client.run(_kernels_loaded).values()) == {"ready"}
     before_compiles = client.run(_compiles)
     assert all(n > 0 for n in before_compiles.values())  # the counter sees the first tasks' compiles
+    assert int((arr[:, 5:85] * 2).sum(dtype="u8").compute()) == int(a[:, 5:85].sum(dtype="u8")) * 2
     before_handles = client.run(_handles, path)
     for _ in range(3):
         assert int((arr[:, 5:85] * 2).sum(dtype="u8").compute()) == int(a[:, 5:85].sum(dtype="u8")) * 2
     assert client.run(_compiles) == before_compiles  # more tasks, no numba compile or cache load
     after = client.run(_handles, path)
-    assert all(maps == 0 for _, maps in after.values())  # every task closed the file it opened
-    assert all(fds == 0 for fds, _ in after.values()) and after == before_handles
+    assert after == before_handles  # 3 computations of 12 tasks each opened nothing
+    # one image a worker: its descriptor (and the one its mapping holds), one mapping
+    assert all(fds <= 2 and maps <= 1 for fds, maps in after.values())
+    assert set(client.run(_open_images, str(path)).values()) == {1}
+    # a file replaced at the same path (a rename, as rumimm writes) is read anew, the old image closed
+    copy = tmp_path / "replaced.rumi"
+    rumimm.write(copy, a, tile=(16, 32), threads=1)
+    arr = rumimm.to_dask(copy, chunks=(3, 32, 64))
+    assert int(arr.sum(dtype="u8").compute()) == int(a.sum(dtype="u8"))
+    blob2 = rumimm.write(copy, a[:, ::-1], tile=(16, 32), threads=1)
+    arr = rumimm.to_dask(copy, header=blob2, chunks=(3, 32, 64))
+    assert same_bits(arr.compute(), a[:, ::-1])
+    assert all(fds <= 2 for fds, _ in client.run(_handles, copy).values())
+    assert set(client.run(_open_images, str(copy)).values()) <= {0, 1}
 
 
 @pytest.mark.slow
@@ -288,3 +396,148 @@ def test_a_dask_array_writes_through_the_cluster(scene, client, tmp_path):
     blob = rumimm.write(tmp_path / "c.rumi", (arr // 2).astype("uint16"), tile=32, threads=1)
     with rumimm.open(tmp_path / "c.rumi", header=blob) as img:
         assert same_bits(img[:], a // 2)
+
+
+def _refuse_to_encode(*args, **kwargs):
+    raise AssertionError("a frame was compressed in the writing process")
+
+
+def _temp_files(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["0.1", "0.2"])
+def test_a_cluster_write_encodes_on_the_workers_and_writes_the_same_bytes(scene, client, tmp_path, monkeypatch,
+                                                                        spec):
+    from rumimm.writer.frame_job import FrameJob
+
+    files, a = scene
+    with dask.config.set({"array.chunk-size": "8KiB"}):
+        src = rumimm.to_dask(*files["tile"])  # lives on the workers: chunks of 3 x 16 x 64
+    assert src.npartitions > 8
+    v2 = {"format": "0.2", "bands": ["a", "b", "c"], "time": ["2026-01-01"]} if spec == "0.2" else {}
+    want = a + np.uint16(1)
+    for tile, unit in [((16, 32), "tile"), (24, "cell"), ((40, 16), "tile")]:  # chunks on, across, off tiles
+        with monkeypatch.context() as m:
+            m.setattr(FrameJob, "encode", _refuse_to_encode)  # only the workers may compress
+            blob = rumimm.write(tmp_path / "c.rumi", src + np.uint16(1), tile=tile, unit=unit, transform=UTM,
+                                crs=32633, nodata=0, **v2)
+        local = rumimm.write(tmp_path / "n.rumi", want, tile=tile, unit=unit, transform=UTM, crs=32633, nodata=0,
+                             threads=1, **v2)
+        assert blob == local, (tile, unit)
+        assert (tmp_path / "c.rumi").read_bytes() == (tmp_path / "n.rumi").read_bytes(), (tile, unit)
+        assert (tmp_path / "c.rumi.aux.xml").exists()
+    assert _temp_files(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_cluster_write_of_2d_4d_and_xarray_arrays(scene, client, tmp_path):
+    files, a = scene
+    band = da.from_array(a[1], chunks=(30, 50))
+    blob = rumimm.write(tmp_path / "b.rumi", band, tile=16)
+    with rumimm.open(tmp_path / "b.rumi", header=blob) as img:
+        assert same_bits(img[0], a[1])
+    cube = da.from_array(np.stack([a, a // 3]), chunks=(1, 1, 45, 55))
+    times = ["2026-01-01", "2026-02-01"]
+    blob = rumimm.write(tmp_path / "t.rumi", cube, tile=32, unit="cell", format="0.2", bands=["a", "b", "c"],
+                        time=times)
+    local = rumimm.write(tmp_path / "l.rumi", np.stack([a, a // 3]), tile=32, unit="cell", format="0.2",
+                         bands=["a", "b", "c"], time=times, threads=1)
+    assert blob == local and (tmp_path / "t.rumi").read_bytes() == (tmp_path / "l.rumi").read_bytes()
+    path, blob = files["cell"]
+    with xr.open_dataset(path, engine="rumimm", header=blob, chunks={}) as ds:
+        out = rumimm.to_rumi(ds["band_data"] // 2, tmp_path / "x.rumi", tile=32)
+    with rumimm.open(tmp_path / "x.rumi", header=out) as img:
+        assert same_bits(img[:], a // 2) and img.crs == "EPSG:32633" and img.transform == UTM
+
+
+def test_a_dask_array_of_unknown_chunk_sizes_is_refused(scene, tmp_path):
+    a = scene[1]
+    src = da.from_array(a, chunks=(3, 45, 55))
+    unknown = da.Array(src.dask, src.name, ((3,), (np.nan, np.nan), (55, 55)), meta=np.empty((0, 0, 0), a.dtype))
+    with pytest.raises(rumimm.RumiError, match=r"u.rumi: the Dask array has unknown \(nan\) chunk sizes along "
+                                               r"axis 1; .*compute_chunk_sizes"):
+        rumimm.write(tmp_path / "u.rumi", unknown)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_cluster_write_to_a_missing_directory_computes_nothing(scene, client, tmp_path):
+    def boom(block):
+        raise AssertionError("computed")
+
+    src = da.from_array(scene[1], chunks=(3, 45, 55)).map_blocks(boom, meta=np.empty((0, 0, 0), scene[1].dtype))
+    with pytest.raises(FileNotFoundError, match=r"no/such/dir/o.rumi"):
+        rumimm.write(tmp_path / "no" / "such" / "dir" / "o.rumi", src, tile=32)
+
+
+def _die_in_task(block, marker="", always=False):
+    """A task that kills its worker process: once (the first task to create ``marker``) or every time."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        os._exit(1)
+    except FileExistsError:
+        if always:
+            os._exit(1)
+    return block
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_write_reruns_its_tasks_or_leaves_the_old_file(scene, client, tmp_path):
+    from dask.distributed import Client, LocalCluster
+
+    # a cluster of its own, whose workers this test kills; a task that killed its worker
+    # twice fails the computation (the default is 3 deaths)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), \
+            LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
+                         silence_logs=50) as cluster, Client(cluster) as doomed:
+        _kill_workers_mid_write(scene, doomed, tmp_path)
+    assert len(client.scheduler_info()["workers"]) == 2  # the module's cluster, untouched
+
+
+def _kill_workers_mid_write(scene, client, tmp_path):
+    files, a = scene
+    dest = tmp_path / "out" / "k.rumi"
+    dest.parent.mkdir()
+    old = rumimm.write(dest, a[:1], tile=32, threads=1)
+    old_bytes = dest.read_bytes()
+    src = rumimm.to_dask(*files["tile"], chunks=(3, 32, 64))
+    # once: the scheduler reruns the dead worker's tasks elsewhere and the file is whole
+    meta = np.empty((0, 0, 0), a.dtype)  # not inferred by calling the task here
+    once = src.map_blocks(_die_in_task, marker=str(tmp_path / "once"), meta=meta)
+    blob = rumimm.write(dest, once, tile=32)
+    assert (tmp_path / "once").exists()
+    with rumimm.open(dest, header=blob) as img:
+        assert same_bits(img[:], a)
+    assert _temp_files(dest.parent) == []
+    client.wait_for_workers(2, timeout=120)
+    # every time: the write fails, and the destination is the file before it, with no temporary file
+    rumimm.write(dest, a[:1], tile=32, threads=1)
+    always = src.map_blocks(_die_in_task, marker=str(tmp_path / "always"), always=True, meta=meta)
+    from distributed import KilledWorker
+
+    with pytest.raises(KilledWorker):
+        rumimm.write(dest, always, tile=32)
+    assert dest.read_bytes() == old_bytes and rumimm.index(dest) == old
+    assert _temp_files(dest.parent) == []
+
+
+def test_writer_write_frames_takes_rows_of_frames_compressed_elsewhere(tmp_path):
+    from rumimm.writer.frame_job import FrameJob, JobArgs, encode_specs, frame_specs
+
+    a = eo_scene(2, 40, 50, "uint16", seed=4)
+    with rumimm.Writer(tmp_path / "f.rumi", a.shape, a.dtype, tile=16, threads=1) as w:
+        job = FrameJob(JobArgs(w.codec, w.enc, w.format_version, False, w.grid.n_frames))
+        rows = [encode_specs(job, a[:, y0:y1], frame_specs(w.grid, r))
+                for r, (y0, y1) in enumerate(w.row_span(r) for r in range(w.rows))]
+        with pytest.raises(rumimm.RumiError, match=r"f.rumi: grid row 1: expected row 0 on a serial writer"):
+            w.write_frames(1, rows[1])
+        with pytest.raises(rumimm.RumiError, match=r"f.rumi: grid row 0 has 5 frames, expected 8"):
+            w.write_frames(0, rows[0][:5])
+        # refused rows leave the writer usable, as write_row's checks do
+        w.write_frames(0, rows[0])
+        for r in range(1, w.rows):
+            w.write_row(r, a[:, slice(*w.row_span(r))])  # compressed elsewhere and here: one file
+    rumimm.write(tmp_path / "g.rumi", a, tile=16, threads=1)
+    assert (tmp_path / "f.rumi").read_bytes() == (tmp_path / "g.rumi").read_bytes()

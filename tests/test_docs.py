@@ -207,7 +207,7 @@ recipes.
 
 _GROUPS = (
     ("Reading", ["open", "Image", "Cube", "ImageCollection", "read_batch"]),
-    ("Writing", ["write", "Writer", "convert", "profile_codecs", "clean"]),
+    ("Writing", ["write", "Writer", "convert", "convert_many", "profile_codecs", "clean"]),
     ("xarray and Dask", ["to_dask", "to_rumi"]),
     ("GeoTIFF and previews", ["from_geotiff", "to_geotiff", "quicklook"]),
     ("Header blobs and checking files", ["Header", "parse_header", "parse_blobs", "build_blob", "validate", "Report"]),

@@ -142,6 +142,12 @@ def test_xarray_stacks_02_files_of_several_steps_on_their_times_end_to_end(tmp_p
     assert da.dims[0] == "scene" and da.scene.values.tolist() == [0, 1, 2, 3, 4]
 
 
+def test_dask_chunks_02_files_in_whole_frames_by_the_chunk_size():
+    arr = rumimm.to_dask(_p("cube_u0"))  # whole frames of every step and band, by array.chunk-size
+    assert arr.chunks == tuple((n,) for n in arr.shape)
+    np.testing.assert_array_equal(arr.compute(), make_fixtures.source("cube_u0"))
+
+
 def test_geotiff_export_and_quicklook_take_02_images(tmp_path):
     rasterio = pytest.importorskip("rasterio")
     pytest.importorskip("PIL")

@@ -6,6 +6,7 @@ import os
 import pickle
 import warnings
 
+import dask
 import numpy as np
 import pytest
 import rasterio
@@ -209,14 +210,21 @@ def test_every_sample_encoding_reads_like_rumimm(tmp_path, rng):
 
 # -- chunks -----------------------------------------------------------------------------
 @pytest.mark.parametrize("unit", ["tile", "cell"])
-def test_empty_chunks_follow_the_frame_grid(tmp_path, rng, unit):
+@pytest.mark.parametrize(("limit", "want"), [("128MiB", ((3,), (40,), (50,))),
+                                             ("2304B", ((3,), (16, 16, 8), (24, 24, 2))),
+                                             ("5KiB", ((3,), (16, 16, 8), (48, 2))),
+                                             ("1KiB", (None, (16, 16, 8), (24, 24, 2)))])
+def test_empty_chunks_are_whole_frames_sized_by_dask_chunk_size(tmp_path, rng, unit, limit, want):
+    # 3 bands x 16 x 24 int16 = 2304 bytes a frame position: never less than one frame,
+    # all bands where they fit, else a frame's bands (one for tile frames, all for cells)
+    if want[0] is None:
+        want = ((1, 1, 1) if unit == "tile" else (3,), *want[1:])
     a = rng.integers(0, 500, (3, 40, 50), dtype=np.int16)
     path = tmp_path / "g.rumi"
     rumimm.write(path, a, tile=(16, 24), unit=unit, threads=1)
-    with xr.open_dataset(path, engine="rumimm", chunks={}) as ds:
+    with dask.config.set({"array.chunk-size": limit}), xr.open_dataset(path, engine="rumimm", chunks={}) as ds:
         da = ds["band_data"]
-        bands = (3,) if unit == "cell" else (1, 1, 1)
-        assert da.chunks == (bands, (16, 16, 8), (24, 24, 2))
+        assert da.chunks == want
         assert same_bits(da.values, a)
         assert int(da.sum().compute()) == int(a.sum())
 
@@ -322,7 +330,10 @@ def test_a_cube_opens_as_one_dataset_with_a_leading_dim(stack):
         assert same_bits(da.sel(time="b").isel(x=[3, 1], band=1).values, want[1, 1][:, [3, 1]])
         assert da.rio.transform() == Affine(*UTM)
         chunked = xr.open_dataset(cube, engine="rumimm", chunks={})["band_data"]
-        assert chunked.chunks[:2] == ((1, 1, 1), (1, 1))  # mixed frame units: one band per chunk
+        assert chunked.chunks == ((3,), (2,), (30,), (40,))  # 14 kB: one chunk
+        with dask.config.set({"array.chunk-size": "1KiB"}):  # mixed frame units: cut on one band
+            chunked = xr.open_dataset(cube, engine="rumimm", chunks={})["band_data"]
+        assert chunked.chunks == ((1, 1, 1), (1, 1), (16, 14), (32, 8))
         assert same_bits(chunked.values, want)
 
 

@@ -7,8 +7,10 @@ at open and a chip decodes only the frames it touches.  Coordinates follow what
 rioxarray makes of a GeoTIFF: ``x``/``y`` at pixel centres, a ``spatial_ref``
 coordinate with the CF grid mapping, ``crs_wkt`` and a GDAL ``GeoTransform``, so
 ``.rio.crs``, ``.rio.transform()`` and ``.rio.bounds()`` work without conversion.
-The preferred chunks are the frame grid, so ``chunks={}`` gives one Dask task per
-frame (per cell of frames for ``unit="cell"`` files).
+The preferred chunks are those of :func:`rumimm.to_dask`: whole frames, all bands
+together, sized by Dask's ``array.chunk-size``, so ``chunks={}`` gives a handful of tasks
+for a large file rather than one per frame; on a Dask worker the variable reads through
+the images that process keeps open (:mod:`rumimm.integrations.worker_images`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
 from rumimm.errors import RumiError
-from rumimm.integrations.dask_array import frame_chunks
+from rumimm.integrations.dask_array import auto_chunks, frame_chunks
+from rumimm.integrations.worker_images import image_for
 
 if TYPE_CHECKING:
     from affine import Affine
@@ -76,7 +79,9 @@ def _outer_read(source: Source, key: tuple[Any, ...]) -> NDArray[Any]:
 class RumiBackendArray(BackendArray):
     """A lazy view of an Image or Cube for xarray: indexing reads windows.
 
-    Pickles as the source does (path and blob), so Dask graphs stay small.
+    Pickles as the source does (path and blob), so Dask graphs stay small; a single
+    image pickles as its ``(path, blob[, storage_options])`` and reads, where it lands,
+    through the image that process keeps open for it (one open per worker, not per task).
     """
 
     def __init__(self, source: Source, decode: Decode | None = None) -> None:
@@ -84,12 +89,27 @@ class RumiBackendArray(BackendArray):
         self.shape = tuple(source.shape)
         self.decode = decode
         self.dtype = np.dtype(source.dtype) if decode is None else decode.dtype
+        self.graph_source: tuple | None = None
+
+    def __getstate__(self) -> dict:
+        from rumimm.reader.image import Image
+
+        state = dict(self.__dict__)
+        src = self.source
+        if isinstance(src, Image) and not src.closed:
+            path = src.uri if src.remote else os.path.abspath(src.path)
+            options = src.storage_options
+            blob = bytes(src.header.blob)
+            state["graph_source"] = (path, blob) if options is None else (path, blob, options)
+            state["source"] = None
+        return state
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._raw)
 
     def _raw(self, key: tuple[Any, ...]) -> NDArray[Any]:
-        block = _outer_read(self.source, key)
+        source = self.source if self.source is not None else image_for(self.graph_source)
+        block = _outer_read(source, key)
         return block if self.decode is None else self.decode.apply(block, key, len(self.shape) - 3)
 
 
@@ -194,14 +214,15 @@ def spatial_coords(shape: Sequence[int], transform: Affine | Sequence[float] | N
     return coords, var_attrs
 
 
-def _frame_chunks(images: Sequence[Image], leading: str | None) -> dict[str, int]:
-    """Preferred chunks on the frame grid; a stack mixing frame units gets one band per chunk."""
+def _frame_chunks(images: Sequence[Image], leading: str | None, shape: tuple[int, ...], dtype: Any) -> dict[str, int]:
+    """Preferred chunks: whole frames sized by ``array.chunk-size`` (:func:`auto_chunks`); a stack
+    mixing frame units is cut on the smaller frame (one band per chunk where bands do not fit)."""
     grids = [frame_chunks(im) for im in images]
     *lead, bands, tl, tw = min(grids)
-    chunks = {"band": bands, "y": tl, "x": tw}
-    if leading is None:
-        return chunks
-    return {leading: lead[0] if lead else 1, **chunks}  # a spec 0.2 file's own time axis, or a stack
+    frame = (bands, tl, tw) if leading is None else (lead[0] if lead else 1, bands, tl, tw)
+    sizes = auto_chunks(tuple(shape), dtype, frame)
+    dims = ("band", "y", "x") if leading is None else (leading, "band", "y", "x")
+    return dict(zip(dims, sizes, strict=True))
 
 
 def _local_abspath(item: StrPath) -> StrPath:
@@ -346,7 +367,8 @@ def open_rumi_dataset(obj: Openable, *, header: HeaderArg | Sequence[HeaderArg] 
                 if labels.shape != (source.shape[0],):
                     raise ValueError(f"stack_labels must have {source.shape[0]} entries, got {labels.shape}")
                 coords[leading] = xr.Variable(leading, labels)
-        encoding = {"preferred_chunks": _frame_chunks(images, leading), "dtype": img.dtype, **decode_encoding}
+        encoding = {"preferred_chunks": _frame_chunks(images, leading, source.shape, img.dtype), "dtype": img.dtype,
+                    **decode_encoding}
         if "spatial_ref" in coords:
             encoding["grid_mapping"] = "spatial_ref"
         var = xr.Variable(dims, lazy, attrs, encoding)

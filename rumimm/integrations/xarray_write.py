@@ -4,7 +4,9 @@ The georeferencing comes from the metadata rioxarray keeps: the ``spatial_ref``
 grid-mapping coordinate (``crs_wkt`` and ``GeoTransform``), else regular 1-D
 ``x``/``y`` coordinates for the transform.  The values stream through
 :func:`rumimm.write`, which takes one row of tiles at a time, so a Dask-backed
-array is computed one row of tiles at a time and never held whole.
+array is computed one row of tiles at a time and never held whole; on an active
+``dask.distributed`` client its chunks are compressed on the workers that compute
+them and only compressed frames reach this process (:mod:`rumimm.writer.distributed`).
 """
 
 from __future__ import annotations
@@ -194,7 +196,8 @@ def to_rumi(obj: xr.DataArray | NDArray[Any] | dask.array.Array, path: StrPath, 
         array is transposed to ``(band, y, x)``.  With ``spec="0.2"`` also 4-D
         ``(time, band, y, x)``; the time coordinate (and ``time_end``) and a
         ``description`` coordinate on the band dim give ``time`` and ``descriptions``
-        unless they are passed.  A Dask-backed array is computed one row of tiles at a time.
+        unless they are passed.  A Dask-backed array is computed one row of tiles at a time, or,
+        on an active ``dask.distributed`` client, compressed on its workers chunk by chunk.
     path : str or os.PathLike
         The ``.rumi`` file to create or replace atomically.
     **write_kwargs

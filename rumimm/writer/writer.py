@@ -386,6 +386,29 @@ class Writer:
             self.abort()
             raise
 
+    def write_frames(self, r: int, frames: Sequence[bytes]) -> None:
+        """Add grid row ``r`` as its frames, already compressed, in frame-index order.
+
+        For frames compressed elsewhere (Dask workers: :mod:`rumimm.writer.distributed`) with
+        this writer's codec and format version; needs a writer that compresses serially.
+        """
+        if self._closed:
+            raise RumiError(f"{where(self.path)}writer is closed; no more rows can be written")
+        if r != self._next_row or self.backend_name != "serial":
+            raise RumiError(f"{where(self.path)}grid row {r}: expected row {self._next_row} on a serial writer")
+        frames = list(frames)
+        want = self.grid.tiles_across * self.grid.frames_per_position
+        if len(frames) != want:
+            raise RumiError(f"{where(self.path)}grid row {r} has {len(frames)} frames, expected {want}")
+        try:
+            self._pending.append(frames)  # the serial backend's result() hands them back as they are
+            self._next_row += 1
+            while len(self._pending) >= encode_pool.ROWS_IN_FLIGHT:
+                self._flush_one()
+        except BaseException:
+            self.abort()
+            raise
+
     def close(self) -> bytes:
         """Finish the file: drain frames, write the prefix, fsync, rename; return the blob.
 
@@ -544,7 +567,9 @@ def write(path: StrPath, array: ArrayLike | SliceableArray, *, tile: Tile = 512,
     array : array-like, shape (B, Y, X) or (Y, X); (T, B, Y, X) with ``spec="0.2"``
         Any of the 28 rumi sample dtypes (spec 0.2: its 21).  A ``np.memmap`` or any
         array-like with ``shape``, ``dtype`` and slicing (zarr, h5py, xarray) is read one
-        row of tiles at a time, so it may be larger than RAM.
+        row of tiles at a time, so it may be larger than RAM.  A Dask array (or a
+        Dask-backed DataArray) on an active ``dask.distributed`` client is compressed on
+        the workers, chunk by chunk (:mod:`rumimm.writer.distributed`).
     tile, unit, transform, crs, pixel_is_point, codec, frame_format_version, threads, verify, progress
         As for :class:`Writer`; ``progress`` advances once per row of tiles.
     nodata : number or sequence of numbers, optional
@@ -596,12 +621,17 @@ def write(path: StrPath, array: ArrayLike | SliceableArray, *, tile: Tile = 512,
     ...                     transform=(10, 0, 500000, 0, -10, 4200000), crs=32633)
     """
     from rumimm.format.pam import Metadata
+    from rumimm.writer import distributed
 
     frame_format_version = renamed_keyword("write", "format_version", "frame_format_version", format_version,
                                            frame_format_version)
     spec = renamed_keyword("write", "format", "spec", format, spec)
     descriptions = renamed_keyword("write", "bands", "descriptions", bands, descriptions)
     texts, descriptions = (descriptions, None) if spec == "0.2" else (None, descriptions)  # 0.2: the trailer's
+    distributed.check_dask_source(path, array)
+    client = distributed.client_for(array)  # a Dask array on a cluster: encoded where its chunks are
+    if client is not None:
+        threads = 1
     src = _source(array)
     two_d = len(src.shape) == 2
     four_d = len(src.shape) == 4
@@ -614,7 +644,9 @@ def write(path: StrPath, array: ArrayLike | SliceableArray, *, tile: Tile = 512,
                 spec=spec, descriptions=cast("Sequence[str] | None", texts), time=time,
                 pixel_is_point=pixel_is_point, codec=codec, frame_format_version=frame_format_version, threads=threads,
                 verify=verify, progress=progress, metadata=metadata) as w:
-        for r in range(w.rows):
+        if client is not None:
+            distributed.write_on_client(w, src, client)
+        for r in range(w.rows_written, w.rows):
             y0, y1 = w.row_span(r)
             block = src[y0:y1, :] if two_d else src[:, :, y0:y1, :] if four_d else src[:, y0:y1, :]
             w.write_row(r, np.asarray(block))
