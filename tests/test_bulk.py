@@ -57,7 +57,7 @@ def _check_outputs(out, arrays, names):
 def test_many_files_one_output_each_errors_listed_and_a_catalog(sources, jobs):
     src, out, arrays = sources
     seen = []
-    result = rumimm.convert_many(src, out, tile=32, format="0.1", jobs=jobs, progress=lambda d, t: seen.append((d, t)))
+    result = rumimm.convert_many(src, out, tile=32, spec="0.1", jobs=jobs, progress=lambda d, t: seen.append((d, t)))
     names = ["r", "t0", "t1", "t2"]
     assert result.written == [str(out / f"{n}.rumi") for n in names] and result.skipped == []
     assert [s for s, _ in result.errors] == [str(src / "bad.tif")]
@@ -134,7 +134,7 @@ def test_on_a_dask_client_the_files_spread_over_the_workers(sources, monkeypatch
     monkeypatch.setattr(bulk, "_in_processes", no_local_conversion)
     src, out, arrays = sources
     with dask_session_client.as_current():
-        result = rumimm.convert_many(src, out, tile=32, format="0.1")
+        result = rumimm.convert_many(src, out, tile=32, spec="0.1")
     assert len(result.written) == 4 and [s for s, _ in result.errors] == [str(src / "bad.tif")]
     _check_outputs(out, arrays, ["r", "t0", "t1", "t2"])
     assert len(rumimm.read_catalog(result.catalog)) == 4
