@@ -2,8 +2,8 @@
 
 Usage (from the repository root)::
 
-    python asv_benchmarks/compare_dask.py                       # 4 x 8192 x 8192 uint16 (512 MiB), 16 GeoTIFFs
-    python asv_benchmarks/compare_dask.py --size 4096 --json out.json
+    python -m asv_benchmarks.compare.dask_cluster              # 4 x 8192 x 8192 uint16 (512 MiB), 16 GeoTIFFs
+    python -m asv_benchmarks.compare.dask_cluster --size 4096 --json out.json
 
 One deterministic EO-like scene (``rumimm.synthetic.eo_scene``, uint16, 512-pixel tile
 frames, the default codec), one ``LocalCluster`` of 2 worker processes with 1 thread each,
@@ -41,29 +41,9 @@ from typing import Any
 
 import numpy as np
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:  # a plain checkout: use the working tree
-    sys.path.insert(0, _ROOT)
-
-import rumimm  # noqa: E402
-from rumimm.synthetic import eo_scene  # noqa: E402
-
-TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4200000.0)
-EPSG = 32633
-
-
-def write_geotiff(path: str, array: np.ndarray, tile: int) -> None:
-    """A tiled ZSTD GeoTIFF through rasterio/GDAL."""
-    import rasterio
-    from rasterio.transform import Affine
-
-    b, y, x = array.shape
-    a, rr, x0, cr, e, y0 = TRANSFORM
-    profile = dict(driver="GTiff", width=x, height=y, count=b, dtype=array.dtype.name, crs=f"EPSG:{EPSG}",
-                   transform=Affine(a, rr, x0, cr, e, y0), tiled=True, blockxsize=tile, blockysize=tile,
-                   compress="zstd", predictor=2, num_threads="ALL_CPUS")
-    with rasterio.open(path, "w", **profile) as ds:
-        ds.write(array)
+import rumimm
+from asv_benchmarks.compare.common import EPSG, TRANSFORM, write_geotiff
+from rumimm.synthetic import eo_scene
 
 
 def _stream_split(stream: list[dict], wall: float, workers: int) -> dict:
