@@ -18,8 +18,11 @@ from rumimm.errors import RumiError
 if TYPE_CHECKING:
     from rumimm._typing import CRSArg, ProgressArg, SpecName, StrPath, Unit
     from rumimm.codec import Codec
+    from rumimm.integrations.bulk import BulkResult
 
-__all__ = ["SMALL_TILE", "Conversion", "convert_any", "parse_times", "rumi_target", "small_tile_warning"]
+__all__ = [
+    "SMALL_TILE", "Conversion", "convert_any", "convert_into", "parse_times", "rumi_target", "small_tile_warning",
+]
 
 #: Tiles below this size make frames whose overhead outweighs compression (warned about).
 SMALL_TILE = 64
@@ -113,3 +116,16 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
             raise RumiError(f"{found.not_tiff()}, nor a raster format GDAL reads") from None
         raise
     return Conversion(bytes(blob), None, fmt or "0.1", bool(codec))
+
+
+def convert_into(sources: Sequence[StrPath], dest_dir: StrPath, *, times: Sequence[str] | None = None,
+                 tile: int = 512, unit: Unit = "tile", codec: str | None = None, spec: SpecName | None = None,
+                 jobs: int | None = None, progress: ProgressArg = None) -> BulkResult:
+    """``rumimm convert IN... --to DIR``: :func:`rumimm.convert_many` with ``--time`` texts (:func:`parse_times`).
+
+    A file that fails is in the result's ``errors`` and the others go on.
+    """
+    from rumimm.integrations.bulk import convert_many
+
+    return convert_many(list(sources), dest_dir, tile=tile, unit=unit, codec=codec, spec=spec,
+                        time=parse_times(times), jobs=jobs, progress=progress)
