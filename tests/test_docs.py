@@ -23,6 +23,10 @@ GDAL's version): every other character is compared exactly.  ``; echo "exit $?"`
 exit status, ``| wc -c`` counts the bytes, and ``$ mkdir DIR`` makes a folder.  Output that is all measurement (``rumimm
 profile``'s table) is shown in a ```text block, as an example rather than a transcript.
 
+docs/api.md's examples come from the docstrings (```pycon-norun: most need files and names
+of a session).  Every one that shows output runs as a doctest in a directory prepared for
+it (``EXAMPLE_SETUPS``); a new example that shows output without a setup fails.
+
 ``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
 """
 
@@ -457,6 +461,103 @@ def test_a_transcript_compares_every_character_but_the_marked_ones():
     assert same_lines(["x.rumi: 12 bytes in ... s"], ["x.rumi: 12 bytes in 0.25 s"])
     assert not same_lines(["x.rumi: 12 bytes in ... s"], ["x.rumi: 13 bytes in 0.25 s"])
     assert not same_lines(["a", "b"], ["a"])
+
+
+# --------------------------------------------------------------------------- docstring examples (docs/api.md)
+
+def _examples(obj) -> str:
+    """The Examples section of ``obj``'s docstring, ``# doctest: +SKIP`` removed (they run here instead)."""
+    doc = inspect.cleandoc(inspect.getdoc(obj) or "")
+    parts = _SECTION.split(doc)
+    body = next((b for t, b in zip(parts[1::2], parts[2::2], strict=True) if t == "Examples"), "")
+    return "\n".join(line.replace("# doctest: +SKIP", "").rstrip() for line in body.splitlines())
+
+
+def _shows_output(example: str) -> bool:
+    return any(line.strip() and not line.lstrip().startswith((">>>", "...")) for line in example.splitlines())
+
+
+def _api_objects() -> dict[str, object]:
+    import rumimm
+
+    objects: dict[str, object] = {}
+    for name in rumimm.__all__:
+        obj = getattr(rumimm, name)
+        objects[name] = obj
+        if inspect.isclass(obj) and not issubclass(obj, BaseException):
+            objects.update({f"{name}.{m}": member for m, member in _members(obj)})
+    return objects
+
+
+def _clean_example(tmp_path: Path, monkeypatch) -> dict:
+    import tempfile
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # the example cleans the temporary folder
+    return {}
+
+
+def _convert_many_example(tmp_path: Path, monkeypatch) -> dict:
+    import numpy as np
+
+    import rumimm
+
+    (tmp_path / "tiffs").mkdir()
+    (tmp_path / "rumi").mkdir()
+    for i in range(2):
+        rumimm.write(tmp_path / f"s{i}.rumi", np.full((1, 32, 32), i, np.uint16), tile=16)
+        rumimm.to_geotiff(tmp_path / f"s{i}.rumi", tmp_path / "tiffs" / f"s{i}.tif")
+    return {}
+
+
+def _parse_header_example(tmp_path: Path, monkeypatch) -> dict:
+    import numpy as np
+
+    import rumimm
+
+    series = np.zeros((3, 4, 2048, 2048), np.uint16)
+    blob = rumimm.write(tmp_path / "series.rumi", series, tile=512, unit="cell", spec="0.2",
+                        descriptions=["B2", "B3", "B4", "B8"], time=["2026-06-01", "2026-06-11", "2026-06-21"])
+    return {"blob": blob}
+
+
+#: Docstring examples that show output -> what their namespace needs (files in the working directory, names).
+EXAMPLE_SETUPS = {"convert_many": _convert_many_example, "clean": _clean_example,
+                  "parse_header": _parse_header_example}
+
+
+def test_every_docstring_example_that_shows_output_is_run():
+    showing = {name for name, obj in _api_objects().items() if _shows_output(_examples(obj))}
+    assert showing == set(EXAMPLE_SETUPS), "an example in docs/api.md shows output: add it to EXAMPLE_SETUPS"
+
+
+@pytest.mark.slow  # writes a 3 x 4 x 2048 x 2048 series and converts GeoTIFFs in worker processes
+@pytest.mark.parametrize("name", sorted(EXAMPLE_SETUPS))
+def test_a_docstring_example_prints_what_it_shows(name, tmp_path, monkeypatch):
+    import rumimm
+
+    monkeypatch.chdir(tmp_path)
+    names = {"rumimm": rumimm, **EXAMPLE_SETUPS[name](tmp_path, monkeypatch)}
+    assert run_example(_examples(_api_objects()[name]), names, name) >= 2
+
+
+def run_example(text: str, names: dict, name: str) -> int:
+    """Run a docstring example as a doctest (``...`` matching any text); AssertionError at the first difference."""
+    import doctest
+
+    failures: list[str] = []
+    test = doctest.DocTestParser().get_doctest(text, names, name, None, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test, out=failures.append)
+    if failures:
+        raise AssertionError(f"docs/api.md, {name}:\n{failures[0]}")
+    return runner.summarize(verbose=False).attempted
+
+
+def test_a_docstring_example_that_drifted_fails():
+    assert run_example(">>> 1 + 1\n2\n>>> 'a ' * 3\n'a ...'\n", {}, "x") == 2
+    with pytest.raises(AssertionError, match="Expected:\\n    3"):
+        run_example(">>> 1 + 1\n3\n", {}, "x")
 
 
 def test_a_shown_output_that_drifted_fails_the_page(tmp_path):
