@@ -112,8 +112,11 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
         blob = from_geotiff(source, dest, tile=tile, unit=unit, codec=codec, crs=crs, header_out=header_out,
                             progress=progress, drop_georef=drop_georef, spec=fmt, descriptions=descriptions, time=time)
     except Exception as exc:
-        if found is not None and found.kind == "other" and "not recognized" in str(exc):
-            raise RumiError(f"{found.not_tiff()}, nor a raster format GDAL reads") from None
+        from rumimm.reader.inputs import gdal_refusal
+
+        refusal = gdal_refusal(source, exc) if found is not None else None
+        if refusal is not None:
+            raise refusal from None
         raise
     return Conversion(bytes(blob), None, fmt or "0.1", bool(codec))
 
