@@ -24,9 +24,11 @@ traceback; warnings are one line each, ``rumimm: warning: <message>``.  Subcomma
 import what they need when they run, so ``rumimm --help`` stays fast.
 
 This module parses arguments, calls the library and renders its answers: what ``info``
-computes is ``reader.describe``, what ``convert`` decides is ``integrations.conversion``, what
-kind of input a path is (one message per kind of bad input) is ``reader.inputs``; errors
-map to exit statuses in :func:`main`.
+computes is ``reader.describe``, what ``convert`` (and ``convert --to``) decides is
+``integrations.conversion``, where ``index`` writes a blob is ``reader.index_output``, the bands
+``quicklook`` takes are ``integrations.preview``'s, what kind of input a path is (one message per
+kind of bad input, and what ``clean`` refuses) is ``reader.inputs``; errors map to exit
+statuses in :func:`main`.
 
 Each subcommand is registered with :func:`register` (name, help, a function adding
 its arguments, a function running it); add new ones at the end of this module.
@@ -276,26 +278,18 @@ def _index_args(p: argparse.ArgumentParser) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from rumimm.format.v2 import parse_header
-    from rumimm.reader.validate import build_blob
+    from rumimm.reader.index_output import blob_destination, write_index
 
-    if args.output is None and not args.hex and sys.stdout.isatty():
-        return _fail("the header blob is binary; write it to a file with -o BLOB, pipe it, or print it with --hex")
-    if args.output is not None:
-        _destination(args.output)
-    blob = build_blob(args.path)
-    if args.hex:
-        print(blob.hex())
-    elif args.output is None:
+    where = blob_destination(args.output, args.hex, sys.stdout.isatty())
+    done = write_index(args.path, args.output)
+    if where == "hex":
+        print(done.blob.hex())
+    elif where == "stdout":
         sys.stdout.flush()
-        sys.stdout.buffer.write(blob)
+        sys.stdout.buffer.write(done.blob)
         sys.stdout.buffer.flush()
     else:
-        from rumimm.writer.atomic import replacing
-
-        with replacing(args.output) as tmp, open(tmp, "wb") as fh:
-            fh.write(blob)
-        print(f"{args.output}: {len(blob)}-byte header blob for {parse_header(blob).n_frames} frames of {args.path}")
+        print(f"{args.output}: {len(done.blob)}-byte header blob for {done.n_frames} frames of {args.path}")
     return 0
 
 
@@ -361,11 +355,10 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 
 
 def _convert_many(args: argparse.Namespace) -> int:
-    from rumimm.integrations.bulk import convert_many
+    from rumimm.integrations.conversion import convert_into
 
-    time = [tuple(t.split("/", 1)) if "/" in t else t for t in args.time] if args.time else None
-    result = convert_many(args.source, args.to, tile=args.tile, unit=args.unit, codec=args.codec, spec=args.format,
-                          time=time, jobs=args.jobs, progress=_progress())
+    result = convert_into(args.source, args.to, times=args.time, tile=args.tile, unit=args.unit, codec=args.codec,
+                          spec=args.format, jobs=args.jobs, progress=_progress())
     for source, error in result.errors:
         print(f"rumimm convert: {source}: {error}", file=sys.stderr)
     catalog = f"; catalog {result.catalog}" if result.catalog else ""
@@ -448,21 +441,17 @@ def _quicklook_args(p: argparse.ArgumentParser) -> None:
 
 
 def _quicklook(args: argparse.Namespace) -> int:
-    from rumimm.integrations.preview import picture_format, quicklook
+    from rumimm.integrations.preview import BandNumberError, picture_format, preview_file
 
     try:
         kind = picture_format(args.dest)  # before the file is read
     except ValueError as exc:
         raise UsageError(f"argument OUT: {exc}") from None
-    from rumimm.reader.image import open as open_image
-
-    _destination(args.dest)
-    with open_image(args.path, header=_read_blob(args.header)) as img:
-        if args.bands is not None and max(args.bands) > img.count:
-            raise UsageError(f"argument --bands: band {max(args.bands)} does not exist; {args.path} has "
-                             f"{img.count} bands (numbered 1 to {img.count})")
-        bands = None if args.bands is None else [b - 1 for b in args.bands]
-        h, w = quicklook(img, args.dest, bands=bands, max_size=args.max_size)
+    try:
+        h, w = preview_file(args.path, args.dest, bands=args.bands, max_size=args.max_size,
+                            header=_read_blob(args.header))
+    except BandNumberError as exc:
+        raise UsageError(f"argument --bands: {exc}") from None
     print(f"{args.dest}: {w} x {h} {kind} of {args.path}")
     return 0
 
@@ -482,15 +471,11 @@ def _clean_args(p: argparse.ArgumentParser) -> None:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from rumimm.writer.atomic import clean
+    from rumimm.reader.inputs import check_clean_target
+    from rumimm.store.atomic import clean
 
     for path in args.paths:
-        if not os.path.exists(path) and not path.endswith(".rumi"):
-            # a .rumi file may be gone (its killed writer's temporary files are what is cleaned)
-            return _fail(f"{path}: no such file or directory (give a directory or a .rumi file)")
-        if os.path.exists(path) and not os.path.isdir(path) and not path.endswith(".rumi"):
-            return _fail(f"{path}: not a directory nor a .rumi file; clean removes the temporary files rumimm "
-                         "writers leave next to a .rumi file")
+        check_clean_target(path)
         removed = clean(path)
         for name in removed:
             print(f"removed {name}")

@@ -763,3 +763,35 @@ def test_the_validate_and_index_transcripts_are_what_the_commands_print(tmp_path
     for command in ("rumimm validate s2.rumi --header s2.blob", "rumimm index s2.rumi -o s2.blob"):
         assert cli.main(command.split()[1:]) == 0
         assert capsys.readouterr().out.splitlines() == _transcript(command)
+
+
+def test_index_output_refuses_raw_bytes_on_a_terminal_and_writes_a_file(bad_inputs, tmp_path):
+    from rumimm.reader.index_output import blob_destination, write_index
+
+    assert [blob_destination("b", False, True), blob_destination(None, True, True),
+            blob_destination(None, False, False)] == ["file", "hex", "stdout"]
+    with pytest.raises(rumimm.RumiError, match="the header blob is binary"):
+        blob_destination(None, False, True)
+    done = write_index(bad_inputs["out"] / "good.rumi", tmp_path / "good.blob")
+    assert (tmp_path / "good.blob").read_bytes() == done.blob == build_blob(bad_inputs["out"] / "good.rumi")
+    assert done.n_frames == 2 * 4 * 4
+
+
+def test_clean_targets_are_directories_and_rumi_paths_existing_or_not(bad_inputs):
+    from rumimm.reader.inputs import check_clean_target
+
+    check_clean_target(bad_inputs["directory"])
+    check_clean_target(bad_inputs["out"] / "gone.rumi")
+    with pytest.raises(FileNotFoundError, match=r"give a directory or a \.rumi file"):
+        check_clean_target(bad_inputs["out"] / "gone.txt")
+    with pytest.raises(rumimm.FormatError, match=r"not a directory nor a \.rumi file"):
+        check_clean_target(bad_inputs["text"])
+
+
+def test_quicklook_bands_are_one_based_and_checked_against_the_file():
+    from rumimm.integrations.preview import BandNumberError, one_based_bands
+
+    assert one_based_bands([3, 2, 1], 4, "s.rumi") == [2, 1, 0]
+    assert one_based_bands(None, 4, "s.rumi") is None
+    with pytest.raises(BandNumberError, match=r"band 5 does not exist; s.rumi has 4 bands \(numbered 1 to 4\)"):
+        one_based_bands([5], 4, "s.rumi")

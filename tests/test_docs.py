@@ -13,8 +13,19 @@ torchgeo is absent, and the whole page, every block in order, runs where it is i
 A line ``print(ARGS)  # -> TEXT`` shows what it prints: the page fails unless ``ARGS``
 print exactly ``TEXT``, where ``...`` (and only it) stands for a part that truly varies
 (a timing, a temporary path, a digest): drift between a page and the code fails CI.  A
-comment without ``->`` is prose, not output.  Console blocks of ``rumimm`` commands
-are checked by tests/test_cli.py's transcripts of the same commands.
+comment without ``->`` is prose, not output.
+
+A ```console block's ``$ rumimm ...`` commands that show output run too (in page order, in one temporary
+directory holding the files the page names, :func:`_console_files`), and what each prints
+(stdout and stderr, in order) is compared with the lines shown under it, again with ``...``
+standing for a part that truly varies (a timing, a temporary path, a size that depends on
+GDAL's version): every other character is compared exactly.  ``; echo "exit $?"`` adds the
+exit status, ``| wc -c`` counts the bytes, and ``$ mkdir DIR`` makes a folder.  Output that is all measurement (``rumimm
+profile``'s table) is shown in a ```text block, as an example rather than a transcript.
+
+docs/api.md's examples come from the docstrings (```pycon-norun: most need files and names
+of a session).  Every one that shows output runs as a doctest in a directory prepared for
+it (``EXAMPLE_SETUPS``); a new example that shows output without a setup fails.
 
 ``python tests/test_docs.py --api`` regenerates docs/api.md from the docstrings.
 """
@@ -349,6 +360,204 @@ if __name__ == "__main__":
         print(f"wrote {DOCS / 'api.md'}")
     else:
         print(__doc__)
+
+
+# --------------------------------------------------------------------------- console transcripts
+
+_CONSOLE = re.compile(r"^```console[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+def console_transcripts(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line number, command, lines shown under it) of every ``$ rumimm`` prompt in a ```console block."""
+    text = path.read_text(encoding="utf-8")
+    out: list[tuple[int, str, list[str]]] = []
+    for m in _CONSOLE.finditer(text):
+        first = text.count("\n", 0, m.start(1)) + 1
+        for i, line in enumerate(m.group(1).splitlines()):
+            if line.startswith("$ "):
+                out.append((first + i, line[2:], []))
+            elif out and out[-1][0] >= first:
+                out[-1][2].append(line)
+    # a rumimm command shown without output is usage; mkdir makes a folder the next command needs
+    return [t for t in out if (t[1].startswith("rumimm ") and t[2]) or t[1].startswith("mkdir ")]
+
+
+def same_lines(shown: list[str], got: list[str]) -> bool:
+    """Whether ``got`` is ``shown`` line for line, ``...`` in a line standing for any text."""
+    if len(shown) != len(got):
+        return False
+    return all(re.fullmatch(".*?".join(re.escape(p) for p in want.split("...")), have)
+               for want, have in zip(shown, got, strict=True))
+
+
+def run_command(command: str) -> list[str]:
+    """What ``command`` (``rumimm ARGS [; echo "exit $?" | | wc -c]``) prints, stdout and stderr in order."""
+    import contextlib
+    import glob
+    import io
+    import shlex
+
+    from rumimm.cli import main
+
+    command, echo = (command.split(";", 1)[0], True) if command.endswith('; echo "exit $?"') else (command, False)
+    command, count = (command.split("|", 1)[0], True) if command.rstrip().endswith("| wc -c") else (command, False)
+    argv = [a for word in shlex.split(command)[1:] for a in (sorted(glob.glob(word)) if "*" in word else [word])]
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+    with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+        status = main(argv)
+    stream.flush()
+    lines = [str(len(raw.getvalue()))] if count else raw.getvalue().decode("utf-8").splitlines()
+    return [*lines, f"exit {status}"] if echo else lines
+
+
+def _console_files(directory: Path) -> None:
+    """The files docs/cli.md's transcripts name: s2.rumi (and its blob, GeoTIFF and a truncated copy), scene.rumi,
+    a folder of GeoTIFFs with one broken, and a folder with a killed writer's temporary file."""
+    import rasterio
+
+    import rumimm
+    from rumimm.synthetic import eo_scene
+
+    utm = {"transform": (10.0, 0.0, 399960.0, 0.0, -10.0, 5000040.0), "crs": 32632}
+    s2 = eo_scene(bands=4, height=600, width=800, dtype="uint16", seed=0)
+    (directory / "s2.blob").write_bytes(rumimm.write(directory / "s2.rumi", s2, tile=256, **utm))
+    (directory / "broken.rumi").write_bytes((directory / "s2.rumi").read_bytes()[:-100])
+    profile = {"driver": "GTiff", "width": 800, "height": 600, "count": 4, "dtype": "uint16", "crs": "EPSG:32632",
+               "transform": rasterio.Affine(10.0, 0.0, 399960.0, 0.0, -10.0, 5000040.0), "tiled": True,
+               "compress": "deflate"}
+    with rasterio.open(directory / "s2.tif", "w", **profile) as ds:
+        ds.write(s2)
+    rumimm.write(directory / "scene.rumi", eo_scene(bands=4, height=2048, width=2048, dtype="uint16", seed=0))
+    (directory / "tiffs").mkdir()
+    small = {**profile, "width": 64, "height": 64, "count": 1, "blockxsize": 32, "blockysize": 32}
+    for i in range(15):
+        with rasterio.open(directory / "tiffs" / f"t{i:02d}.tif", "w", **small) as ds:
+            ds.write(eo_scene(bands=1, height=64, width=64, dtype="uint16", seed=i))
+    (directory / "tiffs" / "broken.tif").write_text("not a raster\n")
+    (directory / "scenes").mkdir()
+    (directory / "scenes" / ".s2.rumi.rumimm-48121-5f0c2a9e.tmp").write_bytes(b"partial")
+
+
+CONSOLE_PAGES = [p for p in PAGES if console_transcripts(p)]
+
+
+@pytest.mark.slow  # converts a 4 x 2048 x 2048 scene, writes GeoTIFFs and a COG
+@pytest.mark.parametrize("page", CONSOLE_PAGES, ids=[p.name for p in CONSOLE_PAGES])
+def test_every_console_transcript_is_what_the_command_prints(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")  # argparse wraps --help to the terminal's width
+    _console_files(tmp_path)
+    for line, command, shown in console_transcripts(page):
+        if command.startswith("mkdir "):
+            (tmp_path / command.split()[1]).mkdir()
+            continue
+        got = run_command(command)
+        assert same_lines(shown, got), f"{page.name}:{line}: $ {command}\nshown:\n" + "\n".join(shown) + (
+            "\nprinted:\n" + "\n".join(got))
+
+
+def test_a_transcript_compares_every_character_but_the_marked_ones():
+    assert same_lines(["x.rumi: 12 bytes in ... s"], ["x.rumi: 12 bytes in 0.25 s"])
+    assert not same_lines(["x.rumi: 12 bytes in ... s"], ["x.rumi: 13 bytes in 0.25 s"])
+    assert not same_lines(["a", "b"], ["a"])
+
+
+# --------------------------------------------------------------------------- docstring examples (docs/api.md)
+
+def _examples(obj) -> str:
+    """The Examples section of ``obj``'s docstring, ``# doctest: +SKIP`` removed (they run here instead)."""
+    doc = inspect.cleandoc(inspect.getdoc(obj) or "")
+    parts = _SECTION.split(doc)
+    body = next((b for t, b in zip(parts[1::2], parts[2::2], strict=True) if t == "Examples"), "")
+    return "\n".join(line.replace("# doctest: +SKIP", "").rstrip() for line in body.splitlines())
+
+
+def _shows_output(example: str) -> bool:
+    return any(line.strip() and not line.lstrip().startswith((">>>", "...")) for line in example.splitlines())
+
+
+def _api_objects() -> dict[str, object]:
+    import rumimm
+
+    objects: dict[str, object] = {}
+    for name in rumimm.__all__:
+        obj = getattr(rumimm, name)
+        objects[name] = obj
+        if inspect.isclass(obj) and not issubclass(obj, BaseException):
+            objects.update({f"{name}.{m}": member for m, member in _members(obj)})
+    return objects
+
+
+def _clean_example(tmp_path: Path, monkeypatch) -> dict:
+    import tempfile
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # the example cleans the temporary folder
+    return {}
+
+
+def _convert_many_example(tmp_path: Path, monkeypatch) -> dict:
+    import numpy as np
+
+    import rumimm
+
+    (tmp_path / "tiffs").mkdir()
+    (tmp_path / "rumi").mkdir()
+    for i in range(2):
+        rumimm.write(tmp_path / f"s{i}.rumi", np.full((1, 32, 32), i, np.uint16), tile=16)
+        rumimm.to_geotiff(tmp_path / f"s{i}.rumi", tmp_path / "tiffs" / f"s{i}.tif")
+    return {}
+
+
+def _parse_header_example(tmp_path: Path, monkeypatch) -> dict:
+    import numpy as np
+
+    import rumimm
+
+    series = np.zeros((3, 4, 2048, 2048), np.uint16)
+    blob = rumimm.write(tmp_path / "series.rumi", series, tile=512, unit="cell", spec="0.2",
+                        descriptions=["B2", "B3", "B4", "B8"], time=["2026-06-01", "2026-06-11", "2026-06-21"])
+    return {"blob": blob}
+
+
+#: Docstring examples that show output -> what their namespace needs (files in the working directory, names).
+EXAMPLE_SETUPS = {"convert_many": _convert_many_example, "clean": _clean_example,
+                  "parse_header": _parse_header_example}
+
+
+def test_every_docstring_example_that_shows_output_is_run():
+    showing = {name for name, obj in _api_objects().items() if _shows_output(_examples(obj))}
+    assert showing == set(EXAMPLE_SETUPS), "an example in docs/api.md shows output: add it to EXAMPLE_SETUPS"
+
+
+@pytest.mark.slow  # writes a 3 x 4 x 2048 x 2048 series and converts GeoTIFFs in worker processes
+@pytest.mark.parametrize("name", sorted(EXAMPLE_SETUPS))
+def test_a_docstring_example_prints_what_it_shows(name, tmp_path, monkeypatch):
+    import rumimm
+
+    monkeypatch.chdir(tmp_path)
+    names = {"rumimm": rumimm, **EXAMPLE_SETUPS[name](tmp_path, monkeypatch)}
+    assert run_example(_examples(_api_objects()[name]), names, name) >= 2
+
+
+def run_example(text: str, names: dict, name: str) -> int:
+    """Run a docstring example as a doctest (``...`` matching any text); AssertionError at the first difference."""
+    import doctest
+
+    failures: list[str] = []
+    test = doctest.DocTestParser().get_doctest(text, names, name, None, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test, out=failures.append)
+    if failures:
+        raise AssertionError(f"docs/api.md, {name}:\n{failures[0]}")
+    return runner.summarize(verbose=False).attempted
+
+
+def test_a_docstring_example_that_drifted_fails():
+    assert run_example(">>> 1 + 1\n2\n>>> 'a ' * 3\n'a ...'\n", {}, "x") == 2
+    with pytest.raises(AssertionError, match="Expected:\\n    3"):
+        run_example(">>> 1 + 1\n3\n", {}, "x")
 
 
 def test_a_shown_output_that_drifted_fails_the_page(tmp_path):

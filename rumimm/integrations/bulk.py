@@ -109,8 +109,16 @@ def convert_one(source: str, dest: str, options: dict) -> bytes:
                        threads=options.get("threads") if options.get("codec") is not None else None)
     from rumimm.integrations.geotiff import from_geotiff
 
-    return from_geotiff(source, dest, tile=options["tile"], unit=options["unit"], codec=options.get("codec"),
-                        spec=options.get("spec"), time=options.get("time"), threads=options.get("threads"))
+    try:
+        return from_geotiff(source, dest, tile=options["tile"], unit=options["unit"], codec=options.get("codec"),
+                            spec=options.get("spec"), time=options.get("time"), threads=options.get("threads"))
+    except Exception as exc:  # a file GDAL does not know: rumimm's one message for it, as rumimm convert gives
+        from rumimm.reader.inputs import gdal_refusal
+
+        refusal = gdal_refusal(source, exc) if "://" not in source else None
+        if refusal is not None:
+            raise refusal from None
+        raise
 
 
 def _task(source: str, dest: str, options: dict) -> bytes:

@@ -18,8 +18,11 @@ from rumimm.errors import RumiError
 if TYPE_CHECKING:
     from rumimm._typing import CRSArg, ProgressArg, SpecName, StrPath, Unit
     from rumimm.codec import Codec
+    from rumimm.integrations.bulk import BulkResult
 
-__all__ = ["SMALL_TILE", "Conversion", "convert_any", "parse_times", "rumi_target", "small_tile_warning"]
+__all__ = [
+    "SMALL_TILE", "Conversion", "convert_any", "convert_into", "parse_times", "rumi_target", "small_tile_warning",
+]
 
 #: Tiles below this size make frames whose overhead outweighs compression (warned about).
 SMALL_TILE = 64
@@ -109,7 +112,23 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
         blob = from_geotiff(source, dest, tile=tile, unit=unit, codec=codec, crs=crs, header_out=header_out,
                             progress=progress, drop_georef=drop_georef, spec=fmt, descriptions=descriptions, time=time)
     except Exception as exc:
-        if found is not None and found.kind == "other" and "not recognized" in str(exc):
-            raise RumiError(f"{found.not_tiff()}, nor a raster format GDAL reads") from None
+        from rumimm.reader.inputs import gdal_refusal
+
+        refusal = gdal_refusal(source, exc) if found is not None else None
+        if refusal is not None:
+            raise refusal from None
         raise
     return Conversion(bytes(blob), None, fmt or "0.1", bool(codec))
+
+
+def convert_into(sources: Sequence[StrPath], dest_dir: StrPath, *, times: Sequence[str] | None = None,
+                 tile: int = 512, unit: Unit = "tile", codec: str | None = None, spec: SpecName | None = None,
+                 jobs: int | None = None, progress: ProgressArg = None) -> BulkResult:
+    """``rumimm convert IN... --to DIR``: :func:`rumimm.convert_many` with ``--time`` texts (:func:`parse_times`).
+
+    A file that fails is in the result's ``errors`` and the others go on.
+    """
+    from rumimm.integrations.bulk import convert_many
+
+    return convert_many(list(sources), dest_dir, tile=tile, unit=unit, codec=codec, spec=spec,
+                        time=parse_times(times), jobs=jobs, progress=progress)

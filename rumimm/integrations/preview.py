@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rumimm.errors import RumiError
+from rumimm.errors import RumiError, WindowError
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rumimm._typing import StrPath
     from rumimm.reader.image import Image
 
-__all__ = ["PERCENTILES", "quicklook", "stretch"]
+__all__ = ["PERCENTILES", "BandNumberError", "one_based_bands", "preview_file", "quicklook", "stretch"]
 
 #: Low and high percentiles mapped to 0 and 255 by default.
 PERCENTILES = (2.0, 98.0)
@@ -63,6 +63,34 @@ def _bands(bands: int | np.integer | Sequence[int | np.integer] | None, count: i
     if bad:
         raise ValueError(f"band {bad[0]} is out of range for an image of {count} bands (0-based)")
     return chosen
+
+
+class BandNumberError(WindowError):
+    """A 1-based band number (as ``rumimm quicklook --bands`` takes them) that the file does not have."""
+
+
+def one_based_bands(bands: Sequence[int] | None, count: int, path: StrPath) -> list[int] | None:
+    """1-based band numbers as the 0-based ones :func:`quicklook` takes; BandNumberError for one past ``count``."""
+    if bands is None:
+        return None
+    if max(bands) > count:
+        raise BandNumberError(f"band {max(bands)} does not exist; {os.fspath(path)} has {count} bands "
+                              f"(numbered 1 to {count})")
+    return [b - 1 for b in bands]
+
+
+def preview_file(src: StrPath, dst: StrPath, *, bands: Sequence[int] | None = None, max_size: int = 1024,
+                 header: bytes | None = None) -> tuple[int, int]:
+    """:func:`quicklook` of the file ``src`` with 1-based ``bands`` (as GDAL numbers them); its (height, width).
+
+    The output's directory is checked before the file is read.
+    """
+    from rumimm.reader.image import open as open_image
+    from rumimm.reader.inputs import check_destination
+
+    check_destination(dst)
+    with open_image(src, header=header) as img:
+        return quicklook(img, dst, bands=one_based_bands(bands, img.count, src), max_size=max_size)
 
 
 #: Picture formats a quick look is written in, by the file name's extension.

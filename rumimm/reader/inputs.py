@@ -20,12 +20,14 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from rumimm.errors import FormatError, where
+from rumimm.errors import FormatError, RumiError, where
 
 if TYPE_CHECKING:
     from rumimm._typing import SpecName, StrPath
 
-__all__ = ["Input", "check_destination", "classify", "remote_spec", "require_rumi"]
+__all__ = [
+    "Input", "check_clean_target", "check_destination", "classify", "gdal_refusal", "remote_spec", "require_rumi",
+]
 
 #: The tags of rumi 0.1.0's one IFD, in order (spec: Fixed IFD).
 RUMI_TAGS = (256, 257, 258, 277, 322, 323, 324, 325, 339, 34264, 34735)
@@ -119,12 +121,41 @@ def require_rumi(path: StrPath) -> Input | None:
     raise FormatError(f"{where(got.path)}not a rumi file")  # pragma: no cover - build_blob refuses every non-rumi file
 
 
+def gdal_refusal(path: StrPath, exc: BaseException) -> RumiError | None:
+    """rumimm's message for a file GDAL does not recognise (``exc``, GDAL's error), or None for other errors.
+
+    Raises :func:`classify`'s error for an input that is no file to read at all (empty, a directory, ...).
+    """
+    if "not recognized" not in str(exc):
+        return None
+    found = classify(path)
+    if found is None or found.kind != "other":
+        return None
+    return RumiError(f"{found.not_tiff()}, nor a raster format GDAL reads")
+
+
 def check_destination(path: StrPath) -> None:
     """FileNotFoundError naming the output when the directory to write it into does not exist."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(errno.ENOENT, "the directory to write into does not exist", path)
+
+
+def check_clean_target(path: StrPath) -> None:
+    """Refuse what ``rumimm clean`` must not take: a missing path, or a file, that is not a ``.rumi`` file.
+
+    A ``.rumi`` path may be missing (its writer was killed before the file appeared: its temporary
+    files are what is cleaned); a directory is cleaned of every stale temporary file in it.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        if not path.endswith(".rumi"):
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory (give a directory or a .rumi file)", path)
+        return
+    if not os.path.isdir(path) and not path.endswith(".rumi"):
+        raise FormatError(f"{path}: not a directory nor a .rumi file; clean removes the temporary files rumimm "
+                          "writers leave next to a .rumi file")
 
 
 def remote_spec(uri: StrPath) -> SpecName | None:
