@@ -354,11 +354,7 @@ class FakeGCS:
         return f"gs://{bucket}/{name}"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except Exception:
-            self.proc.kill()
+        stop_process(self.proc)
 
 
 class Azurite:
@@ -450,11 +446,7 @@ class Azurite:
         return f"az://{container}/{name}"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except Exception:
-            self.proc.kill()
+        stop_process(self.proc)
 
 
 def azurite_program() -> str | None:
@@ -467,6 +459,15 @@ def azurite_program() -> str | None:
     if os.access(here, os.X_OK) and shutil.which("node"):
         return here
     return shutil.which("azurite-blob")
+
+
+def stop_process(proc) -> None:
+    """End a server process: terminate, then kill if it has not exited within 5 s."""
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except Exception:
+        proc.kill()
 
 
 def main(argv=None) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -375,10 +375,15 @@ class Writer:
                 raise RumiError(f"grid row {r} out of range for {self.rows} rows")
             raise RumiError(f"grid row {r} arrived out of order; rows must be written in order 0..{self.rows - 1}, "
                             f"expected row {self._next_row}")
-        block = self._check_block(r, block)
+        rows = [self._check_block(r, block)]
+        del block  # the one reference left is in ``rows``, which _queue empties: a row is not held while others flush
+        self._queue(self._backend.submit, r, rows)
+
+    def _queue(self, submit: Callable[[int, Any], Any], r: int, rows: list[Any]) -> None:
+        """Queue grid row ``r`` (``submit(r, rows.pop())``: its frames, or their pending encoding), writing
+        out finished rows while more than the rows in flight wait; any failure aborts the file."""
         try:
-            self._pending.append(self._backend.submit(r, block))
-            del block
+            self._pending.append(submit(r, rows.pop()))
             self._next_row += 1
             while len(self._pending) >= encode_pool.ROWS_IN_FLIGHT:
                 self._flush_one()
@@ -400,14 +405,7 @@ class Writer:
         want = self.grid.tiles_across * self.grid.frames_per_position
         if len(frames) != want:
             raise RumiError(f"{where(self.path)}grid row {r} has {len(frames)} frames, expected {want}")
-        try:
-            self._pending.append(frames)  # the serial backend's result() hands them back as they are
-            self._next_row += 1
-            while len(self._pending) >= encode_pool.ROWS_IN_FLIGHT:
-                self._flush_one()
-        except BaseException:
-            self.abort()
-            raise
+        self._queue(lambda _r, done: done, r, [frames])  # the serial backend's result() hands them back as they are
 
     def close(self) -> bytes:
         """Finish the file: drain frames, write the prefix, fsync, rename; return the blob.
