@@ -241,7 +241,7 @@ def _open_source(obj: Openable, header: HeaderArg | Sequence[HeaderArg], cache_b
 
     if isinstance(obj, (str, os.PathLike)):
         # absolute: a Dask worker unpickling the image may run in another directory
-        img = open_image(_local_abspath(obj), header, cache_bytes=cache_bytes, verify=verify,
+        img = open_image(_local_abspath(obj), cast("HeaderArg", header), cache_bytes=cache_bytes, verify=verify,
                          storage_options=storage_options)
         return img, [img], True
     if isinstance(obj, Image):
