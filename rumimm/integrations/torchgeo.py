@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
@@ -133,7 +133,8 @@ def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     # torch's own default_collate allocates with this private call: the public share_memory_() would
     # first fill ordinary memory and then copy it into a shared segment
     storage = torch.UntypedStorage._new_shared(int(np.prod(shape)) * dtype.itemsize)  # noqa: SLF001
-    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+    # the stubs of torch 2.13 want a stride as well; torch takes (storage, offset, size) and makes it contiguous
+    return cast(Any, torch.empty(0, dtype=dtype)).set_(storage, 0, shape)
 
 
 def _batch_of(tensors: list[torch.Tensor]) -> torch.Tensor | None:
@@ -151,7 +152,8 @@ def _batch_of(tensors: list[torch.Tensor]) -> torch.Tensor | None:
             return None
     if (start + len(tensors) * n) * first.element_size() > storage.nbytes():
         return None
-    return torch.empty(0, dtype=first.dtype, device=first.device).set_(storage, start, (len(tensors), *first.shape))
+    view = cast(Any, torch.empty(0, dtype=first.dtype, device=first.device))  # set_ without a stride: as above
+    return view.set_(storage, start, (len(tensors), *first.shape))
 
 
 def stack_samples(samples: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -410,7 +412,7 @@ class RumiDataset(GeoDataset):
     def _read(self, queries: Sequence[GeoSlice]) -> list[Sample]:
         plans = [self._plan(q) for q in queries]
         nb = len(self.band_list)
-        tensors = self._outputs([(nb, h, w) for _, h, w, _ in plans])
+        tensors: Sequence[torch.Tensor | NDArray[Any]] = self._outputs([(nb, h, w) for _, h, w, _ in plans])
         outs = [t.numpy() if isinstance(t, torch.Tensor) else t for t in tensors]
         fill = np.full((), self.nodata, self.sample_dtype)  # nodata as the file's samples hold it
         for out, (_, h, w, pieces) in zip(outs, plans, strict=True):
