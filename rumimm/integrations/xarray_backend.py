@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from numpy.typing import DTypeLike, NDArray
     from xarray.backends.common import T_PathFileOrDataStore
 
-    from rumimm._typing import StrPath
+    from rumimm._typing import BlobArg, StrPath
     from rumimm.integrations.dask_array import HeaderArg
     from rumimm.reader.cube import Cube, ImageCollection
     from rumimm.reader.image import Image
@@ -241,7 +241,7 @@ def _open_source(obj: Openable, header: HeaderArg | Sequence[HeaderArg], cache_b
 
     if isinstance(obj, (str, os.PathLike)):
         # absolute: a Dask worker unpickling the image may run in another directory
-        img = open_image(_local_abspath(obj), header, cache_bytes=cache_bytes, verify=verify,
+        img = open_image(_local_abspath(obj), cast("HeaderArg", header), cache_bytes=cache_bytes, verify=verify,
                          storage_options=storage_options)
         return img, [img], True
     if isinstance(obj, Image):
@@ -261,7 +261,8 @@ def _open_source(obj: Openable, header: HeaderArg | Sequence[HeaderArg], cache_b
             # a Cube takes blob bytes only: blob files and bad blobs are read and refused as rumimm.open does
             headers = [h if isinstance(item, Image) else load_header(h, item)
                        for h, item in zip(headers, items, strict=True)]
-        cube = Cube(items, headers, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options)
+        blobs = cast("list[BlobArg | None] | None", headers)  # parsed above; a count that differs is refused
+        cube = Cube(items, blobs, cache_bytes=cache_bytes, verify=verify, storage_options=storage_options)
         return cube, cube.images, True
     raise TypeError(f"cannot open a {type(obj).__name__} with engine='rumimm'; pass a path, a list of paths, "
                     "an Image, a Cube or an ImageCollection")

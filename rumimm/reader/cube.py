@@ -10,6 +10,8 @@ one (N, B, h, w) output.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
@@ -23,17 +25,29 @@ from rumimm.reader.image import Image, frame_source, georef_block, read_block
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
 from rumimm.store import get_ranges_many
 
+if TYPE_CHECKING:
+    from typing import Self
+
+    from affine import Affine
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+    from rumimm._typing import BlobArg, StrPath
+    from rumimm.format.pam import Metadata
+
 __all__ = ["Cube", "ImageCollection", "read_batch"]
 
 
-def _open_all(sources, headers, cache_bytes, verify, storage_options=None):
+def _open_all(sources: Iterable[Image | StrPath], headers: Iterable[BlobArg | None] | None, cache_bytes: int | None,
+              verify: bool, storage_options: Mapping[str, Any] | None = None) -> tuple[list[Image], list[bool]]:
     """Images for a list of Images or paths; returns (images, opened-here flags)."""
     items = list(sources)
     if headers is not None:
         headers = list(headers)
         if len(headers) != len(items):
             raise ValueError(f"got {len(items)} images but {len(headers)} headers")
-    images, owned, by_path = [], [], {}
+    images: list[Image] = []
+    owned: list[bool] = []
+    by_path: dict[tuple[str, bytes | None], Image] = {}
     try:
         for i, item in enumerate(items):
             if isinstance(item, Image):
@@ -57,17 +71,17 @@ def _open_all(sources, headers, cache_bytes, verify, storage_options=None):
     return images, owned
 
 
-def _close_owned(images, owned) -> None:
+def _close_owned(images: Sequence[Image], owned: Sequence[bool]) -> None:
     """Close the images :func:`_open_all` opened (flag True); leave the caller's open."""
     for img, own in zip(images, owned, strict=True):
         if own:
             img.close()
 
 
-def _unique(images):
+def _unique(images: Sequence[Image]) -> tuple[list[Image], NDArray[np.int64]]:
     """Distinct images (by identity) and, for each input, its index among them."""
     ids: dict[int, int] = {}
-    uniq = []
+    uniq: list[Image] = []
     index = np.empty(len(images), np.int64)
     for i, img in enumerate(images):
         j = ids.get(id(img))
@@ -78,7 +92,8 @@ def _unique(images):
     return uniq, index
 
 
-def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
+def _read_stack(images: Sequence[Image], bands: NDArray[np.int64], y0: int | NDArray[np.int64],
+                x0: int | NDArray[np.int64], y: Run, x: Run, out4: NDArray[np.uint8]) -> None:
     """Read runs ``y``, ``x`` shifted by (y0[n], x0[n]) of images[n] for every n into out4 (uint8 4-D)."""
     if any(im.header.interleaved for im in images):
         # spec 0.2 cells interleaved per pixel (h w b, ...): each image places its own frames
@@ -101,15 +116,15 @@ def _read_stack(images, bands, y0, x0, y: Run, x: Run, out4):
     engine.read_windows([frame_source(im) for im in uniq], windows, bands, y, x, out4)
 
 
-def _interleaved_bytes(images, runs) -> dict:
+def _interleaved_bytes(images: Sequence[Image], runs: Sequence[tuple[Run, Run]]) -> dict[int, dict[int, Any]]:
     """``{id(image): {frame: compressed bytes}}``: every interleaved image's frames of a batch, got together
     (``store.get_ranges_many``: views into local files' mappings; one request per remote object and run of
     nearby frames, all in flight at once)."""
-    wanted: dict = {}
+    wanted: dict[int, tuple[Image, set[int]]] = {}
     for im, (y, x) in zip(images, runs, strict=True):
         if im.header.interleaved:
             entry = wanted.setdefault(id(im), (im, set()))
-            entry[1].update(layouts.interleaved_frames(im.header.grid, y, x))
+            entry[1].update(layouts.interleaved_frames(cast(Grid2, im.header.grid), y, x))
     if not wanted:
         return {}
     jobs = []
@@ -130,7 +145,7 @@ def _georef_block(img: Image) -> bytes | None:
     return block
 
 
-def _common_steps(images) -> int | None:
+def _common_steps(images: Sequence[Image]) -> int | None:
     """T when the images are spec 0.2 files of T > 1 steps that one read can batch, None for (B, Y, X) images."""
     first = images[0]
     if all(img.ndim == 3 for img in images):
@@ -139,13 +154,13 @@ def _common_steps(images) -> int | None:
         if img.ndim != 4 or img.time_count != first.time_count:
             raise RumiError(f"image {i} ({img.path}) has {img.time_count} time step(s) but image 0 "
                             f"({first.path}) {first.time_count}; read_batch returns one array")
-        if img.header.grid.band_major != first.header.grid.band_major:
+        if cast(Grid2, img.header.grid).band_major != cast(Grid2, first.header.grid).band_major:  # both 0.2
             raise RumiError(f"image {i} ({img.path}) orders its frames {img.frame_unit!r} and image 0 "
                             f"{first.frame_unit!r}, one band-major and one time-major; batch them separately")
     return first.time_count
 
 
-def _check_aligned(images) -> None:
+def _check_aligned(images: Sequence[Image]) -> None:
     first = images[0]
     ref_geo = None
     for i, img in enumerate(images):
@@ -161,9 +176,9 @@ def _check_aligned(images) -> None:
             ref_geo = (i, geo)
         elif geo != ref_geo[1]:
             j = ref_geo[0]
-            a, b = images[j], img
-            raise RumiError(f"images {j} and {i} are not grid-aligned: transform/crs {a.transform} {a.crs} != "
-                            f"{b.transform} {b.crs}; use an ImageCollection")
+            ref = images[j]
+            raise RumiError(f"images {j} and {i} are not grid-aligned: transform/crs {ref.transform} {ref.crs} != "
+                            f"{img.transform} {img.crs}; use an ImageCollection")
 
 
 def _step_shape(img: Image) -> tuple[int, int, int]:
@@ -172,7 +187,7 @@ def _step_shape(img: Image) -> tuple[int, int, int]:
     return (b, y, x)
 
 
-def _steps(images) -> tuple[np.ndarray, np.ndarray]:
+def _steps(images: Sequence[Image]) -> tuple[np.ndarray, np.ndarray]:
     """The Cube's items: for each, the index of its image and its time step (0 for a (B, Y, X) image)."""
     counts = np.array([img.shape[0] if img.ndim == 4 else 1 for img in images], np.int64)
     image = np.repeat(np.arange(len(images), dtype=np.int64), counts)
@@ -206,7 +221,9 @@ class Cube(RasterioSurface):
     >>> chips = cube[:, :, 512:768, 512:768]                     # (3, B, 256, 256)
     """
 
-    def __init__(self, images, headers=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
+    def __init__(self, images: Iterable[Image | StrPath], headers: Iterable[BlobArg | None] | None = None, *,
+                 cache_bytes: int | None = None, verify: bool = True,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
         imgs, owned = _open_all(images, headers, cache_bytes, verify, storage_options)
         try:
             if not imgs:
@@ -233,12 +250,12 @@ class Cube(RasterioSurface):
         return list(zip(self._item_image.tolist(), self._item_step.tolist(), strict=True))
 
     @property
-    def time(self) -> list | None:
+    def time(self) -> list[Any] | None:
         """Each item's time (spec 0.2 files, as :attr:`rumimm.Image.time`), or None when an image has none."""
         times = [img.time for img in self._images]
         if any(t is None for t in times):
             return None
-        return [times[i][t] for i, t in self.steps]
+        return [cast("list[Any]", times[i])[t] for i, t in self.steps]
 
     def close(self) -> None:
         """Close the images this Cube opened (idempotent)."""
@@ -248,13 +265,13 @@ class Cube(RasterioSurface):
     def closed(self) -> bool:
         return any(img.closed for img in self._images)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Cube], tuple[list[Image]]]:
         return (Cube, (self._images,))
 
     def __repr__(self) -> str:
@@ -284,45 +301,46 @@ class Cube(RasterioSurface):
     def tile(self) -> tuple[int, int]:
         return self._images[0].tile
 
-    def _georeferenced(self):
+    def _georeferenced(self) -> Image:
         for img in self._images:
             if img.crs is not None:
                 return img
         return self._images[0]
 
     @property
-    def metadata(self):
+    def metadata(self) -> Metadata:
         """The first image's band metadata (nodata, descriptions, ...; see ``Image.metadata``)."""
         return self._images[0].metadata
 
     @property
-    def transform(self):
+    def transform(self) -> Affine | None:
         return self._georeferenced().transform
 
     @property
-    def crs(self):
+    def crs(self) -> str | None:
         return self._georeferenced().crs
 
     @property
-    def bounds(self):
+    def bounds(self) -> tuple[float, float, float, float] | None:
         return self._georeferenced().bounds
 
     @property
-    def res(self):
+    def res(self) -> tuple[float, float] | None:
         return self._georeferenced().res
 
     # -- reading ----------------------------------------------------------------------
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> NDArray[Any]:
         sel = select(key, self.shape)
         items, bands = sel.lists
         block = self._read(items, bands, sel.y, sel.x, None)
         return block if sel.remap is None else block[sel.remap]
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> NDArray[Any]:
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, indexes=None, window=None, out=None, *, bands=UNSET):
+    def read(self, indexes: int | Sequence[int] | None = None, window: Any = None, out: NDArray[Any] | None = None,
+             *, bands: Any = UNSET) -> NDArray[Any]:
         """Every image's bands in a window: (N, n, h, w), or (N, h, w) for an int band.
 
         Arguments as :meth:`rumimm.Image.read`: ``indexes`` from 1 (rasterio's); ``bands``
@@ -347,7 +365,8 @@ class Cube(RasterioSurface):
         block = self._read(items, sel.lists[0], sel.y, sel.x, None)
         return block if remap is None else block[remap]
 
-    def _read(self, items, bands, y: Run, x: Run, out):
+    def _read(self, items: ArrayLike, bands: NDArray[np.int64], y: Run, x: Run, out: NDArray[Any] | None
+              ) -> NDArray[Any]:
         items = np.asarray(items, np.int64)
         if out is None:
             out = np.empty((len(items), bands.shape[0], y.count, x.count), self.dtype)
@@ -375,7 +394,7 @@ class Cube(RasterioSurface):
         return out
 
 
-def _virtual_key(img: Image, t: int, bands: np.ndarray) -> tuple:
+def _virtual_key(img: Image, t: int, bands: np.ndarray) -> tuple[int, ...]:
     """The grid bands holding ``bands`` of step ``t`` of ``img``, as a hashable tuple."""
     if img.ndim == 3:
         return tuple(bands.tolist())
@@ -384,7 +403,7 @@ def _virtual_key(img: Image, t: int, bands: np.ndarray) -> tuple:
     return tuple(grid.virtual_bands([t], bands).reshape(-1).tolist())
 
 
-def _check_out(out, shape, dtype) -> None:
+def _check_out(out: object, shape: Sequence[int], dtype: np.dtype[Any]) -> None:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
     if out.shape != tuple(shape) or out.dtype != dtype:
@@ -400,16 +419,22 @@ class ImageCollection:
     ones into Cubes, :meth:`read_batch` reads equal-size windows from them.
     """
 
-    def __init__(self, images, headers=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
+    def __init__(self, images: Iterable[Image | StrPath], headers: Iterable[BlobArg | None] | None = None, *,
+                 cache_bytes: int | None = None, verify: bool = True,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
         self._images, self._owned = _open_all(images, headers, cache_bytes, verify, storage_options)
 
     def __len__(self) -> int:
         return len(self._images)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Image]:
         return iter(self._images)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: slice) -> ImageCollection: ...
+    @overload
+    def __getitem__(self, i: int) -> Image: ...
+    def __getitem__(self, i: int | slice) -> Image | ImageCollection:
         if isinstance(i, slice):
             sub = ImageCollection(self._images[i])
             return sub
@@ -420,20 +445,20 @@ class ImageCollection:
         return list(self._images)
 
     @property
-    def shapes(self) -> list[tuple[int, int, int]]:
+    def shapes(self) -> list[tuple[int, ...]]:
         return [img.shape for img in self._images]
 
     def close(self) -> None:
         """Close the images this collection opened (idempotent)."""
         _close_owned(self._images, self._owned)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[ImageCollection], tuple[list[Image]]]:
         return (ImageCollection, (self._images,))
 
     def __repr__(self) -> str:
@@ -441,19 +466,20 @@ class ImageCollection:
 
     def cubes(self) -> list[Cube]:
         """The grid-aligned groups, in first-appearance order, each as a Cube."""
-        groups: dict = {}
+        groups: dict[tuple[Any, ...], list[Image]] = {}
         for img in self._images:
             key = (_step_shape(img), img.tile, img.dtype.str, str(img.dtype), _georef_block(img))
             groups.setdefault(key, []).append(img)
         return [Cube(g) for g in groups.values()]
 
-    def read_batch(self, windows, *, bands=None, out=None, size=None):
+    def read_batch(self, windows: Any, *, bands: int | Sequence[int] | None = None, out: NDArray[Any] | None = None,
+                   size: tuple[int, int] | None = None) -> NDArray[Any]:
         """:func:`read_batch` over this collection's images (one window each)."""
         return read_batch(self._images, windows, bands=bands, out=out, size=size)
 
     @classmethod
-    def from_catalog(cls, table_or_path, where=None, *, cache_bytes=None, verify: bool = True,
-                     storage_options=None) -> ImageCollection:
+    def from_catalog(cls, table_or_path: Any, where: Any = None, *, cache_bytes: int | None = None, verify: bool = True,
+                     storage_options: Mapping[str, Any] | None = None) -> ImageCollection:
         """The images of a catalog's rows, opened with their blobs (no IFD is read).
 
         ``table_or_path`` is a :func:`rumimm.catalog` table or its Parquet file;
@@ -470,7 +496,8 @@ class ImageCollection:
         return coll
 
 
-def _parse_windows(windows, n: int, size):
+def _parse_windows(windows: Any, n: int, size: Sequence[int] | None
+                   ) -> tuple[NDArray[np.int64], NDArray[np.int64], int, int]:
     """(y0 array, x0 array, h, w) from N windows (or one window for all)."""
     if isinstance(windows, np.ndarray) and windows.ndim == 2 and windows.shape[1] == 2:
         if size is None:
@@ -489,7 +516,7 @@ def _parse_windows(windows, n: int, size):
         raise ValueError(f"got {n} images but {len(wins)} windows")
     y0 = np.empty(n, np.int64)
     x0 = np.empty(n, np.int64)
-    hw = None
+    hw: tuple[int, ...] | None = None
     big = 1 << 62
     for i, w in enumerate(wins):
         ya, yb, xa, xb = window_bounds(w, big, big, name=f"window {i}")  # image bounds are checked later
@@ -507,7 +534,7 @@ def _parse_windows(windows, n: int, size):
     return y0, x0, hw[0], hw[1]
 
 
-def _looks_like_many(wins) -> bool:
+def _looks_like_many(wins: Sequence[Any]) -> bool:
     """True for [w0, w1, ...]; False for one window ((y0, y1), (x0, x1)) or (slice, slice)."""
     first = wins[0]
     if hasattr(first, "row_off") or isinstance(first, slice):
@@ -519,8 +546,10 @@ def _looks_like_many(wins) -> bool:
     return not isinstance(inner, (int, np.integer))
 
 
-def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=None, cache_bytes=None,
-               verify: bool = True, storage_options=None):
+def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterable[BlobArg | None] | None = None, *,
+               bands: int | Sequence[int] | None = None, out: NDArray[Any] | None = None,
+               size: Sequence[int] | None = None, cache_bytes: int | None = None,
+               verify: bool = True, storage_options: Mapping[str, Any] | None = None) -> NDArray[Any]:
     """Read N equal-size windows, window n from image n, into one (N, B, h, w) array.
 
     Parameters
@@ -601,7 +630,7 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
         read_bands = blist
         if steps:
             # every (step, band) pair is a virtual band of the grid, read in (step, band) order
-            read_bands = images[0].header.grid.virtual_bands(np.arange(steps), blist).reshape(-1)
+            read_bands = cast(Grid2, images[0].header.grid).virtual_bands(np.arange(steps), blist).reshape(-1)
             shape = (n, steps, blist.size, h, w)
             if remap is not None:
                 remap = (remap[0], slice(None), *remap[1:])
@@ -609,7 +638,7 @@ def read_batch(sources, windows, headers=None, *, bands=None, out=None, size=Non
         if out is not None:
             _check_out(out, final, dtype)
         direct = out is not None and remap is None and out.flags.c_contiguous
-        block = out if direct else np.empty(shape, dtype)
+        block = out if direct and out is not None else np.empty(shape, dtype)
         if block.size:
             _read_stack(images, read_bands, y0, x0, Run(0, 1, h), Run(0, 1, w),
                         block.reshape(n, read_bands.size, h, w).view(np.uint8))

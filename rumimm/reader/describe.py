@@ -8,7 +8,7 @@ preset is recognised by re-encoding the first frame with each preset.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rumimm.errors import BlobError, where
 
@@ -52,9 +52,9 @@ def describe(path: StrPath, header: bytes | None = None) -> dict[str, Any]:
         size = img.file_size  # spec 0.2: the frames and the trailer
         out.update(
             crs=g.crs,
-            crs_name=_crs_name(g.epsg) if geo else None,
-            bounds=list(img.bounds) if geo else None,
-            res=list(img.res) if geo else None,
+            crs_name=_crs_name(g.epsg) if g.epsg is not None else None,
+            bounds=list(cast("tuple[float, ...]", img.bounds)) if geo else None,
+            res=list(cast("tuple[float, float]", img.res)) if geo else None,
             geographic=g.geographic,
             transform=None if g.transform is None else list(g.transform),
             pixel_is_point=g.pixel_is_point,

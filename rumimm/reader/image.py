@@ -20,7 +20,9 @@ import builtins
 import itertools
 import os
 import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 from affine import Affine
@@ -42,6 +44,18 @@ from rumimm.store.local import LocalStore
 from rumimm.store.remote import RemoteStore
 from rumimm.store.uri import is_remote, public_name
 
+if TYPE_CHECKING:
+    from typing import Self
+
+    from numpy.typing import DTypeLike, NDArray
+
+    from rumimm._typing import BlobArg, SpecName, StrPath
+    from rumimm.format.dtypes import Encoding
+    from rumimm.format.georef import Georef
+    from rumimm.format.grid import Grid
+    from rumimm.format.pam import Metadata
+    from rumimm.format.spec import Spec
+
 __all__ = ["Image", "frame_source", "georef_block", "load_header", "open", "raw_frame", "read_block", "read_frames"]
 
 _tokens = itertools.count(1)
@@ -53,7 +67,7 @@ _TIME_AXES = ("time", "band", "y", "x")
 _SOURCES: weakref.WeakKeyDictionary[Image, engine.FrameSource] = weakref.WeakKeyDictionary()
 
 
-def load_header(header, path, spec=None):
+def load_header(header: BlobArg | StrPath | None, path: StrPath, spec: Spec | str | None = None) -> Header | None:
     """The blob given as ``header=``: a Header, bytes-like, or the path of a blob file.
 
     ``spec`` (a ``format.spec.Spec``, its name or None) is the file's specification, from its first bytes.
@@ -78,7 +92,7 @@ def load_header(header, path, spec=None):
 
 
 
-def _release(cache, token, private) -> None:
+def _release(cache: _cache.FrameCache, token: int, private: bool) -> None:
     """Finaliser: forget an image's cached frames (the file closes with its last holder)."""
     if private:
         cache.clear()
@@ -122,15 +136,16 @@ class Image(RasterioSurface):
         its profile is checked from its first bytes (one request).
     """
 
-    def __init__(self, path, header=None, *, cache_bytes=None, verify: bool = True, spec=None,
-                 storage_options=None, format=UNSET):
+    def __init__(self, path: StrPath, header: BlobArg | StrPath | None = None, *, cache_bytes: int | None = None,
+                 verify: bool = True, spec: SpecName | None = None, storage_options: Mapping[str, Any] | None = None,
+                 format: Any = UNSET) -> None:
         spec = renamed_keyword("Image", "format", "spec", format, spec)
         remote = is_remote(path)
         if not remote and storage_options:
             raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
-        self._uri = path if remote else None
+        self._uri = cast(str, path) if remote else None  # a remote path is a str (is_remote)
         self._storage_options = dict(storage_options) if storage_options else None
-        self.path = public_name(path) if remote else os.fspath(path)
+        self.path = public_name(cast(str, path)) if remote else os.fspath(path)
         want = None if spec is None else spec_named(spec, what="spec")
         cache: _cache.FrameCache | None
         if cache_bytes is None:
@@ -139,8 +154,10 @@ class Image(RasterioSurface):
             _cache.check_size(cache_bytes)  # before the falsy test: False and 0.0 are refused, not "no cache"
             cache, private = (_cache.FrameCache(cache_bytes) if cache_bytes else None), True
         georef = None
-        if remote:
-            file, hdr, magic0, trailer, georef = _open_remote(path, header, want, self._storage_options)
+        file: LocalStore | RemoteStore
+        magic0: int | None
+        if self._uri is not None:
+            file, hdr, magic0, trailer, georef = _open_remote(self._uri, header, want, self._storage_options)
         else:
             file, hdr, magic0, trailer = self._open_local(header, want)
         self._init(hdr, cache_bytes, verify)
@@ -152,7 +169,8 @@ class Image(RasterioSurface):
         _SOURCES[self] = engine.FrameSource(self.path, hdr, file, cache, token, bool(verify), magic0)
         self._finalizer = None if cache is None else weakref.finalize(self, _release, cache, token, private)
 
-    def _open_local(self, header, want):
+    def _open_local(self, header: BlobArg | StrPath | None, want: Spec | None
+                    ) -> tuple[LocalStore, Header, int, Trailer | None]:
         """(store, header, frame 0's magic, trailer or None) of a local file, checked as the docstring says.
 
         The spec is chosen once, from the first bytes (anything but ``RUMI`` is checked as
@@ -170,10 +188,11 @@ class Image(RasterioSurface):
             if hdr is None:
                 rep = inspect_mapping(file.mapping(), self.path, strict=True)
                 hdr = rep.header
+                assert hdr is not None  # a strict inspection raises where it would leave none
                 trailer = rep.trailer
                 magic0 = int.from_bytes(file.read(hdr.base_frame_offset, 4), "little")
             elif spec.has_trailer:
-                magic0, trailer = _check_blob2(file, hdr, self.path)
+                magic0, trailer = _check_blob2(file, cast(Header2, hdr), self.path)  # a 0.2 header
             else:
                 magic0 = _check_blob(file, hdr, self.path)
         except BaseException:
@@ -193,22 +212,22 @@ class Image(RasterioSurface):
         return self.path if self._uri is None else self._uri
 
     @property
-    def storage_options(self) -> dict | None:
+    def storage_options(self) -> dict[str, Any] | None:
         """The ``storage_options`` a remote image was opened with (None: the environment's)."""
         return None if self._storage_options is None else dict(self._storage_options)
 
-    def _init(self, hdr: Header, cache_bytes, verify) -> None:
+    def _init(self, hdr: Header, cache_bytes: int | None, verify: bool) -> None:
         self._header = hdr  # the one record of the file's header facts, shared with the FrameSource
         self._cache_arg = cache_bytes
         self._verify = bool(verify)
 
     # the header's facts, read from the record rather than copied
     @property
-    def _grid(self):
+    def _grid(self) -> Grid:
         return self._header.grid
 
     @property
-    def _enc(self):
+    def _enc(self) -> Encoding:
         return self._header.encoding
 
     @property
@@ -238,13 +257,13 @@ class Image(RasterioSurface):
     def closed(self) -> bool:
         return self not in _SOURCES
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __setstate__(self, state: tuple) -> None:
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
         """Make this image, created by ``__new__``, a closed image of the given state: no file is opened.
 
         ``state`` is ``(path, blob, cache_bytes, verify, spec, trailer, storage_options)``, as ``__reduce__``
@@ -261,7 +280,7 @@ class Image(RasterioSurface):
         self._cache = self._finalizer = None
         self._token = 0
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Image], tuple[Any, ...]]:
         trailer = None if self._trailer is _PENDING else self._trailer
         return (_reopen, (self.uri, self._header.blob, self._cache_arg, self._verify, self.closed,
                           self._header.spec, trailer, self._storage_options))
@@ -379,7 +398,7 @@ class Image(RasterioSurface):
         return tr
 
     @property
-    def encoding(self):
+    def encoding(self) -> Encoding:
         """The sample encoding (``rumimm.format.dtypes.Encoding``)."""
         return self._enc
 
@@ -391,7 +410,7 @@ class Image(RasterioSurface):
         return self._shape[0]
 
     @cached_property
-    def georef(self):
+    def georef(self) -> Georef:
         """The file's georeferencing (``rumimm.format.georef.Georef``), read from the two tag values.
 
         They sit at fixed places right before the first frame (the matrix 160 bytes
@@ -404,7 +423,7 @@ class Image(RasterioSurface):
         return geo
 
     @cached_property
-    def metadata(self):
+    def metadata(self) -> Metadata:
         """Band metadata from the file's PAM sidecar ``path + ".aux.xml"`` (``rumimm.format.pam.Metadata``).
 
         Read on first use (a remote file's sidecar object with one ranged GET).  No sidecar:
@@ -477,7 +496,7 @@ class Image(RasterioSurface):
         return out
 
     # -- reading ----------------------------------------------------------------------
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> NDArray[Any]:
         sel = select(key, self._shape, _TIME_AXES if len(self._shape) == 4 else None)
         if len(sel.lists) == 2:  # (T, B, Y, X): the (step, band) pairs are virtual bands of the grid
             block = self._read_steps(sel.lists[0], sel.lists[1], sel.y, sel.x)
@@ -485,11 +504,12 @@ class Image(RasterioSurface):
             block = read_block(self, sel.lists[0], sel.y, sel.x, None)
         return block if sel.remap is None else block[sel.remap]
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> NDArray[Any]:
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def read(self, indexes=None, window=None, out=None, *, bands=UNSET):
+    def read(self, indexes: int | Sequence[int] | None = None, window: Any = None, out: NDArray[Any] | None = None,
+             *, bands: Any = UNSET) -> NDArray[Any]:
         """Read bands of a window, optionally into a caller's buffer, as rasterio's ``read``.
 
         Parameters
@@ -534,7 +554,7 @@ class Image(RasterioSurface):
                 raise ValueError(f"out must be an array of shape {block.shape} and dtype {self.dtype}")
             out[...] = block
             return out
-        sel = select_read(bands, window, self._shape)
+        sel = select_read(bands, window, cast("tuple[int, int, int]", self._shape))
         return _read_into(self, sel, out)
 
 
@@ -556,7 +576,7 @@ class Image(RasterioSurface):
         return block.reshape(steps.shape[0], bands.shape[0], y.count, x.count)
 
 
-def _check_blob2(file: LocalStore, hdr: Header2, path) -> tuple[int, Trailer]:
+def _check_blob2(file: LocalStore, hdr: Header2, path: StrPath) -> tuple[int, Trailer]:
     """A given 0.2 blob must describe this file: its 292 bytes of header and IFD, then its trailer.
 
     The trailer runs from the end of the frames the blob locates to the end of the file, so
@@ -575,7 +595,8 @@ def _check_blob2(file: LocalStore, hdr: Header2, path) -> tuple[int, Trailer]:
     return magic0, trailer
 
 
-def _open_remote(uri: str, header, want, storage_options):
+def _open_remote(uri: str, header: BlobArg | StrPath | None, want: Spec | None, storage_options: dict[str, Any] | None
+                 ) -> tuple[RemoteStore, Header, int | None, Trailer | None, Georef | None]:
     """(store, header, frame 0's magic or None, trailer, georeferencing or None) for a remote URI.
 
     With a blob nothing is requested: the store expects the object size the blob implies
@@ -637,7 +658,7 @@ def fetch_trailer(store: RemoteStore, hdr: Header2) -> Trailer:
         raise BlobError(f"{exc}; or the header blob belongs to another file") from None
 
 
-def _check_blob(file: LocalStore, hdr: Header, path) -> int:
+def _check_blob(file: LocalStore, hdr: Header, path: StrPath) -> int:
     """A given blob must describe this file: its first bytes first, then the file size.
 
     The IFD check needs only the 252 bytes of header and IFD, so a blob of another
@@ -654,7 +675,7 @@ def _check_blob(file: LocalStore, hdr: Header, path) -> int:
     return magic0
 
 
-def _size_error(size: int, hdr: Header, path):
+def _size_error(size: int, hdr: Header, path: StrPath) -> NoReturn:
     end = hdr.file_size
     kind = "truncated, or the blob belongs to another file" if size < end else "the blob belongs to another file"
     raise BlobError(f"{where(path)}file has {size} bytes but the header blob's frames end at byte {end}; {kind}")
@@ -668,7 +689,7 @@ def frame_source(img: Image) -> engine.FrameSource:
     return src
 
 
-def read_block(img: Image, bands: np.ndarray, y: Run, x: Run, out) -> np.ndarray:
+def read_block(img: Image, bands: np.ndarray, y: Run, x: Run, out: NDArray[Any] | None) -> np.ndarray:
     """Decode the (len(bands), y.count, x.count) block of ``img`` into ``out`` or a new array.
 
     ``bands`` are the grid's bands: for a spec 0.2 file its virtual bands (``format.units``).
@@ -679,7 +700,7 @@ def read_block(img: Image, bands: np.ndarray, y: Run, x: Run, out) -> np.ndarray
     return engine.read_window(frame_source(img), bands, y, x, out)
 
 
-def _read_into(img: Image, sel: Selection, out):
+def _read_into(img: Image, sel: Selection, out: NDArray[Any] | None) -> NDArray[Any]:
     """Read a selection, applying its remap, into ``out`` when given."""
     bands = sel.lists[0]
     shape = (bands.shape[0], sel.y.count, sel.x.count)
@@ -701,7 +722,8 @@ def _read_into(img: Image, sel: Selection, out):
     return out
 
 
-def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=None, storage_options=None):
+def _reopen(path: str, blob: bytes, cache_bytes: int | None, verify: bool, closed: bool = False, spec: SpecName = "0.1",
+            trailer: Trailer | None = None, storage_options: dict[str, Any] | None = None) -> Image:
     if not closed:
         return Image(path, blob, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
     img = Image.__new__(Image)  # a closed image stays closed: no file is opened
@@ -709,8 +731,9 @@ def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=N
     return img
 
 
-def open(path, header=None, *, cache_bytes=None, verify: bool = True, spec=None,
-         storage_options=None, format=UNSET) -> Image:
+def open(path: StrPath, header: BlobArg | StrPath | None = None, *, cache_bytes: int | None = None,
+         verify: bool = True, spec: SpecName | None = None, storage_options: Mapping[str, Any] | None = None,
+         format: Any = UNSET) -> Image:
     """Open a rumi file for reading: spec 0.1.0 or spec 0.2 (rumi-eo 0.18 and later).
 
     The two are told apart by the file's first bytes (a BigTIFF header or ``RUMI``).
@@ -783,7 +806,7 @@ def georef_block(img: Image) -> bytes:
     return bytes(frame_source(img).live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
 
 
-def read_frames(img: Image, frames) -> list[np.ndarray]:
+def read_frames(img: Image, frames: Iterable[int]) -> list[np.ndarray]:
     """Decode whole frames of an image (frame indices) into new arrays of their shape.
 
     Returns one ndarray per frame, shaped (h, w) for tile frames and (B, h, w) for

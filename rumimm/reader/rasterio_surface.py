@@ -11,12 +11,21 @@ return rasterio objects import it on first use (``pip install 'rumimm[geotiff]'`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from affine import Affine
 
 from rumimm._deprecation import UNSET, renamed
 from rumimm.errors import RumiError, WindowError
+
+if TYPE_CHECKING:
+    import pyproj
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+    from rasterio.windows import Window
+
+    from rumimm.format.pam import Metadata
 
 __all__ = [
     "COMPRESSIONS_WITH_PREDICTOR",
@@ -38,7 +47,7 @@ OFFSETS = {"center": (0.5, 0.5), "ul": (0.0, 0.0), "ur": (1.0, 0.0), "ll": (0.0,
 SNAP = 1e-6
 
 
-def require(module: str):
+def require(module: str) -> Any:
     """Import an optional package of the ``geotiff`` extra, or say how to install it."""
     import importlib
 
@@ -49,37 +58,39 @@ def require(module: str):
         raise ImportError(f"this needs {top}; pip install 'rumimm[geotiff]' (rasterio)") from None
 
 
-def _coefficients(host) -> tuple[float, ...]:
+def _coefficients(host: Any) -> tuple[float, ...]:
     """The host's six affine coefficients; the identity when it has no georeferencing (as rasterio)."""
     t = host.transform
     return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0) if t is None else tuple(float(v) for v in tuple(t)[:6])
 
 
-def _inverse(a, b, c, d, e, f) -> tuple[float, ...]:
+def _inverse(a: float, b: float, c: float, d: float, e: float, f: float) -> tuple[float, ...]:
     """Coefficients of the inverse transform, computed as ``~affine.Affine`` does."""
     idet = 1.0 / (a * e - b * d)
     ra, rb, rd, re = e * idet, -b * idet, -d * idet, a * idet
     return (ra, rb, -c * ra - f * rb, rd, re, -c * rd - f * re)
 
 
-def _apply(t, u, v):
+def _apply(t: tuple[float, ...], u: Any, v: Any) -> tuple[Any, Any]:
+    """``t`` applied to (u, v): numbers or arrays."""
     a, b, c, d, e, f = t
     return a * u + b * v + c, d * u + e * v + f
 
 
-def _nodata_number(v):
+def _nodata_number(v: float) -> float:
     """A nodata value as rasterio gives it: a float, unless an integer a float cannot hold exactly."""
     return v if isinstance(v, int) and abs(v) > 2**53 else float(v)
 
 
-def _band_index(bidx, count: int) -> int:
+def _band_index(bidx: object, count: int) -> int:
     """The 0-based index of 1-based band ``bidx``, or an IndexError."""
     if isinstance(bidx, bool) or not isinstance(bidx, (int, np.integer)) or not 1 <= bidx <= count:
         raise WindowError(f"band index {bidx!r} is out of range: bands are numbered 1 to {count} (as rasterio's)")
     return int(bidx) - 1
 
 
-def indexes_to_bands(indexes, bands, count: int, owner: str = "Image"):
+def indexes_to_bands(indexes: int | Iterable[int] | None, bands: Any, count: int,
+                     owner: str = "Image") -> Any:
     """The 0-based band selection of ``read(indexes, ...)``: 1-based ``indexes``, as rasterio.
 
     ``bands`` (0-based, deprecated: two numberings in one call) is still taken, with a
@@ -97,7 +108,7 @@ def indexes_to_bands(indexes, bands, count: int, owner: str = "Image"):
     if isinstance(indexes, (int, np.integer)) and not isinstance(indexes, bool):
         return _band_index(indexes, count)
     try:
-        values = list(indexes)
+        values = list(cast("Iterable[int]", indexes))
     except TypeError:
         raise TypeError("indexes must be an int or a sequence of ints (1-based), "
                         f"got {type(indexes).__name__}") from None
@@ -117,8 +128,20 @@ def _snap_up(v: float) -> int:
 class RasterioSurface:
     """Mixin: rasterio's dataset members computed from ``shape``, ``dtype``, ``tile``, ``transform``, ``crs``."""
 
+    if TYPE_CHECKING:  # what the host provides
+        @property
+        def shape(self) -> tuple[int, ...]: ...
+        @property
+        def tile(self) -> tuple[int, int]: ...
+        @property
+        def crs(self) -> str | None: ...
+        @property
+        def transform(self) -> Affine | None: ...
+        @property
+        def metadata(self) -> Metadata: ...
+
     @property
-    def profile(self) -> dict:
+    def profile(self) -> dict[str, Any]:
         """Creation options for a tiled, compressed GeoTIFF of this image (no ``driver`` key).
 
         Usable as ``rasterio.open(out, "w", driver="GTiff", **img.profile)``: dtype,
@@ -141,7 +164,7 @@ class RasterioSurface:
         return Affine(*_coefficients(self))
 
     @property
-    def pyproj_crs(self):
+    def pyproj_crs(self) -> pyproj.CRS | None:
         """The CRS as a ``pyproj.CRS``, or None without georeferencing."""
         if self.crs is None:
             return None
@@ -151,17 +174,17 @@ class RasterioSurface:
 
     # -- band metadata (from the PAM sidecar; see rumimm.format.pam) ------------------------
     @property
-    def nodatavals(self) -> tuple:
+    def nodatavals(self) -> tuple[float | None, ...]:
         """Each band's nodata value (a float, an int beyond 2**53 for 64-bit integers), or None."""
         return tuple(None if b.nodata is None else _nodata_number(b.nodata) for b in self.metadata.bands)
 
     @property
-    def nodata(self):
+    def nodata(self) -> float | None:
         """The first band's nodata value, or None (rasterio's ``nodata``)."""
         return self.nodatavals[0]
 
     @property
-    def descriptions(self) -> tuple:
+    def descriptions(self) -> tuple[str | None, ...]:
         """Each band's description, or None."""
         return tuple(b.description for b in self.metadata.bands)
 
@@ -185,7 +208,7 @@ class RasterioSurface:
         return tuple(0.0 if b.offset is None else b.offset for b in self.metadata.bands)
 
     @property
-    def units(self) -> tuple:
+    def units(self) -> tuple[str | None, ...]:
         """Each band's unit, or None."""
         return tuple(b.unit for b in self.metadata.bands)
 
@@ -206,7 +229,8 @@ class RasterioSurface:
             raise ValueError(f"band {bidx} has no colour map")
         return dict(table)
 
-    def index(self, x, y, op=math.floor):
+    def index(self, x: ArrayLike, y: ArrayLike, op: Callable[[Any], Any] = math.floor
+              ) -> tuple[int, int] | tuple[NDArray[np.int64], NDArray[np.int64]]:
         """(row, col) of the pixel holding the point (x, y) in CRS units, as rasterio's ``index``.
 
         ``x`` and ``y`` may be numbers or arrays; ``op`` rounds the fractional pixel
@@ -219,7 +243,8 @@ class RasterioSurface:
         fn = np.floor if op is math.floor else (np.ceil if op is math.ceil else np.vectorize(op))
         return fn(np.asarray(row)).astype(np.int64), fn(np.asarray(col)).astype(np.int64)
 
-    def xy(self, row, col, offset: str = "center"):
+    def xy(self, row: float | Any, col: float | Any, offset: str = "center"
+           ) -> tuple[float, float] | tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(x, y) in CRS units of a pixel's centre (or corner: ``offset`` "ul", "ur", "ll", "lr")."""
         try:
             dc, dr = OFFSETS[offset]
@@ -230,7 +255,7 @@ class RasterioSurface:
             return float(x), float(y)
         return _apply(_coefficients(self), np.asarray(col) + dc, np.asarray(row) + dr)
 
-    def window_from_bounds(self, left, bottom, right, top):
+    def window_from_bounds(self, left: float, bottom: float, right: float, top: float) -> Window:
         """The smallest whole-pixel rasterio ``Window`` covering a box in CRS units.
 
         Unlike ``rasterio.windows.from_bounds`` the window is on whole pixels (edges
@@ -246,7 +271,7 @@ class RasterioSurface:
         c1, r1 = _snap_up(max(cols)), _snap_up(max(rows))
         return require("rasterio.windows").Window(c0, r0, c1 - c0, r1 - r0)
 
-    def window_transform(self, window):
+    def window_transform(self, window: Any) -> Affine:
         """The ``Affine`` of a window's pixel grid: the image's, moved to the window's corner.
 
         ``window`` is a rasterio ``Window``, ``((y0, y1), (x0, x1))`` or ``(slice, slice)``.
@@ -266,7 +291,7 @@ class RasterioSurface:
         x, y = _apply((a, b, c, d, e, f), col, row)
         return Affine(a, b, x, d, e, y)
 
-    def block_windows(self, bidx: int = 0):
+    def block_windows(self, bidx: int = 0) -> Iterator[tuple[tuple[int, int], Window]]:
         """Yield ``((i, j), Window)`` for every position of the frame grid, row by row.
 
         As rasterio's ``block_windows``: ``i`` is the grid row, ``j`` the grid column and
@@ -295,7 +320,7 @@ GDAL_NATIVE = frozenset({"uint8", "int8", "uint16", "int16", "uint32", "int32", 
 #: GDAL's block cache while converting.  Rows are read and written once, in order, so a
 
 
-def gdal_type(dtype) -> tuple[str, int | None]:
+def gdal_type(dtype: DTypeLike) -> tuple[str, int | None]:
     """(GDAL dtype name, NBITS or None) of a rumi sample dtype, or RumiError."""
     from rumimm.format.dtypes import encoding_for_dtype
 
@@ -313,7 +338,7 @@ def gdal_block(n: int) -> int:
     return min(4096, max(16, -(-int(n) // 16) * 16))
 
 
-def gdal_compression(name) -> str:
+def gdal_compression(name: object) -> str:
     """A GDAL compression name, checked (GDAL itself only logs an unknown one and writes uncompressed)."""
     from rasterio.enums import Compression
 
@@ -324,13 +349,14 @@ def gdal_compression(name) -> str:
     return value
 
 
-def nodata_key(v):
+def nodata_key(v: object) -> object:
     """A nodata value as a set member: NaNs equal each other."""
     return "nan" if isinstance(v, float) and v != v else v
 
 
-def gtiff_profile(img, *, compress: str | None = "zstd", predictor=None, tile=None, interleave=None,
-                  bigtiff: str = "IF_SAFER") -> dict:
+def gtiff_profile(img: Any, *, compress: str | None = "zstd", predictor: int | None = None,
+                  tile: int | tuple[int, int] | None = None, interleave: str | None = None,
+                  bigtiff: str = "IF_SAFER") -> dict[str, Any]:
     """rasterio creation keywords (all but ``driver``) for a tiled GeoTIFF of ``img``.
 
     Parameters

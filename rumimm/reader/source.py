@@ -60,7 +60,7 @@ class FrameSource:
         "verify",
     )
 
-    def __init__(self, path: str, header, store, cache, token: int, verify: bool, magic0: int):
+    def __init__(self, path: str, header, store, cache, token: int, verify: bool, magic0: int | None):
         self.path = path
         self.header = header  # rumimm.format.blob.Header
         self.store = store

@@ -12,11 +12,17 @@ Writers come from ``store.open_writer(path)`` (a destination need not exist to b
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rumimm.errors import RumiError
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from typing_extensions import Buffer
 
 __all__ = ["Buffers", "Pending", "Store", "StoreWriter", "buffer_addresses", "get_ranges_many"]
 
@@ -33,7 +39,7 @@ class Buffers(list):
     addresses: np.ndarray | None = None
 
 
-def buffer_addresses(bufs) -> np.ndarray:
+def buffer_addresses(bufs: Sequence[np.ndarray]) -> np.ndarray:
     """Where each array of ``bufs`` starts in memory (uint64): ``bufs.addresses`` when given, else asked of each."""
     known = getattr(bufs, "addresses", None)
     if known is not None:
@@ -117,7 +123,7 @@ class StoreWriter(abc.ABC):
     name: str
 
     @abc.abstractmethod
-    def write(self, data) -> int:
+    def write(self, data: Buffer) -> int:
         """Append ``data`` (bytes-like); the number of bytes written."""
 
     @abc.abstractmethod
@@ -155,14 +161,15 @@ class StoreWriter(abc.ABC):
     def __enter__(self) -> StoreWriter:
         return self
 
-    def __exit__(self, kind, value, tb) -> None:
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if kind is None:
             self.commit()
         else:
             self.abort()
 
 
-def get_ranges_many(requests) -> list[list[np.ndarray]]:
+def get_ranges_many(requests: Iterable[tuple[Store, Ranges]]) -> list[list[np.ndarray]]:
     """``store.get_ranges(ranges)`` for each ``(store, ranges)`` in ``requests``, all requests in flight together.
 
     A batch of chips from several remote objects costs one wait, not one per object (each

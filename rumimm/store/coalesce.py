@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 
 from rumimm.store.options import DEFAULT_COALESCE
 
@@ -13,7 +14,7 @@ __all__ = ["MAX_REQUEST_BYTES", "Link", "link_for", "plan_requests"]
 MAX_REQUEST_BYTES = 64 << 20
 
 
-def plan_requests(ranges, coalesce: int):
+def plan_requests(ranges: Sequence[tuple[int, int]], coalesce: int) -> list[tuple[int, int, list[int]]]:
     """Merge ``(offset, nbytes)`` ranges closer than ``coalesce`` bytes: ``[(start, end, [indices])]``.
 
     Empty ranges need no request and are left out; a merged request stops growing at
@@ -51,7 +52,7 @@ class Link:
     WINDOW = 32
     WEIGHT = 0.2  # of a new sample in the moving average
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rtts: list[float] = []  # seconds to the headers, the last WINDOW answers
         self.rate: float | None = None  # bytes per second of one answer
 
@@ -79,12 +80,12 @@ class Link:
         return int(min(MAX_REQUEST_BYTES // 4, max(DEFAULT_COALESCE, rtt * self.rate)))
 
 
-_links: dict = {}
+_links: dict[int, Link] = {}
 _links_pid = os.getpid()
 _links_lock = threading.Lock()
 
 
-def link_for(client) -> Link:
+def link_for(client: object) -> Link:
     """The :class:`Link` of ``client`` (clients are shared per bucket or host, so are their links)."""
     global _links_pid
     with _links_lock:

@@ -32,12 +32,19 @@ import mmap
 import os
 import stat
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
 from rumimm.store.atomic import AtomicFile
 from rumimm.store.base import Buffers, Store, StoreWriter
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    from rumimm._typing import StrPath
+    from rumimm.store.base import Ranges
 
 __all__ = ["LocalStore", "LocalWriter"]
 
@@ -99,7 +106,7 @@ class LocalStore(Store):
         self._made = []
         self.__del__()
 
-    def __del__(self):
+    def __del__(self) -> None:
         fd, self.fd = getattr(self, "fd", -1), -1
         if fd >= 0:
             try:
@@ -107,7 +114,7 @@ class LocalStore(Store):
             except (OSError, TypeError):  # TypeError: os is gone at interpreter exit
                 pass
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[LocalStore], tuple[str]]:
         return (LocalStore, (self.path,))  # a worker opens the path again (its size measured there)
 
     def mapping(self) -> np.ndarray:
@@ -138,7 +145,7 @@ class LocalStore(Store):
             return os.pread(self._fd(), nbytes, offset)
         return bytes(self.mapping()[offset:offset + nbytes])
 
-    def get_ranges(self, ranges, scratch=None) -> list[np.ndarray]:
+    def get_ranges(self, ranges: Ranges, scratch: np.ndarray | None = None) -> list[np.ndarray]:
         """Each range's bytes: views into the mapping, or with ``scratch``, one ``pread`` per range into it."""
         if scratch is None:
             buf = self.mapping()
@@ -166,7 +173,7 @@ class LocalStore(Store):
             if o < 0 or n < 0:
                 _check_range(o, n, self.path)
             dst = scratch[at:at + n]
-            if n and os.preadv(fd, [dst], o) != n:
+            if n and os.preadv(fd, [dst], o) != n:  # type: ignore[list-item]  # an ndarray is a buffer
                 self.read_into(dst, o)  # says where the file ends
             out.append(dst)
             at += n
@@ -199,7 +206,7 @@ class LocalWriter(StoreWriter):
     the current position: ``seek`` moves it (the prefix of a rumi file is written last).
     """
 
-    def __init__(self, path):
+    def __init__(self, path: StrPath) -> None:
         self._file = AtomicFile(os.fspath(path))
         self.name = os.fspath(path)
 
@@ -212,7 +219,7 @@ class LocalWriter(StoreWriter):
     def staged(self) -> str:
         return self._file.tmp
 
-    def write(self, data) -> int:
+    def write(self, data: Buffer) -> int:
         return self._file.fh.write(data)
 
     def seekable(self) -> bool:
@@ -235,14 +242,14 @@ class LocalWriter(StoreWriter):
         self._file.discard()
 
 
-def _check_range(offset, nbytes, name) -> tuple[int, int]:
+def _check_range(offset: int, nbytes: int, name: StrPath) -> tuple[int, int]:
     o, n = int(offset), int(nbytes)
     if o < 0 or n < 0:
         raise RumiError(f"{where(name)}byte range ({o}, {n}) is negative")
     return o, n
 
 
-def _mmap(fd: int, size: int, path) -> mmap.mmap:
+def _mmap(fd: int, size: int, path: StrPath) -> mmap.mmap:
     try:
         return mmap.mmap(fd, size, access=mmap.ACCESS_READ, **_TRACKFD)
     except (OSError, ValueError) as exc:

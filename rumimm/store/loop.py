@@ -11,18 +11,23 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from rumimm.store.failures import RemoteError
 
 __all__ = ["no_answer", "submit", "time_bound", "wait"]
 
-_loop = None
-_loop_pid = None
-_used_pid = None  # the process that sent obstore's first request (its runtime runs there)
+T = TypeVar("T")
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid: int | None = None
+_used_pid: int | None = None  # the process that sent obstore's first request (its runtime runs there)
 _loop_lock = threading.Lock()
 
 
-def _event_loop():
+def _event_loop() -> asyncio.AbstractEventLoop:
     """The process's background event loop, started on first use."""
     global _loop, _loop_pid
     pid = os.getpid()
@@ -35,7 +40,7 @@ def _event_loop():
     return _loop
 
 
-def submit(coro, name: str):
+def submit(coro: Coroutine[Any, Any, T], name: str) -> Future[T]:
     """Start ``coro`` on the background loop: a concurrent future (``name``: the object, for the fork error)."""
     global _used_pid
     pid = os.getpid()
@@ -59,7 +64,7 @@ def no_answer(name: str, bound: float) -> RemoteError:
     return RemoteError(f"{name}: no answer within {bound:.0f} s; the server is not responding")
 
 
-def wait(fut, bound: float, name: str):
+def wait(fut: Future[T], bound: float, name: str) -> T:
     """The result of ``fut``, waited for no longer than ``bound`` seconds (then cancelled: RemoteError)."""
     try:
         return fut.result(timeout=bound)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -60,7 +61,7 @@ class ClientSettings:
     max_concurrency: int  # requests in flight at once, per call
 
 
-def client_settings(uri: str, storage_options) -> ClientSettings:
+def client_settings(uri: str, storage_options: Mapping[str, Any] | None) -> ClientSettings:
     """Parse ``storage_options`` for ``uri`` (ValueError naming a bad key) and find or make its client."""
     opts = dict(storage_options or {})
     own = {k: opts.pop(k) for k in list(opts) if k in _OWN_KEYS}
@@ -73,14 +74,14 @@ def client_settings(uri: str, storage_options) -> ClientSettings:
     return ClientSettings(client, path, bound, coalesce, auto, concurrency)
 
 
-def int_option(own: dict, key: str, default: int, minimum: int) -> int:
+def int_option(own: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
     value = own.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"storage option {key} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
-def _duration(key: str, value) -> timedelta:
+def _duration(key: str, value: object) -> timedelta:
     if isinstance(value, timedelta) and value.total_seconds() > 0:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -88,7 +89,7 @@ def _duration(key: str, value) -> timedelta:
     return timedelta(seconds=float(value))
 
 
-def _client_for(uri: str, opts: dict, own: dict):
+def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[Any, str, float]:
     """(obstore store, path in it, seconds one request may take with its retries) for ``uri``."""
     global _clients_pid
     parts = urlsplit(uri)
@@ -140,7 +141,7 @@ def _client_for(uri: str, opts: dict, own: dict):
     return client, path, bound
 
 
-def _make_client(root, config, client_opts, retry_config, name):
+def _make_client(root: str, config: dict[str, Any], client_opts: Any, retry_config: Any, name: str) -> Any:
     try:
         from obstore.store import from_url
     except ImportError:

@@ -12,7 +12,7 @@ OBJECT_SCHEMES = frozenset({"s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "
 HTTP_SCHEMES = frozenset({"http", "https"})
 
 
-def is_remote(path) -> bool:
+def is_remote(path: object) -> bool:
     """Whether ``path`` is a URI rumimm reads through a remote store (not a local path)."""
     if not isinstance(path, str) or "://" not in path:
         return False

@@ -139,6 +139,7 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
         if target.has_time:
             texts = resolve_descriptions(descriptions if descriptions is not None else src.band_texts(img), b)
             if time is None and src.has_trailer:  # the source's own time coordinates
+                assert img.trailer is not None  # a spec 0.2 image has one
                 kind, seconds = img.trailer.kind, img.trailer.seconds
             else:
                 kind, seconds = resolve_time(time, hdr.time_count)
@@ -154,8 +155,7 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
             # 0.2 units 0/1/2 of one step: tile frames, or cells (b h w; h w b is made planar below)
             grid = Grid(x, y, tw, tl, b, src.planar_unit(hdr))
         recode = _recode_plan(hdr, target)
-        src = frame_source(img)
-        file = src.live_store()
+        file = frame_source(img).live_store()
         counts = np.array(hdr.frame_byte_counts, dtype=np.uint64)
         out = open_writer(dest)
         try:
