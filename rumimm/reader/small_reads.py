@@ -14,6 +14,7 @@ OpenZL and geozl's library.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,11 @@ from rumimm.reader import threads as _threads
 from rumimm.reader.frame_checks import check_header
 from rumimm.reader.planner import FrameBatch, check_new, finish, plan_frames
 from rumimm.reader.source import PARALLEL_MIN_BYTES, SCRATCH_KEEP_BYTES, FrameSource
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from rumimm.store import Store
 
 __all__ = ["ChipPart", "chip_parts", "read_small", "read_whole_frames"]
 
@@ -107,8 +113,8 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
         batch = plan_frames((fs,), [0] * len(frames), frames, sizes, own=own,
                             slots=1 if workers < 2 and place is not None else None)
         missing = batch.missing
-        raw = _frame_bytes(fs, store, frames, missing, raw)
         if workers > 1 and len(missing) > 1:
+            raw = _frame_bytes(fs, store, frames, missing, raw)
             check_new(batch, raw)
             jobs = missing
             done = _threads.run_workers(lambda w: [(g, _decode_one(batch, g, raw[g])) for g in jobs[w::workers]],
@@ -125,9 +131,10 @@ def _decode(fs: FrameSource, frames: list[int], sizes: list[int], own: bool = Fa
             for g, frame in enumerate(batch.decoded):
                 if g not in new:
                     place(g, frame)
-        for g in missing:  # one frame at a time through one decode slot: placed before the next
-            check_header(fs, frames[g], raw[g], sizes[g])
-            status = _decode_one(batch, g, raw[g])
+        for g, frame in _frame_stream(fs, store, frames, missing, raw):
+            # one frame at a time through this thread's buffer and one decode slot: placed before the next
+            check_header(fs, frames[g], frame, sizes[g])
+            status = _decode_one(batch, g, frame)
             if status is not None:
                 finish(batch, g, status)
             if place is not None:
@@ -159,6 +166,29 @@ def _frame_bytes(fs: FrameSource, store, frames: list[int], missing: list[int], 
             total += n
         out.update(zip(lacking, store.get_ranges(ranges, scratch=_raw_buffer(total)), strict=True))
     return out
+
+
+def _frame_stream(fs: FrameSource, store: Store, frames: list[int], missing: list[int],
+                  given: dict | None) -> Iterator[tuple[int, np.ndarray]]:
+    """``(g, compressed bytes)`` of each new frame, from ``given`` (``{frame: bytes}``) or ``store.iter_ranges``.
+
+    A local file reads each frame into the start of this thread's buffer right before it is
+    decoded (the bytes are still in the CPU caches); a remote object hands them out as its
+    merged, concurrent requests complete.
+    """
+    lacking = missing
+    if given is not None:
+        lacking = []
+        for g in missing:
+            if frames[g] in given:
+                yield g, given[frames[g]]
+            else:
+                lacking.append(g)
+    if lacking:
+        ranges = [fs.frame_range(frames[g]) for g in lacking]
+        scratch = _raw_buffer(max(n for _, n in ranges))
+        for i, buf in store.iter_ranges(ranges, scratch=scratch):
+            yield lacking[i], buf
 
 
 def _decode_one(batch: FrameBatch, g: int, raw: np.ndarray) -> int | None:

@@ -12,7 +12,7 @@ Writers come from ``store.open_writer(path)`` (a destination need not exist to b
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -103,6 +103,16 @@ class Store(abc.ABC):
         range past the object's end is a ``FormatError`` (the header does not match the
         object); an empty range gives an empty array.
         """
+
+    def iter_ranges(self, ranges: Ranges, scratch: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        """``(index, bytes)`` of each range, in the order the store has them, for a reader that uses each
+        range before asking for the next (it decodes each frame while its bytes are still in the CPU caches).
+
+        With ``scratch`` (a uint8 buffer of at least the largest range) the store may read every range
+        into its start, so a buffer is valid only until the next one is asked for.  This default hands
+        out :meth:`get_ranges`' buffers in order.
+        """
+        yield from enumerate(self.get_ranges(ranges))
 
     def start_ranges(self, ranges: Ranges) -> Pending:
         """Ask for the ranges now, wait later (:func:`get_ranges_many`); this default reads them at once."""

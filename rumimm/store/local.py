@@ -41,6 +41,8 @@ from rumimm.store.atomic import AtomicFile
 from rumimm.store.base import Buffers, Store, StoreWriter
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from typing_extensions import Buffer
 
     from rumimm._typing import StrPath
@@ -178,6 +180,21 @@ class LocalStore(Store):
             out.append(dst)
             at += n
         return out
+
+    def iter_ranges(self, ranges: Ranges, scratch: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        """Each range in order: one ``pread`` into the start of ``scratch`` (a frame at a time through one
+        buffer that stays in the CPU caches), or, without it, views into the mapping."""
+        if scratch is None or not _PREAD:
+            yield from enumerate(self.get_ranges(ranges))
+            return
+        fd = self._fd()
+        for i, (o, n) in enumerate(ranges):
+            if o < 0 or n < 0:
+                _check_range(o, n, self.path)
+            dst = scratch[:n]
+            if n and os.preadv(fd, [dst], o) != n:  # type: ignore[list-item]  # an ndarray is a buffer
+                self.read_into(dst, o)  # says where the file ends
+            yield i, dst
 
     def read_into(self, dst: np.ndarray, offset: int) -> None:
         """Fill ``dst`` (uint8, contiguous) with the bytes at ``offset``; FormatError if the file ends first."""

@@ -121,8 +121,8 @@ class RemoteStore(Store):
             return Pending(_slice(checked, groups, []))
         return _InFlight(self, checked, groups, loop.submit(self._fetch_all(groups), self.name))
 
-    def iter_ranges(self, ranges):
-        """``(index, bytes)`` of each range as its request completes (a frame check walking an object)."""
+    def iter_ranges(self, ranges, scratch=None):
+        """``(index, bytes)`` of each range as its request completes (``scratch`` is not needed)."""
         checked, groups = self._plan(ranges)
         for i, (_, n) in enumerate(checked):
             if n == 0:
