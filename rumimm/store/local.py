@@ -199,9 +199,12 @@ class LocalWriter(StoreWriter):
     the current position: ``seek`` moves it (the prefix of a rumi file is written last).
     """
 
-    def __init__(self, path):
-        self._file = AtomicFile(os.fspath(path))
+    def __init__(self, path, *, overwrite: bool = True):
         self.name = os.fspath(path)
+        if not overwrite and os.path.lexists(self.name):
+            raise FileExistsError(f"{self.name}: the file exists and overwrite=False; pass overwrite=True to replace it")
+        self._file = AtomicFile(os.fspath(path))
+        self._overwrite = overwrite
 
     @property
     def tmp(self) -> str:
@@ -229,6 +232,9 @@ class LocalWriter(StoreWriter):
         self._file.fh.flush()
 
     def commit(self) -> None:
+        if not self._overwrite and os.path.lexists(self.name):  # another writer got there first
+            self.abort()
+            raise FileExistsError(f"{self.name}: the file exists and overwrite=False; pass overwrite=True to replace it")
         self._file.commit()
 
     def abort(self) -> None:
