@@ -17,7 +17,7 @@ from rumimm.store.base import Buffers, Pending, Store, StoreWriter, buffer_addre
 from rumimm.store.failures import RemoteError
 from rumimm.store.local import LocalStore, LocalWriter
 from rumimm.store.remote import RemoteStore
-from rumimm.store.uri import is_remote, public_name
+from rumimm.store.uri import is_remote
 
 __all__ = [
     "Buffers",

@@ -202,7 +202,8 @@ class LocalWriter(StoreWriter):
     def __init__(self, path, *, overwrite: bool = True):
         self.name = os.fspath(path)
         if not overwrite and os.path.lexists(self.name):
-            raise FileExistsError(f"{self.name}: the file exists and overwrite=False; pass overwrite=True to replace it")
+            raise FileExistsError(f"{self.name}: the file exists and overwrite=False; pass overwrite=True to "
+                                  "replace it")
         self._file = AtomicFile(os.fspath(path))
         self._overwrite = overwrite
 
@@ -234,7 +235,8 @@ class LocalWriter(StoreWriter):
     def commit(self) -> None:
         if not self._overwrite and os.path.lexists(self.name):  # another writer got there first
             self.abort()
-            raise FileExistsError(f"{self.name}: the file exists and overwrite=False; pass overwrite=True to replace it")
+            raise FileExistsError(f"{self.name}: the file exists and overwrite=False; pass overwrite=True to "
+                                  "replace it")
         self._file.commit()
 
     def abort(self) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from typing import Literal
 
 from rumimm.errors import RumiError
 from rumimm.store import loop
@@ -121,7 +122,7 @@ class RemoteWriter(StoreWriter):
     async def _put(self, size: int, single: bool):
         import obstore
 
-        mode = "overwrite" if self.overwrite else "create"
+        mode: Literal["overwrite", "create"] = "overwrite" if self.overwrite else "create"
         try:
             if single:
                 return await obstore.put_async(self._client, self._path, self._spool.read(size), mode=mode,

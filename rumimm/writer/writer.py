@@ -248,7 +248,7 @@ class Writer:
                                                frame_format_version)
         spec = renamed_keyword("Writer", "format", "spec", format, spec)
         descriptions = renamed_keyword("Writer", "bands", "descriptions", bands, descriptions)
-        self.path = path if is_remote(path) else resolve_path(path)
+        self.path: str = path if isinstance(path, str) and is_remote(path) else resolve_path(path)
         self._storage_options = dict(storage_options or {})
         self._spec = spec_obj = spec_named(resolve_spec(spec))
         self.spec = spec_obj.name
