@@ -245,3 +245,93 @@ def test_az_writes_through_azurite(tmp_path, spec, monkeypatch):
             rumimm.write("az://eos/out/small.rumi", small, tile=512, storage_options=opts, overwrite=False, **kw)
     finally:
         srv.stop()
+
+
+def _gdal_env(moto, monkeypatch) -> None:
+    """GDAL's /vsis3/ pointed at moto (plain HTTP, path-style URLs)."""
+    monkeypatch.setenv("AWS_S3_ENDPOINT", moto.endpoint.removeprefix("http://"))
+    monkeypatch.setenv("AWS_HTTPS", "NO")
+    monkeypatch.setenv("AWS_VIRTUAL_HOSTING", "FALSE")
+
+
+@pytest.mark.parametrize("spec", ["0.1", "0.2"])
+def test_convert_bucket_to_bucket(s3, tmp_path, spec):
+    a = np.random.default_rng(12).integers(0, 4000, (2, 600, 500), dtype=np.uint16)
+    kw = {"spec": "0.2", "descriptions": ["x", "y"], "time": ["2024-01-01"]} if spec == "0.2" else {}
+    rumimm.write(tmp_path / "src.rumi", a, tile=256, **kw)
+    s3.put_object(Bucket="wrt", Key="in/src.rumi", Body=(tmp_path / "src.rumi").read_bytes())
+    for codec in (None, "fast"):  # frames copied; frames re-encoded
+        blob = rumimm.convert("s3://wrt/in/src.rumi", "s3://wrt/out/dst.rumi", codec=codec, spec=spec,
+                              time=None if spec == "0.2" else None)
+        local = tmp_path / f"dst-{codec}.rumi"
+        assert blob == rumimm.convert(tmp_path / "src.rumi", local, codec=codec, spec=spec)
+        assert _body(s3, "out/dst.rumi") == local.read_bytes()
+    with pytest.raises(FileExistsError):
+        rumimm.convert("s3://wrt/in/src.rumi", "s3://wrt/out/dst.rumi", spec=spec, overwrite=False)
+    with pytest.raises(ValueError, match="dest must not be the source"):
+        rumimm.convert("s3://wrt/in/src.rumi", "s3://wrt/in/src.rumi")
+
+
+def test_a_cog_in_a_bucket_to_a_rumi_file_in_a_bucket(s3, moto, monkeypatch, tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.transform import from_origin
+
+    a = np.random.default_rng(13).integers(0, 4000, (2, 700, 600), dtype=np.uint16)
+    cog = tmp_path / "scene.tif"
+    with rasterio.open(cog, "w", driver="GTiff", width=600, height=700, count=2, dtype="uint16", crs="EPSG:32633",
+                       transform=from_origin(500000, 4200000, 10, 10), tiled=True, blockxsize=256, blockysize=256,
+                       nodata=0) as ds:
+        ds.write(a)
+    s3.put_object(Bucket="wrt", Key="cogs/scene.tif", Body=cog.read_bytes())
+    _gdal_env(moto, monkeypatch)
+    blob = rumimm.from_geotiff("/vsis3/wrt/cogs/scene.tif", "s3://wrt/rumi/scene.rumi", tile=256)
+    assert blob == rumimm.from_geotiff(cog, tmp_path / "scene.rumi", tile=256)
+    assert _body(s3, "rumi/scene.rumi") == (tmp_path / "scene.rumi").read_bytes()
+    img = rumimm.open("s3://wrt/rumi/scene.rumi")
+    assert img.nodata == 0
+    np.testing.assert_array_equal(img[:], a)
+    # and back: a rumi object exported to a GeoTIFF, then that GeoTIFF converted to a bucket again
+    rumimm.to_geotiff("s3://wrt/rumi/scene.rumi", "s3://wrt/back/scene.tif", cog=True)
+    (tmp_path / "back.tif").write_bytes(_body(s3, "back/scene.tif"))
+    with rasterio.open(tmp_path / "back.tif") as ds:
+        np.testing.assert_array_equal(ds.read(), a)
+        assert ds.nodata == 0
+    with pytest.raises(FileExistsError):
+        rumimm.to_geotiff("s3://wrt/rumi/scene.rumi", "s3://wrt/back/scene.tif", overwrite=False)
+
+
+def test_to_rumi_and_write_catalog_to_uris(s3, tmp_path):
+    xr = pytest.importorskip("xarray")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import io
+
+    a = np.random.default_rng(14).integers(0, 255, (2, 300, 400), dtype=np.uint8)
+    da = xr.DataArray(a, dims=("band", "y", "x"))
+    blob = rumimm.to_rumi(da, "s3://wrt/x/da.rumi", tile=128)
+    assert blob == rumimm.to_rumi(da, tmp_path / "da.rumi", tile=128)
+    assert _body(s3, "x/da.rumi") == (tmp_path / "da.rumi").read_bytes()
+    table = rumimm.catalog(["s3://wrt/x/da.rumi"])
+    rumimm.write_catalog(table, "s3://wrt/x/catalog.parquet")
+    got = pq.read_table(io.BytesIO(_body(s3, "x/catalog.parquet")))
+    assert got.num_rows == 1 and got.column("path").to_pylist() == ["s3://wrt/x/da.rumi"]
+    with pytest.raises(FileExistsError):
+        rumimm.write_catalog(table, "s3://wrt/x/catalog.parquet", overwrite=False)
+
+
+def test_dask_array_writes_to_a_uri(s3, tmp_path):
+    da = pytest.importorskip("dask.array")
+    a = np.random.default_rng(15).integers(0, 1000, (2, 400, 500), dtype=np.uint16)
+    d = da.from_array(a, chunks=(2, 128, 250))
+    blob = rumimm.write("s3://wrt/d.rumi", d, tile=128)
+    assert blob == rumimm.write(tmp_path / "d.rumi", a, tile=128)
+    assert _body(s3, "d.rumi") == (tmp_path / "d.rumi").read_bytes()
+
+
+def test_the_cli_converts_to_a_uri(s3, tmp_path, capsys):
+    from rumimm.cli import main
+
+    a = np.random.default_rng(16).integers(0, 1000, (1, 300, 300), dtype=np.uint16)
+    rumimm.write(tmp_path / "in.rumi", a, tile=128)
+    s3.put_object(Bucket="wrt", Key="in.rumi", Body=(tmp_path / "in.rumi").read_bytes())
+    assert main(["convert", "s3://wrt/in.rumi", "s3://wrt/out.rumi", "--codec", "fast"]) == 0
+    np.testing.assert_array_equal(rumimm.open("s3://wrt/out.rumi")[:], a)
