@@ -261,8 +261,7 @@ def test_convert_bucket_to_bucket(s3, tmp_path, spec):
     rumimm.write(tmp_path / "src.rumi", a, tile=256, **kw)
     s3.put_object(Bucket="wrt", Key="in/src.rumi", Body=(tmp_path / "src.rumi").read_bytes())
     for codec in (None, "fast"):  # frames copied; frames re-encoded
-        blob = rumimm.convert("s3://wrt/in/src.rumi", "s3://wrt/out/dst.rumi", codec=codec, spec=spec,
-                              time=None if spec == "0.2" else None)
+        blob = rumimm.convert("s3://wrt/in/src.rumi", "s3://wrt/out/dst.rumi", codec=codec, spec=spec)
         local = tmp_path / f"dst-{codec}.rumi"
         assert blob == rumimm.convert(tmp_path / "src.rumi", local, codec=codec, spec=spec)
         assert _body(s3, "out/dst.rumi") == local.read_bytes()
@@ -335,3 +334,68 @@ def test_the_cli_converts_to_a_uri(s3, tmp_path, capsys):
     s3.put_object(Bucket="wrt", Key="in.rumi", Body=(tmp_path / "in.rumi").read_bytes())
     assert main(["convert", "s3://wrt/in.rumi", "s3://wrt/out.rumi", "--codec", "fast"]) == 0
     np.testing.assert_array_equal(rumimm.open("s3://wrt/out.rumi")[:], a)
+
+
+def _big():
+    return np.random.default_rng(17).integers(0, 1 << 16, (2, 1536, 1536), dtype=np.uint16)  # two 5 MiB parts
+
+
+PARTS = {"part_size": MIN_PART_SIZE, "max_retries": 3, "init_backoff": 0.01, "max_backoff": 0.05,
+         "retry_timeout": 10.0}
+
+
+def _once(status, want):
+    """A fault answering ``status`` the first time a request matches ``want(method, query)``."""
+    hit = []
+
+    def fault(method, path, query):
+        if not hit and want(method, query):
+            hit.append((method, query))
+            return status
+        return None
+
+    return fault, hit
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_5xx_during_a_part_is_retried(s3, moto, tmp_path, status):
+    a = _big()
+    moto.fault, hit = _once(status, lambda m, q: m == "PUT" and "partNumber=2" in q)
+    try:
+        blob = rumimm.write("s3://wrt/r.rumi", a, tile=512, storage_options=PARTS)
+    finally:
+        moto.fault = None
+    assert hit and blob == rumimm.write(tmp_path / "r.rumi", a, tile=512)
+    assert _body(s3, "r.rumi") == (tmp_path / "r.rumi").read_bytes() and _uploads(s3) == []
+
+
+def test_a_part_refused_fails_the_write_and_leaves_no_object(s3, moto):
+    moto.fault = lambda m, p, q: 403 if m == "PUT" and "partNumber=2" in q else None
+    try:
+        with pytest.raises(rumimm.RumiError, match=r"^s3://wrt/p\.rumi: access denied") as info:
+            rumimm.write("s3://wrt/p.rumi?versionId=SECRET", _big(), tile=512, storage_options=PARTS)
+    finally:
+        moto.fault = None
+    assert "SECRET" not in str(info.value)
+    assert _keys(s3) == [] and _uploads(s3) == []  # the client aborted the upload
+
+
+def test_a_completion_that_fails_leaves_no_object(s3, moto):
+    moto.fault = lambda m, p, q: 500 if m == "POST" and "uploadId=" in q else None
+    try:
+        with pytest.raises(rumimm.RumiError, match=r"^s3://wrt/c\.rumi: PUT failed"):
+            rumimm.write("s3://wrt/c.rumi", _big(), tile=512, storage_options=PARTS)
+    finally:
+        moto.fault = None
+    assert _keys(s3) == [] and _uploads(s3) == []
+
+
+def test_credentials_refused(s3, moto):
+    moto.fault = lambda m, p, q: 403
+    try:
+        for a in (np.ones((8, 8), np.uint8), _big()):
+            with pytest.raises(rumimm.RumiError, match=r"^s3://wrt/k\.rumi: access denied"):
+                rumimm.write("s3://wrt/k.rumi", a, tile=512, storage_options=PARTS)
+    finally:
+        moto.fault = None
+    assert _keys(s3) == [] and _uploads(s3) == []

@@ -167,9 +167,8 @@ def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = Non
     """
     from rumimm.reader.image import Image
     from rumimm.reader.image import open as open_image
-    from rumimm.writer.args import resolve_threads
-
     from rumimm.store import is_remote, open_writer
+    from rumimm.writer.args import resolve_threads
 
     if isinstance(dst, str) and is_remote(dst):
         import tempfile
