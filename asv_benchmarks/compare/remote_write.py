@@ -98,7 +98,8 @@ def _obstore_put(key: str, local: str) -> None:
     from obstore.store import S3Store
 
     store = S3Store(BUCKET, client_options={"allow_http": True})
-    obstore.put(store, key, open(local, "rb"), chunk_size=16 << 20, max_concurrency=8)
+    with open(local, "rb") as fh:
+        obstore.put(store, key, fh, chunk_size=16 << 20, max_concurrency=8)
 
 
 def _profile(b: int, y: int, x: int) -> dict:
