@@ -190,6 +190,12 @@ class Writer:
         The values of the two georeferencing tags (ModelTransformationTag, GeoKeyDirectoryTag)
         as a rumi file stores them, written as they are instead of ``transform``, ``crs`` and
         ``pixel_is_point`` (``rumimm.convert`` keeps its source's this way).
+    storage_options : dict, optional
+        For a ``path`` that is a URI (``s3://``, ``gs://``, ``az://``): the client's settings,
+        as for reading, plus ``part_size``; the frames are staged and uploaded on ``close``,
+        the object visible only once complete (docs/remote.md, "Writing").
+    overwrite : bool
+        False: refuse to replace an existing file or object (``FileExistsError``).
     format_version, format, bands
         Deprecated names of ``frame_format_version``, ``spec`` and ``descriptions``.
 
