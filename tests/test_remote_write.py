@@ -399,3 +399,15 @@ def test_credentials_refused(s3, moto):
     finally:
         moto.fault = None
     assert _keys(s3) == [] and _uploads(s3) == []
+
+
+@pytest.mark.slow
+def test_a_dask_array_on_a_cluster_writes_to_a_uri(s3, tmp_path, dask_session_client):
+    """Workers compress the chunks; the frames reach this process's upload (the workers never see the URI)."""
+    da = pytest.importorskip("dask.array")
+    a = np.random.default_rng(18).integers(0, 1000, (2, 600, 700), dtype=np.uint16)
+    d = da.from_array(a, chunks=(2, 256, 350))
+    with dask_session_client.as_current():
+        blob = rumimm.write("s3://wrt/cluster.rumi", d, tile=256)
+    assert blob == rumimm.write(tmp_path / "cluster.rumi", a, tile=256)
+    assert _body(s3, "cluster.rumi") == (tmp_path / "cluster.rumi").read_bytes()
