@@ -184,6 +184,19 @@ def _readable(path: str, walk: bool = True):
     return classify(path, walk)
 
 
+def _size(path: str) -> int:
+    """The size of a file written, or of an object uploaded (one HEAD)."""
+    from rumimm.store import is_remote, open_store
+
+    if is_remote(path):
+        store = open_store(path)
+        try:
+            return store.size
+        finally:
+            store.close()
+    return os.path.getsize(path)
+
+
 def _destination(path: str) -> None:
     from rumimm.reader.inputs import check_destination
 
@@ -384,7 +397,7 @@ def _convert(args: argparse.Namespace) -> int:
     except TypeError as exc:  # an argument of the wrong kind (the message says which)
         return _fail(str(exc))
     seconds = time.perf_counter() - t0
-    size = os.path.getsize(args.dest)
+    size = _size(args.dest)
     if done.source_spec is not None:
         recoded = f", frames re-encoded with {args.codec!r}" if done.recoded else ""
         print(f"{args.dest}: rumi spec {done.target_spec} from {args.source} (spec {done.source_spec}{recoded}), "
@@ -416,7 +429,7 @@ def _export(args: argparse.Namespace) -> int:
     to_geotiff(args.source, args.dest, header=_read_blob(args.header), compress=args.compress, tile=args.tile,
                cog=args.cog, progress=_progress())
     kind = "Cloud Optimized GeoTIFF" if args.cog else "GeoTIFF"
-    print(f"{args.dest}: {kind}, {os.path.getsize(args.dest):,} bytes from {args.source} "
+    print(f"{args.dest}: {kind}, {_size(args.dest):,} bytes from {args.source} "
           f"in {time.perf_counter() - t0:.2f} s")
     return 0
 

@@ -256,6 +256,8 @@ class MotoS3(_Counted):
         self.requests: list[Request] = []
         self.lock = threading.Lock()
 
+        self.fault = None  # fault(method, path, query) -> an HTTP status to answer instead, or None
+
         def counting(environ, start_response):
             with self.lock:
                 self.requests.append(Request(environ["REQUEST_METHOD"], environ.get("PATH_INFO"),
@@ -263,6 +265,13 @@ class MotoS3(_Counted):
                 over = len(self.requests) > MAX_REQUESTS
             if over:
                 start_response("503 Service Unavailable", [("Content-Length", "0")])
+                return [b""]
+            fault = self.fault
+            status = fault(environ["REQUEST_METHOD"], environ.get("PATH_INFO"), environ.get("QUERY_STRING", "")) \
+                if fault is not None else None
+            if status is not None:
+                environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))  # the body, unread by moto
+                start_response(f"{status} Fault", [("Content-Length", "0")])
                 return [b""]
             return app(environ, start_response)
 

@@ -242,14 +242,29 @@ def _geo_metadata(table: pa.Table, crs: str) -> dict[str, Any]:
     return {"version": "1.1.0", "primary_column": "geometry", "columns": {"geometry": column}}
 
 
-def write_catalog(table: pa.Table, path: StrPath, *, row_group_size: int | None = None) -> None:
+def write_catalog(table: pa.Table, path: StrPath, *, row_group_size: int | None = None,
+                  storage_options: Mapping[str, Any] | None = None, overwrite: bool = True) -> None:
     """Write a catalog table as GeoParquet, atomically (a temporary file renamed into place).
 
     ``geopandas.read_parquet(path)`` reads it as a GeoDataFrame with the catalog's CRS.
+    ``path`` may be a URI (``s3://``, ``gs://``, ``az://``; ``storage_options`` as for
+    :func:`rumimm.write`): the object appears only once complete.  ``overwrite=False``
+    refuses an existing file or object (``FileExistsError``).
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from rumimm.store import is_remote
 
     if b"geo" not in (table.schema.metadata or {}):
         raise ValueError("the table has no GeoParquet metadata; build it with rumimm.catalog")
+    if is_remote(path) or not overwrite:
+        from rumimm.store import open_writer
+
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, row_group_size=row_group_size, compression="zstd")
+        with open_writer(path, storage_options, overwrite=overwrite) as out:
+            out.write(sink.getvalue())
+        return
     with replacing(path) as tmp:  # named like every rumimm temp file: rumimm clean finds a killed write's
         pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd")

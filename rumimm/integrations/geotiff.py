@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -127,7 +127,8 @@ def cog_available() -> bool:
 def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = None, compress: str | None = "zstd",
                predictor: int | None = None, tile: Tile | None = None, interleave: str | None = None,
                cog: bool = False, bigtiff: str = "IF_SAFER", threads: int | None = None,
-               progress: ProgressArg = None) -> None:
+               progress: ProgressArg = None, storage_options: Mapping[str, Any] | None = None,
+               overwrite: bool = True) -> None:
     """Write a rumi image as a tiled, compressed GeoTIFF (or a COG), one row of blocks at a time.
 
     Parameters
@@ -136,9 +137,14 @@ def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = Non
         The rumi file (opened with ``header`` if given) or an open Image.  The
         frames are read through a handle of their own, without a frame cache.
     dst : str or os.PathLike
-        The GeoTIFF to create or replace (atomically).
+        The GeoTIFF to create or replace (atomically), or a URI (``s3://``, ``gs://``, ``az://``):
+        GDAL writes a GeoTIFF out of order, so it is written to a local temporary file, then
+        uploaded (visible only once complete).
     header : bytes, optional
         ``src``'s header blob.
+    storage_options, overwrite
+        A remote ``src``'s or ``dst``'s client settings (as for :func:`rumimm.write`);
+        ``overwrite=False`` refuses an existing ``dst``.
     compress, predictor, tile, interleave, bigtiff
         As for :func:`gtiff_profile`: zstd with the predictor that suits the dtype by default.
     cog : bool
@@ -161,8 +167,24 @@ def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = Non
     """
     from rumimm.reader.image import Image
     from rumimm.reader.image import open as open_image
+    from rumimm.store import is_remote, open_writer
     from rumimm.writer.args import resolve_threads
 
+    if isinstance(dst, str) and is_remote(dst):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="rumimm-export-") as folder:
+            local = os.path.join(folder, "export.tif")
+            to_geotiff(src, local, header=header, compress=compress, predictor=predictor, tile=tile,
+                       interleave=interleave, cog=cog, bigtiff=bigtiff, threads=threads, progress=progress,
+                       storage_options=storage_options)
+            with open(local, "rb") as fh, open_writer(dst, storage_options, overwrite=overwrite) as out:
+                for chunk in iter(lambda: fh.read(8 << 20), b""):
+                    out.write(chunk)
+        return
+    if not overwrite and os.path.lexists(os.fspath(dst)):
+        raise FileExistsError(f"{os.fspath(dst)!s}: the file exists and overwrite=False; pass overwrite=True to "
+                              "replace it")
     rasterio = require("rasterio")
     if cog and not cog_available():
         raise ImportError("cog=True needs GDAL >= 3.1 (the COG driver); this rasterio's GDAL has none")
@@ -170,7 +192,9 @@ def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = Non
         header = bytes(src.header)
         src = src.path
     threads = resolve_threads(threads)
-    with open_image(src, header=header, cache_bytes=0) as img, replacing(dst) as tmp:
+    remote_src = isinstance(src, str) and is_remote(src)
+    with open_image(src, header=header, cache_bytes=0, storage_options=storage_options if remote_src else None) \
+            as img, replacing(dst) as tmp:
         _one_step(img)
         profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                 bigtiff=bigtiff)
@@ -369,6 +393,7 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
                  crs: CRSArg = None, header_out: StrPath | None = None, progress: ProgressArg = None,
                  threads: int | None = None, verify: bool = False, drop_georef: bool = False,
                  spec: SpecName | None = None, descriptions: Sequence[str] | None = None, time: TimeArg = None,
+                 storage_options: Mapping[str, Any] | None = None, overwrite: bool = True,
                  format: Any = UNSET, bands: Any = UNSET) -> bytes:
     """Convert a GeoTIFF (or anything GDAL reads) into a rumi file, one row of tiles at a time.
 
@@ -377,7 +402,12 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
     src : str or os.PathLike
         The GeoTIFF, COG or other GDAL raster.
     dst : str or os.PathLike
-        The rumi file to create or replace (atomically).
+        The rumi file to create or replace (atomically), or a URI (``s3://``, ``gs://``,
+        ``az://``): uploaded as it is written, visible only once complete; a COG in a bucket
+        (GDAL's ``/vsis3/`` and friends, or ``s3://``) goes to a bucket with no local copy.
+    storage_options, overwrite
+        As for :func:`rumimm.write`: a remote ``dst``'s client settings; False refuses an
+        existing ``dst``.
     tile, unit, codec, threads, verify
         As for :func:`rumimm.write`.
     crs : int or str, optional
@@ -451,7 +481,8 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
             # the Writer checks every argument before anything is said about the file
             with Writer(dst, (ds.count, height, width), dtype, tile=tile, unit=unit, transform=transform, crs=epsg,
                         pixel_is_point=point, codec=codec, threads=threads, verify=verify, metadata=metadata,
-                        spec=spec, descriptions=descriptions, time=time) as w, \
+                        spec=spec, descriptions=descriptions, time=time, storage_options=storage_options,
+                        overwrite=overwrite) as w, \
                     Progress(progress, w.rows, desc="convert", unit="row") as bar:
                 if crs_note:
                     warnings.warn(crs_note, RumiWarning, stacklevel=2)

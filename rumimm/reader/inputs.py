@@ -136,6 +136,10 @@ def gdal_refusal(path: StrPath, exc: BaseException) -> RumiError | None:
 
 def check_destination(path: StrPath) -> None:
     """FileNotFoundError naming the output when the directory to write it into does not exist."""
+    from rumimm.store import is_remote
+
+    if is_remote(path):  # an object store has no directories; a missing bucket fails the upload
+        return
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 
-from rumimm.errors import RumiError
 from rumimm.store.base import Buffers, Pending, Store, StoreWriter, buffer_addresses, get_ranges_many
 from rumimm.store.failures import RemoteError
 from rumimm.store.local import LocalStore, LocalWriter
 from rumimm.store.remote import RemoteStore
-from rumimm.store.uri import is_remote, public_name
+from rumimm.store.uri import is_remote
 
 __all__ = [
     "Buffers",
@@ -51,14 +50,18 @@ def open_store(path, storage_options=None) -> Store:
     return LocalStore(os.fspath(path))
 
 
-def open_writer(path, storage_options=None) -> StoreWriter:
+def open_writer(path, storage_options=None, *, overwrite: bool = True) -> StoreWriter:
     """A :class:`StoreWriter` for a new version of ``path``: nothing visible until ``commit``.
 
-    Local files only for now (:class:`LocalWriter`); a remote URI is a ``RumiError``.
+    A local file (:class:`LocalWriter`: a temporary file renamed into place) or an object
+    in an object store (:class:`~rumimm.store.remote_writer.RemoteWriter`: an upload that
+    appears only when complete).  ``overwrite=False`` refuses an existing file or object
+    at ``commit`` (``FileExistsError``).
     """
     if is_remote(path):
-        raise RumiError(f"{public_name(path)}: writing to URIs is not supported yet; write a local file and "
-                        "upload it")
+        from rumimm.store.remote_writer import RemoteWriter
+
+        return RemoteWriter(path, storage_options, overwrite=overwrite)
     if storage_options:
         raise ValueError(f"storage_options apply to remote URIs only, got a local path {os.fspath(path)!r}")
-    return LocalWriter(path)
+    return LocalWriter(path, overwrite=overwrite)

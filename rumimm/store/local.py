@@ -223,9 +223,13 @@ class LocalWriter(StoreWriter):
     the current position: ``seek`` moves it (the prefix of a rumi file is written last).
     """
 
-    def __init__(self, path: StrPath) -> None:
-        self._file = AtomicFile(os.fspath(path))
+    def __init__(self, path: StrPath, *, overwrite: bool = True) -> None:
         self.name = os.fspath(path)
+        if not overwrite and os.path.lexists(self.name):
+            raise FileExistsError(f"{self.name}: the file exists and overwrite=False; pass overwrite=True to "
+                                  "replace it")
+        self._file = AtomicFile(os.fspath(path))
+        self._overwrite = overwrite
 
     @property
     def tmp(self) -> str:
@@ -253,6 +257,10 @@ class LocalWriter(StoreWriter):
         self._file.fh.flush()
 
     def commit(self) -> None:
+        if not self._overwrite and os.path.lexists(self.name):  # another writer got there first
+            self.abort()
+            raise FileExistsError(f"{self.name}: the file exists and overwrite=False; pass overwrite=True to "
+                                  "replace it")
         self._file.commit()
 
     def abort(self) -> None:

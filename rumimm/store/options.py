@@ -38,11 +38,12 @@ _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "
                 "proxy_url", "proxy_ca_certificate", "proxy_excludes", "root_certificate",
                 "randomize_addresses", "read_timeout", "timeout", "user_agent"}
 #: rumimm's own keys: how requests are merged, run and retried.
-_OWN_KEYS = {"coalesce", "max_concurrency", "max_retries", "retry_timeout", "init_backoff", "max_backoff"}
+_OWN_KEYS = {"coalesce", "max_concurrency", "max_retries", "retry_timeout", "init_backoff", "max_backoff",
+             "part_size"}  # part_size: writes only (store.remote_writer)
 _DEFAULT_CLIENT = {"timeout": 30.0, "connect_timeout": 5.0}  # seconds; obstore's own defaults too
 _ALLOW_HTTP_ENV = {"s3": "AWS_ALLOW_HTTP", "s3a": "AWS_ALLOW_HTTP", "gs": "GOOGLE_ALLOW_HTTP"}
 _DEFAULT_RETRY = {"max_retries": 5, "retry_timeout": 60.0, "init_backoff": 0.1, "max_backoff": 5.0}
-_ENV_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_")  # what the clients read: a change makes a new client
+_ENV_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "AZURITE_")  # what the clients read: a change makes a new client
 
 _clients: dict = {}
 _clients_pid = os.getpid()

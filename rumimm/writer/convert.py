@@ -36,7 +36,7 @@ from rumimm.format.spec import V02, Spec, spec_named
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2
 from rumimm.store import open_writer
-from rumimm.store.uri import is_remote
+from rumimm.store.uri import is_remote, public_name
 from rumimm.writer.args import resolve_descriptions, resolve_path, resolve_spec, resolve_time
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ _COPY_CHUNK = 8 << 20  # bytes of frames copied at a time
 def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, codec: CodecArg = None,
             descriptions: Sequence[str] | None = None, time: TimeArg = None, header: bytes | None = None,
             threads: int | None = None, progress: ProgressArg = None, storage_options: Mapping[str, Any] | None = None,
+            dest_storage_options: Mapping[str, Any] | None = None, overwrite: bool = True,
             format: object = UNSET, bands: object = UNSET) -> bytes:
     """Write ``source`` (a rumi file of either spec) as a rumi file of spec ``spec``; return its header blob.
 
@@ -65,8 +66,9 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
     Parameters
     ----------
     source, dest : str or os.PathLike
-        The rumi file to read (or a remote URI, ``docs/remote.md``) and the local file to
-        write (replaced atomically; may not be ``source``).
+        The rumi file to read and the file to write (replaced atomically; may not be
+        ``source``); either may be a remote URI (``docs/remote.md``): a bucket to a
+        bucket streams the frames through this process, with no local copy of the source.
     spec : {None, "0.2", "0.1"}
         The specification of ``dest``.  Default: the source's with ``codec``, else "0.2".
     codec : str or rumimm.codec.Codec, optional
@@ -85,7 +87,12 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
         With ``codec``: as for :func:`rumimm.write` (processes that compress; a progress
         bar or callback per row of tiles).
     storage_options : dict, optional
-        A remote source's client settings (see :func:`rumimm.open`).
+        A remote source's client settings (see :func:`rumimm.open`); a remote ``dest``'s too,
+        unless ``dest_storage_options`` is given.
+    dest_storage_options : dict, optional
+        A remote ``dest``'s client settings (``part_size`` among them, docs/remote.md).
+    overwrite : bool
+        False: refuse to replace an existing ``dest`` (``FileExistsError``).
     format, bands
         Deprecated names of ``spec`` and ``descriptions``.
 
@@ -117,8 +124,13 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
         resolve_spec(spec)  # a bad spec is refused before the source is opened
     remote = is_remote(source)
     src_path = source if remote else os.fspath(source)
-    dest = resolve_path(dest)
-    if not remote and os.path.exists(dest) and os.path.samefile(src_path, dest):
+    dest_remote = is_remote(dest)
+    dest = cast(str, dest) if dest_remote else resolve_path(dest)
+    out_options = (dest_storage_options if dest_storage_options is not None else storage_options) \
+        if dest_remote else None
+    if remote and dest_remote and public_name(cast(str, source)) == public_name(dest):
+        raise ValueError(f"{public_name(dest)}: convert writes a new object; dest must not be the source")
+    if not remote and not dest_remote and os.path.exists(dest) and os.path.samefile(src_path, dest):
         raise ValueError(f"{where(dest)}convert writes a new file; dest must not be the source")
     with Image(src_path, header, cache_bytes=0, storage_options=storage_options) as img:
         src_path = img.path  # a URI without its query string: what messages name
@@ -132,7 +144,8 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
                             "it cannot be converted")
         matrix, keys = _georef_values(img)
         if codec is not None:
-            return _reencode(img, dest, target, codec, (matrix, keys), descriptions, time, threads, progress)
+            return _reencode(img, dest, target, codec, (matrix, keys), descriptions, time, threads, progress,
+                             out_options, overwrite)
         b, y, x = hdr.samples_per_pixel, hdr.image_length, hdr.image_width
         tw, tl = hdr.tile_width, hdr.tile_length
         grid: Grid  # a Grid2 for spec 0.2
@@ -157,7 +170,7 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
         recode = _recode_plan(hdr, target)
         file = frame_source(img).live_store()
         counts = np.array(hdr.frame_byte_counts, dtype=np.uint64)
-        out = open_writer(dest)
+        out = open_writer(dest, out_options, overwrite=overwrite)
         try:
             fh = out
             fh.seek(grid.base_frame_offset)
@@ -192,7 +205,8 @@ def _georef_values(img: Image) -> tuple[tuple[float, ...], tuple[int, ...]]:
 
 
 def _reencode(img: Image, dest: str, spec: Spec, codec: CodecArg, georef: tuple[tuple[float, ...], tuple[int, ...]],
-              descriptions: Sequence[str] | None, time: TimeArg, threads: int | None, progress: ProgressArg) -> bytes:
+              descriptions: Sequence[str] | None, time: TimeArg, threads: int | None, progress: ProgressArg,
+              storage_options: Mapping[str, Any] | None = None, overwrite: bool = True) -> bytes:
     """Decode ``img`` one row of tiles at a time and write it to ``dest`` with ``codec`` (a Writer does the rest)."""
     from rumimm.writer.writer import Writer
 
@@ -215,7 +229,8 @@ def _reencode(img: Image, dest: str, spec: Spec, codec: CodecArg, georef: tuple[
         extra = {}
     meta = img.metadata
     with Writer(dest, shape, img.dtype, tile=img.tile, unit=unit, codec=codec, georef=georef, threads=threads,
-                progress=progress, metadata=None if meta.is_empty() else meta, spec=spec.name, **extra) as w:
+                progress=progress, metadata=None if meta.is_empty() else meta, spec=spec.name,
+                storage_options=storage_options, overwrite=overwrite, **extra) as w:
         for r in range(w.rows):
             y0, y1 = w.row_span(r)
             block = img[:, :, y0:y1, :] if len(img.shape) == 4 else img[:, y0:y1, :]

@@ -18,7 +18,7 @@ from rumimm.errors import RumiWarning
 from rumimm.format.pam import Metadata, build_pam, sidecar_path
 from rumimm.writer.atomic import replacing
 
-__all__ = ["remove_sidecar", "resolve_metadata", "write_sidecar"]
+__all__ = ["remove_sidecar", "resolve_metadata", "write_remote_sidecar", "write_sidecar"]
 
 
 def resolve_metadata(metadata, count: int, dtype) -> Metadata | None:
@@ -70,3 +70,20 @@ def remove_sidecar(path: str) -> None:
             return
         warnings.warn(f"{name}: cannot remove the sidecar of the file replaced ({exc.strerror or exc}); it no longer "
                       "describes the file (rumimm.open ignores it) but GDAL would apply it", RumiWarning, stacklevel=4)
+
+
+def write_remote_sidecar(uri: str, storage_options, metadata: Metadata | None, blob: bytes) -> None:
+    """Put the sidecar object next to the object at ``uri`` just written, or delete the one left from its last version.
+
+    It comes after the object (an object store has no rename to order the two): a reader
+    that finds the object without its sidecar, or with the previous version's (whose
+    header blob digest is not the new object's), applies none (``rumimm.reader.sidecar``).
+    """
+    from rumimm.store.remote_writer import delete, put_small
+    from rumimm.store.uri import sibling
+
+    side = sibling(uri, ".aux.xml")
+    if metadata is None:
+        delete(side, storage_options)
+        return
+    put_small(side, build_pam(metadata, blob, None), storage_options)

@@ -38,7 +38,7 @@ from rumimm.format.grid import FrameUnit, Grid, frame_unit
 from rumimm.format.spec import spec_named
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2
-from rumimm.store import open_writer
+from rumimm.store import is_remote, open_writer
 from rumimm.writer import encode_pool
 from rumimm.writer.args import (
     check_frame_size,
@@ -57,7 +57,7 @@ from rumimm.writer.args import (
     resolve_time,
 )
 from rumimm.writer.frame_job import FrameJob, JobArgs, encode_specs, frame_specs
-from rumimm.writer.sidecar import remove_sidecar, resolve_metadata, write_sidecar
+from rumimm.writer.sidecar import remove_sidecar, resolve_metadata, write_remote_sidecar, write_sidecar
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike
@@ -181,10 +181,21 @@ class Writer:
         ``spec="0.2"`` only, and required there: one coordinate per time step (a
         ``date``, ``datetime``, ISO string or ``numpy.datetime64``; whole UTC seconds,
         naive datetimes are UTC), or one ``(start, end)`` pair per step.
+    storage_options : dict, optional
+        For a ``path`` that is a URI (``s3://``, ``gs://``, ``az://``): the client's settings, as
+        for reading, plus ``part_size`` (bytes per part of the upload); see docs/remote.md.
+    overwrite : bool
+        False: refuse to replace an existing file or object (``FileExistsError``).
     georef : (sequence of 16 float, sequence of 16 int), optional
         The values of the two georeferencing tags (ModelTransformationTag, GeoKeyDirectoryTag)
         as a rumi file stores them, written as they are instead of ``transform``, ``crs`` and
         ``pixel_is_point`` (``rumimm.convert`` keeps its source's this way).
+    storage_options : dict, optional
+        For a ``path`` that is a URI (``s3://``, ``gs://``, ``az://``): the client's settings,
+        as for reading, plus ``part_size``; the frames are staged and uploaded on ``close``,
+        the object visible only once complete (docs/remote.md, "Writing").
+    overwrite : bool
+        False: refuse to replace an existing file or object (``FileExistsError``).
     format_version, format, bands
         Deprecated names of ``frame_format_version``, ``spec`` and ``descriptions``.
 
@@ -234,6 +245,7 @@ class Writer:
                  metadata: Metadata | None = None, spec: SpecName | None = None,
                  descriptions: Sequence[str] | None = None, time: TimeArg | np.ndarray = None,
                  georef: tuple[Sequence[float], Sequence[int]] | None = None,
+                 storage_options: Mapping[str, Any] | None = None, overwrite: bool = True,
                  format_version: object = UNSET, format: object = UNSET, bands: object = UNSET) -> None:
         from rumimm.codec import resolve_codec
         from rumimm.progress import Progress
@@ -242,7 +254,8 @@ class Writer:
                                                frame_format_version)
         spec = renamed_keyword("Writer", "format", "spec", format, spec)
         descriptions = renamed_keyword("Writer", "bands", "descriptions", bands, descriptions)
-        self.path = resolve_path(path)
+        self.path: str = path if isinstance(path, str) and is_remote(path) else resolve_path(path)
+        self._storage_options = dict(storage_options or {})
         self._spec = spec_obj = spec_named(resolve_spec(spec))
         self.spec = spec_obj.name
         self._trailer = b""
@@ -294,7 +307,7 @@ class Writer:
         self._pending: deque = deque()
         self._closed = False
         try:
-            self._file = open_writer(self.path)
+            self._file = open_writer(self.path, storage_options, overwrite=overwrite)
             try:
                 self._file.seek(self.grid.base_frame_offset)
                 self._backend = self._make_backend(steps * b * y * x * self.enc.itemsize)
@@ -441,12 +454,15 @@ class Writer:
             # the sidecar goes first: a crash between the two renames leaves the old file with a
             # sidecar whose blob digest is not its own, which open recognises and ignores
             fh.flush()
-            has_sidecar = write_sidecar(self.path, self.metadata, blob, self._file.staged)
+            remote = is_remote(self.path)
+            has_sidecar = not remote and write_sidecar(self.path, self.metadata, blob, self._file.staged)
             self._file.commit()
         except BaseException:
             self.abort()
             raise
-        if not has_sidecar:
+        if remote:  # after the object: an object store has no rename to order the two by
+            write_remote_sidecar(self.path, self._storage_options, self.metadata, blob)
+        elif not has_sidecar:
             remove_sidecar(self.path)  # it described the file just replaced
         self._progress.close()
         self.header = blob
@@ -554,7 +570,8 @@ def write(path: StrPath, array: ArrayLike | SliceableArray, *, tile: Tile = 512,
           units: Sequence[str | None] | None = None,
           colormaps: Mapping[int, Mapping[int, tuple[int, ...]]] | None = None,
           tags: Mapping[str, Any] | None = None, band_tags: Mapping[int, Mapping[str, Any]] | None = None,
-          spec: SpecName | None = None, time: TimeArg | np.ndarray = None, format_version: object = UNSET,
+          spec: SpecName | None = None, time: TimeArg | np.ndarray = None,
+          storage_options: Mapping[str, Any] | None = None, overwrite: bool = True, format_version: object = UNSET,
           format: object = UNSET, bands: object = UNSET) -> bytes:
     """Write ``array`` as a rumi file and return its header blob.
 
@@ -592,6 +609,8 @@ def write(path: StrPath, array: ArrayLike | SliceableArray, *, tile: Tile = 512,
         ``path + ".aux.xml"``, written with the file (its rename comes just before the
         file's); GDAL, rasterio and :func:`rumimm.open` read it.  Without any of them an
         earlier sidecar at that path is removed.
+    storage_options, overwrite
+        As for :class:`Writer`: a URI ``path`` is uploaded, the object visible only once complete.
     spec, time
         As for :class:`Writer`: ``spec="0.2"`` writes today's reference format
         (rumi-eo 0.18 and later), which needs a text per band (``descriptions``) and a
@@ -641,7 +660,8 @@ def write(path: StrPath, array: ArrayLike | SliceableArray, *, tile: Tile = 512,
     with Writer(path, src.shape, src.dtype, tile=tile, unit=unit, transform=transform, crs=crs,
                 spec=spec, descriptions=cast("Sequence[str] | None", texts), time=time,
                 pixel_is_point=pixel_is_point, codec=codec, frame_format_version=frame_format_version, threads=threads,
-                verify=verify, progress=progress, metadata=metadata) as w:
+                verify=verify, progress=progress, metadata=metadata, storage_options=storage_options,
+                overwrite=overwrite) as w:
         if client is not None:
             distributed.write_on_client(w, src, client)
         for r in range(w.rows_written, w.rows):
