@@ -777,8 +777,20 @@ def raw_frame(img: Image, k: int) -> bytes:
     return bytes(fs.read_frame(int(k)))
 
 
+_STATED_GEOREF: weakref.WeakKeyDictionary[Image, bytes] = weakref.WeakKeyDictionary()  # stated georef blocks
+
+
+def state_georef(img: Image, block: bytes) -> None:
+    """Give ``img`` the georeferencing block a catalog entry states (a STAC Item's projection fields),
+    so a remote file's georeferencing costs no request; the file's own copy is then not read."""
+    _STATED_GEOREF[img] = bytes(block)
+
+
 def georef_block(img: Image) -> bytes:
     """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
+    stated = _STATED_GEOREF.get(img)  # given by a catalog entry (rumimm.stac.load): no request
+    if stated is not None:
+        return stated
     base = img.header.grid.base_frame_offset
     return bytes(frame_source(img).live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
 
