@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from rumimm.reader.cube import Cube
 
 __all__ = ["HEADER_FIELD", "MEDIA_TYPE", "SPEC_FIELD", "collection", "from_items", "item", "items", "load",
-           "to_item_collection"]
+           "read_stac_geoparquet", "to_item_collection", "to_items", "to_stac_geoparquet"]
 
 #: The asset field holding the file's header blob, base64 (standard alphabet, padded).
 HEADER_FIELD = "rumi:header"
@@ -59,6 +59,8 @@ _MAX_BLOB_CHARS = 1 << 27  # a base64 header longer than this (96 MiB of blob) i
 _MAX_BANDS = 1 << 16
 _RASTER_TYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
                  "float64", "complex64", "complex128"}
+_ITEM_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "epsg", "transform", "left", "bottom", "right",
+                 "top", "nodata", "descriptions", "scales", "offsets", "units", "spec", "time")
 _COMPLEX = {"complex64": "cfloat32", "complex128": "cfloat64"}
 
 
@@ -129,25 +131,29 @@ def items(paths: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes] | None =
 
 
 def _wgs84_footprints(epsgs: Sequence[int], transforms: Sequence[Sequence[float]], heights: Sequence[int],
-                      widths: Sequence[int]) -> list[np.ndarray]:
-    """Each file's outline in longitude/latitude, one pyproj call per CRS."""
+                      widths: Sequence[int]) -> np.ndarray:
+    """(N, 4 * _EDGE_POINTS + 1, 2) outlines in longitude/latitude, counter-clockwise; one pyproj call per CRS."""
     import pyproj
 
-    from rumimm.integrations.catalogs import _corners
-
-    rings: list[np.ndarray] = [np.empty(0)] * len(epsgs)
-    by_crs: dict[int, list[int]] = {}
-    for i, epsg in enumerate(epsgs):
-        by_crs.setdefault(epsg, []).append(i)
-    for epsg, rows in by_crs.items():
-        parts = [_corners(transforms[i], heights[i], widths[i], _EDGE_POINTS) for i in rows]
-        xy = np.concatenate(parts)
-        if epsg != 4326:
-            tr = pyproj.Transformer.from_crs(epsg, 4326, always_xy=True)
-            xy = np.column_stack(tr.transform(xy[:, 0], xy[:, 1]))
-        n = parts[0].shape[0]
-        for k, i in enumerate(rows):
-            rings[i] = xy[k * n:(k + 1) * n]
+    n = _EDGE_POINTS
+    t = np.arange(n) / n
+    fx = np.concatenate([t, np.ones(n), 1 - t, np.zeros(n), [0.0]])  # fractions of width and height
+    fy = np.concatenate([np.zeros(n), t, np.ones(n), 1 - t, [0.0]])
+    tr = np.asarray(transforms, dtype=np.float64).reshape(-1, 6)
+    px = fx[None, :] * np.asarray(widths, np.float64)[:, None]
+    py = fy[None, :] * np.asarray(heights, np.float64)[:, None]
+    x = tr[:, 2:3] + tr[:, 0:1] * px + tr[:, 1:2] * py
+    y = tr[:, 5:6] + tr[:, 3:4] * px + tr[:, 4:5] * py
+    codes = np.asarray(epsgs, dtype=np.int64)
+    for epsg in np.unique(codes):
+        if epsg == 4326:
+            continue
+        rows = codes == epsg
+        lon, lat = pyproj.Transformer.from_crs(int(epsg), 4326, always_xy=True).transform(x[rows], y[rows])
+        x[rows], y[rows] = lon, lat
+    rings = np.stack([x, y], axis=-1)
+    area = np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
+    rings[area < 0] = rings[area < 0, ::-1]  # GeoJSON's exterior ring is counter-clockwise
     return rings
 
 
@@ -182,7 +188,7 @@ def to_items(table: pa.Table, *, datetime: dt.datetime | Sequence[dt.datetime | 
              codec: str | None = None) -> list[pystac.Item]:
     """STAC Items for the rows of a :func:`rumimm.catalog` table (no file is read); see :func:`items`."""
     pystac = _pystac()
-    cols = {name: table.column(name).to_pylist() for name in table.column_names}
+    cols = {name: table.column(name).to_pylist() for name in _ITEM_COLUMNS}
     n = table.num_rows
     paths = cols["path"]
     if ids is not None and len(ids) != n:
@@ -195,13 +201,14 @@ def to_items(table: pa.Table, *, datetime: dt.datetime | Sequence[dt.datetime | 
         raise RumiError(f"{redact(paths[missing[0]])}: the file has no georeferencing (EPSG code and transform); "
                         "a STAC Item needs a footprint")
     rings = _wgs84_footprints(cols["epsg"], cols["transform"], cols["height"], cols["width"])
-    local = {i: os.path.getsize(p) for i, p in enumerate(paths) if _is_local(p) and os.path.isfile(p)}
+    lows, highs = rings.min(axis=1).tolist(), rings.max(axis=1).tolist()
+    outlines = rings.tolist()
+    local = _local_sizes(paths)
     out = []
     for i in range(n):
         path = paths[i]
         time = _times(cols["time"][i], given[i], redact(path))
-        ring = rings[i]
-        lo, hi = ring.min(axis=0), ring.max(axis=0)
+        lo, hi = lows[i], highs[i]
         bands = cols["bands"][i]
         raster_bands = []
         for b in range(bands):
@@ -235,13 +242,11 @@ def to_items(table: pa.Table, *, datetime: dt.datetime | Sequence[dt.datetime | 
         if time["datetime"] is None:
             props["start_datetime"] = time["start"].isoformat().replace("+00:00", "Z")
             props["end_datetime"] = time["end"].isoformat().replace("+00:00", "Z")
-        if np.sum(ring[:-1, 0] * ring[1:, 1] - ring[1:, 0] * ring[:-1, 1]) < 0:
-            ring = ring[::-1]  # GeoJSON's exterior ring is counter-clockwise
-        coords = [[float(x), float(y)] for x, y in ring]
+        coords = outlines[i]
         it = pystac.Item(
             id=ids[i] if ids is not None else _stem(path),
             geometry={"type": "Polygon", "coordinates": [coords]},
-            bbox=[float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])],
+            bbox=[lo[0], lo[1], hi[0], hi[1]],
             datetime=time["datetime"], properties=props, stac_extensions=extensions, collection=collection)
         it.add_asset(ASSET_KEY, pystac.Asset(href=path, media_type=MEDIA_TYPE, roles=["data"],
                                              extra_fields=asset_fields))
@@ -251,17 +256,26 @@ def to_items(table: pa.Table, *, datetime: dt.datetime | Sequence[dt.datetime | 
 
 def _json_number(v: float) -> float | str:
     """A nodata value as the raster extension writes it: NaN and infinities as strings."""
-    if np.isnan(v):
+    if v != v:
         return "nan"
-    if np.isinf(v):
+    if v in (np.inf, -np.inf):
         return "inf" if v > 0 else "-inf"
     return int(v) if float(v).is_integer() else float(v)
 
 
-def _is_local(path: str) -> bool:
+def _local_sizes(paths: Sequence[str]) -> dict[int, int]:
+    """Sizes of the local files among ``paths`` (one stat each; remote URIs and missing files skipped)."""
     from rumimm.store import is_remote
 
-    return not is_remote(path)
+    out = {}
+    for i, p in enumerate(paths):
+        if is_remote(p):
+            continue
+        try:
+            out[i] = os.stat(p).st_size
+        except OSError:
+            continue
+    return out
 
 
 def _stem(path: str) -> str:
@@ -624,7 +638,30 @@ def from_items(items: Iterable[pystac.Item | Mapping[str, Any]]) -> pa.Table:
         rows.append((a.href, a.blob, (bands, a.shape[0], a.shape[1]), str(hdr.dtype),
                      (hdr.tile_length, hdr.tile_width), hdr.frame_unit_name, a.epsg, a.transform, bounds, meta,
                      (hdr.spec, hdr.time_count, time)))
-    return _table(rows)
+    import pyarrow as pa
+
+    table = _table(rows)
+    meta = table.schema.metadata
+    for name, values in (("start_datetime", [a.start for a in assets]), ("end_datetime", [a.end for a in assets])):
+        table = table.append_column(name, pa.array(values, pa.timestamp("us", tz="UTC")))
+    return table.replace_schema_metadata(meta)
+
+
+def to_stac_geoparquet(items: Iterable[pystac.Item | Mapping[str, Any]], path: StrPath) -> None:
+    """Write Items as stac-geoparquet (``pip install stac-geoparquet``): the STAC community's Parquet layout."""
+    from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
+
+    dicts = [it.to_dict(include_self_link=False, transform_hrefs=False) if hasattr(it, "to_dict") else dict(it)
+             for it in _item_list(items)]
+    to_parquet(parse_stac_items_to_arrow(dicts), os.fspath(path))
+
+
+def read_stac_geoparquet(path: StrPath) -> list[dict[str, Any]]:
+    """The Item dicts of a stac-geoparquet file, for :func:`load` or :func:`from_items`."""
+    import pyarrow.parquet as pq
+    from stac_geoparquet.arrow import stac_table_to_items
+
+    return list(stac_table_to_items(pq.read_table(os.fspath(path))))
 
 
 def _naive(t: dt.datetime) -> str:
