@@ -390,7 +390,7 @@ def test_stac_items_give_the_dataset_the_catalog_gives(world):
 
     from rumimm import stac
 
-    items = stac.to_items(world["table"], datetime=dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc))
+    items = stac.to_items(world["table"], datetime=dt.datetime(2024, 5, 1, tzinfo=dt.UTC))
     ds = RumiDataset(items)
     assert ds.index.geometry.equals(RumiDataset(world["table"]).index.geometry)
     q = (slice(X0 + 100, X0 + 740), slice(Y0 - 1000, Y0 - 360))
