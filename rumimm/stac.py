@@ -479,7 +479,7 @@ def _meets(a: _Asset, bbox: Sequence[float]) -> bool:
     return min(xs) <= x1 and max(xs) >= x0 and min(ys) <= y1 and max(ys) >= y0
 
 
-def load(items: Iterable[pystac.Item | Mapping[str, Any]], *, bands: Sequence[int | str] | None = None,
+def load(items: Any, *, bands: Sequence[int | str] | None = None,
          bbox: Sequence[float] | None = None, time: Any = None, output: str = "xarray",
          chunks: Any = None, groupby: str | None = None, cache_bytes: int | None = None, verify: bool = True,
          storage_options: Mapping[str, Any] | None = None) -> Any:
@@ -600,7 +600,7 @@ def _band_index(ds: xr.Dataset, band: int | str) -> int:
     return int(band) - 1
 
 
-def from_items(items: Iterable[pystac.Item | Mapping[str, Any]]) -> pa.Table:
+def from_items(items: Any) -> pa.Table:
     """A :func:`rumimm.catalog` table of STAC Items of rumi files (a search result becomes a catalog).
 
     Built from the Items alone (paths are the asset hrefs, blobs their ``rumi:header``): no file is
