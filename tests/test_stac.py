@@ -354,3 +354,15 @@ def test_from_items_makes_a_table_chip_dataset_reads(scenes):
     np.testing.assert_array_equal(ds[0], scenes[k][2][:, y0:y1, x0:x1])
     ds = rumimm.ChipDataset(pystac.ItemCollection(items), 32, n=4, seed=0)
     assert len(ds) == 4
+
+
+def test_the_xarray_output_of_remote_items_reads_only_pixels(scenes, server):
+    pytest.importorskip("obstore")
+    items = _remote_items(scenes[:2], server)
+    server.reset()
+    ds = stac.load(items, bands=[2])
+    assert ds.rio.crs.to_epsg() == 32633
+    before = list(server.requests)
+    np.testing.assert_array_equal(ds["band_data"].values[:, 0], np.stack([a[1] for _, _, a in scenes[:2]]))
+    # before pixels: the first file's PAM sidecar (the Dataset's band attributes), no header and no georeferencing
+    assert [r.path.split("?")[0] for r in before] == ["/stac/s0.rumi.aux.xml"]

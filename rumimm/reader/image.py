@@ -264,7 +264,7 @@ class Image(RasterioSurface):
     def __reduce__(self):
         trailer = None if self._trailer is _PENDING else self._trailer
         return (_reopen, (self.uri, self._header.blob, self._cache_arg, self._verify, self.closed,
-                          self._header.spec, trailer, self._storage_options))
+                          self._header.spec, trailer, self._storage_options, _STATED_GEOREF.get(self)))
 
     def __repr__(self) -> str:
         shape = ", ".join(str(v) for v in self._shape)
@@ -701,11 +701,15 @@ def _read_into(img: Image, sel: Selection, out):
     return out
 
 
-def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=None, storage_options=None):
+def _reopen(path, blob, cache_bytes, verify, closed=False, spec="0.1", trailer=None, storage_options=None,
+            georef=None):
     if not closed:
-        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
-    img = Image.__new__(Image)  # a closed image stays closed: no file is opened
-    img.__setstate__((path, blob, cache_bytes, verify, spec, trailer, storage_options))
+        img = Image(path, blob, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
+    else:
+        img = Image.__new__(Image)  # a closed image stays closed: no file is opened
+        img.__setstate__((path, blob, cache_bytes, verify, spec, trailer, storage_options))
+    if georef is not None:  # a stated georef block travels with the image (rumimm.stac.load)
+        state_georef(img, georef)
     return img
 
 
