@@ -42,7 +42,7 @@ from asv_benchmarks.compare.common import EPSG, TRANSFORM
 from asv_benchmarks.compare.remote_chips import Served
 
 BANDS, CHIP, BATCH, TILE = 4, 256, 16, 256
-T0 = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
 GDAL_ENV = {"GDAL_DISABLE_READDIR_ON_OPEN": "EMPTY_DIR", "GDAL_HTTP_MULTIPLEX": "YES",
             "CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".tif"}
 
@@ -60,7 +60,7 @@ def write_files(work: str, n: int, size: int) -> list[dict]:
         for key, spec in (("v1", None), ("v2", "0.2")):
             path = os.path.join(work, f"s{i}.{key}.rumi")
             extra = {} if spec is None else {"spec": "0.2", "descriptions": [f"b{k}" for k in range(BANDS)],
-                                             "time": [np.datetime64(f"2024-05-01T00:00") + np.timedelta64(i, "h")]}
+                                             "time": [np.datetime64("2024-05-01T00:00") + np.timedelta64(i, "h")]}
             f[key + "_blob"] = rumimm.write(path, arr, tile=TILE, transform=TRANSFORM, crs=EPSG, **extra)
             f[key] = path
         cog = os.path.join(work, f"s{i}.tif")
