@@ -203,7 +203,7 @@ def to_items(table: pa.Table, *, datetime: dt.datetime | Sequence[dt.datetime | 
     rings = _wgs84_footprints(cols["epsg"], cols["transform"], cols["height"], cols["width"])
     lows, highs = rings.min(axis=1).tolist(), rings.max(axis=1).tolist()
     outlines = rings.tolist()
-    local = _local_sizes(paths)
+    local = _local_files(paths)
     out = []
     for i in range(n):
         path = paths[i]
@@ -233,7 +233,9 @@ def to_items(table: pa.Table, *, datetime: dt.datetime | Sequence[dt.datetime | 
         if codec is not None:
             asset_fields[CODEC_FIELD] = codec
         if i in local:
-            asset_fields["file:size"] = local[i]
+            asset_fields["file:size"] = local[i][0]
+            if local[i][1] is not None:
+                asset_fields["file:checksum"] = local[i][1]
             extensions.append(FILE)
         left, bottom, right, top = (cols[k][i] for k in ("left", "bottom", "right", "top"))
         props = {"proj:code": f"EPSG:{cols['epsg'][i]}", "proj:shape": [cols["height"][i], cols["width"][i]],
@@ -263,18 +265,33 @@ def _json_number(v: float) -> float | str:
     return int(v) if float(v).is_integer() else float(v)
 
 
-def _local_sizes(paths: Sequence[str]) -> dict[int, int]:
-    """Sizes of the local files among ``paths`` (one stat each; remote URIs and missing files skipped)."""
+def _local_files(paths: Sequence[str]) -> dict[int, tuple[int, str | None]]:
+    """(size, multihash SHA-256 or None) of the local files among ``paths``: one stat each, and the digest
+    only where it is free: a rumimm PAM sidecar's ``FILE_SHA256``, trusted while its ``FILE_STAT`` (size,
+    mtime, inode) still matches the file.  Remote URIs and missing files are skipped."""
+    import re
+
     from rumimm.store import is_remote
 
-    out = {}
+    out: dict[int, tuple[int, str | None]] = {}
     for i, p in enumerate(paths):
         if is_remote(p):
             continue
         try:
-            out[i] = os.stat(p).st_size
+            st = os.stat(p)
         except OSError:
             continue
+        digest = None
+        try:
+            with open(p + ".aux.xml", "rb") as f:
+                text = f.read(1 << 20).decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        sha = re.search(r'key="FILE_SHA256">([0-9a-f]{64})<', text)
+        stat = re.search(r'key="FILE_STAT">([0-9 ]+)<', text)
+        if sha and stat and stat.group(1).split() == [str(st.st_size), str(st.st_mtime_ns), str(st.st_ino)]:
+            digest = "1220" + sha.group(1)  # multihash: sha2-256 (0x12), 32 bytes (0x20)
+        out[i] = (st.st_size, digest)
     return out
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import copy
 import datetime as dt
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +98,8 @@ def test_items_of_both_specs_validate_against_stac_1_1_and_every_extension_they_
     assert base64.b64decode(asset["rumi:header"]) == scenes[0][1]
     assert asset["rumi:spec"] == "0.1" and asset["type"] == stac.MEDIA_TYPE
     assert asset["file:size"] == Path(scenes[0][0]).stat().st_size
+    # the sidecar (nodata) binds the file's SHA-256: the checksum costs no read of the file
+    assert asset["file:checksum"] == "1220" + hashlib.sha256(Path(scenes[0][0]).read_bytes()).hexdigest()
     assert asset["raster:bands"] == [{"data_type": "uint16", "nodata": 0}] * 3
     props = d["properties"]
     assert props["proj:code"] == "EPSG:32633" and props["proj:shape"] == [96, 128]
@@ -366,3 +370,12 @@ def test_the_xarray_output_of_remote_items_reads_only_pixels(scenes, server):
     np.testing.assert_array_equal(ds["band_data"].values[:, 0], np.stack([a[1] for _, _, a in scenes[:2]]))
     # before pixels: the first file's PAM sidecar (the Dataset's band attributes), no header and no georeferencing
     assert [r.path.split("?")[0] for r in before] == ["/stac/s0.rumi.aux.xml"]
+
+
+def test_a_checksum_is_given_only_while_the_sidecar_still_binds_the_file(tmp_path):
+    path, blob, _ = _write(tmp_path, "c.rumi")
+    assert "file:checksum" in stac.item(path, blob=blob, datetime=T0).assets["data"].extra_fields
+    st = Path(path).stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # the file may have changed
+    fields = stac.item(path, blob=blob, datetime=T0).assets["data"].extra_fields
+    assert "file:checksum" not in fields and fields["file:size"] == st.st_size
