@@ -342,7 +342,8 @@ def collection(items: Iterable[pystac.Item], *, id: str, description: str | None
 class _Asset:
     """What loading needs of one Item's rumi asset, every field checked."""
 
-    __slots__ = ("blob", "bounds", "end", "epsg", "href", "id", "shape", "spec", "start", "transform")
+    __slots__ = ("blob", "bounds", "end", "epsg", "href", "id", "names", "shape", "spec", "start", "time_count",
+                 "transform")
 
     def __init__(self, obj: pystac.Item | Mapping[str, Any]) -> None:
         d = obj.to_dict(include_self_link=False, transform_hrefs=False) if hasattr(obj, "to_dict") else obj
@@ -390,6 +391,12 @@ class _Asset:
         self.start = None if start is None else _utc(_text(start, name, "datetime", limit=64).replace("Z", "+00:00"))
         self.end = None if end is None else _utc(_text(end, name, "datetime", limit=64).replace("Z", "+00:00"))
         self._check_blob(name, asset)
+        eo = asset.get("eo:bands")
+        self.names = None
+        if isinstance(eo, list) and len(eo) <= _MAX_BANDS and all(isinstance(b, Mapping) for b in eo):
+            names = [b.get("name") for b in eo]
+            if all(isinstance(n, str) and len(n) <= 256 for n in names):
+                self.names = names
 
     def _check_blob(self, name: str, asset: Mapping[str, Any]) -> None:
         """The blob must describe this asset: the grid the Item states and its file size."""
@@ -407,6 +414,7 @@ class _Asset:
             raise RumiError(f"{name}: {HEADER_FIELD} describes a file of {hdr.file_size} bytes but file:size is "
                             f"{size}: the blob is not this asset's")
         self.spec = hdr.spec
+        self.time_count = int(hdr.time_count)
 
 
 def _georef_block(a: _Asset) -> bytes:
@@ -584,11 +592,13 @@ def _dataset(cube: Cube, assets: list[_Asset], bands: Sequence[int | str] | None
              chunks: Any) -> xr.Dataset:
     import xarray as xr
 
-    labels = None
-    if all(a.spec == "0.1" for a in assets):
-        labels = np.array([np.datetime64((a.start or dt.datetime(1970, 1, 1)).replace(tzinfo=None), "ns")
-                           for a in assets])
+    labels = None  # the Items' times label the stack (a spec 0.2 file's trailer would cost a request each)
+    if all(a.start is not None and a.time_count == 1 for a in assets):
+        labels = np.array([np.datetime64(_naive(a.start)) for a in assets], "datetime64[ns]")
     ds = xr.open_dataset(cube, engine="rumimm", stack_labels=labels, chunks={} if chunks is None else chunks)
+    names = assets[0].names
+    if names is not None and len(names) == ds.sizes["band"]:
+        ds = ds.assign_coords(description=("band", np.array(names, dtype=object)))
     if bands is not None:
         ds = ds.isel(band=[_band_index(ds, b) for b in bands])
     if bbox is not None:

@@ -191,6 +191,23 @@ def test_load_gives_a_dask_backed_dataset_with_time_band_and_crs(scenes):
     np.testing.assert_array_equal(two["band_data"].values[0], scenes[1][2][[2, 0]])
 
 
+def test_spec_02_items_load_with_their_times_and_band_names(scenes, server):
+    pytest.importorskip("obstore")
+    items = _remote_items(scenes[4:], server)
+    server.reset()
+    ds = stac.load(items, bands=["nir", "red"])
+    assert list(ds["description"].values) == ["nir", "red"]
+    assert list(ds["time"].values) == [np.datetime64("2024-06-01T10:00", "ns"), np.datetime64("2024-06-02T10:00", "ns")]
+    # before pixels: the first file's band metadata (its PAM sidecar, and a spec 0.2 file's trailer after its
+    # frames), nothing of its header and nothing of the second file
+    hdr = rumimm.parse_header(scenes[4][1])
+    assert sorted((r.path.split("?")[0], int(r.range.split("=")[1].split("-")[0])) for r in server.requests) == \
+        [("/stac/t0.rumi", int(hdr.frames_end)), ("/stac/t0.rumi.aux.xml", 0)]
+    np.testing.assert_array_equal(ds["band_data"].values[1], scenes[5][2][[2, 0]])
+    with pytest.raises(rumimm.RumiError, match="no band named 'swir'"):
+        stac.load(items, bands=["swir"])
+
+
 def test_load_as_cube_and_collection(scenes):
     items = _items(scenes)
     cube = stac.load(items, output="cube")
