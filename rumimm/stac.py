@@ -186,7 +186,11 @@ def _raster_type(dtype: str) -> str:
 def to_items(table: pa.Table, *, datetime: dt.datetime | Sequence[dt.datetime | None] | None = None,
              ids: Sequence[str] | None = None, collection: str | None = None,
              codec: str | None = None) -> list[pystac.Item]:
-    """STAC Items for the rows of a :func:`rumimm.catalog` table (no file is read); see :func:`items`."""
+    """STAC Items for the rows of a :func:`rumimm.catalog` table; see :func:`items`.
+
+    No rumi file is read: local files are only stat'ed (``file:size``), and their PAM sidecars read
+    for the checksum they bind (``file:checksum``).
+    """
     pystac = _pystac()
     cols = {name: table.column(name).to_pylist() for name in _ITEM_COLUMNS}
     n = table.num_rows
@@ -542,6 +546,10 @@ def load(items: Any, *, bands: Sequence[int | str] | None = None,
         raise ValueError(f"output must be 'xarray', 'cube' or 'collection', got {output!r}")
     if groupby not in (None, "crs"):
         raise ValueError(f"groupby must be None or 'crs', got {groupby!r}")
+    if bbox is not None and (not isinstance(bbox, (list, tuple)) or len(bbox) != 4
+                             or not all(isinstance(v, (int, float)) and np.isfinite(v) for v in bbox)
+                             or bbox[0] > bbox[2] or bbox[1] > bbox[3]):
+        raise ValueError(f"bbox must be (west, south, east, north) in degrees, got {_show(bbox)}")
     assets = _select(_assets(items), bbox, time)
     if not assets:
         raise RumiError("no Item meets the bbox and time asked for")

@@ -208,6 +208,21 @@ def test_spec_02_items_load_with_their_times_and_band_names(scenes, server):
         stac.load(items, bands=["swir"])
 
 
+def test_bbox_selects_items_and_cuts_the_dataset(scenes, tmp_path):
+    far = tmp_path / "far.rumi"
+    far_blob = rumimm.write(far, scenes[0][2], tile=32, transform=(10.0, 0.0, 600000.0, 0.0, -10.0, 4200000.0),
+                            crs=32633)
+    items = [*_items(scenes[:2]), stac.item(far, blob=far_blob, datetime=T0)]
+    west, south, east, north = items[0].bbox
+    box = (west, south, (west + east) / 2, (south + north) / 2)
+    ds = stac.load(items, bbox=box)  # the far scene is left out: one grid
+    assert ds.sizes["time"] == 2 and 0 < ds.sizes["x"] < 128 and 0 < ds.sizes["y"] < 96
+    with pytest.raises(rumimm.RumiError, match="no Item"):
+        stac.load(items, bbox=(0.0, 0.0, 1.0, 1.0))
+    with pytest.raises(ValueError, match="bbox"):
+        stac.load(items, bbox=(1.0, 0.0, 0.0, 1.0))
+
+
 def test_load_as_cube_and_collection(scenes):
     items = _items(scenes)
     cube = stac.load(items, output="cube")
