@@ -655,11 +655,22 @@ def from_items(items: Any) -> pa.Table:
         bands = int(hdr.samples_per_pixel)
         raster = asset.get("raster:bands")
         raster = raster if isinstance(raster, list) and len(raster) == bands else [{}] * bands
+        for b in raster:
+            ok = isinstance(b, Mapping) and all(isinstance(b.get(k, 0.0), (int, float))
+                                                and not isinstance(b.get(k), bool) for k in ("scale", "offset")) \
+                and isinstance(b.get("unit", ""), str) and isinstance(b.get("nodata", 0), (int, float, str))
+            if not ok:
+                raise RumiError(f"item {a.id[:80]!r} ({redact(a.href)}): raster:bands entries must be objects with "
+                                "numeric scale/offset, a text unit and a number (or nan/inf text) nodata")
         eo = asset.get("eo:bands")
         names = [b.get("name") if isinstance(b, Mapping) else None for b in eo] if isinstance(eo, list) else []
         names = names if len(names) == bands else []
         nodata = raster[0].get("nodata") if isinstance(raster[0], Mapping) else None
-        nodata = float(nodata) if isinstance(nodata, (int, float, str)) and not isinstance(nodata, bool) else None
+        try:
+            nodata = float(nodata) if isinstance(nodata, (int, float, str)) and not isinstance(nodata, bool) else None
+        except ValueError:
+            raise RumiError(f"item {a.id[:80]!r} ({redact(a.href)}): raster:bands nodata {_show(nodata)} is not a "
+                            "number") from None
         meta = (nodata, [str(n or "") for n in names] or [""] * bands,
                 [float(b.get("scale", 1.0)) for b in raster], [float(b.get("offset", 0.0)) for b in raster],
                 [str(b.get("unit", "")) for b in raster])

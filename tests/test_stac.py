@@ -360,6 +360,14 @@ def test_hostile_json_raises_rumi_errors(scenes, mutate):
         stac.load([d])
 
 
+@pytest.mark.parametrize("bands", [[1, 2, 3], [{"scale": "x"}] * 3, [{"nodata": "zero"}] * 3, [{"unit": 5}] * 3])
+def test_hostile_raster_bands_are_refused_when_a_search_becomes_a_catalog(scenes, bands):
+    d = _dict(scenes)
+    d["assets"]["data"]["raster:bands"] = bands
+    with pytest.raises(rumimm.RumiError, match="raster:bands"):
+        stac.from_items([d])
+
+
 def test_deeply_nested_json_is_refused(scenes):
     d = _dict(scenes)
     nest: list = []
