@@ -63,7 +63,7 @@ def _sources(sources: ChipSources, headers: Iterable[bytes] | None,
 
     if type(sources).__module__.startswith("pystac") or (isinstance(sources, list) and sources
                                                           and type(sources[0]).__module__.startswith("pystac")):
-        from rumimm.stac import from_items  # STAC Items of rumi files: their blobs, no header request
+        from rumimm.integrations.stac import from_items  # STAC Items of rumi files: their blobs, no header request
 
         sources = from_items(sources)
     if isinstance(sources, (str, os.PathLike)) or type(sources).__module__.startswith("pyarrow"):

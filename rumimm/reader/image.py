@@ -42,7 +42,8 @@ from rumimm.store.local import LocalStore
 from rumimm.store.remote import RemoteStore
 from rumimm.store.uri import is_remote, public_name
 
-__all__ = ["Image", "frame_source", "georef_block", "load_header", "open", "raw_frame", "read_block", "read_frames"]
+__all__ = ["Image", "frame_source", "georef_block", "load_header", "open", "raw_frame", "read_block", "read_frames",
+           "state_georef"]
 
 _tokens = itertools.count(1)
 _PENDING: Trailer = Trailer.__new__(Trailer)  # a remote spec 0.2 image's trailer, fetched on first use
