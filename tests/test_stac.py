@@ -419,3 +419,19 @@ def test_a_checksum_is_given_only_while_the_sidecar_still_binds_the_file(tmp_pat
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # the file may have changed
     fields = stac.item(path, blob=blob, datetime=T0).assets["data"].extra_fields
     assert "file:checksum" not in fields and fields["file:size"] == st.st_size
+
+
+def test_a_spec_02_file_of_several_steps_spans_its_times(tmp_path, validate):
+    array = eo_scene(bands=2, height=64, width=64, dtype="uint16", seed=3)
+    steps = np.stack([array, array + 1])
+    path = tmp_path / "steps.rumi"
+    blob = rumimm.write(path, steps, tile=32, transform=_transform(0), crs=32633, spec="0.2",
+                        descriptions=["a", "b"], time=np.array(["2024-07-01", "2024-07-09"], "datetime64[D]"))
+    it = stac.item(path, blob=blob)
+    d = it.to_dict()
+    assert validate(d)
+    assert d["properties"]["datetime"] is None
+    assert (d["properties"]["start_datetime"], d["properties"]["end_datetime"]) == \
+        ("2024-07-01T00:00:00Z", "2024-07-09T00:00:00Z")
+    cube = stac.load([it], output="cube")
+    np.testing.assert_array_equal(np.asarray(cube), steps)
