@@ -435,3 +435,22 @@ def test_a_spec_02_file_of_several_steps_spans_its_times(tmp_path, validate):
         ("2024-07-01T00:00:00Z", "2024-07-09T00:00:00Z")
     cube = stac.load([it], output="cube")
     np.testing.assert_array_equal(np.asarray(cube), steps)
+
+
+def test_band_metadata_goes_to_the_raster_and_eo_extensions_and_back(tmp_path, validate):
+    array = eo_scene(bands=2, height=64, width=64, dtype="float32", seed=4)
+    path = tmp_path / "meta.rumi"
+    blob = rumimm.write(path, array, tile=32, transform=_transform(0), crs=32633, nodata=float("nan"),
+                        scales=[0.5, 2.0], offsets=[0.0, -1.0], units=["K", "m"], descriptions=["t", "h"])
+    it = stac.item(path, blob=blob, datetime=T0, codec="fast")
+    d = it.to_dict()
+    assert validate(d)
+    asset = d["assets"]["data"]
+    assert asset["raster:bands"] == [{"data_type": "float32", "nodata": "nan", "scale": 0.5, "unit": "K"},
+                                     {"data_type": "float32", "nodata": "nan", "scale": 2.0, "offset": -1.0,
+                                      "unit": "m"}]
+    assert asset["eo:bands"] == [{"name": "t"}, {"name": "h"}] and asset["rumi:codec"] == "fast"
+    table, back = rumimm.catalog([path], blobs=[blob]), stac.from_items([it])
+    for name in ("descriptions", "scales", "offsets", "units"):
+        assert back.column(name).to_pylist() == table.column(name).to_pylist(), name
+    assert np.isnan(back.column("nodata").to_pylist()[0])
