@@ -6,7 +6,10 @@ search result to pixels without a header request: :func:`load` opens every asset
 blob.  The Item also carries the STAC fields other tools read: geometry and bbox in WGS 84,
 the projection extension (``proj:code``, ``proj:shape``, ``proj:transform``, ``proj:bbox``),
 the raster extension per band (data type, nodata, scale, offset, unit), eo band names when
-the bands have descriptions, and the file extension's ``file:size`` for local files.
+the bands have descriptions, and the file extension's ``file:size`` (and ``file:checksum`` when a
+rumimm sidecar binds the file's SHA-256) for local files.  :func:`load` takes each file's
+georeferencing from its Item's projection fields (the file's own copy sits before its first
+frame and would cost a request), so those fields are trusted as the blob is.
 
 Items are built from a :func:`rumimm.catalog` table (``items`` catalogs the paths first), so
 a catalog and an ItemCollection hold the same facts and convert both ways
