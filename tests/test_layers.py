@@ -4,7 +4,7 @@ Read from the source with ``ast`` (function-level imports count too), so a lazy 
 cannot hide a dependency.  The order, lowest first::
 
     base (errors, _env, _version, _typing, _deprecation, progress) < store < format < codec < kernels < reader < writer
-    < integrations < top (cli, demo, synthetic, torchgeo, rumimm)
+    < integrations < top (cli, demo, synthetic, torchgeo, stac, rumimm)
 
 ``store`` (where a file's bytes live: local files, remote objects, atomic writes) needs only
 ``base``; within the reader, the executors get frame bytes only through ``Store.get_ranges``.
@@ -21,7 +21,7 @@ import pytest
 PKG = pathlib.Path(__file__).resolve().parent.parent / "rumimm"
 LAYERS = ["base", "store", "format", "codec", "kernels", "reader", "writer", "integrations", "top"]
 BASE = {"rumimm.errors", "rumimm._deprecation", "rumimm._env", "rumimm._version", "rumimm._typing", "rumimm.progress"}
-TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__", "rumimm.torchgeo"}
+TOP = {"rumimm", "rumimm.cli", "rumimm.demo", "rumimm.synthetic", "rumimm.__main__", "rumimm.torchgeo", "rumimm.stac"}
 ONLY = {"numba": "kernels", "llvmlite": "kernels", "openzl": "codec", "geozl": "codec"}
 
 

@@ -68,7 +68,8 @@ def test_the_type_checking_imports_match_the_lazy_table():
 
 def test_the_all_extra_holds_every_optional_integration_and_test_leaves_torch_out():
     extras = PYPROJECT["project"]["optional-dependencies"]
-    integrations = {"progress", "xarray", "dask", "geotiff", "preview", "catalog", "torch", "torchgeo", "remote"}
+    integrations = {"progress", "xarray", "dask", "geotiff", "preview", "catalog", "torch", "torchgeo", "remote",
+                    "stac"}
     assert integrations <= set(extras)
     assert extras["all"] == [f"rumimm[{','.join(sorted(integrations, key=list(extras).index))}]"]
     assert not any("torch" in req for req in extras["test"])

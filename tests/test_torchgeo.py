@@ -383,3 +383,15 @@ def test_the_loader_comparison_times_every_row_on_the_same_samples(tmp_path):
         assert set(got) == set(engines)
         for row in got.values():
             assert row["exact"] and len(row["seconds"]) == 2 and row["samples"] == spec["batches"] * loaders.BATCH
+
+
+def test_stac_items_give_the_dataset_the_catalog_gives(world):
+    import datetime as dt
+
+    from rumimm import stac
+
+    items = stac.to_items(world["table"], datetime=dt.datetime(2024, 5, 1, tzinfo=dt.UTC))
+    ds = RumiDataset(items)
+    assert ds.index.geometry.equals(RumiDataset(world["table"]).index.geometry)
+    q = (slice(X0 + 100, X0 + 740), slice(Y0 - 1000, Y0 - 360))
+    assert np.array_equal(ds[q]["image"].numpy(), _expected(world, q).astype(np.float32))

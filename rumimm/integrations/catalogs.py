@@ -38,7 +38,8 @@ _Row: TypeAlias = tuple[Any, ...]
 #: A GDAL-ordered affine transform (a, b, c, d, e, f).
 _Transform: TypeAlias = Sequence[float]
 
-__all__ = ["CATALOG_COLUMNS", "catalog", "catalog_images", "read_catalog", "select_bbox", "write_catalog"]
+__all__ = ["CATALOG_COLUMNS", "catalog", "catalog_from_rows", "catalog_images", "read_catalog", "select_bbox",
+           "write_catalog"]
 
 #: Columns of a catalog table, in order.
 CATALOG_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "tile_height", "tile_width", "unit",
@@ -162,6 +163,11 @@ def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes
         for row in pool.map(_row, paths, given, [storage_options] * len(paths)):
             rows.append(row)
             bar.advance()
+    return _table(rows)
+
+
+def catalog_from_rows(rows: list[_Row]) -> pa.Table:
+    """A catalog table of rows gathered elsewhere (``rumimm.stac.from_items``: from STAC Items, no file read)."""
     return _table(rows)
 
 

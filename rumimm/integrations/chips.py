@@ -61,6 +61,11 @@ def _sources(sources: ChipSources, headers: Iterable[bytes] | None,
     """(paths, blobs, transforms) of a catalog table/file, an ImageCollection or a list of Images/paths."""
     from rumimm.reader.image import Image
 
+    if type(sources).__module__.startswith("pystac") or (isinstance(sources, list) and sources
+                                                          and type(sources[0]).__module__.startswith("pystac")):
+        from rumimm.integrations.stac import from_items  # STAC Items of rumi files: their blobs, no header request
+
+        sources = from_items(sources)
     if isinstance(sources, (str, os.PathLike)) or type(sources).__module__.startswith("pyarrow"):
         from rumimm.integrations.catalogs import read_catalog
         from rumimm.reader.catalog_table import check_rows

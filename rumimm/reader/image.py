@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     from rumimm.format.pam import Metadata
     from rumimm.format.spec import Spec
 
-__all__ = ["Image", "frame_source", "georef_block", "load_header", "open", "raw_frame", "read_block", "read_frames"]
+__all__ = ["Image", "frame_source", "georef_block", "load_header", "open", "raw_frame", "read_block", "read_frames",
+           "state_georef"]
 
 _tokens = itertools.count(1)
 _PENDING: Trailer = Trailer.__new__(Trailer)  # a remote spec 0.2 image's trailer, fetched on first use
@@ -283,7 +284,7 @@ class Image(RasterioSurface):
     def __reduce__(self) -> tuple[Callable[..., Image], tuple[Any, ...]]:
         trailer = None if self._trailer is _PENDING else self._trailer
         return (_reopen, (self.uri, self._header.blob, self._cache_arg, self._verify, self.closed,
-                          self._header.spec, trailer, self._storage_options))
+                          self._header.spec, trailer, self._storage_options, _STATED_GEOREF.get(self)))
 
     def __repr__(self) -> str:
         shape = ", ".join(str(v) for v in self._shape)
@@ -723,11 +724,15 @@ def _read_into(img: Image, sel: Selection, out: NDArray[Any] | None) -> NDArray[
 
 
 def _reopen(path: str, blob: bytes, cache_bytes: int | None, verify: bool, closed: bool = False, spec: SpecName = "0.1",
-            trailer: Trailer | None = None, storage_options: dict[str, Any] | None = None) -> Image:
+            trailer: Trailer | None = None, storage_options: dict[str, Any] | None = None,
+            georef: bytes | None = None) -> Image:
     if not closed:
-        return Image(path, blob, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
-    img = Image.__new__(Image)  # a closed image stays closed: no file is opened
-    img.__setstate__((path, blob, cache_bytes, verify, spec, trailer, storage_options))
+        img = Image(path, blob, cache_bytes=cache_bytes, verify=verify, spec=spec, storage_options=storage_options)
+    else:
+        img = Image.__new__(Image)  # a closed image stays closed: no file is opened
+        img.__setstate__((path, blob, cache_bytes, verify, spec, trailer, storage_options))
+    if georef is not None:  # a stated georef block travels with the image (rumimm.stac.load)
+        state_georef(img, georef)
     return img
 
 
@@ -800,8 +805,20 @@ def raw_frame(img: Image, k: int) -> bytes:
     return bytes(fs.read_frame(int(k)))
 
 
+_STATED_GEOREF: weakref.WeakKeyDictionary[Image, bytes] = weakref.WeakKeyDictionary()  # stated georef blocks
+
+
+def state_georef(img: Image, block: bytes) -> None:
+    """Give ``img`` the georeferencing block a catalog entry states (a STAC Item's projection fields),
+    so a remote file's georeferencing costs no request; the file's own copy is then not read."""
+    _STATED_GEOREF[img] = bytes(block)
+
+
 def georef_block(img: Image) -> bytes:
     """The stored bytes of the two georeferencing tag values (matrix, key directory), right before frame 0."""
+    stated = _STATED_GEOREF.get(img)  # given by a catalog entry (rumimm.stac.load): no request
+    if stated is not None:
+        return stated
     base = img.header.grid.base_frame_offset
     return bytes(frame_source(img).live_store().read(base - GEOREF_BYTES, GEOREF_BYTES))
 

@@ -1,0 +1,739 @@
+"""STAC in and out: Items for rumi files, catalogs as ItemCollections, and search results loaded as cubes.
+
+An Item made here carries the file's header blob (base64) in its asset's ``rumi:header``
+field, with ``rumi:spec`` (the rumi specification, "0.1" or "0.2"), so a reader goes from a
+search result to pixels without a header request: :func:`load` opens every asset with its
+blob.  The Item also carries the STAC fields other tools read: geometry and bbox in WGS 84,
+the projection extension (``proj:code``, ``proj:shape``, ``proj:transform``, ``proj:bbox``),
+the raster extension per band (data type, nodata, scale, offset, unit), eo band names when
+the bands have descriptions, and the file extension's ``file:size`` (and ``file:checksum`` when a
+rumimm sidecar binds the file's SHA-256) for local files.  :func:`load` takes each file's
+georeferencing from its Item's projection fields (the file's own copy sits before its first
+frame and would cost a request), so those fields are trusted as the blob is.
+
+Items are built from a :func:`rumimm.catalog` table (``items`` catalogs the paths first), so
+a catalog and an ItemCollection hold the same facts and convert both ways
+(:func:`to_item_collection`, :func:`from_items`).  Needs pystac and pyarrow
+(``pip install rumimm[stac]``); both are imported only here.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from rumimm.errors import RumiError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pystac
+    import xarray as xr
+
+    from rumimm._typing import StrPath
+    from rumimm.reader.cube import Cube
+
+__all__ = ["ASSET_KEY", "CODEC_FIELD", "EO", "FILE", "HEADER_FIELD", "MEDIA_TYPE", "PROJECTION", "RASTER", "SPEC_FIELD",
+           "collection", "from_items", "item", "items", "load", "read_stac_geoparquet", "redact", "to_item_collection",
+           "to_items", "to_stac_geoparquet"]
+
+#: The asset field holding the file's header blob, base64 (standard alphabet, padded).
+HEADER_FIELD = "rumi:header"
+#: The asset field naming the rumi specification the file follows ("0.1" or "0.2").
+SPEC_FIELD = "rumi:spec"
+#: The asset field naming a rumi file's frame codec recipe (when the caller gives it: the file does not record it).
+CODEC_FIELD = "rumi:codec"
+#: A rumi file's media type: a BigTIFF (GeoTIFF) profile.
+MEDIA_TYPE = "image/tiff; application=geotiff; profile=rumi"
+#: The key of the rumi asset in Items made here.
+ASSET_KEY = "data"
+
+PROJECTION = "https://stac-extensions.github.io/projection/v2.0.0/schema.json"
+RASTER = "https://stac-extensions.github.io/raster/v1.1.0/schema.json"
+EO = "https://stac-extensions.github.io/eo/v1.1.0/schema.json"
+FILE = "https://stac-extensions.github.io/file/v2.1.0/schema.json"
+
+_EDGE_POINTS = 8  # points per footprint edge when reprojecting to WGS 84 (a UTM tile's edges bend in degrees)
+_MAX_BLOB_CHARS = 1 << 27  # a base64 header longer than this (96 MiB of blob) is refused unread
+_MAX_BANDS = 1 << 16
+_RASTER_TYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+                 "float64", "complex64", "complex128"}
+_ITEM_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "epsg", "transform", "left", "bottom", "right",
+                 "top", "nodata", "descriptions", "scales", "offsets", "units", "spec", "time")
+_COMPLEX = {"complex64": "cfloat32", "complex128": "cfloat64"}
+
+
+def _pystac() -> Any:
+    try:
+        import pystac
+    except ImportError as exc:  # pragma: no cover - the stac extra is installed in tests
+        raise ImportError("rumimm.stac needs pystac: pip install rumimm[stac]") from exc
+    return pystac
+
+
+def redact(href: str) -> str:
+    """``href`` without its query string or fragment: a presigned URL's signature is never printed."""
+    text = str(href)
+    for sep in ("?", "#"):
+        text = text.split(sep, 1)[0]
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Items out
+
+
+def item(path_or_uri: StrPath, *, blob: bytes | None = None, datetime: dt.datetime | None = None,
+         id: str | None = None, collection: str | None = None, codec: str | None = None,
+         storage_options: Mapping[str, Any] | None = None) -> pystac.Item:
+    """A STAC Item for one rumi file (either spec); see :func:`items`."""
+    return items([path_or_uri], blobs=None if blob is None else [blob], datetime=datetime,
+                 ids=None if id is None else [id], collection=collection, codec=codec,
+                 storage_options=storage_options)[0]
+
+
+def items(paths: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes] | None = None,
+          datetime: dt.datetime | Sequence[dt.datetime | None] | None = None, ids: Sequence[str] | None = None,
+          collection: str | None = None, codec: str | None = None,
+          storage_options: Mapping[str, Any] | None = None) -> list[pystac.Item]:
+    """STAC Items for rumi files: the files are catalogued (:func:`rumimm.catalog`), then made Items.
+
+    Parameters
+    ----------
+    paths : path, URI, glob or folder, or a sequence of them
+        As :func:`rumimm.catalog` takes them.
+    blobs : sequence of bytes, optional
+        The files' header blobs (what ``rumimm.write`` returned): the files are then not indexed.
+    datetime : datetime or one per file, optional
+        The Item's datetime.  A spec 0.2 file's time values come first (one instant: ``datetime``;
+        an interval or several steps: ``start_datetime``/``end_datetime``); a file without them
+        needs this argument.
+    ids : sequence of str, optional
+        Item ids (default: the file names without their extension).
+    collection : str, optional
+        The collection id the Items name.
+    codec : str, optional
+        The frame codec recipe the files were written with (``rumi:codec``); files do not record it.
+    storage_options : dict, optional
+        For remote URIs, as in :func:`rumimm.open`.
+
+    Raises
+    ------
+    RumiError
+        A file without georeferencing (an Item needs a footprint), or without a time and no
+        ``datetime`` given.
+    """
+    from rumimm.integrations.catalogs import catalog
+
+    table = catalog(paths, blobs=blobs, storage_options=storage_options)
+    return to_items(table, datetime=datetime, ids=ids, collection=collection, codec=codec)
+
+
+def _wgs84_footprints(epsgs: Sequence[int], transforms: Sequence[Sequence[float]], heights: Sequence[int],
+                      widths: Sequence[int]) -> np.ndarray:
+    """(N, 4 * _EDGE_POINTS + 1, 2) outlines in longitude/latitude, counter-clockwise; one pyproj call per CRS."""
+    import pyproj
+
+    n = _EDGE_POINTS
+    t = np.arange(n) / n
+    fx = np.concatenate([t, np.ones(n), 1 - t, np.zeros(n), [0.0]])  # fractions of width and height
+    fy = np.concatenate([np.zeros(n), t, np.ones(n), 1 - t, [0.0]])
+    tr = np.asarray(transforms, dtype=np.float64).reshape(-1, 6)
+    px = fx[None, :] * np.asarray(widths, np.float64)[:, None]
+    py = fy[None, :] * np.asarray(heights, np.float64)[:, None]
+    x = tr[:, 2:3] + tr[:, 0:1] * px + tr[:, 1:2] * py
+    y = tr[:, 5:6] + tr[:, 3:4] * px + tr[:, 4:5] * py
+    codes = np.asarray(epsgs, dtype=np.int64)
+    for epsg in np.unique(codes):
+        if epsg == 4326:
+            continue
+        rows = codes == epsg
+        lon, lat = pyproj.Transformer.from_crs(int(epsg), 4326, always_xy=True).transform(x[rows], y[rows])
+        x[rows], y[rows] = lon, lat
+    rings = np.stack([x, y], axis=-1)
+    area = np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
+    rings[area < 0] = rings[area < 0, ::-1]  # GeoJSON's exterior ring is counter-clockwise
+    return rings
+
+
+def _times(row_time: list[str] | None, given: dt.datetime | None, name: str) -> dict[str, Any]:
+    """(datetime, start, end) properties from a spec 0.2 file's time values or the argument."""
+    if row_time:
+        if "/" in row_time[0]:
+            starts = [t.split("/")[0] for t in row_time]
+            ends = [t.split("/")[1] for t in row_time]
+        else:
+            starts = ends = row_time
+        start, end = _utc(min(starts)), _utc(max(ends))
+        if start == end:
+            return {"datetime": start}
+        return {"datetime": None, "start": start, "end": end}
+    if given is None:
+        raise RumiError(f"{name}: the file has no time values; give datetime= for its Item")
+    return {"datetime": _utc(given)}
+
+
+def _utc(value: str | dt.datetime) -> dt.datetime:
+    t = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
+
+
+def _raster_type(dtype: str) -> str:
+    return _COMPLEX.get(dtype, dtype if dtype in _RASTER_TYPES else "other")
+
+
+def to_items(table: pa.Table, *, datetime: dt.datetime | Sequence[dt.datetime | None] | None = None,
+             ids: Sequence[str] | None = None, collection: str | None = None,
+             codec: str | None = None) -> list[pystac.Item]:
+    """STAC Items for the rows of a :func:`rumimm.catalog` table; see :func:`items`.
+
+    No rumi file is read: local files are only stat'ed (``file:size``), and their PAM sidecars read
+    for the checksum they bind (``file:checksum``).
+    """
+    pystac = _pystac()
+    cols = {name: table.column(name).to_pylist() for name in _ITEM_COLUMNS}
+    n = table.num_rows
+    paths = cols["path"]
+    if ids is not None and len(ids) != n:
+        raise ValueError(f"got {n} rows but {len(ids)} ids")
+    given: list[dt.datetime | None] = list(datetime) if isinstance(datetime, (list, tuple)) \
+        else [cast("dt.datetime | None", datetime)] * n
+    if len(given) != n:
+        raise ValueError(f"got {n} rows but {len(given)} datetimes")
+    missing = [i for i in range(n) if cols["epsg"][i] is None or cols["transform"][i] is None]
+    if missing:
+        raise RumiError(f"{redact(paths[missing[0]])}: the file has no georeferencing (EPSG code and transform); "
+                        "a STAC Item needs a footprint")
+    rings = _wgs84_footprints(cols["epsg"], cols["transform"], cols["height"], cols["width"])
+    lows, highs = rings.min(axis=1).tolist(), rings.max(axis=1).tolist()
+    outlines = rings.tolist()
+    local = _local_files(paths)
+    out = []
+    for i in range(n):
+        path = paths[i]
+        time = _times(cols["time"][i], given[i], redact(path))
+        lo, hi = lows[i], highs[i]
+        bands = cols["bands"][i]
+        raster_bands = []
+        for b in range(bands):
+            band: dict[str, Any] = {"data_type": _raster_type(cols["dtype"][i])}
+            if cols["nodata"][i] is not None:
+                band["nodata"] = _json_number(cols["nodata"][i])
+            scales, offsets, units = cols["scales"][i], cols["offsets"][i], cols["units"][i]
+            if scales and scales[b] != 1.0:
+                band["scale"] = scales[b]
+            if offsets and offsets[b] != 0.0:
+                band["offset"] = offsets[b]
+            if units and units[b]:
+                band["unit"] = units[b]
+            raster_bands.append(band)
+        asset_fields: dict[str, Any] = {HEADER_FIELD: base64.b64encode(cols["blob"][i]).decode("ascii"),
+                                        SPEC_FIELD: cols["spec"][i], "raster:bands": raster_bands}
+        extensions = [PROJECTION, RASTER]
+        descriptions = cols["descriptions"][i]
+        if descriptions and any(descriptions):
+            asset_fields["eo:bands"] = [{"name": d or f"b{b + 1}"} for b, d in enumerate(descriptions)]
+            extensions.append(EO)
+        if codec is not None:
+            asset_fields[CODEC_FIELD] = codec
+        if i in local:
+            asset_fields["file:size"] = local[i][0]
+            if local[i][1] is not None:
+                asset_fields["file:checksum"] = local[i][1]
+            extensions.append(FILE)
+        left, bottom, right, top = (cols[k][i] for k in ("left", "bottom", "right", "top"))
+        props = {"proj:code": f"EPSG:{cols['epsg'][i]}", "proj:shape": [cols["height"][i], cols["width"][i]],
+                 "proj:transform": [float(v) for v in cols["transform"][i]],
+                 "proj:bbox": [left, bottom, right, top]}
+        if time["datetime"] is None:
+            props["start_datetime"] = time["start"].isoformat().replace("+00:00", "Z")
+            props["end_datetime"] = time["end"].isoformat().replace("+00:00", "Z")
+        coords = outlines[i]
+        it = pystac.Item(
+            id=ids[i] if ids is not None else _stem(path),
+            geometry={"type": "Polygon", "coordinates": [coords]},
+            bbox=[lo[0], lo[1], hi[0], hi[1]],
+            datetime=time["datetime"], properties=props, stac_extensions=extensions, collection=collection)
+        it.add_asset(ASSET_KEY, pystac.Asset(href=path, media_type=MEDIA_TYPE, roles=["data"],
+                                             extra_fields=asset_fields))
+        out.append(it)
+    return out
+
+
+def _json_number(v: float) -> float | str:
+    """A nodata value as the raster extension writes it: NaN and infinities as strings."""
+    if v != v:
+        return "nan"
+    if v in (np.inf, -np.inf):
+        return "inf" if v > 0 else "-inf"
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def _local_files(paths: Sequence[str]) -> dict[int, tuple[int, str | None]]:
+    """(size, multihash SHA-256 or None) of the local files among ``paths``: one stat each, and the digest
+    only where it is free: a rumimm PAM sidecar's ``FILE_SHA256``, trusted while its ``FILE_STAT`` (size,
+    mtime, inode) still matches the file.  Remote URIs and missing files are skipped."""
+    import re
+
+    from rumimm.store import is_remote
+
+    out: dict[int, tuple[int, str | None]] = {}
+    for i, p in enumerate(paths):
+        if is_remote(p):
+            continue
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        digest = None
+        try:
+            with open(p + ".aux.xml", "rb") as f:
+                text = f.read(1 << 20).decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        sha = re.search(r'key="FILE_SHA256">([0-9a-f]{64})<', text)
+        stat = re.search(r'key="FILE_STAT">([0-9 ]+)<', text)
+        if sha and stat and stat.group(1).split() == [str(st.st_size), str(st.st_mtime_ns), str(st.st_ino)]:
+            digest = "1220" + sha.group(1)  # multihash: sha2-256 (0x12), 32 bytes (0x20)
+        out[i] = (st.st_size, digest)
+    return out
+
+
+def _stem(path: str) -> str:
+    name = redact(path).rstrip("/").rsplit("/", 1)[-1]
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+def to_item_collection(table: pa.Table | StrPath, **kwargs: Any) -> pystac.ItemCollection:
+    """A catalog table (or its GeoParquet file) as a ``pystac.ItemCollection`` (keywords of :func:`to_items`)."""
+    from rumimm.integrations.catalogs import read_catalog
+
+    if isinstance(table, (str, os.PathLike)):
+        table = read_catalog(table)
+    return _pystac().ItemCollection(to_items(table, **kwargs))
+
+
+def collection(items: Iterable[pystac.Item], *, id: str, description: str | None = None,
+               license: str = "other", title: str | None = None) -> pystac.Collection:
+    """A ``pystac.Collection`` holding ``items``, its extent their bbox union and time span."""
+    pystac = _pystac()
+    members = list(items)
+    if not members:
+        raise ValueError("a collection needs at least one Item")
+    boxes = np.array([it.bbox for it in members], dtype=float)
+    bbox = [float(boxes[:, 0].min()), float(boxes[:, 1].min()), float(boxes[:, 2].max()), float(boxes[:, 3].max())]
+    starts: list[dt.datetime] = []
+    ends: list[dt.datetime] = []
+    for it in members:
+        s = it.common_metadata.start_datetime or it.datetime
+        e = it.common_metadata.end_datetime or it.datetime
+        if s is None or e is None:
+            raise RumiError(f"item {it.id!r} has no datetime")
+        starts.append(s)
+        ends.append(e)
+    extent = pystac.Extent(pystac.SpatialExtent([bbox]), pystac.TemporalExtent([[min(starts), max(ends)]]))
+    col = pystac.Collection(id=id, description=description or f"{len(members)} rumi files", extent=extent,
+                            license=license, title=title)
+    exts = sorted({e for it in members for e in it.stac_extensions})
+    col.stac_extensions = exts
+    for it in members:
+        it.collection_id = id
+        col.add_item(it)
+    return col
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Items in
+
+
+class _Asset:
+    """What loading needs of one Item's rumi asset, every field checked."""
+
+    __slots__ = ("blob", "bounds", "end", "epsg", "href", "id", "names", "shape", "spec", "start", "time_count",
+                 "transform")
+
+    def __init__(self, obj: pystac.Item | Mapping[str, Any]) -> None:
+        d = obj.to_dict(include_self_link=False, transform_hrefs=False) if hasattr(obj, "to_dict") else obj
+        if not isinstance(d, Mapping):
+            raise RumiError(f"a STAC Item is a pystac.Item or a dict, got {type(obj).__name__}")
+        self.id = _text(d.get("id"), "item", "id")
+        name = f"item {self.id[:80]!r}"
+        assets = d.get("assets")
+        if not isinstance(assets, Mapping) or not assets:
+            raise RumiError(f"{name}: no assets")
+        rumi = [a for a in assets.values() if isinstance(a, Mapping) and HEADER_FIELD in a]
+        if not rumi:
+            hrefs = [redact(str(a.get("href"))) for a in assets.values() if isinstance(a, Mapping)]
+            raise RumiError(f"{name}: no rumi asset (an asset with {HEADER_FIELD!r}); its assets "
+                            f"({', '.join(hrefs[:3])}) are not rumi files: convert them with `rumimm convert`")
+        asset = rumi[0]
+        self.href = _text(asset.get("href"), name, "href")
+        name = f"{name} ({redact(self.href)})"
+        text = _text(asset.get(HEADER_FIELD), name, HEADER_FIELD, limit=_MAX_BLOB_CHARS)
+        try:
+            self.blob = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise RumiError(f"{name}: {HEADER_FIELD} is not base64 ({exc})") from None
+        spec = asset.get(SPEC_FIELD)
+        if spec not in ("0.1", "0.2", None):
+            raise RumiError(f"{name}: {SPEC_FIELD} must be '0.1' or '0.2', got {_show(spec)}")
+        self.spec = spec
+        props = d.get("properties")
+        if not isinstance(props, Mapping):
+            raise RumiError(f"{name}: properties must be an object")
+        code = props.get("proj:code")
+        if code is None:
+            raise RumiError(f"{name}: no proj:code (the projection extension); rumimm.stac.load needs each Item's "
+                            "CRS, shape and transform")
+        code = _text(code, name, "proj:code")
+        if not code.upper().startswith("EPSG:") or not code[5:].isdigit() or len(code) > 15:
+            raise RumiError(f"{name}: proj:code must be 'EPSG:<number>', got {_show(code)}")
+        self.epsg = int(code[5:])
+        self.shape = tuple(_numbers(props.get("proj:shape"), name, "proj:shape", (2,), int))
+        self.transform = tuple(_numbers(props.get("proj:transform"), name, "proj:transform", (6, 9), float))[:6]
+        box = props.get("proj:bbox")
+        self.bounds = None if box is None else tuple(_numbers(box, name, "proj:bbox", (4,), float))
+        start = props.get("start_datetime") or props.get("datetime")
+        end = props.get("end_datetime") or props.get("datetime")
+        self.start = None if start is None else _utc(_text(start, name, "datetime", limit=64).replace("Z", "+00:00"))
+        self.end = None if end is None else _utc(_text(end, name, "datetime", limit=64).replace("Z", "+00:00"))
+        self._check_blob(name, asset)
+        eo = asset.get("eo:bands")
+        self.names = None
+        if isinstance(eo, list) and len(eo) <= _MAX_BANDS and all(isinstance(b, Mapping) for b in eo):
+            names = [b.get("name") for b in eo]
+            if all(isinstance(n, str) and len(n) <= 256 for n in names):
+                self.names = names
+
+    def _check_blob(self, name: str, asset: Mapping[str, Any]) -> None:
+        """The blob must describe this asset: the grid the Item states and its file size."""
+        from rumimm.format.v2 import parse_header
+
+        try:
+            hdr = parse_header(self.blob, spec=self.spec, path=name)
+        except ValueError as exc:
+            raise RumiError(f"{name}: {HEADER_FIELD} is not a rumi header blob ({exc})") from None
+        if tuple(hdr.shape[-2:]) != self.shape:
+            raise RumiError(f"{name}: {HEADER_FIELD} describes a {hdr.shape[-2]} x {hdr.shape[-1]} grid but "
+                            f"proj:shape is {list(self.shape)}: the blob is not this asset's")
+        size = asset.get("file:size")
+        if isinstance(size, int) and hdr.spec == "0.1" and hdr.file_size != size:
+            raise RumiError(f"{name}: {HEADER_FIELD} describes a file of {hdr.file_size} bytes but file:size is "
+                            f"{size}: the blob is not this asset's")
+        self.spec = hdr.spec
+        self.time_count = int(hdr.time_count)
+
+
+def _georef_block(a: _Asset) -> bytes:
+    """The 160 bytes of georeferencing tags a writer stores for the Item's CRS and transform (pixel is area)."""
+    from rumimm.format.georef import geokeys, matrix_from_transform
+
+    return (np.asarray(matrix_from_transform(a.transform), "<f8").tobytes()
+            + np.asarray(geokeys(a.epsg), "<u2").tobytes())
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _text(value: Any, name: str, field: str, limit: int = 8192) -> str:
+    if not isinstance(value, str):
+        raise RumiError(f"{name}: {field} must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise RumiError(f"{name}: {field} is {len(value)} characters, more than {limit}")
+    return value
+
+
+def _numbers(value: Any, name: str, field: str, lengths: tuple[int, ...], kind: type) -> list[Any]:
+    if not isinstance(value, (list, tuple)) or len(value) not in lengths:
+        size = len(value) if isinstance(value, (list, tuple)) else type(value).__name__
+        raise RumiError(f"{name}: {field} must be a list of {' or '.join(map(str, lengths))} numbers, got {size}")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        raise RumiError(f"{name}: {field} must hold numbers only")
+    if kind is int and not all(float(v).is_integer() and 0 < v < 1 << 31 for v in value):
+        raise RumiError(f"{name}: {field} must hold positive integers")
+    if not all(np.isfinite(v) for v in value):
+        raise RumiError(f"{name}: {field} must hold finite numbers")
+    return [kind(v) for v in value]
+
+
+def _assets(items: Any) -> list[_Asset]:
+    return [_Asset(it) for it in _item_list(items)]
+
+
+def _select(assets: list[_Asset], bbox: Sequence[float] | None, time: Any) -> list[_Asset]:
+    """The assets whose footprint meets ``bbox`` (WGS 84) and whose time meets ``time``."""
+    if bbox is not None:
+        assets = [a for a in assets if _meets(a, bbox)]
+    if time is not None:
+        lo, hi = _time_range(time)
+        assets = [a for a in assets if a.start is not None and a.end is not None
+                  and (lo is None or a.end >= lo) and (hi is None or a.start <= hi)]
+    return assets
+
+
+def _time_range(time: Any) -> tuple[dt.datetime | None, dt.datetime | None]:
+    if isinstance(time, str):
+        parts = time.split("/") if "/" in time else [time, time]
+        if len(parts) != 2:
+            raise ValueError(f"time must be 'start/end', got {time!r}")
+        lo, hi = (None if p in ("", "..") else p for p in parts)
+    elif isinstance(time, (tuple, list)) and len(time) == 2:
+        lo, hi = time
+    else:
+        lo = hi = time
+    def conv(v: Any) -> dt.datetime | None:
+        if v is None:
+            return None
+        if isinstance(v, str):
+            if len(v) == 10:  # a date: the whole day
+                v = v + "T00:00:00"
+            return _utc(v.replace("Z", "+00:00"))
+        return _utc(v)
+    lo_t, hi_t = conv(lo), conv(hi)
+    if isinstance(hi, str) and len(hi) == 10 and hi_t is not None:
+        hi_t = hi_t + dt.timedelta(days=1) - dt.timedelta(microseconds=1)
+    return lo_t, hi_t
+
+
+def _meets(a: _Asset, bbox: Sequence[float]) -> bool:
+    import pyproj
+
+    xmin, ymin, xmax, ymax = (float(v) for v in bbox)
+    left, top = a.transform[2], a.transform[5]
+    h, w = a.shape
+    tr = pyproj.Transformer.from_crs(4326, a.epsg, always_xy=True)
+    xs, ys = tr.transform([xmin, xmax, xmin, xmax], [ymin, ymin, ymax, ymax])
+    right, bottom = left + a.transform[0] * w, top + a.transform[4] * h
+    x0, x1 = sorted((left, right))
+    y0, y1 = sorted((top, bottom))
+    return min(xs) <= x1 and max(xs) >= x0 and min(ys) <= y1 and max(ys) >= y0
+
+
+def load(items: Any, *, bands: Sequence[int | str] | None = None,
+         bbox: Sequence[float] | None = None, time: Any = None, output: str = "xarray",
+         chunks: Any = None, groupby: str | None = None, cache_bytes: int | None = None, verify: bool = True,
+         storage_options: Mapping[str, Any] | None = None) -> Any:
+    """Load STAC Items of rumi files lazily, each asset opened with the header blob its Item carries.
+
+    No header is requested: the first request of each file is for pixels.
+
+    Parameters
+    ----------
+    items : pystac Items or their dicts, or an ItemCollection
+        Items made by :func:`item` (any Item whose asset carries ``rumi:header``).
+    bands : sequence of int (1-based) or str (eo band names), optional
+        Bands of the xarray output (default all).
+    bbox : (west, south, east, north) in WGS 84, optional
+        Keep Items whose footprint meets it; the xarray output is also cut to it.
+    time : datetime, ISO text, ``"start/end"`` or a (start, end) pair, optional
+        Keep Items whose time meets it.
+    output : {"xarray", "cube", "collection"}
+        An ``xarray.Dataset`` (dims time, band, y, x; a rioxarray CRS; Dask-backed), a
+        :class:`rumimm.Cube` (the Items must share a grid) or a :class:`rumimm.ImageCollection`.
+    chunks : optional
+        The xarray output's Dask chunks (default ``{}``: whole frames).
+    groupby : {None, "crs"}
+        Items in several CRSs are refused unless ``groupby="crs"``: then a dict from EPSG
+        code to one output per CRS.  Nothing is ever reprojected.
+
+    Raises
+    ------
+    RumiError
+        An Item without a rumi asset (a COG: convert it with ``rumimm convert``), without
+        the projection fields, with a blob that does not describe its asset, or Items in
+        several CRSs (without ``groupby``).
+    """
+    if output not in ("xarray", "cube", "collection"):
+        raise ValueError(f"output must be 'xarray', 'cube' or 'collection', got {output!r}")
+    if groupby not in (None, "crs"):
+        raise ValueError(f"groupby must be None or 'crs', got {groupby!r}")
+    if bbox is not None and (not isinstance(bbox, (list, tuple)) or len(bbox) != 4
+                             or not all(isinstance(v, (int, float)) and np.isfinite(v) for v in bbox)
+                             or bbox[0] > bbox[2] or bbox[1] > bbox[3]):
+        raise ValueError(f"bbox must be (west, south, east, north) in degrees, got {_show(bbox)}")
+    assets = _select(_assets(items), bbox, time)
+    if not assets:
+        raise RumiError("no Item meets the bbox and time asked for")
+    crss = sorted({a.epsg for a in assets})
+    if len(crss) > 1 and groupby is None:
+        raise RumiError(f"the Items are in {len(crss)} CRSs (EPSG {', '.join(map(str, crss[:8]))}); rumimm.stac.load "
+                        "never reprojects: pass groupby='crs' for one result per CRS, or select Items of one CRS")
+    kw = {"bands": bands, "bbox": bbox, "output": output, "chunks": chunks, "cache_bytes": cache_bytes,
+          "verify": verify, "storage_options": storage_options}
+    if groupby == "crs":
+        return {epsg: _load_one([a for a in assets if a.epsg == epsg], **kw) for epsg in crss}
+    return _load_one(assets, **kw)
+
+
+def _load_one(assets: list[_Asset], *, bands: Sequence[int | str] | None, bbox: Sequence[float] | None,
+              output: str, chunks: Any, cache_bytes: int | None, verify: bool,
+              storage_options: Mapping[str, Any] | None) -> Any:
+    from rumimm.reader.cube import Cube, ImageCollection
+    from rumimm.reader.image import Image, state_georef
+
+    assets = sorted(assets, key=lambda a: (a.start or dt.datetime.min.replace(tzinfo=dt.UTC), a.id))
+    images: list[Image] = []
+    try:
+        for a in assets:
+            img = Image(a.href, a.blob, cache_bytes=cache_bytes, verify=verify, spec=a.spec,
+                        storage_options=storage_options)
+            state_georef(img, _georef_block(a))  # the Item states it: no request for the file's copy
+            images.append(img)
+    except BaseException:
+        for img in images:
+            img.close()
+        raise
+    if output == "collection":
+        return ImageCollection(images)
+    grids = {(a.shape, a.transform) for a in assets}
+    if len(grids) > 1:
+        for img in images:
+            img.close()
+        raise RumiError(f"the Items lie on {len(grids)} grids; output={output!r} needs one grid: use "
+                        "output='collection' (ImageCollection.cubes() groups them)")
+    cube = Cube(images)
+    if output == "cube":
+        return cube
+    return _dataset(cube, assets, bands, bbox, chunks)
+
+
+def _dataset(cube: Cube, assets: list[_Asset], bands: Sequence[int | str] | None, bbox: Sequence[float] | None,
+             chunks: Any) -> xr.Dataset:
+    import xarray as xr
+
+    labels = None  # the Items' times label the stack (a spec 0.2 file's trailer would cost a request each)
+    if all(a.start is not None and a.time_count == 1 for a in assets):
+        labels = np.array([np.datetime64(_naive(cast("dt.datetime", a.start))) for a in assets], "datetime64[ns]")
+    ds = xr.open_dataset(cast("Any", cube), engine="rumimm", stack_labels=labels,
+                         chunks={} if chunks is None else chunks)
+    names = assets[0].names
+    if names is not None and len(names) == ds.sizes["band"]:
+        ds = ds.assign_coords(description=("band", np.array(names, dtype=object)))
+    if bands is not None:
+        ds = ds.isel(band=[_band_index(ds, b) for b in bands])
+    if bbox is not None:
+        import pyproj
+
+        a = assets[0]
+        tr = pyproj.Transformer.from_crs(4326, a.epsg, always_xy=True)
+        xs, ys = tr.transform([bbox[0], bbox[2], bbox[0], bbox[2]], [bbox[1], bbox[1], bbox[3], bbox[3]])
+        x = ds["x"].values
+        y = ds["y"].values
+        xsel = (x >= min(xs)) & (x <= max(xs))
+        ysel = (y >= min(ys)) & (y <= max(ys))
+        ds = ds.isel(x=np.flatnonzero(xsel), y=np.flatnonzero(ysel))
+    return ds
+
+
+def _band_index(ds: xr.Dataset, band: int | str) -> int:
+    n = ds.sizes["band"]
+    if isinstance(band, str):
+        names = list(ds["description"].values) if "description" in ds.coords else []
+        if band not in names:
+            raise RumiError(f"no band named {band!r}; the bands are {names}")
+        return names.index(band)
+    if not 1 <= int(band) <= n:
+        raise RumiError(f"band {band} is outside 1..{n}")
+    return int(band) - 1
+
+
+def from_items(items: Any) -> pa.Table:
+    """A :func:`rumimm.catalog` table of STAC Items of rumi files (a search result becomes a catalog).
+
+    Built from the Items alone (paths are the asset hrefs, blobs their ``rumi:header``): no file is
+    read.  Band metadata comes from the raster and eo extensions; a spec 0.2 file's single time
+    from the Item's datetime (files of several time steps get none: their trailer holds them).
+    """
+    from rumimm.format.v2 import parse_header
+    from rumimm.integrations.catalogs import catalog_from_rows
+
+    dicts = [it.to_dict(include_self_link=False, transform_hrefs=False) if hasattr(it, "to_dict") else it
+             for it in _item_list(items)]
+    assets = [_Asset(d) for d in dicts]
+    rows = []
+    for a, d in zip(assets, dicts, strict=True):
+        hdr = parse_header(a.blob, spec=a.spec)
+        asset = next(x for x in d["assets"].values() if isinstance(x, Mapping) and HEADER_FIELD in x)
+        bands = int(hdr.samples_per_pixel)
+        raster = asset.get("raster:bands")
+        raster = raster if isinstance(raster, list) and len(raster) == bands else [{}] * bands
+        for b in raster:
+            ok = isinstance(b, Mapping) and all(isinstance(b.get(k, 0.0), (int, float))
+                                                and not isinstance(b.get(k), bool) for k in ("scale", "offset")) \
+                and isinstance(b.get("unit", ""), str) and isinstance(b.get("nodata", 0), (int, float, str))
+            if not ok:
+                raise RumiError(f"item {a.id[:80]!r} ({redact(a.href)}): raster:bands entries must be objects with "
+                                "numeric scale/offset, a text unit and a number (or nan/inf text) nodata")
+        eo = asset.get("eo:bands")
+        names = [b.get("name") if isinstance(b, Mapping) else None for b in eo] if isinstance(eo, list) else []
+        names = names if len(names) == bands else []
+        nodata = raster[0].get("nodata") if isinstance(raster[0], Mapping) else None
+        try:
+            nodata = float(nodata) if isinstance(nodata, (int, float, str)) and not isinstance(nodata, bool) else None
+        except ValueError:
+            raise RumiError(f"item {a.id[:80]!r} ({redact(a.href)}): raster:bands nodata {_show(nodata)} is not a "
+                            "number") from None
+        meta = (nodata, [str(n or "") for n in names] or [""] * bands,
+                [float(b.get("scale", 1.0)) for b in raster], [float(b.get("offset", 0.0)) for b in raster],
+                [str(b.get("unit", "")) for b in raster])
+        if not any(meta[1]) and nodata is None and all(s == 1.0 for s in meta[2]) and not any(meta[3]) \
+                and not any(meta[4]):
+            meta = (None, [], [], [], [])  # as a file without a sidecar catalogues
+        time = None
+        if hdr.spec == "0.2" and hdr.time_count == 1 and a.start is not None and a.end is not None:
+            time = [_naive(a.start)] if a.start == a.end else [f"{_naive(a.start)}/{_naive(a.end)}"]
+        bounds = a.bounds or _bounds(a.transform, a.shape)
+        rows.append((a.href, a.blob, (bands, a.shape[0], a.shape[1]), str(hdr.dtype),
+                     (hdr.tile_length, hdr.tile_width), hdr.frame_unit_name, a.epsg, a.transform, bounds, meta,
+                     (hdr.spec, hdr.time_count, time)))
+    import pyarrow as pa
+
+    table = catalog_from_rows(rows)
+    meta = table.schema.metadata
+    for name, values in (("start_datetime", [a.start for a in assets]), ("end_datetime", [a.end for a in assets])):
+        table = table.append_column(name, pa.array(values, pa.timestamp("us", tz="UTC")))
+    return table.replace_schema_metadata(meta)
+
+
+def to_stac_geoparquet(items: Iterable[pystac.Item | Mapping[str, Any]], path: StrPath) -> None:
+    """Write Items as stac-geoparquet (``pip install stac-geoparquet``): the STAC community's Parquet layout."""
+    from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
+
+    dicts = [it.to_dict(include_self_link=False, transform_hrefs=False) if hasattr(it, "to_dict") else dict(it)
+             for it in _item_list(items)]
+    to_parquet(parse_stac_items_to_arrow(dicts), os.fspath(path))
+
+
+def read_stac_geoparquet(path: StrPath) -> list[dict[str, Any]]:
+    """The Item dicts of a stac-geoparquet file, for :func:`load` or :func:`from_items`."""
+    import pyarrow.parquet as pq
+    from stac_geoparquet.arrow import stac_table_to_items
+
+    return list(stac_table_to_items(pq.read_table(os.fspath(path))))
+
+
+def _naive(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).replace(tzinfo=None).isoformat()
+
+
+def _bounds(transform: Sequence[float], shape: Sequence[int]) -> tuple[float, float, float, float]:
+    a, _, c, _, e, f = transform
+    xs, ys = (c, c + a * shape[1]), (f, f + e * shape[0])
+    return (min(xs), min(ys), max(xs), max(ys))
+
+
+def _item_list(items: Any) -> list[Any]:
+    if isinstance(items, Mapping) and items.get("type") == "FeatureCollection":
+        items = items.get("features")
+    elif hasattr(items, "items") and not isinstance(items, Mapping):
+        items = items.items
+    if not isinstance(items, Iterable) or isinstance(items, (str, bytes, Mapping)):
+        raise RumiError(f"expected STAC Items (a list, an ItemCollection), got {type(items).__name__}")
+    return list(items)
