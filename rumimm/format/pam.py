@@ -449,7 +449,10 @@ def c_strtod(text: str) -> int | float | None:
         return int(word)
     body = word.lstrip("+-")
     if body[:2].lower() == "0x":
-        value = float.fromhex(body)
+        try:
+            value = float.fromhex(body)
+        except OverflowError:  # strtod gives HUGE_VAL (and ERANGE) for a value past the double range
+            value = math.inf
         return -value if word.startswith("-") else value
     return float(word)
 

@@ -178,8 +178,12 @@ def _times(row_time: list[str] | None, given: dt.datetime | None, name: str) -> 
     return {"datetime": _utc(given)}
 
 
-def _utc(value: str | dt.datetime) -> dt.datetime:
-    t = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+def _utc(value: str | dt.datetime, where: str = "") -> dt.datetime:
+    """``value`` (ISO 8601 text or a datetime) in UTC; naive means UTC.  RumiError for text that is not a time."""
+    try:
+        t = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+    except ValueError:
+        raise RumiError(f"{where}{_show(value)} is not an ISO 8601 date or datetime") from None
     return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
 
 
@@ -394,14 +398,23 @@ class _Asset:
         if not code.upper().startswith("EPSG:") or not code[5:].isdigit() or len(code) > 15:
             raise RumiError(f"{name}: proj:code must be 'EPSG:<number>', got {_show(code)}")
         self.epsg = int(code[5:])
+        from rumimm.errors import CRSError
+        from rumimm.format.crs_identify import parse_crs
+
+        try:
+            parse_crs(self.epsg)  # in PROJ's EPSG registry: the footprint is computed from it
+        except CRSError as exc:
+            raise RumiError(f"{name}: proj:code {code!r} is not a CRS of the EPSG registry ({exc})") from None
         self.shape = tuple(_numbers(props.get("proj:shape"), name, "proj:shape", (2,), int))
         self.transform = tuple(_numbers(props.get("proj:transform"), name, "proj:transform", (6, 9), float))[:6]
         box = props.get("proj:bbox")
         self.bounds = None if box is None else tuple(_numbers(box, name, "proj:bbox", (4,), float))
         start = props.get("start_datetime") or props.get("datetime")
         end = props.get("end_datetime") or props.get("datetime")
-        self.start = None if start is None else _utc(_text(start, name, "datetime", limit=64).replace("Z", "+00:00"))
-        self.end = None if end is None else _utc(_text(end, name, "datetime", limit=64).replace("Z", "+00:00"))
+        when = f"{name}: datetime "
+        self.start = None if start is None else _utc(_text(start, name, "datetime", limit=64).replace("Z", "+00:00"),
+                                                     when)
+        self.end = None if end is None else _utc(_text(end, name, "datetime", limit=64).replace("Z", "+00:00"), when)
         self._check_blob(name, asset)
         eo = asset.get("eo:bands")
         self.names = None
@@ -494,8 +507,8 @@ def _time_range(time: Any) -> tuple[dt.datetime | None, dt.datetime | None]:
         if isinstance(v, str):
             if len(v) == 10:  # a date: the whole day
                 v = v + "T00:00:00"
-            return _utc(v.replace("Z", "+00:00"))
-        return _utc(v)
+            return _utc(v.replace("Z", "+00:00"), "time ")
+        return _utc(v, "time ")
     lo_t, hi_t = conv(lo), conv(hi)
     if isinstance(hi, str) and len(hi) == 10 and hi_t is not None:
         hi_t = hi_t + dt.timedelta(days=1) - dt.timedelta(microseconds=1)

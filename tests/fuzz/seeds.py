@@ -266,6 +266,24 @@ def _crs() -> list[tuple[str, bytes]]:
     return [(f"crs-{i}", bytes([i % 2]) + t.encode()) for i, t in enumerate(texts)]
 
 
+def _stac() -> list[tuple[str, bytes]]:
+    import datetime as dt
+    import json
+
+    from rumimm.stac import item
+
+    when = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
+    out = []
+    for name in ("u8_geo_utm33n", "f32_geo_wgs84_point"):
+        d = item(DATA / f"{name}.rumi", datetime=when).to_dict(include_self_link=False, transform_hrefs=False)
+        for asset in d["assets"].values():  # a signed URL: its query string must never reach a message
+            asset["href"] = f"https://127.0.0.1:9/{name}.rumi?X-Amz-Signature=SECRET"
+        text = json.dumps(d)
+        out += [(f"{name}", text.encode()), (f"{name}-cut", text[: len(text) // 2].encode())]
+    out.append(("two-items", json.dumps([json.loads(out[0][1]), json.loads(out[2][1])]).encode()))
+    return out
+
+
 def _remote() -> list[tuple[str, bytes]]:
     def ops(flags, *items):
         body = bytes([flags, len(items) - 1])
@@ -317,6 +335,7 @@ _MAKERS = {
     "catalog": _catalog,
     "pam": _pam,
     "crs": _crs,
+    "stac": _stac,
     "remote": _remote,
     "remote_read": _remote_read,
 }

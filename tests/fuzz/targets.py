@@ -532,6 +532,47 @@ def crs(data: bytes) -> None:
         assert 1024 <= found.epsg <= 32767 or found.epsg > 0
 
 
+@target("stac", modules=("rumimm.integrations.stac",), max_len=1 << 14)
+def stac(data: bytes) -> None:
+    """STAC Item JSON (valid Items of rumi files, mutated): from_items refuses it with a RumiError or gives one
+    catalog row per Item whose blob parses; no message shows an href's query string; no file is read."""
+    import json
+
+    from rumimm.errors import RumiError
+    from rumimm.format.v2 import parse_header
+    from rumimm.stac import from_items
+
+    try:
+        obj = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):  # not JSON (json's own limits): nothing reaches rumimm
+        return
+    items = obj if isinstance(obj, list) else [obj]
+    try:
+        table = from_items(items)
+    except RumiError as exc:
+        for query in _href_queries(obj):
+            assert f"?{query}" not in str(exc), f"a query string in a message: {str(exc)[:200]!r}"
+        return
+    assert table.num_rows == len(items)
+    for blob, spec in zip(table.column("blob").to_pylist(), table.column("spec").to_pylist(), strict=True):
+        parse_header(blob, spec=spec)
+
+
+def _href_queries(obj) -> list[str]:
+    """The query strings (after ``?``, 6 characters or more) of every ``href`` in a JSON value."""
+    found, stack = [], [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            href = v.get("href")
+            if isinstance(href, str) and "?" in href and len(href.split("?", 1)[1]) >= 6:
+                found.append(href.split("?", 1)[1])
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return found
+
+
 def _pam_key(meta):
     """What a sidecar says, compared by value: -9999.0 written as GDAL writes it, "-9999", reads back as an int."""
     from rumimm.format.pam import DOMAIN
