@@ -394,6 +394,14 @@ def http():
     srv.stop()
 
 
+@pytest.fixture
+def server(http):
+    """The module's HTTP server, with no faults, latency or counts left from another test."""
+    http.reset()
+    yield http
+    http.reset()
+
+
 def remote_batch(server, urls, scenes, seed: int, latency: float = 0.05):
     """``read_batch`` of 16 random 256 x 256 chips over 8 served ``scenes`` (1024 x 1024), with ``latency``
     added to every request; checks the pixels and returns the chips' (file, y, x) rows."""

@@ -28,13 +28,6 @@ FAST = {"max_retries": 2, "retry_timeout": 3, "timeout": 2, "connect_timeout": 1
         "init_backoff": 0.01, "max_backoff": 0.05}
 
 
-@pytest.fixture
-def server(http):
-    http.reset()
-    yield http
-    http.reset()
-
-
 @pytest.fixture(scope="module")
 def moto():
     srv = MotoS3().start()

@@ -36,13 +36,6 @@ FAST = {"max_retries": 2, "retry_timeout": 3, "timeout": 2, "connect_timeout": 1
 TIME = ["2026-03-01"]
 
 
-@pytest.fixture
-def server(http):
-    http.reset()
-    yield http
-    http.reset()
-
-
 def _fixture(server, name):
     """(url, blob, source array) of a reference fixture, served."""
     url = server.put(f"v2/{name}.rumi", (DATA / f"{name}.rumi").read_bytes())

@@ -231,13 +231,6 @@ def test_load_as_cube_and_collection(scenes):
     assert isinstance(coll, rumimm.ImageCollection) and len(coll) == 2
 
 
-@pytest.fixture
-def server(http):
-    http.reset()
-    yield http
-    http.reset()
-
-
 def _remote_items(scenes, server):
     items = _items(scenes)
     for it, (p, _, _) in zip(items, scenes, strict=True):

@@ -104,3 +104,11 @@ def replace_section(page: str, begin: str, end: str, text: str, *, append: bool 
         raise SystemExit(f"{os.path.relpath(page, ROOT)} has no {begin} marker")
     with open(page, "w", encoding="utf-8") as fh:
         fh.write(doc)
+
+
+def check_chips(engine: str, got: np.ndarray, files: list[dict], batch: list[tuple[int, int, int]], chip: int) -> None:
+    """AssertionError unless ``got`` holds the ``chip`` x ``chip`` windows ``(file, y, x)`` of the files' arrays:
+    every engine's first batch is checked pixel for pixel before any is timed."""
+    want = np.stack([files[i]["array"][:, y:y + chip, x:x + chip] for i, y, x in batch])
+    if not np.array_equal(got, want):
+        raise AssertionError(f"{engine}: wrong pixels")
