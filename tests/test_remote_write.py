@@ -118,6 +118,19 @@ def test_overwrite_false_refuses_an_existing_object(s3, tmp_path):
     np.testing.assert_array_equal(rumimm.open(local)[:], a[None])
 
 
+def test_overwrite_false_catches_a_writer_that_came_between_the_head_and_the_put(s3, monkeypatch):
+    """The HEAD found nothing, then another writer created the object: the conditional PUT refuses."""
+    from rumimm.store import remote_writer
+
+    a = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
+    rumimm.write("s3://wrt/race.rumi", a, tile=64)
+    before = _body(s3, "race.rumi")
+    monkeypatch.setattr(remote_writer, "exists", lambda *args: False)  # the other writer lands after the HEAD
+    with pytest.raises(FileExistsError, match=r"s3://wrt/race\.rumi: the object exists and overwrite=False"):
+        rumimm.write("s3://wrt/race.rumi", a + 1, tile=64, overwrite=False)
+    assert _body(s3, "race.rumi") == before
+
+
 def test_a_failed_write_leaves_no_object(s3):
     a = np.random.default_rng(6).integers(0, 1 << 16, (2, 1536, 1536), dtype=np.uint16)
     with pytest.raises(ZeroDivisionError), rumimm.Writer("s3://wrt/f.rumi", a.shape, a.dtype, tile=512) as w:

@@ -14,9 +14,11 @@ but the last), ``max_concurrency`` in flight.  The object store makes the object
 only when the upload completes; a failed upload is aborted by the client, so no object
 appears.  docs/remote.md ("Writing") has the costs and the reasoning.
 
-``overwrite=False`` refuses an existing object: an object that fits in one PUT is sent
-with a conditional create (``If-None-Match: *``, refused atomically by the store); a
-larger one is checked with a HEAD just before its upload starts.
+``overwrite=False`` refuses an existing object: a HEAD just before the upload starts
+finds one, and an object that fits in one PUT is also sent as a conditional create
+(``If-None-Match: *``), so a store that honours it refuses a writer that got there
+between the HEAD and the PUT; the HEAD covers the S3-compatible servers that ignore the
+header (moto before 5.0.15, for one) and multipart uploads, which cannot carry it.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class RemoteWriter(StoreWriter):
             size = self._spool.seek(0, 2)
             self._spool.seek(0)
             single = size <= self.part_size
-            if not self.overwrite and not single and exists(self._client, self._path, self.name):
+            if not self.overwrite and exists(self._client, self._path, self.name):
                 raise _exists(self.name)
             n_requests = 1 if single else 2 + -(-size // self.part_size)
             bound = loop.time_bound(self._request_seconds, self.max_concurrency, n_requests)
