@@ -129,8 +129,9 @@ def test_the_index_comes_from_the_catalog_footprints(world):
 
 
 def test_opening_and_reading_never_index_a_file(world, monkeypatch):
-    monkeypatch.setattr(sys.modules["rumimm.reader.validate"], "index",
-                        lambda *a, **k: pytest.fail("a file was indexed although the catalog holds its blob"))
+    for walk in ("inspect_mapping", "inspect_store"):  # the IFD walks of a file opened without its blob
+        monkeypatch.setattr(sys.modules["rumimm.reader.image"], walk,
+                            lambda *a, **k: pytest.fail("a file was indexed although the catalog holds its blob"))
     ds = RumiDataset(world["catalog"])
     q = (slice(X0 + 100, X0 + 740), slice(Y0 - 1000, Y0 - 360))
     assert np.array_equal(ds[q]["image"].numpy(), _expected(world, q).astype(np.float32))
@@ -392,6 +393,10 @@ def test_stac_items_give_the_dataset_the_catalog_gives(world):
 
     items = stac.to_items(world["table"], datetime=dt.datetime(2024, 5, 1, tzinfo=dt.UTC))
     ds = RumiDataset(items)
-    assert ds.index.geometry.equals(RumiDataset(world["table"]).index.geometry)
+    from_table = RumiDataset(world["table"]).index
+    assert ds.index.geometry.reset_index(drop=True).equals(from_table.geometry.reset_index(drop=True))
+    assert ds.index.filepath.tolist() == from_table.filepath.tolist()
+    stamp = pd.Timestamp("2024-05-01")  # the Items' datetime; the catalog has none (all of time)
+    assert all(iv.left == iv.right == stamp for iv in ds.index.index)
     q = (slice(X0 + 100, X0 + 740), slice(Y0 - 1000, Y0 - 360))
     assert np.array_equal(ds[q]["image"].numpy(), _expected(world, q).astype(np.float32))
