@@ -20,6 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DOCS = os.path.join(ROOT, "docs")
 #: rumi-eo 0.26.1, the spec 0.2 peer, in its own venv (``.ci/peer026.sh``) or where the variable points.
 PEER026 = os.environ.get("RUMIMM_PEER026_PYTHON") or os.path.join(ROOT, ".venv-rumi026", "bin", "python")
+#: stackstac 0.5.1 (pins pandas < 3), in its own venv (``asv_benchmarks/compare/stackstac_venv.sh``)
+#: or where the variable points: the STAC comparison's stackstac row.
+STACKSTAC = os.environ.get("RUMIMM_STACKSTAC_PYTHON") or os.path.join(ROOT, ".venv-stackstac", "bin", "python")
 
 #: rumi-eo 0.26.1 writing scenes with its recommended recipe (``PEER026 -c PEER_WRITE JSON``: the .npy
 #: scenes, the paths, the tile size); prints the headers and versions as JSON.

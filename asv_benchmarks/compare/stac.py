@@ -19,26 +19,34 @@ What it does:
    for every engine; the first batch an untimed warm-up checked pixel for pixel).
    Engines: ``rumimm.stac.load(items, output="cube")`` then ``read_batch`` over its images
    (spec 0.1 and spec 0.2 Items), and odc-stac's ``odc.stac.load`` on the COG Items (Dask
-   chunks of one block, a chip a ``.isel(...)``, the batch one ``dask.compute``).  stackstac
-   runs when installed (0.5.1 pins pandas < 3).
+   chunks of one block, a chip a ``.isel(...)``, the batch one ``dask.compute``), and
+   stackstac's ``stackstac.stack`` on the same COG Items, the same way, in stackstac's own
+   interpreter (``--stackstac-python``; 0.5.1 pins pandas < 3): ``compare/stac_stackstac.py``,
+   driven over a pipe so its batches interleave with the others'.  stackstac takes one band
+   per asset, so that worker makes each Item's 4-band asset four ``vrt://`` band subsets of
+   the same COG (timed with the first chip).
 4. Times building 10,000 Items from a rumimm catalog table (``rumimm.stac.to_items``).
+5. Prints the table, the versions of both COG loaders, and rumimm's ratios to each of them.
 
-Needs the ``bench``, ``remote`` and ``stac`` extras and odc-stac.
+Needs the ``bench``, ``remote`` and ``stac`` extras and odc-stac; for the stackstac row, its venv
+(``asv_benchmarks/compare/stackstac_venv.sh`` makes ``.venv-stackstac``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 
 import numpy as np
 
 import rumimm
-from asv_benchmarks.compare.common import EPSG, TRANSFORM, check_chips
+from asv_benchmarks.compare.common import EPSG, ROOT, STACKSTAC, TRANSFORM, check_chips, module_command, versions
 from asv_benchmarks.compare.remote_chips import Served
 
 BANDS, CHIP, BATCH, TILE = 4, 256, 16, 256
@@ -148,26 +156,81 @@ class OdcStac:
         return np.stack(stack)
 
 
-class StackStac(OdcStac):
+class StackStac:
+    """stackstac in its own interpreter (``compare/stac_stackstac.py``), one request a line over a
+    pipe; ``seconds`` is the time the worker measured around its call (the pipe and the arrays'
+    hand-over through ``.npy`` files are not in it)."""
+
     name = "stackstac on COGs"
 
+    def __init__(self, items: list, python: str, work: str):
+        self.work, self.seconds, self.n = work, 0.0, 0
+        path = os.path.join(work, "stackstac-items.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump([it.to_dict() for it in items], fh)
+        self.proc = subprocess.Popen(module_command("asv_benchmarks.compare.stac_stackstac", python=python), cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._ask({"op": "load", "items": path, "chip": CHIP, "tile": TILE})
+
+    def _ask(self, req: dict) -> dict:
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the stackstac worker stopped (exit {self.proc.wait()}), see its error above")
+        return json.loads(line)
+
+    def _call(self, req: dict) -> np.ndarray:
+        self.n += 1
+        out = os.path.join(self.work, f"stackstac-{self.n}.npy")
+        self.seconds = self._ask({**req, "out": out})["seconds"]
+        try:
+            return np.load(out)
+        finally:
+            os.remove(out)
+
     def first_chip(self) -> np.ndarray:
-        import stackstac
+        return self._call({"op": "first"})
 
-        self.da = stackstac.stack(self.items, assets=["data"], chunksize=TILE)
-        return self.da.isel(time=0, x=slice(0, CHIP), y=slice(0, CHIP)).values
+    def batch(self, chips: list[list[int]]) -> np.ndarray:
+        return self._call({"op": "batch", "chips": chips})
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+                self.proc.stdin.close()
+                self.proc.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
 
 
-def run(files, items: dict, server: Served, latency_ms: float, batches: int, seed: int) -> dict:
-    size = files[0]["array"].shape[1]
+def timed(engine, method: str, *args):
+    """``engine.method(*args)`` and its seconds: for an engine in another interpreter, the time it measured."""
+    t = time.perf_counter()
+    got = getattr(engine, method)(*args)
+    elapsed = time.perf_counter() - t
+    return got, (engine.seconds if isinstance(engine, StackStac) else elapsed)
+
+
+def run(files, items: dict, server: Served, latency_ms: float, batches: int, seed: int,
+        stackstac_python: str | None = None, work: str | None = None) -> dict:
+    """Every engine's first chip and chips/s (the first batch checked pixel for pixel); with
+    ``stackstac_python`` (and ``work``, a folder for its hand-over files), stackstac's row too."""
     engines: list = [Rumimm("rumimm.stac.load, spec 0.1 Items", items["v1"]),
                      Rumimm("rumimm.stac.load, spec 0.2 Items", items["v2"]), OdcStac(items["cog"])]
+    if stackstac_python is not None:
+        engines.append(StackStac(items["cog"], stackstac_python, work or tempfile.gettempdir()))
     try:
-        import stackstac  # noqa: F401
+        return _run(engines, files, server, latency_ms, batches, seed)
+    finally:
+        for e in engines:
+            if isinstance(e, StackStac):
+                e.close()
 
-        engines.append(StackStac(items["cog"]))
-    except ImportError:
-        print("  stackstac: not installed (0.5.1 pins pandas < 3)")
+
+def _run(engines: list, files, server: Served, latency_ms: float, batches: int, seed: int) -> dict:
+    size = files[0]["array"].shape[1]
     import odc.stac  # noqa: F401  (imports and the JIT out of the timings)
 
     from rumimm.reader import engine
@@ -177,9 +240,7 @@ def run(files, items: dict, server: Served, latency_ms: float, batches: int, see
     out: dict = {}
     for e in engines:
         server.control("reset")
-        t = time.perf_counter()
-        chip = e.first_chip()
-        first = time.perf_counter() - t
+        chip, first = timed(e, "first_chip")
         stats = server.control("stats")
         if not np.array_equal(np.asarray(chip).reshape(BANDS, CHIP, CHIP), files[0]["array"][:, :CHIP, :CHIP]):
             raise AssertionError(f"{e.name}: wrong first chip")
@@ -189,9 +250,7 @@ def run(files, items: dict, server: Served, latency_ms: float, batches: int, see
     for b in range(batches + 1):
         batch = chips[b * BATCH:(b + 1) * BATCH]
         for e in engines[b % len(engines):] + engines[:b % len(engines)]:
-            t = time.perf_counter()
-            got = e.batch(batch)
-            elapsed = time.perf_counter() - t
+            got, elapsed = timed(e, "batch", batch)
             if b == 0:
                 check_chips(e.name, got, files, batch, CHIP)
                 continue
@@ -225,16 +284,25 @@ def main(argv=None) -> None:
     ap.add_argument("--latency", type=float, default=20.0, help="ms before each answer")
     ap.add_argument("--batches", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--stackstac-python", default=STACKSTAC,
+                    help="stackstac's interpreter (default: .venv-stackstac's, or $RUMIMM_STACKSTAC_PYTHON)")
     args = ap.parse_args(argv)
     for k, v in GDAL_ENV.items():
         os.environ.setdefault(k, v)
+    stackstac_python, stackstac_versions = args.stackstac_python, None
+    if os.path.isfile(stackstac_python):
+        stackstac_versions = stackstac_versions_of(stackstac_python)
+    else:
+        print(f"stackstac: no interpreter at {stackstac_python}: run asv_benchmarks/compare/stackstac_venv.sh "
+              "(makes .venv-stackstac) or pass --stackstac-python; the other rows follow")
+        stackstac_python = None
     with tempfile.TemporaryDirectory(prefix="rumimm-stac-") as work:
         files = write_files(work, args.files, args.size)
         server = Served(work)
         try:
             items = {"v1": rumi_items(files, "v1", server.url, work), "v2": rumi_items(files, "v2", server.url, work),
                      "cog": cog_items(files, server.url, work)}
-            res = run(files, items, server, args.latency, args.batches, args.seed)
+            res = run(files, items, server, args.latency, args.batches, args.seed, stackstac_python, work)
         finally:
             server.stop()
         build = items_from_catalog(files)
@@ -244,6 +312,22 @@ def main(argv=None) -> None:
     for name, r in res.items():
         print(f"{name:40s} {r['first chip s']:12.3f} {r['requests to first chip']:9d} {r['chips/s']:9.1f}")
     print(f"10,000 Items from a catalog table: {build:.2f} s")
+    here = versions(["odc-stac", "rasterio", "dask", "pandas"])
+    print("odc-stac row: " + ", ".join(f"{k} {v}" for k, v in here.items()))
+    if stackstac_versions:
+        print("stackstac row: " + ", ".join(f"{k} {v}" for k, v in stackstac_versions.items()))
+    for peer in [n for n in res if not n.startswith("rumimm")]:
+        for name in [n for n in res if n.startswith("rumimm")]:
+            a, b = res[name], res[peer]
+            print(f"{name} / {peer}: first chip {b['first chip s'] / a['first chip s']:.1f}x sooner, "
+                  f"chips/s x{a['chips/s'] / b['chips/s']:.1f}")
+
+
+def stackstac_versions_of(python: str) -> dict:
+    """The versions ``compare/stac_stackstac.py`` reports in stackstac's interpreter."""
+    proc = subprocess.run(module_command("asv_benchmarks.compare.stac_stackstac", "--versions", python=python),
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
 
 
 if __name__ == "__main__":
