@@ -128,7 +128,9 @@ def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[An
         root, path = uri, ""
     if not path and root != uri:
         raise ValueError(f"{public_name(uri)}: the URI names no object")
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES))
+    # an HTTP server's client reads none of those variables, and walking os.environ is the
+    # largest cost of opening an asset over HTTP from its blob (about 0.1 ms each)
+    env = () if plain_http else sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES))
     shared = (root, repr(sorted(opts.items())), repr(sorted(client_opts.items())), repr(retry_config),
               hash(repr(env)))
     with _clients_lock:
