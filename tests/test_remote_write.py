@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -11,11 +12,13 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servers import MotoS3, azurite_program
 
 import rumimm
-from rumimm.store import open_writer
-from rumimm.store.remote_writer import MIN_PART_SIZE, RemoteWriter
+from rumimm.store import open_writer, remote_writer
+from rumimm.store.remote_writer import MIN_PART_SIZE, RemoteWriter, Spool
 
 FAST = {"max_retries": 0, "retry_timeout": 2.0, "timeout": 10.0}
 
@@ -120,8 +123,6 @@ def test_overwrite_false_refuses_an_existing_object(s3, tmp_path):
 
 def test_overwrite_false_catches_a_writer_that_came_between_the_head_and_the_put(s3, monkeypatch):
     """The HEAD found nothing, then another writer created the object: the conditional PUT refuses."""
-    from rumimm.store import remote_writer
-
     a = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
     rumimm.write("s3://wrt/race.rumi", a, tile=64)
     before = _body(s3, "race.rumi")
@@ -158,6 +159,94 @@ def test_store_writer_commit_and_abort(s3):
     assert _keys(s3) == ["raw.bin"]
     with pytest.raises(rumimm.RumiError, match="finished"):
         w.write(b"more")
+
+
+_BUFFERS = {"bytes": bytes, "bytearray": bytearray, "memoryview": lambda b: memoryview(bytearray(b)),
+            "uint16": lambda b: np.frombuffer(b[:len(b) // 2 * 2], np.uint16).copy()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(memory=st.sampled_from([0, 7, 64, 1 << 20]), piece=st.integers(1, 40),
+       ops=st.lists(st.tuples(st.integers(0, 90), st.binary(min_size=0, max_size=50), st.sampled_from(list(_BUFFERS))),
+                    max_size=25))
+def test_a_spool_reads_back_what_a_file_would_hold(memory, piece, ops):
+    """Seeks (past the end too: zeros), overwrites across the memory head and the file, any buffer type."""
+    spool, ref = Spool(memory), io.BytesIO()
+    try:
+        for where, data, kind in ops:
+            pos = min(where, ref.seek(0, 2) + 30)
+            spool.seek(pos)
+            ref.seek(pos)
+            buf = _BUFFERS[kind](data)
+            assert spool.write(buf) == ref.write(buf)
+            assert spool.tell() == ref.tell() and spool.size == len(ref.getvalue())
+        views = spool.views(piece)
+        assert all(0 < memoryview(v).nbytes <= piece for v in views)
+        assert b"".join(bytes(v) for v in views) == ref.getvalue()
+        assert sum(len(c) for c in spool._chunks) <= memory  # the memory bound
+        assert spool.in_memory == (len(ref.getvalue()) <= memory or not ops)
+    finally:
+        spool.close()
+
+
+def test_a_spool_keeps_bytes_and_copies_what_the_caller_may_change():
+    frame = bytes(range(256)) * 4096  # 1 MiB, a frame as the encoder returns it
+    shared = bytearray(b"a" * 300_000)  # like a view of shared memory the next rows reuse
+    spool = Spool(4 << 20)
+    spool.seek(100)  # the prefix's reserved space
+    spool.write(frame)
+    spool.write(memoryview(shared))
+    shared[:] = b"b" * len(shared)
+    spool.seek(0)
+    spool.write(b"p" * 100)
+    views = spool.views(8 << 20)
+    assert any(v is frame for v in views)  # staged without a copy
+    assert b"".join(views) == b"p" * 100 + frame + b"a" * 300_000
+    spool.close()
+
+
+def test_a_spool_past_its_memory_maps_its_file_and_closes_with_a_view_held():
+    spool = Spool(1000)
+    spool.write(b"x" * 600)
+    spool.write(b"y" * 5000)  # past the memory: to the file, not moved there with what came before
+    spool.seek(598)
+    spool.write(b"zzzz")  # over the boundary of memory and file
+    views = spool.views(2048)
+    assert not spool.in_memory and len(spool._chunks) == 1
+    assert [len(v) for v in views] == [600, 2048, 2048, 904]
+    assert b"".join(views) == b"x" * 598 + b"zz" + b"zz" + b"y" * 4998
+    held = views[1]
+    spool.close()  # a request being torn down may still hold a view: no error, the map goes with it
+    assert bytes(held) == b"zz" + b"y" * 2046
+    spool.close()
+
+
+def test_a_write_past_the_spool_memory_is_the_bytes_of_a_local_write(s3, moto, tmp_path, monkeypatch):
+    """A spool whose bytes go past its memory: the head from memory, the rest mapped from its file, cut in parts."""
+    spools = []
+
+    class Watched(Spool):
+        def views(self, piece):
+            spools.append(self.in_memory)
+            return super().views(piece)
+
+    monkeypatch.setattr(remote_writer, "SPOOL_MEMORY", 3 << 20)
+    monkeypatch.setattr(remote_writer, "Spool", Watched)
+    a = _big()
+    blob = rumimm.write("s3://wrt/spilled.rumi", a, tile=512, storage_options=PARTS)
+    local = tmp_path / "spilled.rumi"
+    assert blob == rumimm.write(local, a, tile=512)
+    assert spools == [False] and local.stat().st_size > MIN_PART_SIZE  # part 1: 3 MiB of memory, 2 of file
+    assert _body(s3, "spilled.rumi") == local.read_bytes()
+    puts = [r for r in moto.requests if r.method == "PUT" and r.path == "/wrt/spilled.rumi"]
+    assert len(puts) == -(-local.stat().st_size // MIN_PART_SIZE) and _uploads(s3) == []
+    moto.fault = lambda m, p, q: 403 if m == "PUT" and "partNumber=2" in q else None
+    try:
+        with pytest.raises(rumimm.RumiError, match="access denied"):
+            rumimm.write("s3://wrt/refused.rumi", a, tile=512, storage_options=PARTS)
+    finally:
+        moto.fault = None
+    assert _keys(s3) == ["spilled.rumi"] and _uploads(s3) == []
 
 
 def test_a_bucket_that_does_not_exist_names_the_uri(s3):

@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python -m asv_benchmarks.compare.remote_write                  # 0 and 20 ms, a 128 MiB scene
     python -m asv_benchmarks.compare.remote_write --latency 0 --size 2048 --repeat 1
+    python -m asv_benchmarks.compare.remote_write --rows rumimm --repeat 9   # the two rumimm rows only
 
 What it does:
 
@@ -12,7 +13,8 @@ What it does:
    ``latency`` ms before each answer.
 2. Writes one synthetic EO scene (``rumimm.synthetic.eo_scene``, 4 x ``size`` x ``size``
    uint16: 128 MiB at the default 4096) to a bucket, each way in turn, ``--repeat`` times
-   (the median is printed, after one untimed warm-up round):
+   (the median is printed, after one untimed warm-up round, and for the direct write the
+   median and range of its ratio to the local write + upload of the same round):
    ``rumimm -> s3://`` (``rumimm.write`` to the URI), ``rumimm local + upload`` (``rumimm.write``
    to a local file, then ``obstore.put`` of it), ``GDAL COG -> /vsis3/`` (rasterio: a tiled
    GeoTIFF in ``/vsimem/``, then the COG driver's copy to ``/vsis3/``; ZSTD, predictor 2,
@@ -23,7 +25,9 @@ What it does:
    ``gdal_translate`` (``rasterio.shutil.copy`` to a local COG) followed by an upload.
 
 Every row uses 512-pixel tiles and one process (rumimm ``threads=1``, GDAL ``NUM_THREADS=1``)
-so the rows compare the paths, not the core counts.  Needs the ``bench`` and ``remote`` extras.
+so the rows compare the paths, not the core counts.  ``--rows`` picks the groups to time
+(``rumimm``: the first two rows; ``gdal``, ``zarr``, ``convert``).  Needs the ``bench`` and
+``remote`` extras.
 """
 
 from __future__ import annotations
@@ -110,7 +114,12 @@ def _profile(b: int, y: int, x: int) -> dict:
                 compress="zstd", predictor=2, num_threads=1)
 
 
-def write_rows(scene: np.ndarray, work: str) -> dict:
+_GROUP = {"rumimm -> s3://": "rumimm", "rumimm local + upload": "rumimm", "GDAL COG -> /vsis3/": "gdal",
+          "zarr 3 -> S3": "zarr"}
+GROUPS = ("rumimm", "gdal", "zarr", "convert")
+
+
+def write_rows(scene: np.ndarray, work: str, groups=GROUPS) -> dict:
     """Seconds for each way of getting ``scene`` into the bucket."""
     import rasterio
     import rasterio.shutil
@@ -143,8 +152,9 @@ def write_rows(scene: np.ndarray, work: str) -> dict:
                               overwrite=True, compressors=BloscCodec(cname="zstd", clevel=5, shuffle="bitshuffle"))
         z[...] = scene
 
-    return {"rumimm -> s3://": direct, "rumimm local + upload": local_upload, "GDAL COG -> /vsis3/": gdal,
+    rows = {"rumimm -> s3://": direct, "rumimm local + upload": local_upload, "GDAL COG -> /vsis3/": gdal,
             "zarr 3 -> S3": zarr3}
+    return {name: fn for name, fn in rows.items() if _GROUP[name] in groups}
 
 
 def convert_rows(cogs: list[str], work: str) -> dict:
@@ -171,15 +181,17 @@ def convert_rows(cogs: list[str], work: str) -> dict:
 
 
 def timed(rows: dict, repeat: int) -> dict:
+    """Seconds of each row in each round (lists); rows take turns, in reverse order every other round."""
     out: dict = {name: [] for name in rows}
     for fn in rows.values():  # warm-up, untimed: JIT compilation, clients, connections
         fn()
-    for _ in range(repeat):
-        for name, fn in rows.items():  # taking turns: a burst of load falls on every row alike
+    for i in range(repeat):
+        order = list(rows.items()) if i % 2 == 0 else list(rows.items())[::-1]
+        for name, fn in order:  # taking turns: a burst of load falls on every row alike
             t0 = time.perf_counter()
             fn()
             out[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(v) for name, v in out.items()}
+    return out
 
 
 def main(argv=None) -> None:
@@ -188,6 +200,7 @@ def main(argv=None) -> None:
     p.add_argument("--size", type=int, default=4096, help="scene height and width (4 bands uint16)")
     p.add_argument("--cogs", type=int, default=8)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--rows", nargs="+", choices=GROUPS, default=list(GROUPS), help="the groups of rows to time")
     p.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve:
@@ -203,7 +216,7 @@ def main(argv=None) -> None:
           f"{args.cogs} COGs of 4 x {half} x {half}")
     with tempfile.TemporaryDirectory(prefix="rumimm-remote-write-") as work:
         cog_paths = []
-        for i in range(args.cogs):
+        for i in range(args.cogs if "convert" in args.rows else 0):
             path = os.path.join(work, f"c{i}.tif")
             with rasterio.open(path, "w", **_profile(4, half, half)) as ds:
                 ds.write(eo_scene(bands=4, height=half, width=half, dtype="uint16", seed=i + 1))
@@ -215,17 +228,26 @@ def main(argv=None) -> None:
                 for i, path in enumerate(cog_paths):
                     srv.s3.upload_file(path, BUCKET, f"cogs/{i}.tif")
                     keys.append(f"cogs/{i}.tif")
-                w = timed(write_rows(scene, work), args.repeat)
-                c = timed(convert_rows(keys, work), args.repeat)
+                runs = timed(write_rows(scene, work, args.rows), args.repeat)
+                conv = timed(convert_rows(keys, work), args.repeat) if "convert" in args.rows else {}
             finally:
                 srv.stop()
-            base = w["rumimm local + upload"]
+            w = {name: statistics.median(v) for name, v in runs.items()}
+            c = {name: statistics.median(v) for name, v in conv.items()}
             print(f"\nlatency {latency:g} ms per request")
+            base = w.get("rumimm local + upload")
             for name, s in w.items():
-                print(f"  {name:<38} {s:7.2f} s  {scene.nbytes / 2**20 / s:7.1f} MiB/s  {s / base:5.2f}x local+upload")
-            gbase = c["gdal_translate to local + upload"]
-            for name, s in c.items():
-                print(f"  {name:<38} {s:7.2f} s  {gbase / s:5.2f}x faster than gdal_translate + upload")
+                vs = f"  {s / base:5.2f}x local+upload" if base else ""
+                print(f"  {name:<38} {s:7.2f} s  {scene.nbytes / 2**20 / s:7.1f} MiB/s{vs}")
+            if "rumimm" in args.rows:
+                direct, local = runs["rumimm -> s3://"], runs["rumimm local + upload"]
+                ratios = [a / b for a, b in zip(direct, local, strict=True)]
+                print(f"  rumimm -> s3:// / local + upload, same round: median {statistics.median(ratios):.2f} "
+                      f"(range {min(ratios):.2f}-{max(ratios):.2f}, {len(ratios)} rounds)")
+            if c:
+                gbase = c["gdal_translate to local + upload"]
+                for name, s in c.items():
+                    print(f"  {name:<38} {s:7.2f} s  {gbase / s:5.2f}x faster than gdal_translate + upload")
 
 
 if __name__ == "__main__":
