@@ -13,7 +13,7 @@
 # The working tree (tracked and untracked files, .gitignore respected) is measured as a
 # throwaway commit object: HEAD, the index and every ref are left alone.
 # Defaults (chosen from measurements on a shared 2-core machine, docs/performance.md):
-# factor 2.0, 4 rounds interleaved between the two builds; ratio factor 1.3, one round (a
+# factor 2.0, 4 rounds interleaved between the two builds; ratio factor 1.5, one round (a
 # track_ benchmark keeps one value a build: its medians over many paired reads are inside it).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,10 +23,11 @@ base=${1:-main}
 factor=${FACTOR:-2.0}
 rounds=${ROUNDS:-4}
 bench=${BENCH:-$QUICK_BENCH}
-ratio_factor=${RATIO_FACTOR:-1.3}
+ratio_factor=${RATIO_FACTOR:-1.5}
 ratio_bench=${RATIO_BENCH-$QUICK_RATIOS}
 
 git rev-parse --verify --quiet "$base^{commit}" >/dev/null || { echo "check.sh: unknown base '$base'" >&2; exit 2; }
+base_commit=$(git rev-parse "$base^{commit}")  # resolved once: both comparisons measure the same base
 
 # snapshot the working tree into a commit object, without touching the real index
 index=$(mktemp)
@@ -46,10 +47,10 @@ ensure_machine
 status=0
 # exit status 1 when any benchmark is slower by more than the factor (and significantly so)
 asv continuous --config asv.conf.json --factor "$factor" --interleave-rounds \
-    -a rounds="$rounds" --bench "$bench" --split --show-stderr "$base" "$head" || status=$?
+    -a rounds="$rounds" --bench "$bench" --split --show-stderr "$base_commit" "$head" || status=$?
 if [ -n "$ratio_bench" ]; then
     # a ratio (unit "ratio", higher is worse) grew by more than the ratio factor: the engine, not the machine
     asv continuous --config asv.conf.json --factor "$ratio_factor" -a rounds=1 \
-        --bench "$ratio_bench" --split --show-stderr "$base" "$head" || { r=$?; [ "$r" -gt "$status" ] && status=$r; }
+        --bench "$ratio_bench" --split --show-stderr "$base_commit" "$head" || { r=$?; [ "$r" -gt "$status" ] && status=$r; }
 fi
 exit "$status"
