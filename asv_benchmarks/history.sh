@@ -5,7 +5,7 @@
 # (.asv/html, one graph per benchmark) with `asv publish`.
 #
 #   asv_benchmarks/history.sh [N] [BRANCH]      N defaults to 10, BRANCH to main
-#   BENCH='regex' asv_benchmarks/history.sh 20  another subset (default: check.sh's)
+#   BENCH='regex' asv_benchmarks/history.sh 20  another subset (default: check.sh's two)
 #   ROUNDS=3 asv_benchmarks/history.sh          rounds per commit, interleaved (default 2)
 #   ALL_COMMITS=1 asv_benchmarks/history.sh 10  every commit, docs-only ones included
 set -euo pipefail
@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 
 n=${1:-10}
 branch=${2:-main}
-bench=${BENCH:-$QUICK_BENCH}
+bench=${BENCH:-$QUICK_BENCH|$QUICK_RATIOS}
 
 hashes=$(mktemp)
 trap 'rm -f "$hashes"' EXIT
