@@ -26,6 +26,7 @@ from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 from rumimm.format.grid import Grid, frame_unit
 from rumimm.format.tiff import build_prefix
 from rumimm.reader import cache, engine, threads
+from rumimm.reader.image import frame_source as image_source
 from rumimm.reader.image import read_frames
 from rumimm.synthetic import eo_scene
 
@@ -282,6 +283,42 @@ def test_arrays_returned_never_alias_the_cache(written, scene):
             first = image[key]
             first[...] = 0
             assert same(image[key], scene[key])
+
+
+def test_read_with_copy_false_gives_a_read_only_view_of_the_cached_frame(written, scene):
+    path, blob, unit = written
+    with rumimm.open(path, blob, cache_bytes=4 << 20) as image:
+        first = image.read(2, window=((1, 5), (2, 9)), copy=False)  # decoded now, kept by the cache: a view of it
+        again = image.read(2, window=((1, 5), (2, 9)), copy=False)  # a hit: a view of the same frame
+        assert same(first, scene[1, 1:5, 2:9]) and same(again, scene[1, 1:5, 2:9])
+        assert not first.flags.writeable and not again.flags.writeable
+        assert np.shares_memory(first, again)  # no copy: both look into the one cached frame
+        with pytest.raises(ValueError, match="read-only"):
+            first[...] = 0
+        owned = np.array(first)  # the documented way to own the window
+        owned[...] = 0
+        assert same(image.read(2, window=((1, 5), (2, 9)), copy=False), scene[1, 1:5, 2:9])
+        # the default, and img[...], stay arrays of the caller's own
+        for got in (image.read(2, window=((1, 5), (2, 9))), image[1, 1:5, 2:9]):
+            assert got.flags.writeable and not np.shares_memory(got, first)
+        if unit == "cell":  # consecutive bands of one cell frame: still one view
+            block = image.read([1, 2, 3], window=((1, 5), (2, 9)), copy=False)
+            assert same(block, scene[0:3, 1:5, 2:9]) and not block.flags.writeable
+
+
+def test_read_with_copy_false_copies_when_no_cache_keeps_the_frame_or_the_window_spans_frames(written, scene):
+    path, blob, _ = written
+    with rumimm.open(path, blob, cache_bytes=0) as image:  # decoded into scratch memory: copied out of it
+        got = image.read(1, window=((1, 5), (2, 9)), copy=False)
+        assert same(got, scene[0, 1:5, 2:9]) and got.flags.writeable
+        owner = got if got.base is None else got.base
+        assert owner.flags.owndata and owner.nbytes == got.nbytes
+    with rumimm.open(path, blob, cache_bytes=4 << 20) as image:
+        for band, window in ((1, ((TILE - 2, TILE + 3), (0, 5))), ([1, 3], ((1, 5), (2, 9)))):
+            got = image.read(band, window=window, copy=False)  # two frames, or two tile frames of two bands
+            (y0, y1), (x0, x1) = window
+            want = scene[np.asarray(band) - 1, y0:y1, x0:x1]
+            assert same(got, want) and got.flags.writeable
 
 
 def test_without_a_cache_a_window_inside_one_frame_is_a_writable_copy(img, scene):
@@ -577,6 +614,25 @@ def test_a_blob_whose_frame_sizes_do_not_match_the_file_raises_codec_error(writt
         # frame 0 keeps its header but runs into frame 1 (checksum); frame 1 loses its magic
         with pytest.raises(CodecError, match=r"frame [01] of"):
             image[:, 0:2, 0:2]
+
+
+def test_a_large_read_checks_each_new_frames_header_once_and_names_a_bad_one(tmp_path, written, scene):
+    # the kernels' path finds a read's unchecked frames with one array lookup: the bad one is still named
+    path, blob, unit = written
+    hdr = Header.parse(blob)
+    data = bytearray(path.read_bytes())
+    k = hdr.grid.n_frames - 2
+    at = int(hdr.frame_offsets[k])
+    data[at:at + 4] = (int.from_bytes(data[at:at + 4], "little") + 1).to_bytes(4, "little")  # another version
+    bad = tmp_path / "bad.rumi"
+    bad.write_bytes(bytes(data))
+    with rumimm.open(bad, blob, cache_bytes=0) as image:
+        fs = image_source(image)
+        assert same(image[:, :TILE * 2, :], scene[:, :TILE * 2, :])  # more frames than a chip: the kernels
+        assert fs.header_checked.sum() == (hdr.grid.tiles_across * 2 * (1 if unit == "cell" else SHAPE[0]))
+        with pytest.raises(CodecError, match=f"frame {k} of {hdr.grid.n_frames} .* starts with"):
+            image[:]
+        assert same(image[:, :TILE * 2, :], scene[:, :TILE * 2, :])
 
 
 def test_a_frame_decoding_to_the_wrong_size_raises_codec_error_on_both_paths(tmp_path, monkeypatch):
