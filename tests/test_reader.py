@@ -635,6 +635,42 @@ def test_a_large_read_checks_each_new_frames_header_once_and_names_a_bad_one(tmp
         assert same(image[:, :TILE * 2, :], scene[:, :TILE * 2, :])
 
 
+@pytest.mark.parametrize("cache_bytes", [0, 4 << 20], ids=["no cache", "cache"])
+def test_whole_tile_frames_on_contiguous_output_rows_decode_straight_into_the_output(written, scene, cache_bytes,
+                                                                                     monkeypatch):
+    path, blob, unit = written
+    K = engine.load()
+    made = []
+    real = K.Frames
+
+    def frames(*args):
+        made.append(real(*args))
+        return made[-1]
+
+    monkeypatch.setattr(K, "Frames", frames)
+    with rumimm.open(path, blob, cache_bytes=cache_bytes) as image:
+        # one column of tiles, as wide as a tile: whole frames on whole output rows; then the 5-column edge
+        # frames, whose 10-byte rows put some bands' planes off the decoder's 8-byte alignment (copied instead)
+        # (3 cell frames each: the chip executor's; 9 tile frames: the kernels')
+        for key in (np.s_[:, 0:37, TILE:2 * TILE], np.s_[:, 0:37, 3 * TILE:], np.s_[:, 3:37, TILE:2 * TILE]):
+            made.clear()
+            assert same(image[key], scene[key])
+            if unit == "cell":
+                assert not made
+                continue
+            direct = made[0].direct.reshape(3, 3)  # (grid row, band), in plan order
+            if cache_bytes:  # new frames decode into arrays the cache keeps, and are copied out
+                assert not direct.any()
+            elif key[1].start:  # rows 3:37: grid row 0's frames are cut (copied), rows 1 and 2 whole
+                assert direct.tolist() == [[0, 0, 0], [1, 1, 1], [1, 1, 1]]
+            elif key[2].start == TILE:
+                assert direct.all()
+            else:
+                assert 0 < direct.sum() < direct.size
+        out = np.zeros((3, 37, 2 * TILE + 1), np.uint16)[:, :, 1:]  # a caller's buffer: rows not contiguous
+        assert same(image.read(window=((0, 37), (0, 2 * TILE)), out=out), scene[:, :, :2 * TILE])
+
+
 def test_a_frame_decoding_to_the_wrong_size_raises_codec_error_on_both_paths(tmp_path, monkeypatch):
     grid = Grid(8, 8, 4, 4, 1, frame_unit("tile"))
     a = np.arange(64, dtype=np.uint16).reshape(8, 8)

@@ -222,7 +222,7 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
         status = np.zeros(n, np.int64)
         fs0 = sources[0]
         scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
-        kframes = K.Frames(src, size, fidx, addresses, need, starts, status)
+        kframes = K.Frames(src, size, fidx, addresses, need, starts, status, np.zeros(n, np.uint8))
         place = K.Placement(plan, bands, out, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
         counter = np.zeros(1, np.int64)
         if chunks > 1:
