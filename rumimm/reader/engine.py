@@ -167,7 +167,8 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
     need decodes once; without it the entries must be one per frame, of sources[0].
     The planner (``reader.planner``) splits the frames into cached and new ones and
     hands out buffers; the kernels decode the new ones straight from the bytes the stores
-    give (``source.frame_buffers``: views into local mappings, fetched buffers).
+    give (``source.frame_buffers``: addresses into local mappings, no view per frame; fetched buffers).  A new
+    tile frame that is a whole, aligned block of output rows decodes straight into ``out`` (``Frames.direct``).
     """
     if K is None:
         load()
