@@ -166,6 +166,11 @@ def test_every_encoding_reads_back_in_windows(tmp_path, name, unit):
         assert image.dtype == array.dtype
         for key in (np.s_[:], np.s_[1, 3:20, 5:27], np.s_[:, 7:9, 7:9], np.s_[0, ::3, ::-2], np.s_[:, 22, 28]):
             assert same(image[key], array[key]), key
+        for _ in range(2):  # decoded into the cache, then a hit: a read-only view of the cached frame both times
+            got = image.read([1, 2], window=((3, 7), (9, 15)), copy=False)
+            assert same(got, array[:, 3:7, 9:15])
+            view = image.read(2, window=((3, 7), (9, 15)), copy=False)
+            assert same(view, array[1, 3:7, 9:15]) and not view.flags.writeable
 
 
 @pytest.mark.parametrize(("dtype", "bits"), [("bool", 1), ("uint2", 2), ("int4", 4), ("float6_e2m3fn", 6),
@@ -182,6 +187,8 @@ def test_sub_byte_samples_are_the_low_bits_of_each_byte(tmp_path, monkeypatch, d
         with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
             assert same(image[0], want)
             assert same(image[0, 1:3, 1:3], want[1:3, 1:3])  # one frame: the view path
+            # whole frames as wide as the window: the first decodes straight into the output, masked there
+            assert same(image[0, 0:5, 4:7], want[0:5, 4:7])
     engine.load()
     monkeypatch.setattr(engine, "_NATIVE", False)  # as without geozl's library
     with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
