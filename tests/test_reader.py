@@ -26,6 +26,7 @@ from rumimm.format.dtypes import DTYPES, encoding_for_dtype
 from rumimm.format.grid import Grid, frame_unit
 from rumimm.format.tiff import build_prefix
 from rumimm.reader import cache, engine, threads
+from rumimm.reader.image import frame_source as image_source
 from rumimm.reader.image import read_frames
 from rumimm.synthetic import eo_scene
 
@@ -165,6 +166,11 @@ def test_every_encoding_reads_back_in_windows(tmp_path, name, unit):
         assert image.dtype == array.dtype
         for key in (np.s_[:], np.s_[1, 3:20, 5:27], np.s_[:, 7:9, 7:9], np.s_[0, ::3, ::-2], np.s_[:, 22, 28]):
             assert same(image[key], array[key]), key
+        for _ in range(2):  # decoded into the cache, then a hit: a read-only view of the cached frame both times
+            got = image.read([1, 2], window=((3, 7), (9, 15)), copy=False)
+            assert same(got, array[:, 3:7, 9:15])
+            view = image.read(2, window=((3, 7), (9, 15)), copy=False)
+            assert same(view, array[1, 3:7, 9:15]) and not view.flags.writeable
 
 
 @pytest.mark.parametrize(("dtype", "bits"), [("bool", 1), ("uint2", 2), ("int4", 4), ("float6_e2m3fn", 6),
@@ -181,6 +187,8 @@ def test_sub_byte_samples_are_the_low_bits_of_each_byte(tmp_path, monkeypatch, d
         with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
             assert same(image[0], want)
             assert same(image[0, 1:3, 1:3], want[1:3, 1:3])  # one frame: the view path
+            # whole frames as wide as the window: the first decodes straight into the output, masked there
+            assert same(image[0, 0:5, 4:7], want[0:5, 4:7])
     engine.load()
     monkeypatch.setattr(engine, "_NATIVE", False)  # as without geozl's library
     with rumimm.open(tmp_path / "s.rumi", blob, cache_bytes=0) as image:
@@ -282,6 +290,42 @@ def test_arrays_returned_never_alias_the_cache(written, scene):
             first = image[key]
             first[...] = 0
             assert same(image[key], scene[key])
+
+
+def test_read_with_copy_false_gives_a_read_only_view_of_the_cached_frame(written, scene):
+    path, blob, unit = written
+    with rumimm.open(path, blob, cache_bytes=4 << 20) as image:
+        first = image.read(2, window=((1, 5), (2, 9)), copy=False)  # decoded now, kept by the cache: a view of it
+        again = image.read(2, window=((1, 5), (2, 9)), copy=False)  # a hit: a view of the same frame
+        assert same(first, scene[1, 1:5, 2:9]) and same(again, scene[1, 1:5, 2:9])
+        assert not first.flags.writeable and not again.flags.writeable
+        assert np.shares_memory(first, again)  # no copy: both look into the one cached frame
+        with pytest.raises(ValueError, match="read-only"):
+            first[...] = 0
+        owned = np.array(first)  # the documented way to own the window
+        owned[...] = 0
+        assert same(image.read(2, window=((1, 5), (2, 9)), copy=False), scene[1, 1:5, 2:9])
+        # the default, and img[...], stay arrays of the caller's own
+        for got in (image.read(2, window=((1, 5), (2, 9))), image[1, 1:5, 2:9]):
+            assert got.flags.writeable and not np.shares_memory(got, first)
+        if unit == "cell":  # consecutive bands of one cell frame: still one view
+            block = image.read([1, 2, 3], window=((1, 5), (2, 9)), copy=False)
+            assert same(block, scene[0:3, 1:5, 2:9]) and not block.flags.writeable
+
+
+def test_read_with_copy_false_copies_when_no_cache_keeps_the_frame_or_the_window_spans_frames(written, scene):
+    path, blob, _ = written
+    with rumimm.open(path, blob, cache_bytes=0) as image:  # decoded into scratch memory: copied out of it
+        got = image.read(1, window=((1, 5), (2, 9)), copy=False)
+        assert same(got, scene[0, 1:5, 2:9]) and got.flags.writeable
+        owner = got if got.base is None else got.base
+        assert owner.flags.owndata and owner.nbytes == got.nbytes
+    with rumimm.open(path, blob, cache_bytes=4 << 20) as image:
+        for band, window in ((1, ((TILE - 2, TILE + 3), (0, 5))), ([1, 3], ((1, 5), (2, 9)))):
+            got = image.read(band, window=window, copy=False)  # two frames, or two tile frames of two bands
+            (y0, y1), (x0, x1) = window
+            want = scene[np.asarray(band) - 1, y0:y1, x0:x1]
+            assert same(got, want) and got.flags.writeable
 
 
 def test_without_a_cache_a_window_inside_one_frame_is_a_writable_copy(img, scene):
@@ -577,6 +621,61 @@ def test_a_blob_whose_frame_sizes_do_not_match_the_file_raises_codec_error(writt
         # frame 0 keeps its header but runs into frame 1 (checksum); frame 1 loses its magic
         with pytest.raises(CodecError, match=r"frame [01] of"):
             image[:, 0:2, 0:2]
+
+
+def test_a_large_read_checks_each_new_frames_header_once_and_names_a_bad_one(tmp_path, written, scene):
+    # the kernels' path finds a read's unchecked frames with one array lookup: the bad one is still named
+    path, blob, unit = written
+    hdr = Header.parse(blob)
+    data = bytearray(path.read_bytes())
+    k = hdr.grid.n_frames - 2
+    at = int(hdr.frame_offsets[k])
+    data[at:at + 4] = (int.from_bytes(data[at:at + 4], "little") + 1).to_bytes(4, "little")  # another version
+    bad = tmp_path / "bad.rumi"
+    bad.write_bytes(bytes(data))
+    with rumimm.open(bad, blob, cache_bytes=0) as image:
+        fs = image_source(image)
+        assert same(image[:, :TILE * 2, :], scene[:, :TILE * 2, :])  # more frames than a chip: the kernels
+        assert fs.header_checked.sum() == (hdr.grid.tiles_across * 2 * (1 if unit == "cell" else SHAPE[0]))
+        with pytest.raises(CodecError, match=f"frame {k} of {hdr.grid.n_frames} .* starts with"):
+            image[:]
+        assert same(image[:, :TILE * 2, :], scene[:, :TILE * 2, :])
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 4 << 20], ids=["no cache", "cache"])
+def test_whole_tile_frames_on_contiguous_output_rows_decode_straight_into_the_output(written, scene, cache_bytes,
+                                                                                     monkeypatch):
+    path, blob, unit = written
+    K = engine.load()
+    made = []
+    real = K.Frames
+
+    def frames(*args):
+        made.append(real(*args))
+        return made[-1]
+
+    monkeypatch.setattr(K, "Frames", frames)
+    with rumimm.open(path, blob, cache_bytes=cache_bytes) as image:
+        # one column of tiles, as wide as a tile: whole frames on whole output rows; then the 5-column edge
+        # frames, whose 10-byte rows put some bands' planes off the decoder's 8-byte alignment (copied instead)
+        # (3 cell frames each: the chip executor's; 9 tile frames: the kernels')
+        for key in (np.s_[:, 0:37, TILE:2 * TILE], np.s_[:, 0:37, 3 * TILE:], np.s_[:, 3:37, TILE:2 * TILE]):
+            made.clear()
+            assert same(image[key], scene[key])
+            if unit == "cell":
+                assert not made
+                continue
+            direct = made[0].direct.reshape(3, 3)  # (grid row, band), in plan order
+            if cache_bytes:  # new frames decode into arrays the cache keeps, and are copied out
+                assert not direct.any()
+            elif key[1].start:  # rows 3:37: grid row 0's frames are cut (copied), rows 1 and 2 whole
+                assert direct.tolist() == [[0, 0, 0], [1, 1, 1], [1, 1, 1]]
+            elif key[2].start == TILE:
+                assert direct.all()
+            else:
+                assert 0 < direct.sum() < direct.size
+        out = np.zeros((3, 37, 2 * TILE + 1), np.uint16)[:, :, 1:]  # a caller's buffer: rows not contiguous
+        assert same(image.read(window=((0, 37), (0, 2 * TILE)), out=out), scene[:, :, :2 * TILE])
 
 
 def test_a_frame_decoding_to_the_wrong_size_raises_codec_error_on_both_paths(tmp_path, monkeypatch):

@@ -18,7 +18,17 @@ import numpy as np
 import pytest
 
 from rumimm.errors import FormatError, RumiError
-from rumimm.store import LocalStore, RemoteError, RemoteStore, get_ranges_many, is_remote, open_store, open_writer
+from rumimm.store import (
+    LocalStore,
+    RangeViews,
+    RemoteError,
+    RemoteStore,
+    buffer_addresses,
+    get_ranges_many,
+    is_remote,
+    open_store,
+    open_writer,
+)
 from rumimm.store.coalesce import plan_requests
 from rumimm.store.uri import public_name
 
@@ -470,6 +480,17 @@ class StoreTests:
         got = st.get_ranges(ranges)
         assert [bytes(b) for b in got] == [SMALL[o:o + n] for o, n in ranges]
 
+    def test_get_ranges_takes_an_int64_array_of_ranges(self, put):
+        st = put("e2.rumi", SMALL)
+        ranges = [(4000, 1000), (0, 10), (5, 20), (300, 0), (2100, 50)]
+        got = st.get_ranges(np.array(ranges, np.int64))
+        assert len(got) == len(ranges)
+        assert [bytes(b) for b in got] == [bytes(got[i]) for i in range(len(ranges))] == [SMALL[o:o + n]
+                                                                                        for o, n in ranges]
+        addresses = buffer_addresses(got)
+        assert addresses.dtype == np.uint64
+        assert addresses.tolist()[:2] == [b.__array_interface__["data"][0] for b in got][:2]
+
     def test_get_ranges_into_a_scratch_buffer(self, put):
         st = put("f.rumi", SMALL)
         ranges = [(10, 100), (4900, 100), (0, 0), (50, 20)]
@@ -583,6 +604,16 @@ class TestLocalStore(StoreTests):
         yield put
         for st in opened:
             st.close()
+
+    def test_ranges_of_the_mapping_are_views_made_when_asked_for_and_addresses_from_one_expression(self, put):
+        st = put("m.rumi", SMALL)
+        got = st.get_ranges([(10, 100), (4000, 5), (7, 0)])
+        assert isinstance(got, RangeViews)  # no view made per range: the kernels take the addresses
+        base = st.mapping().__array_interface__["data"][0]
+        assert got.addresses.tolist() == [base + 10, base + 4000, base + 7]
+        assert [b.__array_interface__["data"][0] for b in got][:2] == got.addresses.tolist()[:2]  # (an empty one: any)
+        assert [bytes(b) for b in got[1:]] == [SMALL[4000:4005], b""]
+        assert not got[0].flags.writeable and got[0].base is not None  # a view into the read-only mapping
 
     @pytest.fixture
     def secret_store(self):

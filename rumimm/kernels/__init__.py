@@ -47,7 +47,7 @@ def _warm_plan() -> None:
 
 def _warm_decode() -> None:
     u64, i64 = np.zeros(1, np.uint64), np.zeros(1, np.int64)
-    frames = Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64)
+    frames = Frames(u64, u64, i64, u64, np.zeros(1, np.uint8), i64, i64, np.zeros(1, np.uint8))
     place = Placement(np.zeros((1, PLAN_COLS), np.int64), i64, np.zeros((1, 1, 1, 1), np.uint8), 1, 1, 1, 0xFF, True)
     decode_copy(frames, place, np.zeros(1, np.uint8), 0, np.zeros(1, np.int64), 0)
 

@@ -92,7 +92,10 @@ class Frames(NamedTuple):
     bytes) and its decoded bytes at address ``dec[g]`` (0: a scratch slot); it is
     decoded only when ``need[g]`` (else it is there already, from the cache); its copy
     entries are ``plan[gstart[g]:gstart[g + 1]]``; ``status[g]`` receives the decoded
-    byte count or a negative code.
+    byte count or a negative code.  A new frame bound for a scratch slot whose one entry is
+    the whole frame, landing on whole, contiguous output rows (a tile-aligned window as wide
+    as the tile, or any tile-aligned read of a one-column grid), decodes straight into the
+    output instead (``direct[g]`` = 1): no scratch, no copy.
     """
 
     src: np.ndarray  # uint64: compressed frame addresses
@@ -102,6 +105,7 @@ class Frames(NamedTuple):
     need: np.ndarray  # uint8: 1 = decode the group's frame
     gstart: np.ndarray  # int64: first plan entry of each group, and the end
     status: np.ndarray  # int64: out, per group
+    direct: np.ndarray  # uint8: out, per group: 1 = decoded straight into the output (a whole, aligned frame)
 
 
 class Placement(NamedTuple):
@@ -124,7 +128,19 @@ def _run_group(g, frames, place, scratch, stride, slot):
     gstart, status = frames.gstart, frames.status
     head = gstart[g]
     n = plan[head, P_NBYTES]
+    base = np.int64(out.ctypes.data)
+    s_item, s_slot, s_row = out.strides[0], out.strides[1], out.strides[2]
     addr = frames.dec[g]
+    if addr == 0 and frames.need[g]:
+        # a whole tile frame whose rows are contiguous in the output decodes straight into it: no copy
+        e = plan[head]
+        if (gstart[g + 1] - head == 1 and ys == 1 and xs == 1 and e[P_SLOT] >= 0 and e[P_FY] == 0 and e[P_FX] == 0
+                and e[P_CY] == e[P_FH] and e[P_CX] == e[P_FW] and e[P_DX] == 0 and s_row == e[P_FW] * isz
+                and out.strides[3] == 1):
+            dst = base + e[P_ITEM] * s_item + e[P_SLOT] * s_slot + e[P_DY] * s_row
+            if dst % 8 == 0:  # the decoder's alignment rule (a caller's ``out`` may be offset)
+                addr = np.uint64(dst)
+                frames.direct[g] = 1
     if addr == 0:
         addr = np.uint64(scratch.ctypes.data) + np.uint64(slot * stride)
     if frames.need[g]:
@@ -139,8 +155,8 @@ def _run_group(g, frames, place, scratch, stride, slot):
             for i in range(n):
                 frame[i] &= m8
     status[g] = n
-    base = np.int64(out.ctypes.data)
-    s_item, s_slot, s_row = out.strides[0], out.strides[1], out.strides[2]
+    if frames.direct[g]:
+        return True
     iaddr = np.int64(addr)
     for j in range(head, gstart[g + 1]):
         e = plan[j]

@@ -13,8 +13,10 @@ the cached frames and hands out buffers, each new frame's header is checked once
 image, one ``nogil`` kernel call (``kernels.decode_copy``) decodes and places everything
 on the calling thread or a few threads, and the planner's ``finish`` maps a failure to
 one :class:`~rumimm.errors.CodecError` and fills the cache.  Whole frames
-(:func:`decode_frames`) go to the chip executor.  Output is always copied out of the
-decoded frame, so a chip never keeps a whole frame alive.
+(:func:`decode_frames`) go to the chip executor.  Output is copied out of the decoded
+frames, except that ``Image.read(copy=False)`` asks for a window inside one frame the cache holds
+as a read-only view of that frame (``read_window(view=True)``): no copy and no new array, at the
+price of keeping the whole frame alive while the view lives.
 
 Loading.  Opening a file and reading its metadata need neither numba nor OpenZL.
 :func:`_load_decoder` imports OpenZL and opens geozl's library at the first pixel read,
@@ -165,7 +167,8 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
     need decodes once; without it the entries must be one per frame, of sources[0].
     The planner (``reader.planner``) splits the frames into cached and new ones and
     hands out buffers; the kernels decode the new ones straight from the bytes the stores
-    give (``source.frame_buffers``: views into local mappings, fetched buffers).
+    give (``source.frame_buffers``: addresses into local mappings, no view per frame; fetched buffers).  A new
+    tile frame that is a whole, aligned block of output rows decodes straight into ``out`` (``Frames.direct``).
     """
     if K is None:
         load()
@@ -180,19 +183,22 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
     owners = [0] * n if single else heads[:, K.P_IMAGE].tolist()
     frames = frame_idx.tolist()
     sizes = heads[:, K.P_NBYTES].tolist()
-    chunks = _threads.parallel_slot(n) if _NATIVE and sum(sizes) >= PARALLEL_MIN_BYTES else 1
+    total = sum(sizes)
+    chunks = _threads.parallel_slot(n) if _NATIVE and total >= PARALLEL_MIN_BYTES else 1
     try:
-        # the kernels place a frame as soon as it is decoded: one scratch slot per thread
-        batch = plan_frames(sources, owners, frames, sizes, slots=chunks if _NATIVE else None)
+        # the kernels place a frame as soon as it is decoded: one scratch slot per thread, found by the kernel
+        batch = plan_frames(sources, owners, frames, sizes, slots=chunks if _NATIVE else None, by_slot=_NATIVE)
+        batch.frame_array = frame_idx
         missing = batch.missing
         if chunks > 1:
-            useful = len(missing) if sum(sizes[g] for g in missing) >= PARALLEL_MIN_BYTES else 1
+            new = total if len(missing) == n else sum(sizes[g] for g in missing)
+            useful = len(missing) if new >= PARALLEL_MIN_BYTES else 1
             if useful < 2:  # most were cached: threads no longer pay off
                 _threads.release_parallel()
                 chunks = 1
             chunks = min(chunks, useful) if chunks > 1 else 1
         need = np.zeros(n, np.uint8)
-        raw: dict = {}  # the new frames' bytes (views into mappings, fetched buffers), alive until the kernels return
+        raw = None  # the new frames' bytes (views into mappings, fetched buffers), alive until the kernels return
         src = np.zeros(n, np.uint64)  # where each new frame's bytes are, and how many (0: cached, or decoded already)
         size = np.zeros(n, np.uint64)
         if missing and not _NATIVE:
@@ -202,19 +208,22 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
             for g, frame in zip(missing, decoded, strict=True):
                 batch.decoded[g][:] = frame
         elif missing:
-            raw, order, addresses, nbytes = frame_buffers(sources, owners, frames, missing)
+            raw, order, addresses, nbytes = frame_buffers(sources, owners, frames, missing, frame_idx)
             src[order] = addresses
             size[order] = nbytes
             check_new(batch, raw)
-            need[missing] = 1
-        addresses = np.array(batch.addresses, np.uint64)
-        if missing and _NATIVE and not batch.store:
-            addresses[missing] = 0  # the kernels decode into their thread's scratch slot
+            need[order] = 1
+        if batch.store or len(missing) < n or not _NATIVE:
+            addresses = np.array(batch.addresses, np.uint64)
+            if missing and _NATIVE and not batch.store:
+                addresses[missing] = 0  # the kernels decode into their thread's scratch slot
+        else:  # every frame new, none kept: all decode into the threads' scratch slots
+            addresses = np.zeros(n, np.uint64)
         fidx = np.arange(n, dtype=np.int64)
         status = np.zeros(n, np.int64)
         fs0 = sources[0]
         scratch = _NO_SCRATCH if batch.scratch is None else batch.scratch
-        kframes = K.Frames(src, size, fidx, addresses, need, starts, status)
+        kframes = K.Frames(src, size, fidx, addresses, need, starts, status, np.zeros(n, np.uint8))
         place = K.Placement(plan, bands, out, int(ys), int(xs), fs0.isz, fs0.mask, any(s.verify for s in sources))
         counter = np.zeros(1, np.int64)
         if chunks > 1:
@@ -230,31 +239,46 @@ def execute(sources, plan, bands, ys: int, xs: int, out, *, group: bool = True) 
     del raw
 
 
-def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None) -> np.ndarray:
+def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None, view: bool = False) -> np.ndarray:
     """The (len(bands), y.count, x.count) block of rows ``y`` and columns ``x`` (``window.Run``).
 
     Written into ``out`` (C-contiguous, the source's dtype) when given, else a new array.
     A window of at most :data:`SMALL_READ_FRAMES` frames is read by ``small_reads.read_small``
-    (no numba); larger ones by the kernels.
+    (no numba); larger ones by the kernels.  ``view`` (without ``out``): a window inside one
+    frame that the cache holds, or keeps now, is returned as a read-only view of that frame
+    (``small_reads.read_view``): no copy, no new array.
     """
     nb = bands.shape[0]
-    if out is None:
-        out = np.empty((nb, y.count, x.count), fs.dtype)
     if not (nb and y.count and x.count):
-        return out
+        return np.empty((nb, y.count, x.count), fs.dtype) if out is None else out
     fs.live_store()
     g = fs.grid
-    r, fy = divmod(y.start, g.tile_length)
-    c, fx = divmod(x.start, g.tile_width)
-    if fy + (y.count - 1) * y.step < g.tile_length and fx + (x.count - 1) * x.step < g.tile_width:
-        rows, cols = [(r, fy, y.count, 0)], [(c, fx, x.count, 0)]  # one grid position: what segments gives
-    else:
+    rows = cols = None
+    if y.step == 1 and x.step == 1:  # the grid positions touched, counted (segments only for the chip executor)
+        down = (y.start + y.count - 1) // g.tile_length - y.start // g.tile_length + 1
+        across = (x.start + x.count - 1) // g.tile_width - x.start // g.tile_width + 1
+    else:  # a step may skip whole tiles
         rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
         cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
-    if _load_decoder() and (len(rows) * len(cols) * (1 if fs.cell else nb) <= SMALL_READ_FRAMES
+        down, across = len(rows), len(cols)
+    if _load_decoder() and (down * across * (1 if fs.cell else nb) <= SMALL_READ_FRAMES
                             or _without_kernels(_window_bytes(fs, bands, y, x))):
+        if rows is None and down == 1 and across == 1:  # one grid position: what segments gives
+            r, fy = divmod(y.start, g.tile_length)
+            c, fx = divmod(x.start, g.tile_width)
+            rows, cols = [(r, fy, y.count, 0)], [(c, fx, x.count, 0)]
+        elif rows is None:
+            rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
+            cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
+        if view and down == 1 and across == 1 and fs.cache is not None and (
+                nb == 1 or (fs.cell and bool(np.all(np.diff(bands) == 1)))):
+            return _small.read_view(fs, bands, rows, cols, y.step, x.step)  # the cached frame's window, no copy
+        if out is None:
+            out = np.empty((nb, y.count, x.count), fs.dtype)
         _small.read_small(fs, bands, rows, cols, y.step, x.step, out)
         return out
+    if out is None:
+        out = np.empty((nb, y.count, x.count), fs.dtype)
     kern = K if K is not None else load()
     plan = kern.plan_window(fs.grid_rows[0], bands, _run(y), _run(x), fs.isz)
     execute((fs,), plan, bands, y.step, x.step, out.reshape((1, *out.shape)).view(np.uint8), group=False)

@@ -510,7 +510,7 @@ class Image(RasterioSurface):
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def read(self, indexes: int | Sequence[int] | None = None, window: Any = None, out: NDArray[Any] | None = None,
-             *, bands: Any = UNSET) -> NDArray[Any]:
+             *, copy: bool = True, bands: Any = UNSET) -> NDArray[Any]:
         """Read bands of a window, optionally into a caller's buffer, as rasterio's ``read``.
 
         Parameters
@@ -525,6 +525,13 @@ class Image(RasterioSurface):
         out : numpy.ndarray, optional
             Written in place and returned; must have the result's shape and this
             image's dtype.
+        copy : bool, default True
+            True: a new, writable array of the caller's own (as ``img[...]`` returns).
+            False (without ``out``): a window inside one frame that the decoded-frame
+            cache holds, or keeps now, comes back as a read-only view of that frame: no
+            copy and no new array (``flags.writeable`` is False; the view keeps the
+            whole frame in memory while it lives; ``np.array(view)`` owns the window).
+            Any other window is a new array as with True.
         bands : int or sequence of int, optional
             Deprecated (two numberings in one call): band(s) counted from 0; use
             ``read(b + 1)`` or ``img[b]``.
@@ -532,7 +539,8 @@ class Image(RasterioSurface):
         Returns
         -------
         numpy.ndarray
-            (n, h, w), or (h, w) for an int band.
+            (n, h, w), or (h, w) for an int band: ``out``, a new array, or (with
+            ``copy=False``, a window inside one cached frame) a read-only view.
 
         Raises
         ------
@@ -556,7 +564,7 @@ class Image(RasterioSurface):
             out[...] = block
             return out
         sel = select_read(bands, window, cast("tuple[int, int, int]", self._shape))
-        return _read_into(self, sel, out)
+        return _read_into(self, sel, out, view=not copy)
 
 
     def raw_frame(self, k: int) -> bytes:
@@ -690,23 +698,25 @@ def frame_source(img: Image) -> engine.FrameSource:
     return src
 
 
-def read_block(img: Image, bands: np.ndarray, y: Run, x: Run, out: NDArray[Any] | None) -> np.ndarray:
+def read_block(img: Image, bands: np.ndarray, y: Run, x: Run, out: NDArray[Any] | None,
+               view: bool = False) -> np.ndarray:
     """Decode the (len(bands), y.count, x.count) block of ``img`` into ``out`` or a new array.
 
     ``bands`` are the grid's bands: for a spec 0.2 file its virtual bands (``format.units``).
+    ``view``: a window inside one cached frame may come back as a read-only view of it.
     """
     grid = img.header.grid
     if isinstance(grid, Grid2) and grid.interleaved:
         return layouts.read_interleaved(frame_source(img), bands, y, x, out)
-    return engine.read_window(frame_source(img), bands, y, x, out)
+    return engine.read_window(frame_source(img), bands, y, x, out, view=view)
 
 
-def _read_into(img: Image, sel: Selection, out: NDArray[Any] | None) -> NDArray[Any]:
-    """Read a selection, applying its remap, into ``out`` when given."""
+def _read_into(img: Image, sel: Selection, out: NDArray[Any] | None, view: bool = False) -> NDArray[Any]:
+    """Read a selection, applying its remap, into ``out`` when given (``view``: see ``read_block``)."""
     bands = sel.lists[0]
     shape = (bands.shape[0], sel.y.count, sel.x.count)
     if out is None:
-        block = read_block(img, bands, sel.y, sel.x, None)
+        block = read_block(img, bands, sel.y, sel.x, None, view=view)
         return block if sel.remap is None else block[sel.remap]
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy array, got {type(out).__name__}")

@@ -38,6 +38,7 @@ class FrameBatch:
     __slots__ = (
         "addresses",
         "decoded",
+        "frame_array",
         "frames",
         "missing",
         "owners",
@@ -53,6 +54,7 @@ class FrameBatch:
         self.sources = sources
         self.owners = owners
         self.frames = frames
+        self.frame_array = None  # the frames as int64, when the executor has them so (checks vectorised)
         self.sizes = sizes
         self.decoded: list = [None] * len(frames)
         self.addresses = [0] * len(frames)
@@ -67,13 +69,16 @@ class FrameBatch:
 
 
 def plan_frames(sources, owners: list[int], frames: list[int], sizes: list[int], slots: int | None = None,
-                own: bool = False) -> FrameBatch:
+                own: bool = False, by_slot: bool = False) -> FrameBatch:
     """Look the frames up in the cache and give every new one a buffer.
 
     ``slots``: how many new frames must be held at once when the cache does not keep
     them (one per decoding thread for the kernels, which place a frame as soon as it is
     decoded); None holds all of them (decode first, place after).  ``own``: every frame
     decodes into a new array the caller keeps; the cache is neither asked nor filled.
+    ``by_slot``: the executor finds a new frame's scratch slot itself (the kernels: slot
+    ``thread``), so frames the cache does not keep get no view and their address stays 0;
+    a read of many frames then costs no Python per frame here.
     """
     batch = FrameBatch(sources, owners, frames, sizes)
     if own:
@@ -84,17 +89,20 @@ def plan_frames(sources, owners: list[int], frames: list[int], sizes: list[int],
         batch.missing.extend(range(len(frames)))
         return batch
     hits = _lookup(sources, owners, frames)
-    decoded, addresses, missing = batch.decoded, batch.addresses, batch.missing
-    for g in range(len(frames)):
-        hit = None if hits is None else hits[g]
-        if hit is None:
-            missing.append(g)
-        else:
-            decoded[g] = hit[0]
-            addresses[g] = hit[1]
+    decoded, addresses = batch.decoded, batch.addresses
+    if hits is None:  # no cache: every frame is new
+        missing = batch.missing = list(range(len(frames)))
+    else:
+        missing = batch.missing
+        for g, hit in enumerate(hits):
+            if hit is None:
+                missing.append(g)
+            else:
+                decoded[g] = hit[0]
+                addresses[g] = hit[1]
     if not missing:
         return batch
-    new_bytes = sum(sizes[g] for g in missing)
+    new_bytes = sum(sizes) if len(missing) == len(sizes) else sum(sizes[g] for g in missing)
     batch.store = hits is not None and all(s.cache is not None and s.cache.admits(new_bytes) for s in sources)
     if batch.store:
         for g in missing:
@@ -103,9 +111,11 @@ def plan_frames(sources, owners: list[int], frames: list[int], sizes: list[int],
             addresses[g] = buf.ctypes.data
         return batch
     n = len(missing) if slots is None else max(1, min(slots, len(missing)))
-    stride = align(max(sizes[g] for g in missing))
+    stride = align(max(sizes) if len(missing) == len(sizes) else max(sizes[g] for g in missing))
     scratch, base = thread_scratch(stride * n)
     batch.scratch, batch.stride, batch.slots = scratch, stride, n
+    if by_slot:
+        return batch
     for i, g in enumerate(missing):
         at = (i % n) * stride
         decoded[g] = scratch[at:at + sizes[g]]
@@ -121,7 +131,12 @@ def check_new(batch: FrameBatch, raw=None, groups=None) -> None:
     """
     from rumimm.reader.frame_checks import check_header  # OpenZL loads with the first pixel read, not at open
 
-    for g in batch.missing if groups is None else groups:
+    todo = batch.missing if groups is None else groups
+    if len(batch.sources) == 1 and batch.frame_array is not None and len(todo) > 1:
+        # one file: its unchecked frames found by one array lookup, not a test per frame (a read is mostly checked)
+        todo = np.asarray(todo, np.intp)
+        todo = todo[batch.sources[0].header_checked[batch.frame_array[todo]] == 0].tolist()
+    for g in todo:
         fs, k = batch.source(g), batch.frames[g]
         if fs.header_checked[k]:  # a batch re-reads mostly checked frames: no view built for them
             continue

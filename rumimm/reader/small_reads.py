@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from rumimm.store import Store
 
-__all__ = ["ChipPart", "chip_parts", "read_small", "read_whole_frames"]
+__all__ = ["ChipPart", "chip_parts", "read_small", "read_view", "read_whole_frames"]
 
 _local = threading.local()
 
@@ -62,6 +62,26 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
         dst[p.into] = frame.reshape(p.shape)[p.take]
 
     finish(_decode(fs, [p.frame for p in parts], [p.nbytes for p in parts], place=place, raw=raw))
+
+
+def read_view(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int) -> np.ndarray:
+    """A window inside one frame (``read_small``'s arguments, one grid position; one band of tile frames, or
+    ascending consecutive bands of cell frames), as a read-only view of the frame the cache holds.
+
+    A frame the cache does not keep (no cache, or a read larger than its admission rule)
+    was decoded into this thread's scratch memory: the window is copied out of it into a
+    new array, as ``read_small`` would place it.
+    """
+    (part,) = chip_parts(fs, bands[:1] if fs.cell else bands, rows, cols, ys, xs)
+    batch = _decode(fs, [part.frame], [part.nbytes])
+    finish(batch)  # the new frame into the cache first: from then on its array is read-only
+    planes, fh, fw, _ = part.shape
+    frame = batch.decoded[0].view(fs.dtype).reshape(planes, fh, fw)
+    b0 = int(bands[0]) if fs.cell else 0
+    window = frame[(slice(b0, b0 + bands.shape[0]), *part.take[1:])]
+    if window.flags.writeable:  # scratch memory (or a frame no cache took): the caller gets its own copy
+        return window.copy()
+    return window
 
 
 def chip_parts(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int = 1, xs: int = 1) -> list[ChipPart]:

@@ -19,8 +19,16 @@ from rumimm.errors import RumiError, where
 from rumimm.format.grid import FrameUnit
 from rumimm.store import buffer_addresses, get_ranges_many
 
-__all__ = ["PARALLEL_MIN_BYTES", "SCRATCH_KEEP_BYTES", "FrameSource", "align", "frame_buffers", "frame_bytes",
-           "thread_scratch"]
+__all__ = [
+    "PARALLEL_MIN_BYTES",
+    "SCRATCH_KEEP_BYTES",
+    "FrameSource",
+    "GotFrames",
+    "align",
+    "frame_buffers",
+    "frame_bytes",
+    "thread_scratch",
+]
 
 #: A read decodes on several threads only when its new frames hold at least this many bytes.
 PARALLEL_MIN_BYTES = 1 << 20
@@ -127,30 +135,81 @@ def frame_bytes(sources, owners, frames, groups) -> dict:
     (``store.get_ranges_many``): views into a local file's mapping, the answers of a
     remote object's merged requests.
     """
-    return frame_buffers(sources, owners, frames, groups)[0]
+    got = frame_buffers(sources, owners, frames, groups)[0]
+    return {g: got[g] for g in groups}
 
 
-def frame_buffers(sources, owners, frames, groups):
-    """:func:`frame_bytes`, with the groups in the order got, and their bytes' addresses and sizes (uint64)
-    for the kernels."""
-    per: dict = {}
-    for g in groups:
-        per.setdefault(owners[g], []).append(g)
-    if not per:
-        return {}, [], np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+class GotFrames:
+    """The compressed bytes of a read's new frames, by group: ``g in got``, ``got[g]``.
+
+    Holds every store's answer (a local file's :class:`~rumimm.store.RangeViews` keeps its
+    mapping alive) and makes a frame's view only when one is asked for: the kernels take
+    addresses, and only a frame whose header is still unchecked is looked at here.
+    """
+
+    __slots__ = ("_answers", "_groups", "_index", "_n", "_request")
+
+    def __init__(self, n: int, answers: list, groups: list[np.ndarray]):
+        self._answers = answers
+        self._groups = groups
+        self._n = n
+        self._request: np.ndarray | None = None  # which answer holds group g (made on first use)
+        self._index: np.ndarray | None = None  # its position in that answer
+
+    def _where(self, g) -> tuple[int, int]:
+        if self._request is None:
+            self._request = np.full(self._n, -1, np.intp)
+            self._index = np.zeros(self._n, np.intp)
+            for r, gs in enumerate(self._groups):
+                self._request[gs] = r
+                self._index[gs] = np.arange(gs.shape[0])
+        if not 0 <= g < self._n:
+            return -1, 0
+        return int(self._request[g]), int(self._index[g])  # type: ignore[index]
+
+    def __contains__(self, g) -> bool:
+        return self._where(g)[0] >= 0
+
+    def __getitem__(self, g) -> np.ndarray:
+        r, i = self._where(g)
+        if r < 0:
+            raise KeyError(g)
+        return self._answers[r][i]
+
+
+def frame_buffers(sources, owners, frames, groups, frame_array: np.ndarray | None = None):
+    """:func:`frame_bytes` for the kernels: ``(got, order, addresses, sizes)``: the bytes (:class:`GotFrames`),
+    the groups in the order got (intp) and their bytes' addresses and sizes (uint64).
+
+    ``frame_array``: ``frames`` as int64, when the caller has it.  A read from one file
+    costs no Python per frame: its ranges are one expression over the frame table, and a
+    local file's answer gives the addresses without a view per frame.
+    """
+    n = len(frames)
+    groups = np.asarray(groups, np.intp)
+    if not groups.shape[0]:
+        return GotFrames(n, [], []), groups, np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    if len(sources) == 1:
+        per = [(sources[0], groups)]
+    else:
+        own = np.asarray(owners, np.intp)[groups]
+        per = [(sources[o], groups[own == o]) for o in np.unique(own).tolist()]
+    ks_all = np.asarray(frames, np.int64) if frame_array is None else frame_array
     requests, sizes = [], []
-    for o, gs in per.items():
-        fs = sources[o]
+    for fs, gs in per:
         off = fs.header.frame_offsets
-        ks = np.array([frames[g] for g in gs], np.int64)
-        starts, counts = off[ks], off[ks + 1] - off[ks]
-        sizes.append(counts)
-        requests.append((fs.live_store(), list(zip(starts.tolist(), counts.tolist(), strict=True))))
+        ks = ks_all[gs]
+        spans = np.empty((ks.shape[0], 2), np.int64)
+        spans[:, 0] = off[ks]
+        spans[:, 1] = off[ks + 1]
+        spans[:, 1] -= spans[:, 0]
+        sizes.append(spans[:, 1])
+        requests.append((fs.live_store(), spans))
     got = get_ranges_many(requests)
-    order = [g for gs in per.values() for g in gs]
-    raw = {g: buf for gs, bufs in zip(per.values(), got, strict=True) for g, buf in zip(gs, bufs, strict=True)}
+    order = groups if len(per) == 1 else np.concatenate([gs for _, gs in per])
     addresses = np.concatenate([buffer_addresses(bufs) for bufs in got]).astype(np.uint64, copy=False)
-    return raw, order, addresses, np.concatenate(sizes).astype(np.uint64, copy=False)
+    return (GotFrames(n, got, [gs for _, gs in per]), order, addresses,
+            np.concatenate(sizes).astype(np.uint64, copy=False))
 
 
 def thread_scratch(nbytes: int) -> tuple[np.ndarray, int]:

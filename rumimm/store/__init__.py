@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from rumimm.store.base import Buffers, Pending, Store, StoreWriter, buffer_addresses, get_ranges_many
+from rumimm.store.base import Buffers, Pending, RangeViews, Store, StoreWriter, buffer_addresses, get_ranges_many
 from rumimm.store.failures import RemoteError
 from rumimm.store.local import LocalStore, LocalWriter
 from rumimm.store.remote import RemoteStore
@@ -24,6 +24,7 @@ __all__ = [
     "LocalStore",
     "LocalWriter",
     "Pending",
+    "RangeViews",
     "RemoteError",
     "RemoteStore",
     "Store",

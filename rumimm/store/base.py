@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
     from typing_extensions import Buffer
 
-__all__ = ["Buffers", "Pending", "Store", "StoreWriter", "buffer_addresses", "get_ranges_many"]
+__all__ = ["Buffers", "Pending", "RangeViews", "Store", "StoreWriter", "buffer_addresses", "get_ranges_many"]
 
-Ranges = Sequence[tuple[int, int]]
+#: ``(offset, nbytes)`` pairs, or the same as an int64 (n, 2) array (a read's frames, made by one expression).
+Ranges = Sequence[tuple[int, int]] | np.ndarray
 
 
 class Buffers(list):
@@ -37,6 +38,42 @@ class Buffers(list):
     """
 
     addresses: np.ndarray | None = None
+
+
+class RangeViews(Sequence):
+    """What ``get_ranges`` returns for ranges of one buffer already in memory (a local file's mapping): each
+    range's view is made only when asked for, and ``addresses`` (uint64) is one vectorised expression, the
+    buffer's address plus the offsets.
+
+    The kernels decode straight from ``addresses`` and never ask for a view, so a read of many
+    frames makes no Python object per frame; holding this keeps ``base`` (and its mapping) alive.
+    """
+
+    __slots__ = ("addresses", "base", "counts", "starts")
+
+    def __init__(self, base: np.ndarray, starts: np.ndarray, counts: np.ndarray):
+        self.base = base
+        self.starts = starts  # int64
+        self.counts = counts  # int64
+        self.addresses = starts.astype(np.uint64) + np.uint64(base.__array_interface__["data"][0])
+
+    def __len__(self) -> int:
+        return self.starts.shape[0]
+
+    @overload
+    def __getitem__(self, i: int) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[np.ndarray]: ...
+    def __getitem__(self, i: int | slice) -> np.ndarray | list[np.ndarray]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        o = int(self.starts[i])
+        return self.base[o:o + int(self.counts[i])]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        base = self.base
+        for o, n in zip(self.starts.tolist(), self.counts.tolist(), strict=True):
+            yield base[o:o + n]
 
 
 def buffer_addresses(bufs: Sequence[np.ndarray]) -> np.ndarray:
@@ -53,10 +90,10 @@ class Pending:
     This one holds bytes already read (a store with nothing to wait for).
     """
 
-    def __init__(self, bufs: list[np.ndarray]):
+    def __init__(self, bufs: Sequence[np.ndarray]):
         self._bufs = bufs
 
-    def result(self, stores_waiting: int = 1) -> list[np.ndarray]:
+    def result(self, stores_waiting: int = 1) -> Sequence[np.ndarray]:
         """The ranges' bytes; ``stores_waiting``: how many stores' requests are in flight with these (a time bound)."""
         return self._bufs
 
@@ -94,8 +131,12 @@ class Store(abc.ABC):
         """Fill ``dst`` (uint8, contiguous) with the bytes at ``offset``; ``FormatError`` if the object ends first."""
 
     @abc.abstractmethod
-    def get_ranges(self, ranges: Ranges, scratch: np.ndarray | None = None) -> list[np.ndarray]:
+    def get_ranges(self, ranges: Ranges, scratch: np.ndarray | None = None) -> Sequence[np.ndarray]:
         """Each ``(offset, nbytes)`` range's bytes, in order, as read-only-by-contract uint8 arrays.
+
+        ``ranges`` may be an int64 (n, 2) array.  The answer is a sequence (a ``list``, or a
+        :class:`RangeViews` whose views are made when asked for) and may carry ``addresses``
+        (:func:`buffer_addresses`).
 
         The one call every executor gets frame bytes through.  ``scratch``: a uint8 buffer
         of at least the ranges' total size the store may fill (range after range) instead
@@ -179,7 +220,7 @@ class StoreWriter(abc.ABC):
             self.abort()
 
 
-def get_ranges_many(requests: Iterable[tuple[Store, Ranges]]) -> list[list[np.ndarray]]:
+def get_ranges_many(requests: Iterable[tuple[Store, Ranges]]) -> list[Sequence[np.ndarray]]:
     """``store.get_ranges(ranges)`` for each ``(store, ranges)`` in ``requests``, all requests in flight together.
 
     A batch of chips from several remote objects costs one wait, not one per object (each

@@ -38,10 +38,10 @@ import numpy as np
 
 from rumimm.errors import FormatError, RumiError, where
 from rumimm.store.atomic import AtomicFile
-from rumimm.store.base import Buffers, Store, StoreWriter
+from rumimm.store.base import Buffers, RangeViews, Store, StoreWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from typing_extensions import Buffer
 
@@ -147,22 +147,24 @@ class LocalStore(Store):
             return os.pread(self._fd(), nbytes, offset)
         return bytes(self.mapping()[offset:offset + nbytes])
 
-    def get_ranges(self, ranges: Ranges, scratch: np.ndarray | None = None) -> list[np.ndarray]:
+    def get_ranges(self, ranges: Ranges, scratch: np.ndarray | None = None) -> Sequence[np.ndarray]:
         """Each range's bytes: views into the mapping, or with ``scratch``, one ``pread`` per range into it."""
         if scratch is None:
             buf = self.mapping()
-            spans = np.asarray(ranges, np.int64).reshape(-1, 2)
-            if spans.shape[0] and (spans.min() < 0 or int((spans[:, 0] + spans[:, 1]).max()) > self._size):
-                for o, n in ranges:  # the first bad range, named
+            spans = ranges if isinstance(ranges, np.ndarray) else np.asarray(ranges, np.int64)
+            spans = spans.reshape(-1, 2)
+            if not spans.shape[0]:
+                return Buffers()
+            starts, counts = spans[:, 0], spans[:, 1]
+            if spans.min() < 0 or int((starts + counts).max()) > self._size:
+                for o, n in spans.tolist():  # the first bad range, named
                     o, n = _check_range(o, n, self.path)
                     if o + n > self._size:
                         raise FormatError(f"{where(self.path)}bytes {o}..{o + n} are past the end of the file "
                                           f"({self._size} bytes); the header does not match the file")
-            starts = spans[:, 0]
-            views = Buffers(buf[o:o + n] for o, n in zip(starts.tolist(), spans[:, 1].tolist(), strict=True))
-            views.addresses = starts.astype(np.uint64) + np.uint64(buf.__array_interface__["data"][0])
-            return views
-        out, at = [], 0
+            return RangeViews(buf, starts, counts)  # views made when asked for: the kernels take the addresses
+        out: list[np.ndarray] = []
+        at = 0
         if not _PREAD:
             for o, n in ranges:
                 o, n = _check_range(o, n, self.path)
@@ -170,8 +172,9 @@ class LocalStore(Store):
                 self.read_into(out[-1], o)
                 at += n
             return out
+        pairs = ranges.reshape(-1, 2).tolist() if isinstance(ranges, np.ndarray) else ranges
         fd = self._fd()
-        for o, n in ranges:  # the chip executor's few frames: kept to one pread each and little else
+        for o, n in pairs:  # the chip executor's few frames: kept to one pread each and little else
             if o < 0 or n < 0:
                 _check_range(o, n, self.path)
             dst = scratch[at:at + n]

@@ -25,6 +25,7 @@ import asyncio
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -110,7 +111,7 @@ class RemoteStore(Store):
         """The result of ``fut`` (``n_requests`` of this store's requests), within their time bound."""
         return loop.wait(fut, loop.time_bound(self._request_seconds, self.max_concurrency, n_requests), self.name)
 
-    def get_ranges(self, ranges, scratch=None) -> list[np.ndarray]:
+    def get_ranges(self, ranges, scratch=None) -> Sequence[np.ndarray]:
         """Each range's bytes (views into the merged requests' answers); ``scratch`` is not needed."""
         return self.start_ranges(ranges).result()
 
