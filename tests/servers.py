@@ -15,6 +15,7 @@ import http.server
 import json
 import re
 import socket
+import struct
 import threading
 import time
 
@@ -297,6 +298,189 @@ class MotoS3(_Counted):
         with self.lock:
             self.requests.clear()
 
+
+
+class ResetProxy:
+    """A TCP proxy on 127.0.0.1 in front of ``upstream`` (``http://host:port``) that resets chosen requests.
+
+    Every connection is forwarded byte for byte both ways; the client's bytes are read
+    request by request (the head, then ``Content-Length`` bytes of body) to find where each
+    request starts.  While ``count`` resets remain, a request for which ``want(method,
+    target)`` is true (``target``: the path with its query) is not forwarded: the proxy reads
+    part of its body (half, at most ``body_bytes``), then closes the client's socket with a
+    TCP reset (``SO_LINGER`` 0) and drops the upstream connection.  ``answer=True`` resets
+    later: the request is forwarded whole and the server's answer dropped (the server did the
+    work, the client never hears of it).  A chunked request body
+    (no ``Content-Length``) ends the parsing: the rest of that connection is piped as it
+    comes.  ``resets`` counts the resets, ``seen`` records (method, target) of every request
+    read.  Sockets poll the stop flag every 0.1 s; ``stop`` closes them and joins every
+    thread.  moto's WSGI server cannot reset a connection itself, so this sits in front of it.
+    """
+
+    def __init__(self, upstream: str, want, count: int = 1, body_bytes: int = 64 << 10, answer: bool = False):
+        host, port = upstream.removeprefix("http://").rsplit(":", 1)
+        self._upstream = (host, int(port))
+        self.want, self.count, self.body_bytes, self.answer = want, count, body_bytes, answer
+        self.resets = 0
+        self.seen: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._socks: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.1)
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._listener.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def start(self):
+        self._accepting.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._accepting.join(5)
+        self._listener.close()
+        with self.lock:
+            socks, threads = list(self._socks), list(self._threads)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in threads:
+            t.join(5)
+
+    def _spawn(self, target, *args) -> threading.Thread:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        with self.lock:
+            self._threads = [x for x in self._threads if x.is_alive()] + [t]
+        t.start()
+        return t
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._spawn(self._serve, client)
+
+    def _recv(self, sock: socket.socket) -> bytes:
+        """The next bytes from ``sock``; b"" at its end, an error, or stop."""
+        while not self._stop.is_set():
+            try:
+                return sock.recv(1 << 16)
+            except TimeoutError:
+                continue
+            except OSError:
+                return b""
+        return b""
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self._upstream, timeout=5)
+        except OSError:
+            client.close()
+            return
+        for s in (client, upstream):
+            s.settimeout(0.1)
+        with self.lock:
+            self._socks.update((client, upstream))
+        held = (threading.Event(), threading.Event())  # (drop the answers, an answer was dropped)
+        back = self._spawn(self._pipe, upstream, client, b"", held)
+        reset = False
+        try:
+            reset = self._forward(client, upstream, held)
+        except OSError:
+            pass
+        finally:
+            if reset:  # RST, not FIN: the client sees its request cut off; the upstream connection dropped
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                client.close()
+                try:
+                    upstream.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            back.join(5)  # otherwise the last answer is still on its way to the client
+            upstream.close()
+            client.close()
+            with self.lock:
+                self._socks.difference_update((client, upstream))
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, data: bytes = b"", held=None) -> None:
+        """Copy ``data``, then everything from ``src``, to ``dst``; at ``src``'s end, end ``dst``'s writes.
+        While ``held[0]`` is set, what comes from ``src`` is dropped (and ``held[1]`` set)."""
+        try:
+            data = data or self._recv(src)
+            while data:
+                if held is not None and held[0].is_set():
+                    held[1].set()
+                else:
+                    dst.sendall(data)
+                data = self._recv(src)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _forward(self, client: socket.socket, upstream: socket.socket, held) -> bool:
+        """Forward the client's requests one by one; True when one is to be reset."""
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = self._recv(client)
+                if not data:
+                    if buf:
+                        upstream.sendall(buf)
+                    upstream.shutdown(socket.SHUT_WR)
+                    return False
+                buf += data
+            end = buf.index(b"\r\n\r\n") + 4
+            head, buf = buf[:end], buf[end:]
+            lines = head.decode("latin-1").split("\r\n")
+            method, target = lines[0].split(" ")[:2]
+            headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:] if x)}
+            with self.lock:
+                self.seen.append((method, target))
+                fault = self.resets < self.count and bool(self.want(method, target))
+                if fault:
+                    self.resets += 1
+            length = headers.get("content-length")
+            if fault and not self.answer:
+                part = min(self.body_bytes, int(length or 0) // 2)
+                while len(buf) < part:
+                    data = self._recv(client)
+                    if not data:
+                        break
+                    buf += data
+                return True
+            if length is None and "transfer-encoding" in headers:
+                self._pipe(client, upstream, head + buf)
+                return False
+            if fault:  # answer=True: the client has read every earlier answer, so only this one is dropped
+                held[0].set()
+            upstream.sendall(head)
+            left = int(length or 0)
+            while left:
+                if not buf:
+                    buf = self._recv(client)
+                    if not buf:
+                        upstream.shutdown(socket.SHUT_WR)
+                        return False
+                n = min(left, len(buf))
+                upstream.sendall(buf[:n])
+                left -= n
+                buf = buf[n:]
+            if fault:
+                for _ in range(100):  # the server's answer, 10 s at most
+                    if held[1].wait(0.1) or self._stop.is_set():
+                        break
+                return True
 
 
 class FakeGCS:

@@ -528,3 +528,66 @@ def test_a_dask_array_on_a_cluster_writes_to_a_uri(s3, tmp_path, dask_session_cl
         blob = rumimm.write("s3://wrt/cluster.rumi", d, tile=256)
     assert blob == rumimm.write(tmp_path / "cluster.rumi", a, tile=256)
     assert _body(s3, "cluster.rumi") == (tmp_path / "cluster.rumi").read_bytes()
+
+
+@pytest.fixture
+def proxy(moto):
+    """A :class:`servers.ResetProxy` in front of moto, made by ``proxy(want, count)``; stopped after the test."""
+    from servers import ResetProxy
+
+    made = []
+
+    def make(want, count=1, answer=False):
+        made.append(ResetProxy(moto.endpoint, want, count, answer=answer).start())
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.stop()
+
+
+def _part(method, target):
+    return method == "PUT" and "partNumber=" in target
+
+
+def _second_part(method, target):
+    return method == "PUT" and "partNumber=2" in target
+
+
+def _completion(method, target):
+    return method == "POST" and "uploadId=" in target
+
+
+def test_a_reset_during_a_part_is_retried(s3, proxy, tmp_path):
+    """The first UploadPart is cut off mid-body with a TCP reset: obstore sends that part again."""
+    p = proxy(_part)
+    a = _big()
+    blob = rumimm.write("s3://wrt/reset.rumi", a, tile=512, storage_options={**PARTS, "endpoint": p.url})
+    assert p.resets == 1
+    assert sum(_part(*r) for r in p.seen) == 3  # two parts, one of them twice
+    assert blob == rumimm.write(tmp_path / "reset.rumi", a, tile=512)
+    assert _body(s3, "reset.rumi") == (tmp_path / "reset.rumi").read_bytes() and _uploads(s3) == []
+
+
+@pytest.mark.parametrize("answer", [False, True], ids=["request", "answer"])
+def test_a_reset_completion_is_retried(s3, proxy, tmp_path, answer):
+    """The connection is lost while CompleteMultipartUpload is sent, or after the store completed the upload
+    (its answer lost): obstore sends the completion again (it is idempotent) and the object is whole."""
+    p = proxy(_completion, answer=answer)
+    a = _big()
+    blob = rumimm.write("s3://wrt/done.rumi", a, tile=512, storage_options={**PARTS, "endpoint": p.url})
+    assert p.resets == 1 and sum(_completion(*r) for r in p.seen) == 2
+    assert blob == rumimm.write(tmp_path / "done.rumi", a, tile=512)
+    assert _body(s3, "done.rumi") == (tmp_path / "done.rumi").read_bytes() and _uploads(s3) == []
+
+
+@pytest.mark.parametrize("want", [_second_part, _completion], ids=["part", "completion"])
+def test_resets_past_the_retries_fail_the_write_and_leave_nothing(s3, proxy, want):
+    """Every attempt reset (3 with max_retries=2): RemoteError naming the URI, the upload aborted, no object."""
+    p = proxy(want, count=1000)
+    opts = {**PARTS, "max_retries": 2, "endpoint": p.url}
+    with pytest.raises(rumimm.RumiError, match=r"^s3://wrt/lost\.rumi: PUT failed") as info:
+        rumimm.write("s3://wrt/lost.rumi?versionId=SECRET", _big(), tile=512, storage_options=opts)
+    assert "SECRET" not in str(info.value)
+    assert p.resets == 3  # the first attempt and two retries
+    assert _keys(s3) == [] and _uploads(s3) == []
