@@ -330,6 +330,37 @@ def test_bad_storage_options_are_value_errors(server):
         RemoteStore(_url(server), {"region": "x"})
 
 
+def test_http_client_settings_are_worked_out_once_per_host_and_options(server):
+    """A plain HTTP server's URLs share the settings worked out for the first of them (one look-up per
+    URL after it); each URL still gets its own path, and a query string, a fragment, other options or
+    bad options take the long way, which gives what it always gave."""
+    from rumimm.store import options
+
+    host = _url(server).rsplit("/", 1)[0]
+    urls = [f"{host}/a%20b/c.rumi", f"{host}/x.rumi", f"{host}//deep/y%2Fz.rumi", f"{host}/q.rumi?sig=1",
+            f"{host}/f.rumi#part"]
+
+    def facts(s):
+        return (s.path, s.request_seconds, s.coalesce, s.auto, s.max_concurrency)
+
+    for opts in (None, {"coalesce": 0, "timeout": 7}, {"coalesce": "auto", "max_concurrency": 3}):
+        warm = [options.client_settings(u, opts) for u in urls * 2]  # the second pass: look-ups
+        cold = []
+        for u in urls:
+            options._http_settings.clear()
+            cold.append(options.client_settings(u, opts))
+        assert [facts(s) for s in warm] == [facts(s) for s in cold] * 2
+        assert [s.path for s in cold[:3]] == ["a b/c.rumi", "x.rumi", "deep/y/z.rumi"]
+        assert len({id(s.client) for s in warm[:3] + warm[5:8]}) == 1  # one client for the host and options
+        assert warm[3].client is not warm[0].client and warm[3].path == ""  # a query string: the whole URI
+    assert options.client_settings(urls[0], {"timeout": 7}).client is not options.client_settings(urls[0], None).client
+    for _ in range(2):  # a bad option is never remembered as settings
+        with pytest.raises(ValueError, match="coalesce must be an integer >= 0"):
+            options.client_settings(urls[0], {"coalesce": -1})
+    with pytest.raises(ValueError, match="names no object"):
+        options.client_settings(f"{host}/", None)
+
+
 # -- S3 (moto) ---------------------------------------------------------------------------
 
 def test_s3_through_the_environment_reads_ranges_without_head(moto, monkeypatch):

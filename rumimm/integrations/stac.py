@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -358,8 +359,8 @@ def collection(items: Iterable[pystac.Item], *, id: str, description: str | None
 class _Asset:
     """What loading needs of one Item's rumi asset, every field checked."""
 
-    __slots__ = ("blob", "bounds", "end", "epsg", "href", "id", "names", "shape", "spec", "start", "time_count",
-                 "transform")
+    __slots__ = ("blob", "bounds", "end", "epsg", "header", "href", "id", "names", "shape", "spec", "start",
+                 "time_count", "transform")
 
     def __init__(self, obj: pystac.Item | Mapping[str, Any]) -> None:
         d = obj.to_dict(include_self_link=False, transform_hrefs=False) if hasattr(obj, "to_dict") else obj
@@ -398,13 +399,9 @@ class _Asset:
         if not code.upper().startswith("EPSG:") or not code[5:].isdigit() or len(code) > 15:
             raise RumiError(f"{name}: proj:code must be 'EPSG:<number>', got {_show(code)}")
         self.epsg = int(code[5:])
-        from rumimm.errors import CRSError
-        from rumimm.format.crs_identify import parse_crs
-
-        try:
-            parse_crs(self.epsg)  # in PROJ's EPSG registry: the footprint is computed from it
-        except CRSError as exc:
-            raise RumiError(f"{name}: proj:code {code!r} is not a CRS of the EPSG registry ({exc})") from None
+        unknown = _epsg_unknown(self.epsg)  # in PROJ's EPSG registry: the footprint is computed from it
+        if unknown:
+            raise RumiError(f"{name}: proj:code {code!r} is not a CRS of the EPSG registry ({unknown})")
         self.shape = tuple(_numbers(props.get("proj:shape"), name, "proj:shape", (2,), int))
         self.transform = tuple(_numbers(props.get("proj:transform"), name, "proj:transform", (6, 9), float))[:6]
         box = props.get("proj:bbox")
@@ -440,14 +437,38 @@ class _Asset:
                             f"{size}: the blob is not this asset's")
         self.spec = hdr.spec
         self.time_count = int(hdr.time_count)
+        self.header = hdr  # the Image opens from the checked record: the blob is not parsed twice
+
+
+@functools.lru_cache(maxsize=256)
+def _epsg_unknown(code: int) -> str:
+    """Why PROJ's EPSG registry does not hold ``code`` as a CRS, or "" when it does: asked once per code
+    (the registry does not change while a process runs; a search result's Items share a few CRSs)."""
+    from rumimm.errors import CRSError
+    from rumimm.format.crs_identify import parse_crs
+
+    try:
+        parse_crs(code)
+    except CRSError as exc:
+        return str(exc)
+    return ""
 
 
 def _georef_block(a: _Asset) -> bytes:
     """The 160 bytes of georeferencing tags a writer stores for the Item's CRS and transform (pixel is area)."""
-    from rumimm.format.georef import geokeys, matrix_from_transform
+    key = (repr(a.transform), a.epsg)  # repr: -0.0 and 0.0 are stored as given, though they compare equal
+    block = _GEOREF_BLOCKS.get(key)
+    if block is None:  # made once per grid: a search result's Items share a few
+        from rumimm.format.georef import geokeys, matrix_from_transform
 
-    return (np.asarray(matrix_from_transform(a.transform), "<f8").tobytes()
-            + np.asarray(geokeys(a.epsg), "<u2").tobytes())
+        if len(_GEOREF_BLOCKS) >= 1024:
+            _GEOREF_BLOCKS.clear()
+        block = _GEOREF_BLOCKS[key] = (np.asarray(matrix_from_transform(a.transform), "<f8").tobytes()
+                                       + np.asarray(geokeys(a.epsg), "<u2").tobytes())
+    return block
+
+
+_GEOREF_BLOCKS: dict[tuple[str, int], bytes] = {}
 
 
 def _show(value: Any) -> str:
@@ -595,7 +616,7 @@ def _load_one(assets: list[_Asset], *, bands: Sequence[int | str] | None, bbox: 
     images: list[Image] = []
     try:
         for a in assets:
-            img = Image(a.href, a.blob, cache_bytes=cache_bytes, verify=verify, spec=a.spec,
+            img = Image(a.href, a.header, cache_bytes=cache_bytes, verify=verify, spec=a.spec,
                         storage_options=storage_options)
             state_georef(img, _georef_block(a))  # the Item states it: no request for the file's copy
             images.append(img)

@@ -136,9 +136,9 @@ def _interleaved_bytes(images: Sequence[Image], runs: Sequence[tuple[Run, Run]])
     return {key: dict(zip(order, bufs, strict=True)) for (key, order, _, _), bufs in zip(jobs, got, strict=True)}
 
 
-def _georef_block(img: Image) -> bytes | None:
-    """The 160 bytes of the two georeferencing tags, or None when no CRS is set."""
-    block = georef_block(img)
+def _georef_block(img: Image, block: bytes | None = None) -> bytes | None:
+    """The 160 bytes of the two georeferencing tags (``block`` when already read), or None when no CRS is set."""
+    block = georef_block(img) if block is None else block
     _, keys = split_georef_block(block)
     if int(keys[7]) == 0:  # GTModelTypeGeoKey 0: undefined georeferencing
         return None
@@ -169,7 +169,10 @@ def _check_aligned(images: Sequence[Image]) -> None:
             if a != b:
                 raise RumiError(f"images 0 and {i} are not grid-aligned: {name} {a} != {b} "
                                 f"({first.path}, {img.path}); use an ImageCollection")
-        geo = _georef_block(img)
+        block = georef_block(img)
+        if ref_geo is not None and block == ref_geo[1]:
+            continue  # the same bytes as the reference's (a search result of one grid): nothing to parse
+        geo = _georef_block(img, block)
         if geo is None:
             continue
         if ref_geo is None:

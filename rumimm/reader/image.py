@@ -158,7 +158,8 @@ class Image(RasterioSurface):
         file: LocalStore | RemoteStore
         magic0: int | None
         if self._uri is not None:
-            file, hdr, magic0, trailer, georef = _open_remote(self._uri, header, want, self._storage_options)
+            file, hdr, magic0, trailer, georef = _open_remote(self._uri, header, want, self._storage_options,
+                                                                  self.path)
         else:
             file, hdr, magic0, trailer = self._open_local(header, want)
         self._init(hdr, cache_bytes, verify)
@@ -604,8 +605,8 @@ def _check_blob2(file: LocalStore, hdr: Header2, path: StrPath) -> tuple[int, Tr
     return magic0, trailer
 
 
-def _open_remote(uri: str, header: BlobArg | StrPath | None, want: Spec | None, storage_options: dict[str, Any] | None
-                 ) -> tuple[RemoteStore, Header, int | None, Trailer | None, Georef | None]:
+def _open_remote(uri: str, header: BlobArg | StrPath | None, want: Spec | None, storage_options: dict[str, Any] | None,
+                 name: str | None = None) -> tuple[RemoteStore, Header, int | None, Trailer | None, Georef | None]:
     """(store, header, frame 0's magic or None, trailer, georeferencing or None) for a remote URI.
 
     With a blob nothing is requested: the store expects the object size the blob implies
@@ -616,14 +617,15 @@ def _open_remote(uri: str, header: BlobArg | StrPath | None, want: Spec | None, 
     files of more than ~5,400 frames), which also holds the georeferencing and, for an
     object that small, the trailer.
     """
-    name = public_name(uri)
+    name = public_name(uri) if name is None else name  # ``name``: the caller's public_name(uri)
     hdr = load_header(header, name, want)
     if isinstance(hdr, Header2):
-        store = RemoteStore(uri, storage_options, min_size=hdr.frames_end + min_trailer_bytes(hdr.samples_per_pixel))
+        store = RemoteStore(uri, storage_options, min_size=hdr.frames_end + min_trailer_bytes(hdr.samples_per_pixel),
+                            name=name)
         return store, hdr, None, _PENDING, None
     if hdr is not None:
-        return RemoteStore(uri, storage_options, size=hdr.file_size), hdr, None, None, None
-    store = RemoteStore(uri, storage_options)
+        return RemoteStore(uri, storage_options, size=hdr.file_size, name=name), hdr, None, None, None
+    store = RemoteStore(uri, storage_options, name=name)
     rep = inspect_store(store, strict=True)
     hdr = rep.header
     assert hdr is not None  # a strict inspection raises where it would leave none

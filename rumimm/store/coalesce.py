@@ -92,4 +92,7 @@ def link_for(client: object) -> Link:
         if _links_pid != os.getpid():
             _links.clear()
             _links_pid = os.getpid()
-        return _links.setdefault(id(client), Link())
+        link = _links.get(id(client))
+        if link is None:  # not setdefault: a Link made (and dropped) per store costs opening many objects
+            link = _links[id(client)] = Link()
+        return link

@@ -10,6 +10,7 @@ and environment, per process, so they share connections.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,6 +47,11 @@ _DEFAULT_RETRY = {"max_retries": 5, "retry_timeout": 60.0, "init_backoff": 0.1, 
 _ENV_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "AZURITE_")  # what the clients read: a change makes a new client
 
 _clients: dict = {}
+#: (scheme://host, options) -> the ClientSettings of a plain HTTP server's URLs (``client_settings``).
+_http_settings: dict = {}
+#: A URL whose settings depend on its scheme and host alone (when the host is a plain HTTP server):
+#: no credentials, query string, fragment or white space; group 1 is scheme://host[:port], 2 the path.
+_SIMPLE_HTTP = re.compile(r"(https?://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?)(/[^?#@\s\\]*)?\Z", re.ASCII)
 _clients_pid = os.getpid()
 _clients_lock = threading.Lock()
 
@@ -63,7 +69,23 @@ class ClientSettings:
 
 
 def client_settings(uri: str, storage_options: Mapping[str, Any] | None) -> ClientSettings:
-    """Parse ``storage_options`` for ``uri`` (ValueError naming a bad key) and find or make its client."""
+    """Parse ``storage_options`` for ``uri`` (ValueError naming a bad key) and find or make its client.
+
+    The settings of a plain HTTP server's URLs (no query string) depend on the scheme, the host and
+    the options only: they are worked out once per host and options, and each further URL of that
+    host costs a dictionary look-up (a STAC search result opens tens of objects of one host).
+    """
+    simple = _SIMPLE_HTTP.match(uri) if isinstance(uri, str) else None
+    key = None
+    if simple is not None and (simple.group(2) or "").lstrip("/") and _clients_pid == os.getpid():
+        try:
+            key = (simple.group(1), repr(sorted(storage_options.items())) if storage_options else "")
+        except TypeError:  # keys that do not sort: the long way, which names them
+            key = None
+        known = None if key is None else _http_settings.get(key)
+        if known is not None:
+            return ClientSettings(known.client, unquote(simple.group(2).lstrip("/")), known.request_seconds,
+                                  known.coalesce, known.auto, known.max_concurrency)
     opts = dict(storage_options or {})
     own = {k: opts.pop(k) for k in list(opts) if k in _OWN_KEYS}
     auto = own.get("coalesce") == "auto"
@@ -71,8 +93,13 @@ def client_settings(uri: str, storage_options: Mapping[str, Any] | None) -> Clie
         raise ValueError(f"storage option coalesce must be an integer >= 0 or 'auto', got {own['coalesce']!r}")
     coalesce = DEFAULT_COALESCE if auto else int_option(own, "coalesce", DEFAULT_COALESCE, 0)
     concurrency = int_option(own, "max_concurrency", DEFAULT_CONCURRENCY, 1)
-    client, path, bound = _client_for(uri, opts, own)
-    return ClientSettings(client, path, bound, coalesce, auto, concurrency)
+    client, path, bound, per_host = _client_for(uri, opts, own)
+    settings = ClientSettings(client, path, bound, coalesce, auto, concurrency)
+    if key is not None and per_host:
+        with _clients_lock:
+            if _clients_pid == os.getpid():
+                _http_settings[key] = settings
+    return settings
 
 
 def int_option(own: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
@@ -90,8 +117,9 @@ def _duration(key: str, value: object) -> timedelta:
     return timedelta(seconds=float(value))
 
 
-def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[Any, str, float]:
-    """(obstore store, path in it, seconds one request may take with its retries) for ``uri``."""
+def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[Any, str, float, bool]:
+    """(obstore store, path in it, seconds one request may take with its retries, whether the client is a plain
+    HTTP server's, shared per host, the path the URL's unquoted) for ``uri``."""
     global _clients_pid
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
@@ -136,12 +164,13 @@ def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[An
     with _clients_lock:
         if _clients_pid != os.getpid():
             _clients.clear()
+            _http_settings.clear()
             _clients_pid = os.getpid()
         client = _clients.get(shared)
         if client is None:
             client = _clients[shared] = _make_client(root, opts, client_opts, retry_config, public_name(uri))
     bound = (retry_config["retry_timeout"] + timeouts["timeout"] + timeouts["connect_timeout"]).total_seconds()
-    return client, path, bound
+    return client, path, bound, plain_http and root != uri
 
 
 def _make_client(root: str, config: dict[str, Any], client_opts: Any, retry_config: Any, name: str) -> Any:

@@ -68,12 +68,14 @@ class RemoteStore(Store):
         When the size is not known: the fewest bytes the object may have (a spec 0.2
         blob locates the frames but not the trailer after them); the first response
         reporting fewer fails with a ``BlobError``.
+    name : str, optional
+        ``public_name(uri)`` when the caller has it already (an Image names its file so).
     """
 
     def __init__(self, uri: str, storage_options=None, *, size: int | None = None, version: str | None = None,
-                 min_size: int = 0):
+                 min_size: int = 0, name: str | None = None):
         self.uri = uri
-        self.name = public_name(uri)
+        self.name = public_name(uri) if name is None else name
         settings = client_settings(uri, storage_options)
         self.coalesce = settings.coalesce
         self.max_concurrency = settings.max_concurrency
