@@ -26,6 +26,7 @@ header (moto before 5.0.15, for one) and multipart uploads, which cannot carry i
 from __future__ import annotations
 
 import bisect
+import hashlib
 import mmap
 import tempfile
 from typing import IO, Literal
@@ -268,7 +269,32 @@ class RemoteWriter(StoreWriter):
         except Exception as exc:
             if type(exc).__name__ == "AlreadyExistsError":
                 raise _exists(self.name) from None
+            if not single:  # a completion whose answer was lost: is the object there, and ours?
+                done = await self._completed_before(views)
+                if done is not None:
+                    return done
             raise remote_error(exc, self.name, "PUT") from None
+
+    async def _completed_before(self, views: list) -> dict | None:
+        """The object's HEAD if an upload of exactly ``views`` completed although the client heard no success.
+
+        A completion whose answer is lost is sent again; S3 answers the retry with success, but
+        stores that forget a completed upload at once (MinIO, older moto releases) answer "no such
+        upload" or an error.  After any failed multipart upload the object is therefore looked
+        at: it holds these bytes if its ETag is their multipart ETag (the MD5 of the parts' MD5s,
+        "-" and the part count, as S3 computes it), and the write succeeded; anything else
+        (no object, another writer's, a store with other ETags) stays a failure.
+        """
+        import obstore
+
+        try:
+            meta = await obstore.head_async(self._client, self._path)
+        except Exception:
+            return None
+        etag = str(meta.get("e_tag") or "").strip('"')
+        if etag and etag == multipart_etag(views, self.part_size):
+            return {"e_tag": meta.get("e_tag")}
+        return None
 
     def abort(self) -> None:
         """Drop the staged bytes; nothing was sent, so nothing is left in the store."""
@@ -279,6 +305,26 @@ class RemoteWriter(StoreWriter):
             return
         self._done = True
         self._spool.close()
+
+
+def multipart_etag(views: list, part_size: int) -> str:
+    """S3's ETag of a multipart upload of ``views`` in parts of ``part_size`` bytes (the last shorter)."""
+    digests: list[bytes] = []
+    h = hashlib.md5(usedforsecurity=False)
+    filled = 0
+    for buf in views:
+        view = memoryview(buf).cast("B")
+        while view.nbytes:
+            k = min(part_size - filled, view.nbytes)
+            h.update(view[:k])
+            filled += k
+            view = view[k:]
+            if filled == part_size:
+                digests.append(h.digest())
+                h, filled = hashlib.md5(usedforsecurity=False), 0
+    if filled:
+        digests.append(h.digest())
+    return f"{hashlib.md5(b''.join(digests), usedforsecurity=False).hexdigest()}-{len(digests)}"
 
 
 def _exists(name: str) -> FileExistsError:
