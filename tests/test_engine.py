@@ -430,3 +430,17 @@ def test_reads_without_the_kernels_equal_reads_through_them(tmp_path, monkeypatc
     for a, b in zip(through, without, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert np.array_equal(through[0], tiles[:, 10:140, 5:160]) and np.array_equal(through[6], cells[:, 10:140, 5:160])
+
+
+def test_chip_spans_are_the_segments_of_a_step_of_one():
+    """The chip executor's step-1 tiling (``engine._spans``, no numpy) gives ``window.segments``' rows exactly."""
+    from rumimm.format.window import segments
+    from rumimm.reader import engine
+
+    for tile in (1, 7, 16, 512):
+        for size in (1, 15, 16, 17, 40, 1100):
+            for start in range(0, size, max(1, size // 9)):
+                for count in {1, 2, tile - 1, tile, tile + 1, size - start} - {0}:
+                    if 0 < count <= size - start:
+                        want = [tuple(r) for r in segments(start, 1, count, tile, size).tolist()]
+                        assert engine._spans(start, count, tile) == want, (start, count, tile, size)

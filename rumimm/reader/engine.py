@@ -263,13 +263,9 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None, view: bool =
         down, across = len(rows), len(cols)
     if _load_decoder() and (down * across * (1 if fs.cell else nb) <= SMALL_READ_FRAMES
                             or _without_kernels(_window_bytes(fs, bands, y, x))):
-        if rows is None and down == 1 and across == 1:  # one grid position: what segments gives
-            r, fy = divmod(y.start, g.tile_length)
-            c, fx = divmod(x.start, g.tile_width)
-            rows, cols = [(r, fy, y.count, 0)], [(c, fx, x.count, 0)]
-        elif rows is None:
-            rows = segments(y.start, y.step, y.count, g.tile_length, g.image_length).tolist()
-            cols = segments(x.start, x.step, x.count, g.tile_width, g.image_width).tolist()
+        if rows is None:  # step 1: what segments gives, as lists of tuples without numpy
+            rows = _spans(y.start, y.count, g.tile_length)
+            cols = _spans(x.start, x.count, g.tile_width)
         if view and down == 1 and across == 1 and fs.cache is not None and (
                 nb == 1 or (fs.cell and bool(np.all(np.diff(bands) == 1)))):
             return _small.read_view(fs, bands, rows, cols, y.step, x.step)  # the cached frame's window, no copy
@@ -282,6 +278,23 @@ def read_window(fs: FrameSource, bands: np.ndarray, y, x, out=None, view: bool =
     kern = K if K is not None else load()
     plan = kern.plan_window(fs.grid_rows[0], bands, _run(y), _run(x), fs.isz)
     execute((fs,), plan, bands, y.step, x.step, out.reshape((1, *out.shape)).view(np.uint8), group=False)
+    return out
+
+
+def _spans(start: int, count: int, tile: int) -> list[tuple[int, int, int, int]]:
+    """``window.segments(start, 1, count, tile, size)`` for a step of 1 and count >= 1 inside the image, as a list:
+    (tile index, first index inside it, count inside it, output offset) per tile touched."""
+    t, first = divmod(start, tile)
+    if first + count <= tile:  # one tile: most chips
+        return [(t, first, count, 0)]
+    out = []
+    done = 0
+    while done < count:
+        n = min(tile - first, count - done)
+        out.append((t, first, n, done))
+        t += 1
+        first = 0
+        done += n
     return out
 
 

@@ -499,7 +499,8 @@ class Image(RasterioSurface):
 
     # -- reading ----------------------------------------------------------------------
     def __getitem__(self, key: Any) -> NDArray[Any]:
-        sel = select(key, self._shape, _TIME_AXES if len(self._shape) == 4 else None)
+        shape = self._header.shape
+        sel = select(key, shape, _TIME_AXES if len(shape) == 4 else None)
         if len(sel.lists) == 2:  # (T, B, Y, X): the (step, band) pairs are virtual bands of the grid
             block = self._read_steps(sel.lists[0], sel.lists[1], sel.y, sel.x)
         else:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["ChipPart", "chip_parts", "read_small", "read_view", "read_whole_frames"]
 
 _local = threading.local()
+_WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 class ChipPart:
@@ -54,12 +55,20 @@ def read_small(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int, xs: int,
     output offset) along each axis.  ``raw``: ``{frame: compressed bytes}`` the caller got
     already (a batch gets every window's frames at once); the others come from the store.
     """
-    dst = out.view(np.uint8).reshape((*out.shape, fs.isz))
     parts = chip_parts(fs, bands, rows, cols, ys, xs)
+    word = _WORDS.get(fs.isz)
+    if word is not None:  # samples copied as unsigned words of their size (a strided copy of 2-byte rows is slower)
+        dst = out.view(word)
 
-    def place(g: int, frame: np.ndarray) -> None:
-        p = parts[g]
-        dst[p.into] = frame.reshape(p.shape)[p.take]
+        def place(g: int, frame: np.ndarray) -> None:
+            p = parts[g]
+            dst[p.into] = frame.view(word).reshape(p.shape[:3])[p.take]
+    else:  # 16-byte samples: as bytes
+        dst = out.view(np.uint8).reshape((*out.shape, fs.isz))
+
+        def place(g: int, frame: np.ndarray) -> None:
+            p = parts[g]
+            dst[p.into] = frame.reshape(p.shape)[p.take]
 
     finish(_decode(fs, [p.frame for p in parts], [p.nbytes for p in parts], place=place, raw=raw))
 
@@ -88,6 +97,12 @@ def chip_parts(fs: FrameSource, bands: np.ndarray, rows, cols, ys: int = 1, xs: 
     """What each frame of a window (``read_small``'s arguments) gives it, in decoding order."""
     g = fs.grid
     cell = fs.cell
+    if not cell and len(rows) == 1 and len(cols) == 1 and bands.shape[0] == 1:  # a chip of one tile frame
+        (r, fy, cy, dy), (c, fx, cx, dx) = rows[0], cols[0]
+        fh, fw = g.edge_size(r, c)
+        return [ChipPart(g.frame_index(r, c, int(bands[0])), (1, fh, fw, fs.isz),
+                         (0, slice(dy, dy + cy), slice(dx, dx + cx)),
+                         (0, slice(fy, fy + (cy - 1) * ys + 1, ys), slice(fx, fx + (cx - 1) * xs + 1, xs)))]
     planes = g.samples_per_pixel if cell else 1
     slots = [(slice(None), None)] if cell else list(enumerate(bands.tolist()))
     parts = []
@@ -206,7 +221,7 @@ def _frame_stream(fs: FrameSource, store: Store, frames: list[int], missing: lis
                 lacking.append(g)
     if lacking:
         ranges = [fs.frame_range(frames[g]) for g in lacking]
-        scratch = _raw_buffer(max(n for _, n in ranges))
+        scratch = _raw_buffer(ranges[0][1] if len(ranges) == 1 else max([n for _, n in ranges]))
         for i, buf in store.iter_ranges(ranges, scratch=scratch):
             yield lacking[i], buf
 
