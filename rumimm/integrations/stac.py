@@ -78,7 +78,7 @@ def _pystac() -> Any:
 
 
 def redact(href: str) -> str:
-    """``href`` without its query string or fragment: a presigned URL's signature is never printed."""
+    """``href`` (or an Item id) without its query string or fragment: a presigned URL's signature is never printed."""
     text = str(href)
     for sep in ("?", "#"):
         text = text.split(sep, 1)[0]
@@ -338,7 +338,7 @@ def collection(items: Iterable[pystac.Item], *, id: str, description: str | None
         s = it.common_metadata.start_datetime or it.datetime
         e = it.common_metadata.end_datetime or it.datetime
         if s is None or e is None:
-            raise RumiError(f"item {it.id!r} has no datetime")
+            raise RumiError(f"item {redact(it.id)[:80]!r} has no datetime")
         starts.append(s)
         ends.append(e)
     extent = pystac.Extent(pystac.SpatialExtent([bbox]), pystac.TemporalExtent([[min(starts), max(ends)]]))
@@ -367,7 +367,7 @@ class _Asset:
         if not isinstance(d, Mapping):
             raise RumiError(f"a STAC Item is a pystac.Item or a dict, got {type(obj).__name__}")
         self.id = _text(d.get("id"), "item", "id")
-        name = f"item {self.id[:80]!r}"
+        name = f"item {redact(self.id)[:80]!r}"  # an id may hold a signed URL too
         assets = d.get("assets")
         if not isinstance(assets, Mapping) or not assets:
             raise RumiError(f"{name}: no assets")
@@ -703,8 +703,8 @@ def from_items(items: Any) -> pa.Table:
                                                 and not isinstance(b.get(k), bool) for k in ("scale", "offset")) \
                 and isinstance(b.get("unit", ""), str) and isinstance(b.get("nodata", 0), (int, float, str))
             if not ok:
-                raise RumiError(f"item {a.id[:80]!r} ({redact(a.href)}): raster:bands entries must be objects with "
-                                "numeric scale/offset, a text unit and a number (or nan/inf text) nodata")
+                raise RumiError(f"item {redact(a.id)[:80]!r} ({redact(a.href)}): raster:bands entries must be objects "
+                                "with numeric scale/offset, a text unit and a number (or nan/inf text) nodata")
         eo = asset.get("eo:bands")
         names = [b.get("name") if isinstance(b, Mapping) else None for b in eo] if isinstance(eo, list) else []
         names = names if len(names) == bands else []
@@ -712,8 +712,8 @@ def from_items(items: Any) -> pa.Table:
         try:
             nodata = float(nodata) if isinstance(nodata, (int, float, str)) and not isinstance(nodata, bool) else None
         except ValueError:
-            raise RumiError(f"item {a.id[:80]!r} ({redact(a.href)}): raster:bands nodata {_show(nodata)} is not a "
-                            "number") from None
+            raise RumiError(f"item {redact(a.id)[:80]!r} ({redact(a.href)}): raster:bands nodata {_show(nodata)} "
+                            "is not a number") from None
         meta = (nodata, [str(n or "") for n in names] or [""] * bands,
                 [float(b.get("scale", 1.0)) for b in raster], [float(b.get("offset", 0.0)) for b in raster],
                 [str(b.get("unit", "")) for b in raster])
