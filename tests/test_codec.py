@@ -104,6 +104,25 @@ def test_every_encoding_has_a_default_preset_that_is_portable_and_lossless():
         assert resolve_codec("auto", e) is codec
 
 
+def test_the_spec_01_default_decodes_with_openzl_alone_and_fast_does_not():
+    # Why spec 0.1's default stays portable (docs/dev/default-codec.md, "Decision"): spec 0.1
+    # promises that a frame carries everything needed to decode it, and an OpenZL decoder
+    # without geozl's decoders registered reads the default's frames but not `fast`'s.
+    scene = eo_scene(2, 64, 64, "uint16", seed=3)
+    for name, plain_openzl_reads in ((None, True), ("fast", False)):
+        blob = FrameEncoder(resolve_codec(name, "uint16"), "uint16").encode(scene)
+        if plain_openzl_reads:
+            (o,) = zl.DCtx().decompress(blob)
+            assert o.content.as_nparray().tobytes() == scene.tobytes()
+        else:
+            with pytest.raises(RuntimeError, match="Graph invalid"):
+                zl.DCtx().decompress(blob)
+            dctx = zl.DCtx()
+            geozl.register_decoders(dctx)
+            (o,) = dctx.decompress(blob)
+            assert o.num_elts == scene.size
+
+
 def test_the_auto_preset_builds_the_default_graph_of_each_dtype(decoder):
     for e in (encoding_for_dtype("uint16"), encoding_for_dtype("complex128")):
         frame = eo_scene(1, 16, 16, e.dtype)[0]
