@@ -16,7 +16,7 @@ released as soon as they are encoded, and the chunks are submitted in frame orde
 at a time: at most a row of chunks plus one a worker thread (:func:`chunks_in_flight`) are
 submitted and not yet written, so however slowly this process writes, no more than those
 chunks' compressed frames are held anywhere (on the workers, or here while a row is written).
-Source chunks that several chunks of the write share (a rechunk of misaligned input) are
+Source chunks that several chunks of the write share (a rechunk of misaligned input) may be
 computed again when they fall on both sides of a window's edge.
 """
 
