@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 import warnings
 
 import dask
@@ -172,6 +173,59 @@ def test_xarray_isel_of_a_chunked_dataset_reads_the_chunks_it_touches(tmp_path):
         assert band_data.chunks == ((2,), (32,) * 4, (32,) * 3)
         assert same_bits(band_data.isel(y=slice(2, 30)).values, a[:, 2:30])
         assert same_bits(band_data.sel(x=band_data.x[40:90]).isel(y=7).values, a[:, 7, 40:90])
+
+
+def _only_frames_under(path, a, tile, ys, xs):
+    """A georeferenced file of ``a`` whose frames outside the window ``ys``, ``xs`` are wiped (their
+    magic kept, which opening checks), and its blob: decoding any frame the window does not touch fails."""
+    blob = rumimm.write(path, a, tile=tile, transform=UTM, crs=32633, threads=1)
+    header = rumimm.parse_header(blob)
+    bands, across = a.shape[0], -(-a.shape[2] // tile)
+    under = {(r * across + c) * bands + b for r in range(ys.start // tile, -(-ys.stop // tile))
+             for c in range(xs.start // tile, -(-xs.stop // tile)) for b in range(bands)}
+    with open(path, "r+b") as fh:
+        for k in sorted(set(range(header.n_frames)) - under):
+            fh.seek(int(header.frame_offsets[k]) + 4)
+            fh.write(bytes(int(header.frame_byte_counts[k]) - 4))
+    with rumimm.open(path, header=blob) as img:
+        assert same_bits(img[:, ys, xs], a[:, ys, xs])
+        with pytest.raises(rumimm.RumiError, match="corrupt"):
+            img[:, :tile, :tile]  # a frame outside the window: wiped
+    return blob
+
+
+#: A 64 x 64 window of a 2 x 512 x 512 file of 32 x 32 frames: 3 x 3 frame positions of 256.
+WINDOW = (slice(200, 264), slice(100, 164))
+
+
+def _window_reads(ds, a):
+    """isel and sel of WINDOW on a Dataset opened with ``chunks={}`` (one chunk: the whole file)."""
+    ys, xs = WINDOW
+    band_data = ds["band_data"]
+    assert band_data.chunks == ((2,), (512,), (512,))  # the window is a small part of its chunk
+    assert same_bits(band_data.isel(y=ys, x=xs).values, a[:, ys, xs])
+    assert same_bits(band_data.isel(band=1, y=ys, x=xs).values, a[1, ys, xs])
+    assert int(band_data.isel(y=ys, x=xs).sum(dtype="u8")) == int(a[:, ys, xs].sum(dtype="u8"))
+    assert np.allclose(band_data.isel(y=ys, x=xs).mean(["y", "x"]).values, a[:, ys, xs].mean(axis=(1, 2)))
+    x, y = band_data.x.values, band_data.y.values  # pixel centres; y descends, as the labels slice
+    by_label = band_data.sel(x=slice(x[xs.start], x[xs.stop - 1]), y=slice(y[ys.start], y[ys.stop - 1]))
+    assert same_bits(by_label.values, a[:, ys, xs])
+    assert same_bits(ds.isel(y=ys, x=xs).load()["band_data"].values, a[:, ys, xs])
+    flipped = band_data.isel(y=ys, x=xs).data.map_blocks(np.flip, dtype=a.dtype)
+    assert same_bits(flipped.compute(), np.flip(a[:, ys, xs]))
+
+
+def test_xarray_isel_and_sel_of_a_window_decode_only_the_frames_under_it(tmp_path):
+    # Dask fuses xarray's read of a chunk with the slice of it that follows (dask.array.optimization's
+    # slice fusion), so the backend array is asked for the window alone.
+    a = eo_scene(2, 512, 512, "uint16", seed=5)
+    path = tmp_path / "window.rumi"
+    blob = _only_frames_under(path, a, 32, *WINDOW)
+    for inline_array in (False, True):
+        with xr.open_dataset(path, engine="rumimm", header=blob, chunks={}, inline_array=inline_array) as ds:
+            _window_reads(ds, a)
+            with pytest.raises(rumimm.RumiError, match="corrupt"):
+                ds["band_data"].isel(y=slice(0, 64)).values  # the frames outside are gone indeed
 
 
 @pytest.mark.slow
@@ -390,6 +444,17 @@ def test_xarray_chunks_compute_on_the_cluster(scene, client):
 
 
 @pytest.mark.slow
+def test_xarray_isel_and_sel_of_a_window_on_the_cluster_decode_only_the_frames_under_it(client, tmp_path):
+    a = eo_scene(2, 512, 512, "uint16", seed=5)
+    path = tmp_path / "window.rumi"
+    blob = _only_frames_under(path, a, 32, *WINDOW)
+    with xr.open_dataset(path, engine="rumimm", header=blob, chunks={}) as ds:
+        _window_reads(ds, a)
+        with pytest.raises(rumimm.RumiError, match="corrupt"):
+            ds["band_data"].isel(y=slice(0, 64)).values
+
+
+@pytest.mark.slow
 def test_a_dask_array_writes_through_the_cluster(scene, client, tmp_path):
     files, a = scene
     arr = rumimm.to_dask(*files["tile"])
@@ -429,6 +494,63 @@ def test_a_cluster_write_encodes_on_the_workers_and_writes_the_same_bytes(scene,
         assert (tmp_path / "c.rumi").read_bytes() == (tmp_path / "n.rumi").read_bytes(), (tile, unit)
         assert (tmp_path / "c.rumi.aux.xml").exists()
     assert _temp_files(tmp_path) == []
+
+
+class _EncodedNotWritten:
+    """A scheduler plugin: how many chunk encodes of a cluster write hold their frames at once (in
+    memory on a worker, or fetched and not yet released by the writer), and the most ever."""
+
+    def __init__(self):
+        self.held, self.peak, self.done = set(), 0, 0
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        name = key if isinstance(key, str) else str(key[0])
+        if not name.startswith("_encode_chunk-"):
+            return
+        if finish == "memory":
+            self.held.add(key)
+            self.done += 1
+            self.peak = max(self.peak, len(self.held))
+        elif start == "memory":
+            self.held.discard(key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["0.1", "0.2"])
+def test_a_slow_writer_holds_at_most_a_row_of_chunks_and_one_a_thread(scene, client, tmp_path, monkeypatch, spec):
+    from dask.distributed import SchedulerPlugin
+
+    from rumimm.writer.distributed import chunks_in_flight
+    from rumimm.writer.writer import Writer
+
+    a = scene[1]
+    src = da.from_array(a, chunks=(3, 16, 64))  # 6 rows of 2 chunks, tiles of 16 x 32: whole frames
+    threads = sum(client.nthreads().values())
+    bound = chunks_in_flight(2, threads)
+    assert bound == 4 < src.npartitions == 12
+    v2 = {"spec": "0.2", "descriptions": ["a", "b", "c"], "time": ["2026-01-01"]} if spec == "0.2" else {}
+    written = []
+    slow = Writer.write_frames
+
+    def write_slowly(self, r, frames):  # the workers finish every chunk meanwhile, unless held back
+        written.append(r)
+        threading.Event().wait(0.05)
+        slow(self, r, frames)
+
+    plugin = type("Counted", (_EncodedNotWritten, SchedulerPlugin), {})()
+    scheduler = client.cluster.scheduler
+    scheduler.add_plugin(plugin, name="rumimm-encoded-not-written")
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(Writer, "write_frames", write_slowly)
+            blob = rumimm.write(tmp_path / "c.rumi", src, tile=(16, 32), transform=UTM, crs=32633, **v2)
+    finally:
+        scheduler.remove_plugin(name="rumimm-encoded-not-written")
+    assert written == list(range(6))  # every grid row, in order, through the slowed writer
+    assert plugin.done == 12 and not plugin.held  # every chunk encoded once, and all released
+    assert 2 <= plugin.peak <= bound
+    local = rumimm.write(tmp_path / "n.rumi", a, tile=(16, 32), transform=UTM, crs=32633, threads=1, **v2)
+    assert blob == local and (tmp_path / "c.rumi").read_bytes() == (tmp_path / "n.rumi").read_bytes()
 
 
 @pytest.mark.slow

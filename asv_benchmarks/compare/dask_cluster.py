@@ -20,7 +20,10 @@ Writes (of ``to_dask(src) + 1``, an array computed on the workers):
   ``rumimm.write`` on the cluster, ``to_zarr`` on the cluster, and ``rumimm.write`` of the
   same values as a numpy array in this process.
 Bulk conversion: ``rumimm.convert_many`` of ``--files`` GeoTIFFs (tiled, ZSTD) in this process
-  (``jobs=1``) and on the cluster.
+  (``jobs=1``: a file at a time, each compressed on every core) and on the cluster (a file a
+  worker, each on one thread); and, for context, the same files one after another on one
+  thread (``threads=1``, as each cluster task runs), which is what the cluster's workers
+  divide between them.
 
 For the cluster runs it also reports where the time goes, from Dask's task stream: task
 compute seconds (decode and encode), seconds moving data between processes, and the rest of
@@ -108,11 +111,21 @@ def run(size: int, bands: int, tile: int, files: int, bulk_size: int, repeat: in
         tifs.append(path)
     bulk_local = os.path.join(folder, "bulk_local")
     bulk_dask = os.path.join(folder, "bulk_dask")
+    bulk_serial = os.path.join(folder, "bulk_serial")
 
     def bulk(folder_out, client):
         shutil.rmtree(folder_out, ignore_errors=True)
         os.mkdir(folder_out)
         assert not rumimm.convert_many(tifs, folder_out, tile=tile, jobs=1, client=client).errors
+
+    def bulk_one_thread():  # convert_many's task per file, as a cluster worker runs it: threads=1
+        from rumimm.integrations.bulk import convert_one
+
+        shutil.rmtree(bulk_serial, ignore_errors=True)
+        os.mkdir(bulk_serial)
+        for path in tifs:
+            dst = os.path.join(bulk_serial, os.path.basename(path)[:-4] + ".rumi")
+            convert_one(path, dst, {"tile": tile, "unit": "tile", "threads": 1})
 
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
                       silence_logs=50) as cluster, Client(cluster) as client:
@@ -148,6 +161,7 @@ def run(size: int, bands: int, tile: int, files: int, bulk_size: int, repeat: in
             ("write to_zarr cluster", zarr_write, client),
             ("bulk convert one process", lambda: bulk(bulk_local, None), None),
             ("bulk convert cluster", lambda: bulk(bulk_dask, client), client),
+            ("bulk convert one process, threads=1", bulk_one_thread, None),
         ], repeat)
     with rumimm.open(os.path.join(folder, "w_dask.rumi")) as img, rumimm.open(os.path.join(folder, "w_np.rumi")) as ref:
         assert img.header.blob == ref.header.blob  # the same file either way
@@ -163,6 +177,10 @@ def run(size: int, bands: int, tile: int, files: int, bulk_size: int, repeat: in
         "cluster write / in-process write (goal <= 1.5)": c["write rumimm cluster"] / c["write numpy in-process"],
         "cluster write / to_zarr (goal < 1)": c["write rumimm cluster"] / c["write to_zarr cluster"],
         "bulk: one process / cluster (goal >= 1.7)": c["bulk convert one process"] / c["bulk convert cluster"],
+        "bulk: one process, threads=1 / cluster (context)": c["bulk convert one process, threads=1"]
+        / c["bulk convert cluster"],
+        "bulk: one process, threads=1 / one process (context)": c["bulk convert one process, threads=1"]
+        / c["bulk convert one process"],
     }
     return res
 

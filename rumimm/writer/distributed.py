@@ -12,12 +12,17 @@ A worker that dies has its tasks rerun by the scheduler; a computation that fail
 file, so the destination is the old file or absent.
 
 Each worker keeps one frame encoder per file and thread between tasks.  Raw chunks are
-released as soon as they are encoded; the compressed frames of a chunk wait on its worker
-until this process takes them, in frame order.
+released as soon as they are encoded, and the chunks are submitted in frame order, a window
+at a time: at most a row of chunks plus one a worker thread (:func:`chunks_in_flight`) are
+submitted and not yet written, so however slowly this process writes, no more than those
+chunks' compressed frames are held anywhere (on the workers, or here while a row is written).
+Source chunks that several chunks of the write share (a rechunk of misaligned input) may be
+computed again when they fall on both sides of a window's edge.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import pickle
@@ -29,7 +34,7 @@ import numpy as np
 from rumimm.errors import RumiError, where
 from rumimm.writer.frame_job import FrameJob, FrameSpec, JobArgs, cut, frame_specs
 
-__all__ = ["check_dask_source", "client_for", "dask_array_of", "write_on_client"]
+__all__ = ["check_dask_source", "chunks_in_flight", "client_for", "dask_array_of", "write_on_client"]
 
 
 def dask_array_of(array: Any) -> Any:
@@ -154,20 +159,35 @@ def write_on_client(writer: Any, array: Any, client: Any) -> bool:
     xs = np.cumsum((0, *chunks[-1]))[:-1]
     blocks = arr.to_delayed(optimize_graph=True).reshape(len(ys), len(xs))
     encode = dask.delayed(_encode_chunk, pure=True)
-    tasks = [[encode(blocks[i, j], int(y0), int(x0), args_bytes, grid, planes) for j, x0 in enumerate(xs)]
-             for i, y0 in enumerate(ys)]
-    futures = client.compute([t for row in tasks for t in row])
+    tasks = [encode(blocks[i, j], int(y0), int(x0), args_bytes, grid, planes)
+             for i, y0 in enumerate(ys) for j, x0 in enumerate(xs)]  # frame order: row by row of chunks
     per_row = len(xs)
+    limit = chunks_in_flight(per_row, sum(client.nthreads().values()))
+    pending: collections.deque = collections.deque()  # futures submitted, in frame order, not yet written
+    submitted = 0
     try:
         for i in range(len(ys)):
+            # top up: at most ``limit`` chunks submitted and not yet written, counting this row's
+            more = min(len(tasks), i * per_row + limit) - submitted
+            if more > 0:
+                pending.extend(client.compute(tasks[submitted : submitted + more]))
+                submitted += more
             rows: dict[int, list[tuple[int, list[bytes]]]] = {}
-            for fut in futures[i * per_row : (i + 1) * per_row]:
+            for _ in range(per_row):
+                fut = pending.popleft()
                 for r, first, frames in fut.result():
                     rows.setdefault(r, []).append((first, frames))
-                fut.release()
+                fut.release()  # its frames leave the worker: they are this process's now
             for r in sorted(rows):
                 writer.write_frames(r, [f for _, frames in sorted(rows[r], key=lambda p: p[0]) for f in frames])
     except BaseException:
-        client.cancel(futures)
+        client.cancel(list(pending))
         raise
     return True
+
+
+def chunks_in_flight(per_row: int, threads: int) -> int:
+    """How many chunks a cluster write has submitted and not yet written, at most: a row of chunks
+    (a grid row needs every chunk across before its frames can be written) and one a worker thread,
+    which encode the next row while this process writes."""
+    return per_row + max(1, threads)
