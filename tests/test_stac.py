@@ -134,6 +134,33 @@ def test_footprints_are_counter_clockwise_rings_in_wgs84(scenes):
     assert np.array_equal(ring[0], ring[-1])
 
 
+def test_items_on_one_grid_share_no_lists_and_the_collector_is_left_as_found(scenes):
+    """The build makes a grid's footprint and a band layout once and copies them: Items on one grid
+    are equal where they should be and independent (an edit of one is not an edit of another); the
+    garbage collector, paused for the build, is enabled again only if it was."""
+    import gc
+
+    table = rumimm.catalog([p for p, _, _ in scenes[:4]], blobs=[b for _, b, _ in scenes[:4]])
+    items = stac.to_items(table, datetime=T0)
+    assert gc.isenabled()
+    a, b = items[0], items[1]
+    assert a.geometry == b.geometry and a.bbox == b.bbox
+    assert a.assets["data"].extra_fields["raster:bands"] == b.assets["data"].extra_fields["raster:bands"]
+    a.geometry["coordinates"][0][0][0] = 0.0
+    a.bbox[0] = 0.0
+    a.assets["data"].extra_fields["raster:bands"][0]["nodata"] = 7
+    a.properties["proj:shape"][0] = 1
+    a.stac_extensions.append("x")
+    c = stac.to_items(table, datetime=T0)[1]
+    assert b.to_dict() == c.to_dict()
+    gc.disable()
+    try:
+        stac.to_items(table, datetime=T0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 # -- catalog <-> ItemCollection -----------------------------------------------------------
 
 def test_a_catalog_becomes_an_item_collection_and_back(scenes, tmp_path, validate):
