@@ -347,7 +347,7 @@ def test_http_client_settings_are_worked_out_once_per_host_and_options(server):
         warm = [options.client_settings(u, opts) for u in urls * 2]  # the second pass: look-ups
         cold = []
         for u in urls:
-            options._http_settings.clear()
+            options._cache.clear()
             cold.append(options.client_settings(u, opts))
         assert [facts(s) for s in warm] == [facts(s) for s in cold] * 2
         assert [s.path for s in cold[:3]] == ["a b/c.rumi", "x.rumi", "deep/y/z.rumi"]
@@ -359,6 +359,23 @@ def test_http_client_settings_are_worked_out_once_per_host_and_options(server):
             options.client_settings(urls[0], {"coalesce": -1})
     with pytest.raises(ValueError, match="names no object"):
         options.client_settings(f"{host}/", None)
+
+
+def test_the_client_cache_is_emptied_in_a_forked_child(server, monkeypatch):
+    """Clients and the per-host settings live in one cache; a process other than the one that filled it
+    (a forked child) finds it empty, by either way in, and makes its own client."""
+    from rumimm.store import options
+
+    url = _url(server)
+    parent = options.client_settings(url, None)
+    assert options.client_settings(url, None).client is parent.client  # the per-host look-up
+    assert options.client_settings(url + "?v=1", None).path == ""  # the long way fills the same cache
+    monkeypatch.setattr(options, "_cache_pid", -1)  # as a forked child sees it
+    child = options.client_settings(url, None)
+    assert child.client is not parent.client and child.path == parent.path
+    assert options._cache_pid == os.getpid() and all(v is not parent.client for v in options._cache.values())
+    monkeypatch.setattr(options, "_cache_pid", -1)
+    assert options.client_settings(url + "?v=1", None).client is not child.client  # the long way checks too
 
 
 # -- S3 (moto) ---------------------------------------------------------------------------
