@@ -365,6 +365,8 @@ def test_a_blob_of_another_file_is_detected_never_wrong_pixels(scenes, server, t
     lambda d: d["assets"]["data"].__setitem__("href", ["x"]),
     lambda d: d["properties"].__setitem__("proj:transform", list(range(10**6))),
     lambda d: d["properties"].__setitem__("proj:transform", ["a"] * 6),
+    lambda d: d["properties"].__setitem__("proj:transform", [10 ** 400, 0, 0, 0, -10, 0]),
+    lambda d: d["properties"].__setitem__("proj:transform", [float("nan"), 0, 0, 0, -10, 0]),
     lambda d: d["properties"].__setitem__("proj:shape", [True, 2]),
     lambda d: d["properties"].__setitem__("proj:code", "EPSG:" + "9" * 5000),
     lambda d: d["properties"].__setitem__("proj:code", {"a": [[[[[]]]]]}),
@@ -372,7 +374,8 @@ def test_a_blob_of_another_file_is_detected_never_wrong_pixels(scenes, server, t
     lambda d: d.__setitem__("assets", "x"),
     lambda d: d.__setitem__("id", None),
 ], ids=["header-int", "header-text", "header-huge", "href-list", "transform-huge", "transform-text",
-        "shape-bool", "code-long", "code-nested", "properties-list", "assets-text", "id-null"])
+        "transform-int-past-float", "transform-nan", "shape-bool", "code-long", "code-nested", "properties-list",
+        "assets-text", "id-null"])
 def test_hostile_json_raises_rumi_errors(scenes, mutate):
     d = copy.deepcopy(_dict(scenes))
     mutate(d)

@@ -319,6 +319,22 @@ def test_messages_never_show_the_query_string_or_credentials(server):
     assert public_name("s3://k:s@b/x.rumi?versionId=3") == "s3://b/x.rumi"
 
 
+@pytest.mark.parametrize("uri", ["http://127.0.0.1:8080/a/b.rumi", "https://h.example-1.org/p q/r%20s.rumi",
+                                 "s3://bucket/key/x.rumi", "gs://b/k", "az://c/k", "http://h", "http://h//deep/x",
+                                 "http://h:65535/x", "http://Host/x", "HTTP://h/x", "http://h:080/x", "http://h:0/x",
+                                 "http://u:p@h/x", "http://h/x?sig=1", "http://h/x#f", "s3://Bucket/K"])
+def test_public_name_of_a_plain_uri_is_the_uri_and_the_rest_go_the_long_way(uri):
+    """A lower-case URI with no credentials, query or fragment is given back as it is (no parse); what the
+    parse gives for it is the same."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    host = parts.hostname + (f":{parts.port}" if parts.port is not None else "")
+    assert public_name(uri) == f"{parts.scheme}://{host}{parts.path}"
+    with pytest.raises(RumiError, match="not a URI that can be parsed"):
+        public_name("http://h:65536/x")
+
+
 def test_bad_storage_options_are_value_errors(server):
     with pytest.raises(ValueError, match="coalesce must be an integer >= 0"):
         RemoteStore(_url(server), {"coalesce": -1})

@@ -25,7 +25,9 @@ import contextlib
 import datetime as dt
 import functools
 import gc
+import math
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -546,12 +548,16 @@ def _numbers(value: Any, name: str, field: str, lengths: tuple[int, ...], kind: 
     if not isinstance(value, (list, tuple)) or len(value) not in lengths:
         size = len(value) if isinstance(value, (list, tuple)) else type(value).__name__
         raise RumiError(f"{name}: {field} must be a list of {' or '.join(map(str, lengths))} numbers, got {size}")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        raise RumiError(f"{name}: {field} must hold numbers only")
+    for v in value:
+        if type(v) is float:  # the common case first: a float from JSON
+            if not math.isfinite(v):
+                raise RumiError(f"{name}: {field} must hold finite numbers")
+        elif not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise RumiError(f"{name}: {field} must hold numbers only")
+        elif not (math.isfinite(v) if isinstance(v, float) else abs(v) <= sys.float_info.max):
+            raise RumiError(f"{name}: {field} must hold finite numbers")
     if kind is int and not all(float(v).is_integer() and 0 < v < 1 << 31 for v in value):
         raise RumiError(f"{name}: {field} must hold positive integers")
-    if not all(np.isfinite(v) for v in value):
-        raise RumiError(f"{name}: {field} must hold finite numbers")
     return [kind(v) for v in value]
 
 
