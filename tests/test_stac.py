@@ -134,6 +134,33 @@ def test_footprints_are_counter_clockwise_rings_in_wgs84(scenes):
     assert np.array_equal(ring[0], ring[-1])
 
 
+def test_items_on_one_grid_share_no_lists_and_the_collector_is_left_as_found(scenes):
+    """The build makes a grid's footprint and a band layout once and copies them: Items on one grid
+    are equal where they should be and independent (an edit of one is not an edit of another); the
+    garbage collector, paused for the build, is enabled again only if it was."""
+    import gc
+
+    table = rumimm.catalog([p for p, _, _ in scenes[:4]], blobs=[b for _, b, _ in scenes[:4]])
+    items = stac.to_items(table, datetime=T0)
+    assert gc.isenabled()
+    a, b = items[0], items[1]
+    assert a.geometry == b.geometry and a.bbox == b.bbox
+    assert a.assets["data"].extra_fields["raster:bands"] == b.assets["data"].extra_fields["raster:bands"]
+    a.geometry["coordinates"][0][0][0] = 0.0
+    a.bbox[0] = 0.0
+    a.assets["data"].extra_fields["raster:bands"][0]["nodata"] = 7
+    a.properties["proj:shape"][0] = 1
+    a.stac_extensions.append("x")
+    c = stac.to_items(table, datetime=T0)[1]
+    assert b.to_dict() == c.to_dict()
+    gc.disable()
+    try:
+        stac.to_items(table, datetime=T0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 # -- catalog <-> ItemCollection -----------------------------------------------------------
 
 def test_a_catalog_becomes_an_item_collection_and_back(scenes, tmp_path, validate):
@@ -338,6 +365,8 @@ def test_a_blob_of_another_file_is_detected_never_wrong_pixels(scenes, server, t
     lambda d: d["assets"]["data"].__setitem__("href", ["x"]),
     lambda d: d["properties"].__setitem__("proj:transform", list(range(10**6))),
     lambda d: d["properties"].__setitem__("proj:transform", ["a"] * 6),
+    lambda d: d["properties"].__setitem__("proj:transform", [10 ** 400, 0, 0, 0, -10, 0]),
+    lambda d: d["properties"].__setitem__("proj:transform", [float("nan"), 0, 0, 0, -10, 0]),
     lambda d: d["properties"].__setitem__("proj:shape", [True, 2]),
     lambda d: d["properties"].__setitem__("proj:code", "EPSG:" + "9" * 5000),
     lambda d: d["properties"].__setitem__("proj:code", {"a": [[[[[]]]]]}),
@@ -345,7 +374,8 @@ def test_a_blob_of_another_file_is_detected_never_wrong_pixels(scenes, server, t
     lambda d: d.__setitem__("assets", "x"),
     lambda d: d.__setitem__("id", None),
 ], ids=["header-int", "header-text", "header-huge", "href-list", "transform-huge", "transform-text",
-        "shape-bool", "code-long", "code-nested", "properties-list", "assets-text", "id-null"])
+        "transform-int-past-float", "transform-nan", "shape-bool", "code-long", "code-nested", "properties-list",
+        "assets-text", "id-null"])
 def test_hostile_json_raises_rumi_errors(scenes, mutate):
     d = copy.deepcopy(_dict(scenes))
     mutate(d)

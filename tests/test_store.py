@@ -319,6 +319,22 @@ def test_messages_never_show_the_query_string_or_credentials(server):
     assert public_name("s3://k:s@b/x.rumi?versionId=3") == "s3://b/x.rumi"
 
 
+@pytest.mark.parametrize("uri", ["http://127.0.0.1:8080/a/b.rumi", "https://h.example-1.org/p q/r%20s.rumi",
+                                 "s3://bucket/key/x.rumi", "gs://b/k", "az://c/k", "http://h", "http://h//deep/x",
+                                 "http://h:65535/x", "http://Host/x", "HTTP://h/x", "http://h:080/x", "http://h:0/x",
+                                 "http://u:p@h/x", "http://h/x?sig=1", "http://h/x#f", "s3://Bucket/K"])
+def test_public_name_of_a_plain_uri_is_the_uri_and_the_rest_go_the_long_way(uri):
+    """A lower-case URI with no credentials, query or fragment is given back as it is (no parse); what the
+    parse gives for it is the same."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    host = parts.hostname + (f":{parts.port}" if parts.port is not None else "")
+    assert public_name(uri) == f"{parts.scheme}://{host}{parts.path}"
+    with pytest.raises(RumiError, match="not a URI that can be parsed"):
+        public_name("http://h:65536/x")
+
+
 def test_bad_storage_options_are_value_errors(server):
     with pytest.raises(ValueError, match="coalesce must be an integer >= 0"):
         RemoteStore(_url(server), {"coalesce": -1})
@@ -347,7 +363,7 @@ def test_http_client_settings_are_worked_out_once_per_host_and_options(server):
         warm = [options.client_settings(u, opts) for u in urls * 2]  # the second pass: look-ups
         cold = []
         for u in urls:
-            options._http_settings.clear()
+            options._cache.clear()
             cold.append(options.client_settings(u, opts))
         assert [facts(s) for s in warm] == [facts(s) for s in cold] * 2
         assert [s.path for s in cold[:3]] == ["a b/c.rumi", "x.rumi", "deep/y/z.rumi"]
@@ -359,6 +375,23 @@ def test_http_client_settings_are_worked_out_once_per_host_and_options(server):
             options.client_settings(urls[0], {"coalesce": -1})
     with pytest.raises(ValueError, match="names no object"):
         options.client_settings(f"{host}/", None)
+
+
+def test_the_client_cache_is_emptied_in_a_forked_child(server, monkeypatch):
+    """Clients and the per-host settings live in one cache; a process other than the one that filled it
+    (a forked child) finds it empty, by either way in, and makes its own client."""
+    from rumimm.store import options
+
+    url = _url(server)
+    parent = options.client_settings(url, None)
+    assert options.client_settings(url, None).client is parent.client  # the per-host look-up
+    assert options.client_settings(url + "?v=1", None).path == ""  # the long way fills the same cache
+    monkeypatch.setattr(options, "_cache_pid", -1)  # as a forked child sees it
+    child = options.client_settings(url, None)
+    assert child.client is not parent.client and child.path == parent.path
+    assert options._cache_pid == os.getpid() and all(v is not parent.client for v in options._cache.values())
+    monkeypatch.setattr(options, "_cache_pid", -1)
+    assert options.client_settings(url + "?v=1", None).client is not child.client  # the long way checks too
 
 
 # -- S3 (moto) ---------------------------------------------------------------------------

@@ -46,14 +46,43 @@ _ALLOW_HTTP_ENV = {"s3": "AWS_ALLOW_HTTP", "s3a": "AWS_ALLOW_HTTP", "gs": "GOOGL
 _DEFAULT_RETRY = {"max_retries": 5, "retry_timeout": 60.0, "init_backoff": 0.1, "max_backoff": 5.0}
 _ENV_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "AZURITE_")  # what the clients read: a change makes a new client
 
-_clients: dict = {}
-#: (scheme://host, options) -> the ClientSettings of a plain HTTP server's URLs (``client_settings``).
-_http_settings: dict = {}
+#: The process's one cache, cleared in a forked child (obstore's clients do not survive fork):
+#: ``("client", root, options..., environment)`` -> an obstore client, shared by the objects of one bucket
+#: or host with the same options and environment; ``("http", scheme://host, storage_options)`` -> the
+#: ClientSettings (path "") of a plain HTTP server's URLs, whose settings depend on the host and options alone.
+_cache: dict[tuple[Any, ...], Any] = {}
+_cache_pid = os.getpid()
+_cache_lock = threading.Lock()
 #: A URL whose settings depend on its scheme and host alone (when the host is a plain HTTP server):
 #: no credentials, query string, fragment or white space; group 1 is scheme://host[:port], 2 the path.
 _SIMPLE_HTTP = re.compile(r"(https?://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?)(/[^?#@\s\\]*)?\Z", re.ASCII)
-_clients_pid = os.getpid()
-_clients_lock = threading.Lock()
+
+
+def _cached(key: tuple[Any, ...]) -> Any:
+    """The cache's entry for ``key``, or None (in a forked child: always None, and the cache is emptied)."""
+    if _cache_pid == os.getpid():
+        return _cache.get(key)
+    with _cache_lock:
+        _forget_after_fork()
+    return None
+
+
+def _remember(key: tuple[Any, ...], make: Any) -> Any:
+    """The cache's entry for ``key``, made by ``make()`` and kept when there is none."""
+    with _cache_lock:
+        _forget_after_fork()
+        value = _cache.get(key)
+        if value is None:
+            value = _cache[key] = make()
+        return value
+
+
+def _forget_after_fork() -> None:
+    """Empty the cache if this process is not the one that filled it (the parent's clients are unusable here)."""
+    global _cache_pid
+    if _cache_pid != os.getpid():
+        _cache.clear()
+        _cache_pid = os.getpid()
 
 
 @dataclass(frozen=True)
@@ -77,12 +106,12 @@ def client_settings(uri: str, storage_options: Mapping[str, Any] | None) -> Clie
     """
     simple = _SIMPLE_HTTP.match(uri) if isinstance(uri, str) else None
     key = None
-    if simple is not None and (simple.group(2) or "").lstrip("/") and _clients_pid == os.getpid():
+    if simple is not None and (simple.group(2) or "").lstrip("/"):
         try:
-            key = (simple.group(1), repr(sorted(storage_options.items())) if storage_options else "")
+            key = ("http", simple.group(1), repr(sorted(storage_options.items())) if storage_options else "")
         except TypeError:  # keys that do not sort: the long way, which names them
             key = None
-        known = None if key is None else _http_settings.get(key)
+        known = None if key is None else _cached(key)
         if known is not None:
             return ClientSettings(known.client, unquote(simple.group(2).lstrip("/")), known.request_seconds,
                                   known.coalesce, known.auto, known.max_concurrency)
@@ -95,10 +124,8 @@ def client_settings(uri: str, storage_options: Mapping[str, Any] | None) -> Clie
     concurrency = int_option(own, "max_concurrency", DEFAULT_CONCURRENCY, 1)
     client, path, bound, per_host = _client_for(uri, opts, own)
     settings = ClientSettings(client, path, bound, coalesce, auto, concurrency)
-    if key is not None and per_host:
-        with _clients_lock:
-            if _clients_pid == os.getpid():
-                _http_settings[key] = settings
+    if key is not None and per_host:  # only settings the long way gave (bad options raised above)
+        _remember(key, lambda: ClientSettings(client, "", bound, coalesce, auto, concurrency))
     return settings
 
 
@@ -120,7 +147,6 @@ def _duration(key: str, value: object) -> timedelta:
 def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[Any, str, float, bool]:
     """(obstore store, path in it, seconds one request may take with its retries, whether the client is a plain
     HTTP server's, shared per host, the path the URL's unquoted) for ``uri``."""
-    global _clients_pid
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if scheme not in OBJECT_SCHEMES | HTTP_SCHEMES:
@@ -159,16 +185,9 @@ def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[An
     # an HTTP server's client reads none of those variables, and walking os.environ is the
     # largest cost of opening an asset over HTTP from its blob (about 0.1 ms each)
     env = () if plain_http else sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES))
-    shared = (root, repr(sorted(opts.items())), repr(sorted(client_opts.items())), repr(retry_config),
+    shared = ("client", root, repr(sorted(opts.items())), repr(sorted(client_opts.items())), repr(retry_config),
               hash(repr(env)))
-    with _clients_lock:
-        if _clients_pid != os.getpid():
-            _clients.clear()
-            _http_settings.clear()
-            _clients_pid = os.getpid()
-        client = _clients.get(shared)
-        if client is None:
-            client = _clients[shared] = _make_client(root, opts, client_opts, retry_config, public_name(uri))
+    client = _remember(shared, lambda: _make_client(root, opts, client_opts, retry_config, public_name(uri)))
     bound = (retry_config["retry_timeout"] + timeouts["timeout"] + timeouts["connect_timeout"]).total_seconds()
     return client, path, bound, plain_http and root != uri
 

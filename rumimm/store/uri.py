@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from rumimm.errors import RumiError
@@ -10,6 +11,9 @@ __all__ = ["HTTP_SCHEMES", "OBJECT_SCHEMES", "is_remote", "public_name", "siblin
 
 OBJECT_SCHEMES = frozenset({"s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl"})
 HTTP_SCHEMES = frozenset({"http", "https"})
+#: A URI that ``public_name`` gives back as it is: a lower-case scheme and host, a port without a leading
+#: zero, a path, and no credentials, query string, fragment, white space or backslash.
+_PLAIN = re.compile(r"(?:https?|s3|gs|az)://[a-z0-9][a-z0-9.\-]*(?::([1-9][0-9]{0,4}))?(?:/[^?#@\s\\]*)?\Z", re.ASCII)
 
 
 def is_remote(path: object) -> bool:
@@ -21,6 +25,9 @@ def is_remote(path: object) -> bool:
 
 def public_name(uri: str) -> str:
     """``uri`` without credentials, query string or fragment: safe to show in a message."""
+    plain = _PLAIN.match(uri) if isinstance(uri, str) else None
+    if plain is not None and (plain.group(1) is None or int(plain.group(1)) <= 65535):
+        return uri  # what the long way gives back unchanged (a search result opens tens of such URLs)
     try:
         parts = urlsplit(uri)
         port = parts.port
