@@ -30,3 +30,12 @@ def test_a_codec_column_reads_its_own_file_exactly_beside_every_engine_in_the_sa
     header = next(line for line in table.splitlines() if line.startswith("| operation |"))
     assert f" {engine} |" in header
     assert "WRONG PIXELS" not in table
+
+
+def test_the_open_read_script_times_every_engine_on_the_same_chips_and_checks_them():
+    from asv_benchmarks.compare import open_read
+
+    times = open_read.main(["--windows", "3", "--size", "1024", "--chip", "32"])
+    assert set(times) == {"rumi-eo on its file", "rumimm, default codec", "rumimm on reference file",
+                          "rumimm, codec=fast"}
+    assert all(len(t) == 3 and min(t) > 0 for t in times.values())
