@@ -10,7 +10,6 @@ and environment, per process, so they share connections.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 
 from rumimm.errors import RumiError
-from rumimm.store.uri import HTTP_SCHEMES, OBJECT_SCHEMES, public_name
+from rumimm.store.uri import HTTP_SCHEMES, OBJECT_SCHEMES, plain_parts, public_name
 
 __all__ = ["DEFAULT_COALESCE", "DEFAULT_CONCURRENCY", "ClientSettings", "client_settings"]
 
@@ -53,9 +52,6 @@ _ENV_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "AZURITE_")  # what the clients re
 _cache: dict[tuple[Any, ...], Any] = {}
 _cache_pid = os.getpid()
 _cache_lock = threading.Lock()
-#: A URL whose settings depend on its scheme and host alone (when the host is a plain HTTP server):
-#: no credentials, query string, fragment or white space; group 1 is scheme://host[:port], 2 the path.
-_SIMPLE_HTTP = re.compile(r"(https?://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?)(/[^?#@\s\\]*)?\Z", re.ASCII)
 
 
 def _cached(key: tuple[Any, ...]) -> Any:
@@ -104,16 +100,16 @@ def client_settings(uri: str, storage_options: Mapping[str, Any] | None) -> Clie
     the options only: they are worked out once per host and options, and each further URL of that
     host costs a dictionary look-up (a STAC search result opens tens of objects of one host).
     """
-    simple = _SIMPLE_HTTP.match(uri) if isinstance(uri, str) else None
+    plain = plain_parts(uri)
     key = None
-    if simple is not None and (simple.group(2) or "").lstrip("/"):
+    if plain is not None and plain[0].startswith("http") and plain[1].lstrip("/"):
         try:
-            key = ("http", simple.group(1), repr(sorted(storage_options.items())) if storage_options else "")
+            key = ("http", plain[0], repr(sorted(storage_options.items())) if storage_options else "")
         except TypeError:  # keys that do not sort: the long way, which names them
             key = None
         known = None if key is None else _cached(key)
         if known is not None:
-            return ClientSettings(known.client, unquote(simple.group(2).lstrip("/")), known.request_seconds,
+            return ClientSettings(known.client, unquote(plain[1].lstrip("/")), known.request_seconds,
                                   known.coalesce, known.auto, known.max_concurrency)
     opts = dict(storage_options or {})
     own = {k: opts.pop(k) for k in list(opts) if k in _OWN_KEYS}
@@ -145,8 +141,8 @@ def _duration(key: str, value: object) -> timedelta:
 
 
 def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[Any, str, float, bool]:
-    """(obstore store, path in it, seconds one request may take with its retries, whether the client is a plain
-    HTTP server's, shared per host, the path the URL's unquoted) for ``uri``."""
+    """(obstore store, path in it, seconds one request may take with its retries, whether ``uri`` is an object of
+    a plain HTTP server, whose settings hold for every object of its host and options) for ``uri``."""
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if scheme not in OBJECT_SCHEMES | HTTP_SCHEMES:

@@ -7,13 +7,13 @@ from urllib.parse import urlsplit
 
 from rumimm.errors import RumiError
 
-__all__ = ["HTTP_SCHEMES", "OBJECT_SCHEMES", "is_remote", "public_name", "sibling"]
+__all__ = ["HTTP_SCHEMES", "OBJECT_SCHEMES", "is_remote", "plain_parts", "public_name", "sibling"]
 
 OBJECT_SCHEMES = frozenset({"s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl"})
 HTTP_SCHEMES = frozenset({"http", "https"})
-#: A URI that ``public_name`` gives back as it is: a lower-case scheme and host, a port without a leading
-#: zero, a path, and no credentials, query string, fragment, white space or backslash.
-_PLAIN = re.compile(r"(?:https?|s3|gs|az)://[a-z0-9][a-z0-9.\-]*(?::([1-9][0-9]{0,4}))?(?:/[^?#@\s\\]*)?\Z", re.ASCII)
+#: A plain URI (see :func:`plain_parts`): group 1 is scheme://host[:port], 2 the port, 3 the path.
+_PLAIN = re.compile(r"((?:https?|s3|gs|az)://[a-z0-9][a-z0-9.\-]*(?::([1-9][0-9]{0,4}))?)(/[^?#@\s\\]*)?\Z",
+                    re.ASCII)
 
 
 def is_remote(path: object) -> bool:
@@ -23,11 +23,25 @@ def is_remote(path: object) -> bool:
     return path.split("://", 1)[0].lower() in OBJECT_SCHEMES | HTTP_SCHEMES
 
 
+def plain_parts(uri: object) -> tuple[str, str] | None:
+    """``(scheme://host[:port], path)`` of a plain URI, else None.
+
+    Plain: a lower-case scheme and host, a port without a leading zero, a path, and no
+    credentials, query string, fragment, white space or backslash.  Such a URI needs no
+    parsing to be shown (``public_name`` gives it back as it is) nor to find its client
+    (its settings depend on its scheme, host and options alone): the fast path of both,
+    since a search result opens tens of such URLs.
+    """
+    plain = _PLAIN.match(uri) if isinstance(uri, str) else None
+    if plain is None or (plain.group(2) is not None and int(plain.group(2)) > 65535):
+        return None
+    return plain.group(1), plain.group(3) or ""
+
+
 def public_name(uri: str) -> str:
     """``uri`` without credentials, query string or fragment: safe to show in a message."""
-    plain = _PLAIN.match(uri) if isinstance(uri, str) else None
-    if plain is not None and (plain.group(1) is None or int(plain.group(1)) <= 65535):
-        return uri  # what the long way gives back unchanged (a search result opens tens of such URLs)
+    if plain_parts(uri) is not None:
+        return uri  # what the long way gives back unchanged
     try:
         parts = urlsplit(uri)
         port = parts.port
