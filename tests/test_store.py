@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -377,21 +379,51 @@ def test_http_client_settings_are_worked_out_once_per_host_and_options(server):
         options.client_settings(f"{host}/", None)
 
 
-def test_the_client_cache_is_emptied_in_a_forked_child(server, monkeypatch):
-    """Clients and the per-host settings live in one cache; a process other than the one that filled it
-    (a forked child) finds it empty, by either way in, and makes its own client."""
-    from rumimm.store import options
+def test_the_client_cache_is_emptied_in_a_forked_child(server):
+    """Clients and the per-host settings live in one cache; in a forked child (its fork handler run) it is
+    empty, by either way in, and the child makes its own client."""
+    from rumimm.store import options, per_process
 
     url = _url(server)
     parent = options.client_settings(url, None)
     assert options.client_settings(url, None).client is parent.client  # the per-host look-up
     assert options.client_settings(url + "?v=1", None).path == ""  # the long way fills the same cache
-    monkeypatch.setattr(options, "_cache_pid", -1)  # as a forked child sees it
+    per_process._after_fork_in_child()  # what os.fork runs in the child
     child = options.client_settings(url, None)
     assert child.client is not parent.client and child.path == parent.path
-    assert options._cache_pid == os.getpid() and all(v is not parent.client for v in options._cache.values())
-    monkeypatch.setattr(options, "_cache_pid", -1)
-    assert options.client_settings(url + "?v=1", None).client is not child.client  # the long way checks too
+    assert all(v is not parent.client for v in options._cache.values())
+    per_process._after_fork_in_child()
+    assert options.client_settings(url + "?v=1", None).client is not child.client  # the long way finds none too
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_child_forked_while_another_thread_holds_the_client_cache_lock_still_opens_urls(server):
+    """A lock held by a thread at fork time stays held in the child: the caches take new locks there."""
+    from rumimm.store import coalesce, options
+
+    url = _url(server)
+    options.client_settings(url, None)
+    with options._cache._lock, coalesce._links._lock:  # as a thread making a client when a DataLoader forks
+        pid = os.fork()
+        if pid == 0:  # the child: settle in a bounded time, whatever happens
+            code = 1
+            try:
+                s = options.client_settings(url, None)
+                coalesce.link_for(s.client)
+                code = 0
+            finally:
+                os._exit(code)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on a lock its parent held")
+        time.sleep(0.02)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 # -- S3 (moto) ---------------------------------------------------------------------------

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Sequence
 
 from rumimm.store.options import DEFAULT_COALESCE
+from rumimm.store.per_process import ProcessCache
 
 __all__ = ["MAX_REQUEST_BYTES", "Link", "link_for", "plan_requests"]
 
@@ -80,19 +79,9 @@ class Link:
         return int(min(MAX_REQUEST_BYTES // 4, max(DEFAULT_COALESCE, rtt * self.rate)))
 
 
-_links: dict[int, Link] = {}
-_links_pid = os.getpid()
-_links_lock = threading.Lock()
+_links = ProcessCache()  # by id(client): a forked child's clients are new, and so are their links
 
 
 def link_for(client: object) -> Link:
     """The :class:`Link` of ``client`` (clients are shared per bucket or host, so are their links)."""
-    global _links_pid
-    with _links_lock:
-        if _links_pid != os.getpid():
-            _links.clear()
-            _links_pid = os.getpid()
-        link = _links.get(id(client))
-        if link is None:  # not setdefault: a Link made (and dropped) per store costs opening many objects
-            link = _links[id(client)] = Link()
-        return link
+    return _links.get_or_make(id(client), Link)

@@ -10,7 +10,6 @@ and environment, per process, so they share connections.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 
 from rumimm.errors import RumiError
+from rumimm.store.per_process import ProcessCache
 from rumimm.store.uri import HTTP_SCHEMES, OBJECT_SCHEMES, plain_parts, public_name
 
 __all__ = ["DEFAULT_COALESCE", "DEFAULT_CONCURRENCY", "ClientSettings", "client_settings"]
@@ -45,40 +45,11 @@ _ALLOW_HTTP_ENV = {"s3": "AWS_ALLOW_HTTP", "s3a": "AWS_ALLOW_HTTP", "gs": "GOOGL
 _DEFAULT_RETRY = {"max_retries": 5, "retry_timeout": 60.0, "init_backoff": 0.1, "max_backoff": 5.0}
 _ENV_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "AZURITE_")  # what the clients read: a change makes a new client
 
-#: The process's one cache, cleared in a forked child (obstore's clients do not survive fork):
+#: The process's one cache (emptied in a forked child: obstore's clients do not survive fork):
 #: ``("client", root, options..., environment)`` -> an obstore client, shared by the objects of one bucket
 #: or host with the same options and environment; ``("http", scheme://host, storage_options)`` -> the
 #: ClientSettings (path "") of a plain HTTP server's URLs, whose settings depend on the host and options alone.
-_cache: dict[tuple[Any, ...], Any] = {}
-_cache_pid = os.getpid()
-_cache_lock = threading.Lock()
-
-
-def _cached(key: tuple[Any, ...]) -> Any:
-    """The cache's entry for ``key``, or None (in a forked child: always None, and the cache is emptied)."""
-    if _cache_pid == os.getpid():
-        return _cache.get(key)
-    with _cache_lock:
-        _forget_after_fork()
-    return None
-
-
-def _remember(key: tuple[Any, ...], make: Any) -> Any:
-    """The cache's entry for ``key``, made by ``make()`` and kept when there is none."""
-    with _cache_lock:
-        _forget_after_fork()
-        value = _cache.get(key)
-        if value is None:
-            value = _cache[key] = make()
-        return value
-
-
-def _forget_after_fork() -> None:
-    """Empty the cache if this process is not the one that filled it (the parent's clients are unusable here)."""
-    global _cache_pid
-    if _cache_pid != os.getpid():
-        _cache.clear()
-        _cache_pid = os.getpid()
+_cache = ProcessCache()
 
 
 @dataclass(frozen=True)
@@ -107,7 +78,7 @@ def client_settings(uri: str, storage_options: Mapping[str, Any] | None) -> Clie
             key = ("http", plain[0], repr(sorted(storage_options.items())) if storage_options else "")
         except TypeError:  # keys that do not sort: the long way, which names them
             key = None
-        known = None if key is None else _cached(key)
+        known = None if key is None else _cache.get(key)
         if known is not None:
             return ClientSettings(known.client, unquote(plain[1].lstrip("/")), known.request_seconds,
                                   known.coalesce, known.auto, known.max_concurrency)
@@ -121,7 +92,7 @@ def client_settings(uri: str, storage_options: Mapping[str, Any] | None) -> Clie
     client, path, bound, per_host = _client_for(uri, opts, own)
     settings = ClientSettings(client, path, bound, coalesce, auto, concurrency)
     if key is not None and per_host:  # only settings the long way gave (bad options raised above)
-        _remember(key, lambda: ClientSettings(client, "", bound, coalesce, auto, concurrency))
+        _cache.get_or_make(key, lambda: ClientSettings(client, "", bound, coalesce, auto, concurrency))
     return settings
 
 
@@ -183,7 +154,7 @@ def _client_for(uri: str, opts: dict[str, Any], own: dict[str, Any]) -> tuple[An
     env = () if plain_http else sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES))
     shared = ("client", root, repr(sorted(opts.items())), repr(sorted(client_opts.items())), repr(retry_config),
               hash(repr(env)))
-    client = _remember(shared, lambda: _make_client(root, opts, client_opts, retry_config, public_name(uri)))
+    client = _cache.get_or_make(shared, lambda: _make_client(root, opts, client_opts, retry_config, public_name(uri)))
     bound = (retry_config["retry_timeout"] + timeouts["timeout"] + timeouts["connect_timeout"]).total_seconds()
     return client, path, bound, plain_http and root != uri
 
