@@ -11,7 +11,10 @@ For a good file, ``render()`` equals ``rumimm.format.tiff.build_prefix`` + the f
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,6 +172,29 @@ def affine_times(a, b):
     """``a @ b`` for affine.Affine (composition, or applied to a point): affine >= 3 spells it ``@``,
     affine 2.4 (the declared floor) only ``*``."""
     return a @ b if hasattr(type(a), "__matmul__") else a * b
+
+
+def exit_code_in_fork(child, seconds: float = 30) -> int:
+    """Run ``child()`` in a forked child (exit 0 if it returns, 1 if it raises); its exit code, or -1 if it
+    was still running after ``seconds`` (then killed): a hung child fails the test, never hangs the run."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return -1
+        time.sleep(0.02)
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:

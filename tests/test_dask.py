@@ -12,7 +12,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import random_samples, reference_file, same_bits
+from conftest import exit_code_in_fork, random_samples, reference_file, same_bits
 
 import rumimm
 from rumimm.format import dtypes
@@ -394,6 +394,28 @@ def test_reductions_on_a_local_cluster_equal_numpy(scene, client):
         assert np.allclose(win.mean(axis=(1, 2)).compute(), a[:, 13:77, 40:101].mean(axis=(1, 2)))
         assert same_bits(arr.max(axis=0).compute(), a.max(axis=0))
     assert len(client.scheduler_info()["workers"]) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_starts_with_no_worker_images_even_if_their_lock_was_held(scene):
+    """A worker's open images are its own: a forked child (a DataLoader worker, a forking pool) starts with none,
+    and with a new lock, so a thread of the parent holding it at the fork cannot hang the child."""
+    from rumimm.integrations import worker_images
+
+    files, a = scene
+    path, blob = files["tile"]
+    parent = worker_images.image_for((str(path), blob))
+    assert worker_images.open_count(str(path)) == 1
+
+    def child():
+        assert worker_images.open_count() == 0
+        img = worker_images.image_for((str(path), blob))
+        assert img is not parent and same_bits(img[:, :20, :30], a[:, :20, :30])
+
+    with worker_images._lock:
+        code = exit_code_in_fork(child)
+    assert code == 0, "the forked child hung on the worker images' lock" if code < 0 else code
+    assert worker_images.image_for((str(path), blob)) is parent  # the parent's stay open and kept
 
 
 def _open_images(path):

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -36,6 +34,7 @@ from rumimm.store.uri import public_name
 
 pytest.importorskip("obstore")  # the "remote" extra; CI installs it
 
+from conftest import exit_code_in_fork
 from servers import MotoS3
 
 FAST = {"max_retries": 2, "retry_timeout": 3, "timeout": 1, "connect_timeout": 1,
@@ -403,27 +402,32 @@ def test_a_child_forked_while_another_thread_holds_the_client_cache_lock_still_o
 
     url = _url(server)
     options.client_settings(url, None)
+
+    def child():
+        coalesce.link_for(options.client_settings(url, None).client)
+
     with options._cache._lock, coalesce._links._lock:  # as a thread making a client when a DataLoader forks
-        pid = os.fork()
-        if pid == 0:  # the child: settle in a bounded time, whatever happens
-            code = 1
-            try:
-                s = options.client_settings(url, None)
-                coalesce.link_for(s.client)
-                code = 0
-            finally:
-                os._exit(code)
-    deadline = time.monotonic() + 30
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung on a lock its parent held")
-        time.sleep(0.02)
-    assert os.waitstatus_to_exitcode(status) == 0
+        code = exit_code_in_fork(child)
+    assert code == 0, "the forked child hung on a lock its parent held" if code < 0 else code
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_child_forked_while_another_thread_starts_the_event_loop_starts_its_own():
+    """The remote requests' loop is made under a lock; a child forked while another thread holds it makes its
+    own loop (the parent's loop thread does not exist there) and runs coroutines on it."""
+    import asyncio
+
+    from rumimm.store import loop
+
+    loop._event_loop()  # the parent's loop, running
+
+    def child():
+        assert loop._loop is None
+        assert loop.wait(asyncio.run_coroutine_threadsafe(asyncio.sleep(0, "ran"), loop._event_loop()), 5, "x") == "ran"
+
+    with loop._loop_lock:
+        code = exit_code_in_fork(child)
+    assert code == 0, "the forked child hung on the loop's lock" if code < 0 else code
 
 
 # -- S3 (moto) ---------------------------------------------------------------------------

@@ -6,7 +6,9 @@ URI, a new HTTP client) is not: mappings, descriptors and connections would come
 thousands of times a computation.  Each process therefore keeps the images it opened,
 least recently used closed first beyond :data:`MAX_OPEN`.  A local file is also keyed
 by its inode and modification time, so a file replaced at the same path (rumimm writes
-by rename) is opened again and the old image closed; a process that forked starts empty.
+by rename) is opened again and the old image closed.  A forked child starts empty, with a
+new lock (an ``os.register_at_fork`` handler): the parent's descriptors are not its own, and
+a lock another thread held at the fork would stay held.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ MAX_OPEN = 32
 
 _lock = threading.Lock()
 _images: OrderedDict[tuple, Any] = OrderedDict()
-_pid = os.getpid()
 
 
 def _key(path: str, blob: bytes, options: dict | None) -> tuple:
@@ -42,14 +43,11 @@ def image_for(source: tuple) -> Any:
     """The open image of ``source = (path, blob[, storage_options])`` in this process."""
     from rumimm.reader.image import open as open_image
 
-    global _images, _pid
     path, blob, *rest = source
     options = rest[0] if rest else None
     key = _key(path, blob, options)
     stale = []
     with _lock:
-        if _pid != os.getpid():  # forked: the parent's descriptors are not ours
-            _images, _pid = OrderedDict(), os.getpid()
         img = _images.get(key)
         if img is not None:
             _images.move_to_end(key)
@@ -72,8 +70,6 @@ def image_for(source: tuple) -> Any:
 
 def open_count(path: str | os.PathLike | None = None) -> int:
     """How many images this process holds open (of ``path`` only, if given)."""
-    if _pid != os.getpid():
-        return 0
     with _lock:
         keys = list(_images)
     return len(keys) if path is None else sum(k[0] == os.fspath(path) for k in keys)
@@ -86,3 +82,14 @@ def close_all() -> None:
         images, _images = _images, OrderedDict()
     for img in images.values():
         img.close()
+
+
+def _after_fork_in_child() -> None:
+    """Forget the parent's images (the child's copies of their descriptors close as they are collected) and its lock."""
+    global _images, _lock
+    _images = OrderedDict()
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

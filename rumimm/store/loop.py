@@ -1,9 +1,11 @@
 """The background event loop remote requests run on, and waiting for them within a bound.
 
 One loop per process, on a daemon thread started by the first request; obstore's
-coroutines release the GIL while they wait.  obstore's runtime does not survive
-``fork``: a child of a process that already sent a request is refused with a
-``RemoteError`` instead of hanging.
+coroutines release the GIL while they wait.  A forked child starts with no loop and a
+new lock (an ``os.register_at_fork`` handler: the parent's loop thread does not exist
+there, and a lock another thread held at the fork would stay held).  obstore's runtime
+does not survive ``fork``: a child of a process that already sent a request is refused
+with a ``RemoteError`` instead of hanging.
 """
 
 from __future__ import annotations
@@ -22,22 +24,33 @@ __all__ = ["no_answer", "submit", "time_bound", "wait"]
 T = TypeVar("T")
 
 _loop: asyncio.AbstractEventLoop | None = None
-_loop_pid: int | None = None
 _used_pid: int | None = None  # the process that sent obstore's first request (its runtime runs there)
 _loop_lock = threading.Lock()
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
     """The process's background event loop, started on first use."""
-    global _loop, _loop_pid
-    pid = os.getpid()
-    if _loop is None or _loop_pid != pid:
+    global _loop
+    loop = _loop
+    if loop is None:
         with _loop_lock:
-            if _loop is None or _loop_pid != pid:
+            loop = _loop
+            if loop is None:
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="rumimm-remote", daemon=True).start()
-                _loop, _loop_pid = loop, pid
-    return _loop
+                _loop = loop
+    return loop
+
+
+def _after_fork_in_child() -> None:
+    """No loop thread runs in a forked child, and the lock may have been held at the fork: start afresh."""
+    global _loop, _loop_lock
+    _loop = None
+    _loop_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def submit(coro: Coroutine[Any, Any, T], name: str) -> Future[T]:
