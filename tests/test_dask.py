@@ -575,6 +575,44 @@ def test_a_slow_writer_holds_at_most_a_row_of_chunks_and_one_a_thread(scene, cli
     assert blob == local and (tmp_path / "c.rumi").read_bytes() == (tmp_path / "n.rumi").read_bytes()
 
 
+def test_row_graphs_give_each_row_of_chunks_only_its_own_tasks_unless_rows_share_one():
+    from rumimm.writer.distributed import row_graphs
+
+    a = np.arange(4 * 64 * 48, dtype=np.uint16).reshape(4, 64, 48)
+    x = da.from_array(a, chunks=(4, 16, 24))  # 4 rows of 2 chunks, each chunk's samples its own task
+    for arr in (x, x + 1, (x * 2).astype("u4")):
+        blocks = arr.to_delayed(optimize_graph=True).reshape(4, 2)
+        graphs = row_graphs(blocks)
+        whole = dict(blocks.flat[0].__dask_graph__())
+        assert len(graphs) == 4 and sum(len(g) for g in graphs) == len(whole)  # disjoint, and all of it
+        for i, g in enumerate(graphs):
+            others = {b.key for k in range(4) if k != i for b in blocks[k]}
+            assert {b.key for b in blocks[i]} <= set(g) and not others & set(g)
+    shared = {"reduction": x - x.mean(), "rechunk across tile rows": x.rechunk((4, 24, 24)).rechunk((4, 16, 24))}
+    for name, arr in shared.items():
+        assert row_graphs(arr.to_delayed(optimize_graph=True).reshape(4, 2)) is None, name
+
+
+def _counted(block, log):
+    """A source chunk that notes each time it is computed (on any worker) in the file ``log``."""
+    with open(log, "a") as f:
+        f.write("1")
+    return block
+
+
+@pytest.mark.slow
+def test_a_cluster_write_whose_rows_share_a_reduction_computes_each_source_chunk_once(scene, client, tmp_path):
+    """``x // 2 + x.max() // 4``: every chunk needs the maximum of all; computed once, not once per row."""
+    a = scene[1]
+    log = tmp_path / "calls"
+    x = da.from_array(a, chunks=(3, 16, 64)).map_blocks(_counted, log=str(log), meta=a[:0, :0, :0])  # 12 chunks
+    blob = rumimm.write(tmp_path / "c.rumi", x // 2 + x.max() // 4, tile=(16, 32), transform=UTM, crs=32633)
+    assert len(log.read_text()) == x.npartitions == 12
+    want = a // 2 + a.max() // 4
+    local = rumimm.write(tmp_path / "n.rumi", want, tile=(16, 32), transform=UTM, crs=32633, threads=1)
+    assert blob == local and (tmp_path / "c.rumi").read_bytes() == (tmp_path / "n.rumi").read_bytes()
+
+
 @pytest.mark.slow
 def test_a_cluster_write_of_2d_4d_and_xarray_arrays(scene, client, tmp_path):
     files, a = scene

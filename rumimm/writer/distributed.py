@@ -16,8 +16,12 @@ released as soon as they are encoded, and the chunks are submitted in frame orde
 at a time: at most a row of chunks plus one a worker thread (:func:`chunks_in_flight`) are
 submitted and not yet written, so however slowly this process writes, no more than those
 chunks' compressed frames are held anywhere (on the workers, or here while a row is written).
-Source chunks that several chunks of the write share (a rechunk of misaligned input) may be
-computed again when they fall on both sides of a window's edge.
+Each submission carries only the tasks its rows need (:func:`row_graphs`), so an array
+embedded in the graph (``da.from_array``) travels once, a chunk at a time.  When rows share a
+task (a reduction such as ``x - x.mean()``, a rechunk of input cut across tile rows), a
+window would compute it again for every row that needs it, so such a write is submitted
+whole, as one graph: each task runs once, and compressed frames wait on the workers until
+this process writes them.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import numpy as np
 from rumimm.errors import RumiError, where
 from rumimm.writer.frame_job import FrameJob, FrameSpec, JobArgs, cut, frame_specs
 
-__all__ = ["check_dask_source", "chunks_in_flight", "client_for", "dask_array_of", "write_on_client"]
+__all__ = ["check_dask_source", "chunks_in_flight", "client_for", "dask_array_of", "row_graphs", "write_on_client"]
 
 
 def dask_array_of(array: Any) -> Any:
@@ -158,11 +162,20 @@ def write_on_client(writer: Any, array: Any, client: Any) -> bool:
     ys = np.cumsum((0, *chunks[-2]))[:-1]
     xs = np.cumsum((0, *chunks[-1]))[:-1]
     blocks = arr.to_delayed(optimize_graph=True).reshape(len(ys), len(xs))
+    graphs = row_graphs(blocks)
+    if graphs is not None:  # each row's chunks with only the tasks that row needs
+        from dask.delayed import Delayed
+
+        culled = np.empty(blocks.shape, dtype=object)
+        for (i, j), b in np.ndenumerate(blocks):
+            culled[i, j] = Delayed(b.key, graphs[i])
+        blocks = culled
     encode = dask.delayed(_encode_chunk, pure=True)
     tasks = [encode(blocks[i, j], int(y0), int(x0), args_bytes, grid, planes)
              for i, y0 in enumerate(ys) for j, x0 in enumerate(xs)]  # frame order: row by row of chunks
     per_row = len(xs)
-    limit = chunks_in_flight(per_row, sum(client.nthreads().values()))
+    # rows sharing a task: one submission (a window would compute the shared tasks once per row)
+    limit = len(tasks) if graphs is None else chunks_in_flight(per_row, sum(client.nthreads().values()))
     pending: collections.deque = collections.deque()  # futures submitted, in frame order, not yet written
     submitted = 0
     try:
@@ -184,6 +197,29 @@ def write_on_client(writer: Any, array: Any, client: Any) -> bool:
         client.cancel(list(pending))
         raise
     return True
+
+
+def row_graphs(blocks: Any) -> list[dict] | None:
+    """Each row of ``blocks`` (Delayed chunks sharing one graph): the tasks its chunks need, or None when
+    two rows need the same task."""
+    from dask.core import get_dependencies
+
+    dsk = dict(blocks.flat[0].__dask_graph__())
+    row_of: dict = {}
+    graphs = []
+    for i, row in enumerate(blocks):
+        need: dict = {}
+        todo = [b.key for b in row]
+        while todo:
+            key = todo.pop()
+            if key in need:
+                continue
+            if row_of.setdefault(key, i) != i:
+                return None
+            need[key] = dsk[key]
+            todo.extend(get_dependencies(dsk, key))
+        graphs.append(need)
+    return graphs
 
 
 def chunks_in_flight(per_row: int, threads: int) -> int:
