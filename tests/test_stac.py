@@ -161,6 +161,33 @@ def test_items_on_one_grid_share_no_lists_and_the_collector_is_left_as_found(sce
         gc.enable()
 
 
+def test_builds_in_two_threads_share_one_collector_pause_and_a_forked_child_gets_it_back():
+    """The collector stays paused until the last overlapping build ends (the first to end used to turn it
+    back on under the other), and a child forked during a build, where no build runs, has it enabled."""
+    import gc
+
+    from rumimm.integrations.stac import _gc_paused
+
+    assert gc.isenabled()
+    first, second = _gc_paused(), _gc_paused()
+    first.__enter__()
+    second.__enter__()  # another thread's build, begun while the first runs
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()
+    if hasattr(os, "fork"):
+        from conftest import exit_code_in_fork
+
+        def child():
+            assert gc.isenabled()
+            with _gc_paused():
+                assert not gc.isenabled()
+            assert gc.isenabled()
+
+        assert exit_code_in_fork(child) == 0
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
 # -- catalog <-> ItemCollection -----------------------------------------------------------
 
 def test_a_catalog_becomes_an_item_collection_and_back(scenes, tmp_path, validate):

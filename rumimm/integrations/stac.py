@@ -28,6 +28,7 @@ import gc
 import math
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -171,18 +172,43 @@ def _wgs84_footprints(epsgs: Sequence[int], transforms: Sequence[Sequence[float]
     return rings, inverse.reshape(-1)
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # builds running now, in any thread
+_gc_was_enabled = False  # the collector's state when the first of them began
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while a bulk build allocates: 10,000 Items are some 500,000 small
     lists and dicts, none of them garbage, and the collector's passes over them were two thirds of the
-    build's time.  Objects freed meanwhile still go by reference counting; the collector's state is restored."""
-    was = gc.isenabled()
-    gc.disable()
+    build's time.  Objects freed meanwhile still go by reference counting.  Builds in several threads share
+    one pause: the collector is restored to its state before the first when the last one ends."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def _gc_after_fork_in_child() -> None:
+    """A child forked during a build has none running: its collector goes back on, with a new lock."""
+    global _gc_lock, _gc_pauses
+    _gc_lock = threading.Lock()
+    if _gc_pauses and _gc_was_enabled:
+        gc.enable()
+    _gc_pauses = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_gc_after_fork_in_child)
 
 
 def _times(row_time: list[str] | None, given: dt.datetime | None, name: str) -> dict[str, Any]:
