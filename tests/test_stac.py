@@ -435,6 +435,11 @@ def test_query_strings_never_appear_in_messages(scenes, server):
     with pytest.raises(rumimm.RumiError) as err:
         stac.load([d])
     assert "SECRET" not in str(err.value) and "s0.rumi" in str(err.value)
+    d = items[0].to_dict()
+    d["properties"]["datetime"] = "2026-01-01T00:00:00 s0.rumi?X-Amz-Signature=SECRET"  # a field with a signature
+    with pytest.raises(rumimm.RumiError, match="is not an ISO 8601") as err:
+        stac.load([d])
+    assert "SECRET" not in str(err.value) and "?..." in str(err.value)
 
 
 def test_from_items_makes_a_table_chip_dataset_reads(scenes):

@@ -558,6 +558,10 @@ _GEOREF_BLOCKS: dict[tuple[str, int], bytes] = {}
 
 
 def _show(value: Any) -> str:
+    """A value of the Item, as a message shows it: at most 60 characters, and a string without what follows a
+    ``?`` or ``#`` (a mutated or careless Item can hold a presigned URL's signature in any field)."""
+    if isinstance(value, str) and redact(value) != value:
+        value = redact(value) + "?..."
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
