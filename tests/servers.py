@@ -71,6 +71,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                         self.headers.get("If-Match")))
             over = len(srv.requests) > MAX_REQUESTS
             fault = srv.faults.pop(0) if srv.faults else None
+            srv.faulted = srv.faulted or fault is not None
             obj = srv.objects.get(path)
         if srv.latency:
             time.sleep(srv.latency)
@@ -213,6 +214,7 @@ class RangeServer(_Counted):
         self.in_flight = 0
         self.max_in_flight = 0  # the most requests served at once
         self.bytes_sent = 0  # body bytes of the answers
+        self.faulted = False  # a fault was served since the last reset
         self.lock = threading.Lock()
         self._serve_in_thread(_Server(("127.0.0.1", 0), _Handler))
         self._srv.owner = self
@@ -235,6 +237,22 @@ class RangeServer(_Counted):
             self.faults.clear()
             self.max_in_flight = 0
             self.bytes_sent = 0
+            self.faulted = False
+
+    def settle(self, quiet: float = 0.2, limit: float = 5.0) -> None:
+        """Wait (at most ``limit`` s) until no request arrived for ``quiet`` s.
+
+        A client that gave up after a fault may still have requests on their way (a batch's
+        other ranges, cancelled after they were sent); a test that counts requests must not
+        count them, so fixtures call this after a test that served a fault.
+        """
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            with self.lock:
+                last = self.requests[-1].at if self.requests else 0.0
+            if time.monotonic() - last >= quiet:
+                return
+            time.sleep(0.02)
 
 
 

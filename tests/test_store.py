@@ -48,6 +48,8 @@ def server(http):
     http.latency = 0.0
     http.etags = True
     yield http
+    if http.faulted:
+        http.settle()  # requests the client sent before it gave up land here, not in the next test
     http.reset()
 
 
@@ -237,7 +239,7 @@ def test_a_transient_fault_is_retried_and_gives_the_right_bytes(server, fault):
     st = RemoteStore(_url(server), FAST)
     server.faults[:] = [fault]
     assert bytes(st.read(1000, 5000)) == DATA[1000:6000]
-    assert server.count("GET") == 2
+    assert server.count("GET") == 2, server.requests
 
 
 @pytest.mark.parametrize(("fault", "reason"), [("500", "HTTP 500"), ("429", "HTTP 429"), ("reset", "connection"),
@@ -262,7 +264,7 @@ def test_a_final_answer_is_a_remote_error_without_retries(server, fault, message
     server.faults[:] = [fault]
     with pytest.raises(RemoteError, match=message):
         st.read(1000, 1000)
-    assert server.count("GET") == 1
+    assert server.count("GET") == 1, server.requests
 
 
 def test_a_short_body_that_persists_is_a_remote_error(server):
