@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rumimm
-from rumimm.errors import BlobError, RumiError
+from rumimm.errors import BlobError, RumiError, WindowError
 
 DATA = Path(__file__).parent / "data" / "v2"
 sys.path.insert(0, str(DATA))
@@ -189,3 +189,40 @@ def test_time_values_of_every_datetime64_unit_are_whole_seconds_or_refused(tmp_p
     with pytest.raises(ValueError, match="fraction of a second"):
         rumimm.write(tmp_path / "u.rumi", arr, tile=4, spec="0.2", descriptions=["a"],
                      time=[np.datetime64("2026-01-01T00:00:05.5", "ms")])
+
+
+@pytest.mark.parametrize("unit", ["cell", 9, 4])
+def test_read_batch_of_time_major_files_with_other_band_counts_reads_each_files_own_bands(tmp_path, unit):
+    """A time-major grid numbers its (step, band) pairs by its own band count: a batch of files of 2 and
+    3 bands reads each file's bands, not the first file's numbering applied to all."""
+    rng = np.random.default_rng(4)
+    cubes = [rng.integers(0, 60000, (2, b, 8, 8), dtype=np.uint16) for b in (2, 3, 3, 2)]
+    paths = []
+    for i, c in enumerate(cubes):
+        paths.append(tmp_path / f"c{i}.rumi")
+        rumimm.write(paths[-1], c, tile=8, unit=unit, spec="0.2", time=["2026-01-01", "2026-01-02"],
+                     descriptions=[f"b{j}" for j in range(c.shape[1])])
+    got = rumimm.read_batch(paths, ((0, 8), (0, 8)), bands=[1, 0])
+    assert got.shape == (4, 2, 2, 8, 8)
+    for g, c in zip(got, cubes):
+        np.testing.assert_array_equal(g, c[:, [1, 0]])
+    np.testing.assert_array_equal(rumimm.read_batch(paths[1:3], ((0, 8), (0, 8)))[1], cubes[2])
+
+
+def test_read_batch_takes_bands_as_image_read_does(tmp_path):
+    """A boolean mask selects bands (not the bands 0 and 1), negatives count from the end, and a float is
+    refused rather than truncated, as numpy and Image.read take them."""
+    arr = np.arange(3 * 8 * 8, dtype=np.uint16).reshape(3, 8, 8)
+    path = tmp_path / "a.rumi"
+    rumimm.write(path, arr, tile=8)
+    win = ((0, 4), (0, 4))
+    np.testing.assert_array_equal(rumimm.read_batch([path], win, bands=[True, False, True])[0], arr[[0, 2], :4, :4])
+    np.testing.assert_array_equal(rumimm.read_batch([path], win, bands=np.array([False, True, False]))[0],
+                                  arr[[1], :4, :4])
+    np.testing.assert_array_equal(rumimm.read_batch([path], win, bands=[-1, 0, -1])[0], arr[[2, 0, 2], :4, :4])
+    with rumimm.open(path) as img:
+        np.testing.assert_array_equal(img[[True, False, True], :4, :4], arr[[0, 2], :4, :4])
+    for bad, match in (([1.9], "integer or boolean"), ([True, False], "boolean index did not match"),
+                       (True, "got a bool"), ([[0, 1]], "1-d list")):
+        with pytest.raises(WindowError, match=match):
+            rumimm.read_batch([path], win, bands=bad)

@@ -300,21 +300,31 @@ def select_read(bands, window, shape: tuple[int, int, int]) -> Selection:
         (y0, y1), (x0, x1) = (0, ny), (0, nx)
     else:
         y0, y1, x0, x1 = window_bounds(window, ny, nx)
-    remap = None
-    if bands is None:
-        blist = np.arange(b, dtype=np.int64)
-    elif _is_int(bands):
-        blist = np.array([_index(int(bands), b, 0, AXES)], np.int64)
-        remap = (0,)
-    else:
-        blist = _as_index_array(bands, b, 0, AXES)
-        if blist.ndim != 1:
-            raise WindowError(f"bands must be an int or a 1-d list of ints, got shape {blist.shape}")
-        if np.unique(blist).size != blist.size:
-            uniq = np.unique(blist)
-            remap = (np.searchsorted(uniq, blist),)
-            blist = uniq
+    blist, remap = band_selection(bands, b)
     return Selection((blist,), Run(y0, 1, y1 - y0), Run(x0, 1, x1 - x0), remap)
+
+
+def band_selection(bands, count: int) -> tuple[np.ndarray, tuple | None]:
+    """The distinct bands a ``bands=`` argument reads, and how to index them back.
+
+    ``bands`` is None (all), an int (its axis dropped), a list of ints (negatives count from
+    the end, repeats allowed) or a boolean mask of ``count`` entries, as numpy indexes an
+    axis; floats and other types are refused.  The remap is None when the list read is the
+    answer, else the index that gives the caller's list (or drops an int's axis).
+    """
+    if bands is None:
+        return np.arange(count, dtype=np.int64), None
+    if _is_int(bands):
+        return np.array([_index(int(bands), count, 0, AXES)], np.int64), (0,)
+    if isinstance(bands, (bool, np.bool_)):
+        raise WindowError("bands must be an int, a 1-d list of ints or a boolean mask, got a bool")
+    blist = _as_index_array(bands, count, 0, AXES)
+    if blist.ndim != 1:
+        raise WindowError(f"bands must be an int or a 1-d list of ints, got shape {blist.shape}")
+    uniq = np.unique(blist)
+    if uniq.size != blist.size:  # repeats: each distinct band read once
+        return uniq, (np.searchsorted(uniq, blist),)
+    return blist, None
 
 
 def segments(start, step, count, tile, size):

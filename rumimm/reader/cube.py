@@ -19,7 +19,7 @@ from rumimm._deprecation import UNSET
 from rumimm.errors import RumiError, WindowError
 from rumimm.format.georef import split_georef_block
 from rumimm.format.v2 import Grid2
-from rumimm.format.window import Run, select, window_bounds
+from rumimm.format.window import Run, band_selection, select, window_bounds
 from rumimm.reader import engine, layouts
 from rumimm.reader.image import Image, frame_source, georef_block, read_block
 from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
@@ -397,6 +397,17 @@ class Cube(RasterioSurface):
         return out
 
 
+def _virtual_groups(images: Sequence[Image], steps: int, bands: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The images (indices) that share the grid bands holding ``bands`` of every step, with those bands."""
+    keys: dict[int, list[int]] = {}
+    for i, img in enumerate(images):  # all band-major or all time-major (_common_steps)
+        grid = cast(Grid2, img.header.grid)
+        keys.setdefault(0 if grid.band_major else grid.bands, []).append(i)
+    return [(np.asarray(members, np.int64),
+             cast(Grid2, images[members[0]].header.grid).virtual_bands(np.arange(steps), bands).reshape(-1))
+            for members in keys.values()]
+
+
 def _virtual_key(img: Image, t: int, bands: np.ndarray) -> tuple[int, ...]:
     """The grid bands holding ``bands`` of step ``t`` of ``img``, as a hashable tuple."""
     if img.ndim == 3:
@@ -609,31 +620,18 @@ def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterab
             if not (y0[i] >= 0 and y0[i] + h <= ny and x0[i] >= 0 and x0[i] + w <= nx):
                 raise WindowError(f"window {i} [{y0[i]}:{y0[i] + h}, {x0[i]}:{x0[i] + w}] leaves image {i} "
                                   f"({img.path}) of {ny} x {nx} pixels")
-        drop = isinstance(bands, (int, np.integer)) and not isinstance(bands, bool)
         nbands = min(img.count for img in images)
-        if bands is None:
-            if any(img.count != images[0].count for img in images):
-                raise WindowError("images have different band counts; pass bands=")
-            blist = np.arange(nbands, dtype=np.int64)
-        else:
-            blist = np.atleast_1d(np.asarray(bands)).astype(np.int64, copy=False)
-            if blist.ndim != 1:
-                raise WindowError(f"bands must be an int or a 1-d list, got shape {blist.shape}")
-            if blist.size and (blist.min() < -nbands or blist.max() >= nbands):
-                raise WindowError(f"bands {blist.tolist()} out of range for images with {nbands} bands")
-            blist = np.where(blist < 0, blist + nbands, blist)
-        uniq = np.unique(blist)
-        remap: tuple | None = None
-        if uniq.size != blist.size:
-            remap = (slice(None), np.searchsorted(uniq, blist))
-            blist = uniq
-        if drop:
-            remap = (slice(None), 0)
+        if bands is None and any(img.count != images[0].count for img in images):
+            raise WindowError("images have different band counts; pass bands=")
+        # as Image.read takes it: an int (axis dropped), ints, negatives from the end, a boolean mask
+        blist, picked = band_selection(bands, nbands)
+        remap: tuple | None = None if picked is None else (slice(None), *picked)
         shape: tuple[int, ...] = (n, blist.size, h, w)
-        read_bands = blist
+        groups = [(np.arange(n), blist)]
         if steps:
-            # every (step, band) pair is a virtual band of the grid, read in (step, band) order
-            read_bands = cast(Grid2, images[0].header.grid).virtual_bands(np.arange(steps), blist).reshape(-1)
+            # every (step, band) pair is a virtual band of the grid, read in (step, band) order; a
+            # time-major grid numbers them by its band count, so images of other counts read apart
+            groups = _virtual_groups(images, steps, blist)
             shape = (n, steps, blist.size, h, w)
             if remap is not None:
                 remap = (remap[0], slice(None), *remap[1:])
@@ -643,8 +641,14 @@ def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterab
         direct = out is not None and remap is None and out.flags.c_contiguous
         block = out if direct and out is not None else np.empty(shape, dtype)
         if block.size:
-            _read_stack(images, read_bands, y0, x0, Run(0, 1, h), Run(0, 1, w),
-                        block.reshape(n, read_bands.size, h, w).view(np.uint8))
+            flat = block.reshape(n, -1, h, w).view(np.uint8)
+            if len(groups) == 1:
+                _read_stack(images, groups[0][1], y0, x0, Run(0, 1, h), Run(0, 1, w), flat)
+            for members, vbands in groups if len(groups) > 1 else ():
+                part = np.empty((members.size, *flat.shape[1:]), np.uint8)
+                _read_stack([images[i] for i in members], vbands, y0[members], x0[members], Run(0, 1, h),
+                            Run(0, 1, w), part)
+                flat[members] = part
         result = block if remap is None else block[remap]
         if out is not None and not direct:
             out[...] = result
