@@ -56,6 +56,7 @@ KEYS = [
     np.s_[[0, 0, 2], 1, 0:3, 0:3],
     np.s_[:, :, [0, 28], [40, 1]],
     np.s_[::-1, :, 24:, 32:],
+    np.s_[:, 1, 5, ..., [3, 9]],  # an Ellipsis of no axes parts the advanced indices
 ]
 
 

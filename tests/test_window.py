@@ -52,6 +52,10 @@ KEYS = [
     np.s_[:, [0, 10, 3]],
     np.s_[:, [1, 3, 5], [2, 4, 6]],
     np.s_[[0, 1], 3, [2, 4]],
+    np.s_[:, 1, ..., [0, 2, 4]],  # an Ellipsis of no axes still parts advanced indices: theirs go first
+    np.s_[0, ..., [1, 2], 3],
+    np.s_[[0, 2], 4, ..., [1, 5]],
+    np.s_[:, 1, [0, 2, 4], ...],
     np.s_[0, [1, 2], :],
     np.s_[None, 1, 2:4],
     np.s_[:, None, 0, :],
@@ -127,7 +131,11 @@ def keys(draw):
     k = draw(st.integers(0, 3))
     items = items[:k] if draw(st.booleans()) else items
     if items and draw(st.booleans()):
-        items[draw(st.integers(0, len(items) - 1))] = Ellipsis
+        at = draw(st.integers(0, len(items)))
+        if draw(st.booleans()) and at < len(items):
+            items[at] = Ellipsis
+        else:  # inserted: with every axis indexed, it stands for none
+            items.insert(at, Ellipsis)
     return tuple(items)
 
 

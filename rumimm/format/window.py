@@ -28,6 +28,7 @@ __all__ = ["AXES", "Run", "Selection", "select", "select_read"]
 AXES = ("band", "y", "x")
 _ALL = slice(None)
 _REVERSE = slice(None, None, -1)
+_NO_AXES = object()  # an Ellipsis that stands for no axis (see _expand)
 
 
 class Run(NamedTuple):
@@ -104,7 +105,9 @@ def _expand(key, ndim: int) -> list:
     out = []
     for k in key:
         if k is Ellipsis:
-            out.extend([_ALL] * (ndim - used))
+            # one that stands for no axis still parts the advanced indices on either side (numpy then
+            # puts their axes first): kept as a marker for the remap
+            out.extend([_ALL] * (ndim - used) if ndim > used else [_NO_AXES])
         else:
             out.append(k)
     if not n_ell:
@@ -185,8 +188,8 @@ def select(key, shape: tuple[int, ...], names=None) -> Selection:
     axis = 0
     kinds = []  # per item: ("new",) | ("int", axis, i) | ("slice", axis, s) | ("array", axis)
     for item in items:
-        if item is None:
-            kinds.append(("new",))
+        if item is None or item is _NO_AXES:
+            kinds.append(("new",) if item is None else ("parting",))
             continue
         n = shape[axis]
         if _is_int(item):
@@ -210,8 +213,8 @@ def select(key, shape: tuple[int, ...], names=None) -> Selection:
     remap: list = []
     for kind in kinds:
         tag = kind[0]
-        if tag == "new":
-            remap.append(None)
+        if tag == "new" or tag == "parting":
+            remap.append(None if tag == "new" else Ellipsis)
             continue
         ax = kind[1]
         n = shape[ax]
@@ -247,7 +250,7 @@ def select(key, shape: tuple[int, ...], names=None) -> Selection:
         (lists if lead else runs).append(sel)
     # the block is the answer only when every remap entry is a plain ``:``; otherwise
     # numpy applies the remap, ints and arrays in their places (advanced semantics kept)
-    trivial = all(r is _ALL for r in remap)
+    trivial = all(r is _ALL or r is Ellipsis for r in remap)
     return Selection(tuple(lists), runs[0], runs[1], None if trivial else tuple(remap))
 
 
