@@ -717,6 +717,16 @@ def test_writer_write_frames_takes_rows_of_frames_compressed_elsewhere(tmp_path)
             w.write_frames(1, rows[1])
         with pytest.raises(rumimm.RumiError, match=r"f.rumi: grid row 0 has 5 frames, expected 8"):
             w.write_frames(0, rows[0][:5])
+        older = FrameJob(JobArgs(w.codec, w.enc, w.format_version - 1, False, w.grid.n_frames))
+        row0 = list(rows[0])
+        bad = [(encode_specs(older, a[:, :16], frame_specs(w.grid, 0)), rf"f.rumi: frame 0 has OpenZL format version "
+                rf"{w.format_version - 1}, but this file pins {w.format_version}"),
+               ([b"\0" * 40, *row0[1:]], r"f.rumi: frame 0: expected the OpenZL magic"),
+               ([*row0[:5], row0[7], row0[6], row0[5]], r"f.rumi: frame 5 declares 64 bytes of samples, expected 512"),
+               ([*row0[:7], row0[7][:6]], r"f.rumi: frame 7 has an unreadable header")]
+        for frames, match in bad:  # what the file would not hold: each refused before it is written
+            with pytest.raises(rumimm.RumiError, match=match):
+                w.write_frames(0, frames)
         # refused rows leave the writer usable, as write_row's checks do
         w.write_frames(0, rows[0])
         for r in range(1, w.rows):

@@ -291,7 +291,7 @@ class Writer:
             self._matrix, self._keys, self.epsg = resolve_georef(transform, crs, pixel_is_point, (y, x))
         self.metadata = resolve_metadata(metadata, b, self.enc.dtype)
         # complex128 frames of spec 0.2 hold float64 components: rumi-eo reads them so
-        components = spec_obj.component_frames(self.enc.itemsize)
+        components = self._components = spec_obj.component_frames(self.enc.itemsize)
         self.codec = resolve_codec(codec, resolve_encoding(np.float64) if components else self.enc, spec=self.spec)
         self.format_version = resolve_format_version(frame_format_version)
         self.threads = resolve_threads(threads)
@@ -418,7 +418,24 @@ class Writer:
         want = self.grid.tiles_across * self.grid.frames_per_position
         if len(frames) != want:
             raise RumiError(f"{where(self.path)}grid row {r} has {len(frames)} frames, expected {want}")
-        self._queue(lambda _r, done: done, r, [frames])  # the serial backend's result() hands them back as they are
+        for j, frame in enumerate(frames):
+            self._check_frame(r * want + j, frame)
+        self._queue(lambda _r, done: done, r, [frames])
+
+    def _check_frame(self, k: int, frame: bytes) -> None:
+        """A frame compressed elsewhere must be what this writer would write at index ``k``: its pinned
+        format version, one output of the encoding's type, the frame's sample count in bytes (~3 us)."""
+        from rumimm.codec.frames import check_frame_header, frame_format_version
+
+        label = f"{where(self.path)}frame {k}"
+        try:
+            version = frame_format_version(frame)
+        except RumiError as exc:
+            raise RumiError(f"{label}: {exc}") from None
+        if version != self.format_version:
+            raise RumiError(f"{label} has OpenZL format version {version}, but this file pins "
+                            f"{self.format_version}: every frame of a file uses one version")
+        check_frame_header(frame, self.enc, self.grid.frame_samples(k), label=label, components=self._components)  # the serial backend's result() hands them back as they are
 
     def close(self) -> bytes:
         """Finish the file: drain frames, write the prefix, fsync, rename; return the blob.
