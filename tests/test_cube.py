@@ -188,6 +188,8 @@ def test_read_batch_refuses_windows_that_leave_an_image_or_differ_in_size(stack)
         rumimm.read_batch(paths[:2], ((0, 4), (0, 4)), headers=blobs[:2], bands=[2])
     with pytest.raises(ValueError, match="windows"):
         rumimm.read_batch(paths[:2], [((0, 4), (0, 4))] * 3, headers=blobs[:2])
+    with pytest.raises(WindowError, match="window origins must be integers, got an array of float64"):
+        rumimm.read_batch(paths[:2], np.array([[0.0, 0.0], [1.5, 2.0]]), size=(4, 4), headers=blobs[:2])
 
 
 def test_read_batch_names_the_corrupt_frame(tmp_path, stack):

@@ -516,6 +516,8 @@ def _parse_windows(windows: Any, n: int, size: Sequence[int] | None
     if isinstance(windows, np.ndarray) and windows.ndim == 2 and windows.shape[1] == 2:
         if size is None:
             raise ValueError("an (N, 2) array of window origins needs size=(h, w)")
+        if windows.dtype.kind not in "iu":  # as numpy takes indices: a float origin is refused, not cut
+            raise WindowError(f"window origins must be integers, got an array of {windows.dtype}")
         starts = windows.astype(np.int64)
         if starts.shape[0] != n:
             raise ValueError(f"got {n} images but {starts.shape[0]} windows")
