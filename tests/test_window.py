@@ -165,6 +165,11 @@ def test_bad_keys_raise_window_error_which_is_an_index_error(key):
     assert isinstance(info.value, IndexError) and isinstance(info.value, RumiError)
 
 
+def test_a_boolean_mask_over_several_axes_is_refused_as_such():
+    with pytest.raises(WindowError, match=r"a boolean index must be 1-d, one per axis .* got shape \(3, 11\) at axis 0"):
+        select(np.ones((3, 11), bool), SHAPE)
+
+
 def test_an_out_of_range_index_names_the_axis():
     with pytest.raises(WindowError, match=r"index 11 is out of bounds for axis 1 \(y\) with size 11"):
         select(np.s_[:, 11], SHAPE)

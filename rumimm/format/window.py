@@ -73,7 +73,10 @@ def _index(i: int, n: int, axis: int, names) -> int:
 def _as_index_array(item, n: int, axis: int, names) -> np.ndarray:
     arr = np.asarray(item)
     if arr.dtype == np.bool_:
-        if arr.ndim != 1 or arr.shape[0] != n:
+        if arr.ndim != 1:
+            raise WindowError(f"a boolean index must be 1-d, one per axis (rumimm reads no mask spanning several "
+                              f"axes); got shape {arr.shape} at axis {axis} ({names[axis]})")
+        if arr.shape[0] != n:
             raise WindowError(
                 f"boolean index did not match axis {axis} ({names[axis]}) of size {n}; its shape is {arr.shape}"
             )
