@@ -204,7 +204,7 @@ def test_read_batch_of_time_major_files_with_other_band_counts_reads_each_files_
                      descriptions=[f"b{j}" for j in range(c.shape[1])])
     got = rumimm.read_batch(paths, ((0, 8), (0, 8)), bands=[1, 0])
     assert got.shape == (4, 2, 2, 8, 8)
-    for g, c in zip(got, cubes):
+    for g, c in zip(got, cubes, strict=True):
         np.testing.assert_array_equal(g, c[:, [1, 0]])
     np.testing.assert_array_equal(rumimm.read_batch(paths[1:3], ((0, 8), (0, 8)))[1], cubes[2])
 

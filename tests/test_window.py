@@ -166,7 +166,7 @@ def test_bad_keys_raise_window_error_which_is_an_index_error(key):
 
 
 def test_a_boolean_mask_over_several_axes_is_refused_as_such():
-    with pytest.raises(WindowError, match=r"a boolean index must be 1-d, one per axis .* got shape \(3, 11\) at axis 0"):
+    with pytest.raises(WindowError, match=r"a boolean index must be 1-d, one per axis .* shape \(3, 11\) at axis 0"):
         select(np.ones((3, 11), bool), SHAPE)
 
 

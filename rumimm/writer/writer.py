@@ -420,7 +420,7 @@ class Writer:
             raise RumiError(f"{where(self.path)}grid row {r} has {len(frames)} frames, expected {want}")
         for j, frame in enumerate(frames):
             self._check_frame(r * want + j, frame)
-        self._queue(lambda _r, done: done, r, [frames])
+        self._queue(lambda _r, done: done, r, [frames])  # the serial backend's result() hands them back as they are
 
     def _check_frame(self, k: int, frame: bytes) -> None:
         """A frame compressed elsewhere must be what this writer would write at index ``k``: its pinned
@@ -435,7 +435,7 @@ class Writer:
         if version != self.format_version:
             raise RumiError(f"{label} has OpenZL format version {version}, but this file pins "
                             f"{self.format_version}: every frame of a file uses one version")
-        check_frame_header(frame, self.enc, self.grid.frame_samples(k), label=label, components=self._components)  # the serial backend's result() hands them back as they are
+        check_frame_header(frame, self.enc, self.grid.frame_samples(k), label=label, components=self._components)
 
     def close(self) -> bytes:
         """Finish the file: drain frames, write the prefix, fsync, rename; return the blob.
