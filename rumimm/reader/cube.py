@@ -563,7 +563,7 @@ def _looks_like_many(wins: Sequence[Any]) -> bool:
 
 
 def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterable[BlobArg | None] | None = None, *,
-               bands: int | Sequence[int] | None = None, out: NDArray[Any] | None = None,
+               bands: int | Sequence[int] | NDArray[Any] | None = None, out: NDArray[Any] | None = None,
                size: Sequence[int] | None = None, cache_bytes: int | None = None,
                verify: bool = True, storage_options: Mapping[str, Any] | None = None) -> NDArray[Any]:
     """Read N equal-size windows, window n from image n, into one (N, B, h, w) array.
@@ -579,8 +579,9 @@ def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterab
         (N, 2) array holds window origins (y0, x0) and needs ``size``.
     headers : sequence of bytes, optional
         Header blobs for the paths in ``sources``.
-    bands : int or sequence of int, optional
-        Bands to read from every image (default all; an int drops the band axis).
+    bands : int, sequence of int or boolean mask, optional
+        Bands to read from every image (default all; 0-based, negatives from the
+        end; an int drops the band axis), as numpy indexes the band axis.
     out : numpy.ndarray, optional
         Filled in place and returned.
     size : (h, w), optional
