@@ -408,6 +408,8 @@ def test_to_rumi_refuses_what_rumi_cannot_hold(tmp_path, rng):
         rumimm.to_rumi(da.rio.write_crs("+proj=merc +lon_0=3"), tmp_path / "c.rumi")
     with pytest.raises(ValueError, match="2 or 3 dims"):
         rumimm.to_rumi(xr.DataArray(np.zeros((2, 2, 2, 2), np.uint8)), tmp_path / "d.rumi")
+    with pytest.raises(ValueError, match=r"coordinates \(1 x 1\) give no pixel size: one needs two points"):
+        rumimm.to_rumi(da[:1, :1].rio.write_crs(32633), tmp_path / "e.rumi")
     assert not list(tmp_path.iterdir())  # nothing written, not even a temporary file
 
 

@@ -90,6 +90,9 @@ def georef_of(da: xr.DataArray) -> dict[str, Any]:
     else:
         t = _transform_from_coords(da, y, x)
         if t is None:
+            if x in da.coords and y in da.coords and da[x].ndim == 1 and da[y].ndim == 1:
+                raise ValueError(f"the array has a CRS and no GeoTransform, and its x/y coordinates ({da.sizes[x]} x "
+                                 f"{da.sizes[y]}) give no pixel size: one needs two points; pass transform=")
             raise ValueError("the array has a CRS but neither a GeoTransform nor 1-D x/y coordinates; pass transform=")
         a, b, c, d, e, f = t
     if point:
