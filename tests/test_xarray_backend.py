@@ -173,6 +173,10 @@ KEYS = [
     dict(band=slice(None, None, -1), y=7, x=[5, 6, 88]),
     dict(y=[-1, -70], x=-3),
     dict(band=[], y=slice(3, 9)),
+    dict(band=1, x=[1, 0]),  # an int and a list parted by a slice: numpy would put the list's axis first
+    dict(band=2, y=slice(2, 9), x=[88, 5, 3]),
+    dict(band=[2, 0], y=4, x=[3, 1]),
+    dict(band=-1, y=[6, 2], x=-2),
 ]
 
 
@@ -376,6 +380,56 @@ def test_to_rumi_round_trips_values_and_georeferencing(scene, tmp_path, point, c
         assert img.tile == (32, 32)
 
 
+_SUBSETS = {"window": {"y": slice(5, 30), "x": slice(7, 33)},
+            "stride 2": {"y": slice(None, None, 2), "x": slice(None, None, 2)},
+            "stride 3 from 4": {"y": slice(4, None, 3), "x": slice(1, 80, 3)},
+            "one row": {"y": slice(9, 10), "x": slice(3, 60)}}
+
+
+@pytest.mark.parametrize("point", [False, True])
+@pytest.mark.parametrize("reader", ["rumimm", "rioxarray"])
+@pytest.mark.parametrize("subset", list(_SUBSETS))
+def test_to_rumi_of_a_subset_writes_its_transform_as_rio_to_raster_does(scene, tmp_path, point, reader, subset):
+    # the spatial_ref GeoTransform is the parent's after isel; the coordinates are the subset's
+    _path, _, a = scene
+    src = tmp_path / "src.rumi"
+    rumimm.write(src, a, tile=16, transform=UTM, crs=32633, pixel_is_point=point, threads=1)
+    if reader == "rioxarray":
+        rumimm.to_geotiff(src, tmp_path / "src.tif")
+    da = open_da(src) if reader == "rumimm" else rioxarray.open_rasterio(tmp_path / "src.tif")
+    with da:
+        sub = da.isel(_SUBSETS[subset])
+        want = sub.rio.transform(recalc=True)
+        sub.rio.to_raster(tmp_path / "sub.tif")
+        rumimm.to_rumi(sub, tmp_path / "sub.rumi", tile=16, threads=1)
+        values = sub.values
+    with rasterio.open(tmp_path / "sub.tif") as ds:
+        assert ds.transform.almost_equals(want, precision=1e-9)
+    half = (0.5, 0.5)
+    if point:  # rumi keeps a PixelIsPoint transform on the points, GDAL's is on the pixel corners
+        want, half = affine_times(want, Affine.translation(*half)), (0, 0)
+    with rumimm.open(tmp_path / "sub.rumi") as img:
+        assert img.pixel_is_point is point and img.epsg == 32633
+        assert img.transform.almost_equals(want, precision=1e-9)
+        first = affine_times(img.transform, half)  # the first pixel's centre (area) or point
+        assert first == pytest.approx((float(sub.x[0]), float(sub.y[0])), abs=1e-9)
+        assert same_bits(img[:], values)
+
+
+def test_to_rumi_of_a_subset_keeps_a_rotated_transform_and_refuses_uneven_coordinates(tmp_path, rng):
+    a = rng.integers(0, 99, (1, 12, 14), dtype=np.uint8)
+    src = tmp_path / "src.rumi"
+    rumimm.write(src, a, tile=8, transform=ROTATED, crs=32633)
+    with xr.open_dataset(src, engine="rumimm") as ds:  # no 1-D coordinates: the GeoTransform is all there is
+        rumimm.to_rumi(ds["band_data"].isel(x=slice(2, 9)), tmp_path / "r.rumi", tile=8)
+    with rumimm.open(tmp_path / "r.rumi") as img:
+        assert img.transform == Affine(*ROTATED) and same_bits(img[:], a[:, :, 2:9])
+    rumimm.write(src, a, tile=8, transform=UTM, crs=32633)
+    with xr.open_dataset(src, engine="rumimm") as ds, pytest.raises(ValueError, match="not evenly spaced"):
+        rumimm.to_rumi(ds["band_data"].isel(x=[0, 1, 3]), tmp_path / "u.rumi", tile=8)
+    assert not (tmp_path / "u.rumi").exists()
+
+
 def test_to_rumi_takes_rioxarray_metadata_from_coordinates_and_transposes(tmp_path, rng):
     a = rng.integers(0, 99, (20, 30, 2), dtype=np.uint8)
     da = xr.DataArray(a, dims=("lat", "lon", "band"),
@@ -492,6 +546,10 @@ def test_masked_and_mask_and_scale_read_as_rioxarray_reads(described, kw):
     assert np.array_equal(ours.values, theirs.values, equal_nan=True)
     assert np.array_equal(ours[1, 2:9, 3:12].values, theirs[1, 2:9, 3:12].values, equal_nan=True)
     assert np.array_equal(ours[:, 4, ::3].values, theirs[:, 4, ::3].values, equal_nan=True)
+    for key in (dict(y=0, x=0), dict(y=30, x=40), dict(band=1, x=[3, 0, 45]), dict(y=2, x=[6, 1])):
+        # one pixel of every band (masking raised on a band axis of single samples), and ints beside a list
+        got = open_da(path, **kw).isel(key).values  # a fresh one: ``ours`` holds its values by now
+        assert np.array_equal(got, theirs.isel(key).values, equal_nan=True), key
     assert ours.encoding["_FillValue"] == theirs.encoding["_FillValue"]
     assert "_FillValue" not in ours.attrs
 

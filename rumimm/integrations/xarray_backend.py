@@ -52,27 +52,34 @@ VARIABLE = "band_data"  # the name rioxarray's own xarray backend gives a raster
 def _outer_read(source: Source, key: tuple[Any, ...]) -> NDArray[Any]:
     """``source[key]`` with xarray's outer semantics (each 1-D array picks along its own axis).
 
-    Numpy broadcasts two index arrays together; rumimm follows numpy, so every array
-    after the first is read as its span and then taken along its axis.
+    Numpy broadcasts index arrays together, and counts an int beside an array as one of
+    them (their axis then goes first when a slice parts them); rumimm follows numpy.  So
+    with an array in the key, ints are read as one-long slices and dropped at the end,
+    and every array after the first is read as its span and then taken along its axis.
     """
     arrays = [i for i, k in enumerate(key) if isinstance(k, np.ndarray)]
-    if len(arrays) <= 1:
+    if not arrays:
         return np.asarray(source[key])
-    read_key, takes = list(key), []
-    dropped = 0
+    read_key, takes, ints = list(key), [], []
     for i, k in enumerate(key):
+        n = source.shape[i]
         if isinstance(k, (int, np.integer)):
-            dropped += 1
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for axis {i} with size {n}")
+            j = int(k) + n if k < 0 else int(k)
+            read_key[i] = slice(j, j + 1)
+            ints.append(i)
         elif i in arrays[1:]:
-            n = source.shape[i]
             k = np.where(k < 0, k + n, k).astype(np.int64)
             lo = int(k.min()) if k.size else 0
             hi = int(k.max()) + 1 if k.size else 0
             read_key[i] = slice(lo, hi)
-            takes.append((i - dropped, k - lo))
+            takes.append((i, k - lo))
     block = np.asarray(source[tuple(read_key)])
     for axis, idx in takes:
         block = np.take(block, idx, axis=axis)
+    if ints:
+        block = block[tuple(0 if i in ints else slice(None) for i in range(block.ndim))]
     return block
 
 
@@ -139,11 +146,13 @@ class Decode:
         trailing = sum(1 for k in key[band_axis + 1:] if not isinstance(k, (int, np.integer)))
         out = block.astype(self.dtype)
         for j, b in enumerate(np.atleast_1d(bands)):
-            view = out if np.ndim(bands) == 0 else np.moveaxis(out, axis, 0)[j]
-            raw = block if np.ndim(bands) == 0 else np.moveaxis(block, axis, 0)[j]
             nod = self.nodata[int(b)]
-            if nod is not None:
-                view[np.isnan(raw) if isinstance(nod, float) and nod != nod else raw == nod] = self.fill
+            if nod is None:
+                continue
+            at = () if np.ndim(bands) == 0 else (slice(None),) * axis + (j,)  # band j's samples (maybe just one)
+            raw = block[at]
+            hit = np.isnan(raw) if isinstance(nod, float) and nod != nod else raw == nod
+            out[at] = np.where(hit, self.fill, out[at])
         if self.scale:
             shape = () if np.ndim(bands) == 0 else (len(bands),) + (1,) * trailing
             scales = self.scales[bands].reshape(shape).astype(self.dtype)

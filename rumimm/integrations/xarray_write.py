@@ -65,13 +65,46 @@ def _transform_from_coords(da: xr.DataArray, y: Hashable, x: Hashable,
     return (a, 0.0, xs[0] - a / 2, 0.0, e, ys[0] - e / 2)
 
 
+def _axis_from_coords(da: xr.DataArray, dim: Hashable, origin: float, res: float) -> tuple[float, float]:
+    """(origin, resolution) of a north-up ``GeoTransform`` along ``dim``, as its 1-D coordinate has them now.
+
+    xarray carries ``spatial_ref``'s ``GeoTransform`` unchanged through ``isel``/``sel``, so a
+    window or a strided subset still has its parent's; the coordinate was sliced with the
+    values.  As rioxarray's ``transform(recalc=True)`` (``rio.to_raster``): the resolution from
+    the first and last coordinates (the ``GeoTransform``'s for a single coordinate) and the
+    origin half a pixel before the first.  Where that agrees with the ``GeoTransform`` to
+    rounding, the ``GeoTransform``'s own values are kept (bit-exact round trips); without a
+    usable 1-D coordinate, too.
+    """
+    if dim not in da.coords or da[dim].dims != (dim,):
+        return origin, res
+    vs = np.asarray(da[dim].values, float)
+    if vs.size == 0 or not np.all(np.isfinite(vs)):
+        return origin, res
+    n = vs.size
+    new_res = res if n == 1 else float((vs[-1] - vs[0]) / (n - 1))
+    if n > 2:
+        slack = 8 * np.finfo(float).eps * float(np.max(np.abs(vs)))
+        if float(np.max(np.abs(np.diff(vs) - new_res))) > 1e-6 * abs(new_res) + slack:
+            raise ValueError(f"coordinate {dim!r} is not evenly spaced; rumi stores an affine transform only")
+    new_origin = float(vs[0] - new_res / 2)
+    scale = max(abs(origin), abs(float(vs[0])), abs(float(vs[-1])))
+    slack = 8 * np.finfo(float).eps * scale
+    tol = 1e-9 * abs(res)
+    if abs(new_origin - origin) <= tol + slack and abs(new_res - res) <= tol + slack / max(n - 1, 1):
+        return origin, res
+    return new_origin, new_res
+
+
 def georef_of(da: xr.DataArray) -> dict[str, Any]:
     """``transform``, ``crs`` and ``pixel_is_point`` for :func:`rumimm.write`, from rioxarray's metadata.
 
     Returns an empty dict for an array without a CRS.  The transform is rumimm's
     order ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``; for an array whose
     ``AREA_OR_POINT`` attribute is ``"Point"`` it is shifted back by half a pixel from
-    GDAL's pixel-corner ``GeoTransform`` to the points, as rumi stores it.
+    GDAL's pixel-corner ``GeoTransform`` to the points, as rumi stores it.  A north-up
+    ``GeoTransform`` is checked against the 1-D ``x``/``y`` coordinates, which follow an
+    ``isel``/``sel`` subset while the attribute does not (see :func:`_axis_from_coords`).
     """
     from pyproj import CRS
 
@@ -87,6 +120,9 @@ def georef_of(da: xr.DataArray) -> dict[str, Any]:
     y, x = _spatial_dims(da)
     if "GeoTransform" in gm.attrs:
         c, a, b, f, d, e = (float(v) for v in str(gm.attrs["GeoTransform"]).split())
+        if b == 0 and d == 0:  # north-up: the coordinates say where a subset (isel/sel) lies
+            c, a = _axis_from_coords(da, x, c, a)
+            f, e = _axis_from_coords(da, y, f, e)
     else:
         t = _transform_from_coords(da, y, x)
         if t is None:
