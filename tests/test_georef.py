@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import rumimm
 from rumimm.errors import CRSError, RumiError
 from rumimm.format import georef
 from rumimm.format.georef import (
@@ -263,3 +264,82 @@ def test_wrong_sized_tags_are_reported_not_indexed():
 def test_registry_checks_can_be_skipped_for_offline_use():
     g, bad = parse_geokeys(_keys(code=1025), matrix_from_transform(UTM), registry=False)
     assert bad == [] and g.epsg == 1025
+
+
+# -- PixelIsPoint: the rasterio-shaped members read the transform as rasterio does ------------
+@pytest.fixture
+def point_file_and_geotiff(tmp_path):
+    """A PixelIsPoint rumi file (transform UTM: pixel indices -> points) and the same data as a Point GeoTIFF."""
+    rasterio = pytest.importorskip("rasterio")
+    from affine import Affine
+
+    data = np.arange(20 * 30, dtype=np.uint16).reshape(1, 20, 30)
+    rumimm.write(tmp_path / "p.rumi", data, tile=16, transform=UTM, crs=32633, pixel_is_point=True)
+    corners = Affine(*UTM) @ Affine.translation(-0.5, -0.5)  # GDAL's transform of the file: the pixel corners
+    with rasterio.open(tmp_path / "p.tif", "w", driver="GTiff", count=1, height=20, width=30, dtype="uint16",
+                       crs="EPSG:32633", transform=corners) as dst:
+        dst.update_tags(AREA_OR_POINT="Point")
+        dst.write(data)
+    with rasterio.Env(GTIFF_POINT_GEO_IGNORE=True), rasterio.open(tmp_path / "p.tif") as ds:
+        assert ds.transform == Affine(*UTM)  # the GeoTIFF stores the rumi file's point transform
+    with rumimm.open(tmp_path / "p.rumi") as img, rasterio.open(tmp_path / "p.tif") as ds:
+        assert ds.tags()["AREA_OR_POINT"] == "Point" and ds.transform == corners
+        yield img, ds, tmp_path
+
+
+def test_a_point_files_xy_bounds_index_and_windows_are_rasterios(point_file_and_geotiff):
+    from affine import Affine
+    from rasterio.windows import from_bounds
+
+    img, ds, _ = point_file_and_geotiff
+    assert img.pixel_is_point and img.transform == Affine(*UTM)  # the stored transform, unshifted
+    assert img.xy(0, 0) == (500000.0, 4200000.0) == tuple(float(v) for v in ds.xy(0, 0))  # the point
+    rows, cols = np.array([0, 3, 19, 11]), np.array([0, 29, 5, 17])
+    for offset in ("center", "ul", "ur", "ll", "lr"):
+        got, want = img.xy(rows, cols, offset=offset), ds.xy(rows, cols, offset=offset)
+        assert np.allclose(got[0], want[0], rtol=0, atol=1e-6) and np.allclose(got[1], want[1], rtol=0, atol=1e-6)
+        assert img.xy(7, 9, offset=offset) == tuple(float(v) for v in ds.xy(7, 9, offset=offset))
+    assert img.bounds == tuple(ds.bounds) == (499995.0, 4199805.0, 500295.0, 4200005.0)
+    assert img.res == ds.res == (10.0, 10.0)
+    for x, y in ((500006, 4199994), (500004, 4199996), (499996, 4200004), (500000, 4200000), (500123.4, 4199876.5)):
+        assert img.index(x, y) == tuple(int(v) for v in ds.index(x, y)), (x, y)
+    assert img.index(500006, 4199994) == (1, 1)
+    xs, ys = img.xy(rows, cols)
+    assert img.index(xs, ys)[0].tolist() == rows.tolist() and img.index(xs, ys)[1].tolist() == cols.tolist()
+    boxes = ((500020, 4199900, 500060, 4199980), (499995, 4199805, 500295, 4200005),
+             (500001, 4199951, 500049, 4199999))
+    for box in boxes:
+        w, f = img.window_from_bounds(*box), from_bounds(*box, ds.transform)
+        assert (w.col_off, w.row_off) == (math.floor(f.col_off), math.floor(f.row_off))
+        assert (w.col_off + w.width, w.row_off + w.height) == (math.ceil(f.col_off + f.width),
+                                                                 math.ceil(f.row_off + f.height))
+        assert np.array_equal(img.read(window=w), ds.read(window=w))
+    assert img.window_from_bounds(500020, 4199900, 500060, 4199980).flatten() == (2, 2, 5, 9)
+    from rasterio.windows import Window
+
+    assert img.window_transform(((2, 7), (3, 9))) == ds.window_transform(Window(3, 2, 6, 5))
+    assert img.profile["transform"] == ds.transform  # a GeoTIFF made with it puts the pixels where this file does
+
+
+def test_a_point_files_xy_are_its_xarray_coordinates_and_a_cube_agrees(point_file_and_geotiff):
+    xr = pytest.importorskip("xarray")
+    img, ds, tmp_path = point_file_and_geotiff
+    with xr.open_dataset(tmp_path / "p.rumi", engine="rumimm") as xds:
+        x, y = xds["band_data"].x.values, xds["band_data"].y.values
+    assert np.allclose(img.xy(np.zeros(30), np.arange(30))[0], x, rtol=0, atol=1e-6)
+    assert np.allclose(img.xy(np.arange(20), np.zeros(20))[1], y, rtol=0, atol=1e-6)
+    rumimm.write(tmp_path / "q.rumi", np.zeros((1, 20, 30), np.uint16), tile=16, transform=UTM, crs=32633,
+                 pixel_is_point=True)
+    with rumimm.Cube([tmp_path / "p.rumi", tmp_path / "q.rumi"]) as cube:
+        assert cube.pixel_is_point and cube.transform == img.transform
+        assert cube.bounds == img.bounds == tuple(ds.bounds)
+        assert cube.xy(7, 9) == img.xy(7, 9) and cube.index(500006, 4199994) == (1, 1)
+        assert cube.window_from_bounds(500020, 4199900, 500060, 4199980) == img.window_from_bounds(
+            500020, 4199900, 500060, 4199980)
+
+
+def test_a_point_file_without_a_crs_indexes_pixels_as_rasterio(tmp_path):
+    rumimm.write(tmp_path / "u.rumi", np.zeros((1, 8, 8), np.uint8), tile=8, pixel_is_point=True)
+    with rumimm.open(tmp_path / "u.rumi") as img:
+        assert img.pixel_is_point and img.transform is None and img.bounds is None
+        assert img.index(2.5, 3.5) == (3, 2) and img.xy(3, 2) == (2.5, 3.5)  # rasterio's identity, unshifted

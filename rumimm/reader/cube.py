@@ -324,6 +324,10 @@ class Cube(RasterioSurface):
         return self._georeferenced().crs
 
     @property
+    def pixel_is_point(self) -> bool:
+        return self._georeferenced().pixel_is_point
+
+    @property
     def bounds(self) -> tuple[float, float, float, float] | None:
         return self._georeferenced().bounds
 

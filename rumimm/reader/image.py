@@ -38,7 +38,7 @@ from rumimm.format.v2 import Grid2, Header2, check_blob_prefix2, parse_header
 from rumimm.format.window import Run, Selection, select, select_read
 from rumimm.reader import cache as _cache
 from rumimm.reader import engine, layouts
-from rumimm.reader.rasterio_surface import RasterioSurface, indexes_to_bands
+from rumimm.reader.rasterio_surface import RasterioSurface, area_coefficients, indexes_to_bands
 from rumimm.reader.validate import inspect_mapping, inspect_store  # the IFD walk, used only when no blob is given
 from rumimm.store.local import LocalStore
 from rumimm.store.remote import RemoteStore
@@ -447,6 +447,11 @@ class Image(RasterioSurface):
         ``Affine(a, b, c, d, e, f)``: x = a * col + b * row + c, y = d * col + e * row + f
         (``a`` the pixel width, ``e`` minus its height for a north-up image).  ``to_dict()``
         gives the six numbers as a list.
+
+        It is the stored transform: a PixelIsPoint file's maps pixel indices to the pixels'
+        points.  rasterio reads such a file's transform half a pixel up and left (the pixel
+        corners), and ``bounds``, ``xy``, ``index`` and ``window_from_bounds`` use that one,
+        so they give what rasterio's give.
         """
         t = self.georef.transform
         return None if t is None else Affine(*t)
@@ -466,11 +471,15 @@ class Image(RasterioSurface):
 
     @property
     def bounds(self) -> tuple[float, float, float, float] | None:
-        """(left, bottom, right, top) of the image's corners in CRS units, or None."""
+        """(left, bottom, right, top) of the image's corners in CRS units, or None.
+
+        The corners of the pixel areas, as rasterio's ``bounds``: a PixelIsPoint file's
+        reach half a pixel beyond its outer pixels' points.
+        """
         t = self.georef.transform
         if t is None:
             return None
-        a, b, c, d, e, f = t
+        a, b, c, d, e, f = area_coefficients(t, self.pixel_is_point)
         y, x = self._shape[-2:]
         xs = [c + a * px + b * py for px, py in ((0, 0), (x, 0), (0, y), (x, y))]
         ys = [f + d * px + e * py for px, py in ((0, 0), (x, 0), (0, y), (x, y))]

@@ -4,8 +4,13 @@ A rasterio user looks for ``profile``, ``index``/``xy``, ``block_windows`` and t
 metadata (``nodata``, ``descriptions``, ``scales``, ``offsets``, ...) under rasterio's
 names and meanings; :class:`RasterioSurface` adds them on top of the public properties
 its host already has (``shape``, ``dtype``, ``tile``, ``transform`` (an ``affine.Affine``,
-as rasterio's), ``crs``).  ``index`` and ``xy`` are plain arithmetic; the members that
-return rasterio objects import it on first use (``pip install 'rumimm[geotiff]'``).
+as rasterio's), ``crs``, ``pixel_is_point``).  ``index`` and ``xy`` are plain arithmetic;
+the members that return rasterio objects import it on first use (``pip install 'rumimm[geotiff]'``).
+
+A PixelIsPoint file's transform maps pixel indices to the pixels' points; rasterio (GDAL)
+reads such a file's transform shifted by half a pixel to the pixel corners, and so
+``index``, ``xy`` and ``window_from_bounds`` (and ``Image.bounds``) work on that shifted
+transform (:func:`area_coefficients`), as rasterio's do on the same file.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = [
     "NBITS_OUT",
     "OFFSETS",
     "RasterioSurface",
+    "area_coefficients",
     "gdal_type",
     "gtiff_profile",
     "indexes_to_bands",
@@ -58,10 +64,29 @@ def require(module: str) -> Any:
         raise ImportError(f"this needs {top}; pip install 'rumimm[geotiff]' (rasterio)") from None
 
 
+def area_coefficients(transform: Any, pixel_is_point: bool) -> tuple[float, ...]:
+    """The six coefficients of the transform of the pixel areas (corners), as rasterio reads the file.
+
+    ``transform`` is a rumi transform (six numbers or an ``Affine``).  A PixelIsPoint
+    one maps pixel indices to the pixels' points; GDAL (and so rasterio) shifts it by
+    half a pixel to the pixel corners, with this arithmetic, so the result is GDAL's to
+    the bit.  A PixelIsArea one is returned as it is.
+    """
+    a, b, c, d, e, f = (float(v) for v in tuple(transform)[:6])
+    if pixel_is_point:
+        c, f = c - (a * 0.5 + b * 0.5), f - (d * 0.5 + e * 0.5)
+    return (a, b, c, d, e, f)
+
+
 def _coefficients(host: Any) -> tuple[float, ...]:
-    """The host's six affine coefficients; the identity when it has no georeferencing (as rasterio)."""
+    """The host's pixel-area affine coefficients (see ``area_coefficients``); the identity without georeferencing.
+
+    As rasterio: a file without a transform has the identity, shifted or not.
+    """
     t = host.transform
-    return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0) if t is None else tuple(float(v) for v in tuple(t)[:6])
+    if t is None:
+        return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+    return area_coefficients(t, bool(getattr(host, "pixel_is_point", False)))
 
 
 def _inverse(a: float, b: float, c: float, d: float, e: float, f: float) -> tuple[float, ...]:
@@ -138,6 +163,8 @@ class RasterioSurface:
         @property
         def transform(self) -> Affine | None: ...
         @property
+        def pixel_is_point(self) -> bool: ...
+        @property
         def metadata(self) -> Metadata: ...
 
     @property
@@ -149,13 +176,20 @@ class RasterioSurface:
         and predictor that ``rumimm.to_geotiff`` uses.  Sub-byte samples are ``uint8``
         with ``nbits``; float16 is ``float32`` with ``nbits=16``.
 
+        A PixelIsPoint file's ``transform`` here is the one rasterio reads from it, of
+        the pixel corners (as ``window_transform``), so the GeoTIFF these options make
+        (PixelIsArea, rasterio's default) puts every pixel where this file does.
+
         Raises
         ------
         RumiError
             GeoTIFF has no sample type for this dtype (int2/int4, complex integers,
             the ML float types).
         """
-        return gtiff_profile(self)
+        profile = gtiff_profile(self)
+        if "transform" in profile and getattr(self, "pixel_is_point", False):
+            profile["transform"] = Affine(*_coefficients(self))
+        return profile
 
     @property
     def affine(self) -> Affine:
