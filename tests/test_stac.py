@@ -509,3 +509,24 @@ def test_band_metadata_goes_to_the_raster_and_eo_extensions_and_back(tmp_path, v
     for name in ("descriptions", "scales", "offsets", "units"):
         assert back.column(name).to_pylist() == table.column(name).to_pylist(), name
     assert np.isnan(back.column("nodata").to_pylist()[0])
+
+
+def test_a_point_files_item_and_catalog_row_give_rasterios_transform_and_load_at_its_points(tmp_path):
+    """A PixelIsPoint file's Item carries the pixel-corner transform rasterio reads (as rio-stac would
+    give), its bbox agrees with it, and a load from the Item puts the pixels where the file does."""
+    import rasterio
+    import xarray as xr
+
+    path, blob, array = _write(tmp_path, "p.rumi", seed=2, pixel_is_point=True)
+    rumimm.to_geotiff(path, tmp_path / "p.tif")
+    with rasterio.open(tmp_path / "p.tif") as ds:
+        corner, bounds = tuple(ds.transform)[:6], tuple(ds.bounds)
+    item = stac.item(path, blob=blob, datetime=T0)
+    assert tuple(item.properties["proj:transform"][:6]) == corner
+    assert tuple(item.properties["proj:bbox"]) == bounds
+    row = rumimm.catalog([path]).to_pylist()[0]
+    assert tuple(row["transform"]) == corner and (row["left"], row["bottom"], row["right"], row["top"]) == bounds
+    loaded = stac.load([item])["band_data"]
+    with xr.open_dataset(path, engine="rumimm") as direct:
+        assert np.array_equal(loaded.x.values, direct.x.values) and np.array_equal(loaded.y.values, direct.y.values)
+    np.testing.assert_array_equal(loaded.values[0], array)

@@ -80,8 +80,13 @@ def _row(path: str, blob: bytes | None, storage_options: Mapping[str, Any] | Non
         meta = (img.nodata, list(img.descriptions), list(img.scales), list(img.offsets), list(img.units))
         time = None if img.time is None else [
             "/".join(v.isoformat() for v in t) if isinstance(t, tuple) else t.isoformat() for t in img.time]
+        transform = geo.transform
+        if transform is not None and img.pixel_is_point:  # the pixel corners, as rasterio reads the file
+            from rumimm.reader.rasterio_surface import area_coefficients
+
+            transform = area_coefficients(transform, True)
         return (path, bytes(img.header), (img.count, img.height, img.width), str(img.dtype), img.tile,
-                img.frame_unit, geo.epsg, geo.transform, img.bounds, meta, (img.spec, img.time_count, time))
+                img.frame_unit, geo.epsg, transform, img.bounds, meta, (img.spec, img.time_count, time))
 
 
 def _transform_column(pa: ModuleType, transforms: Sequence[_Transform | None]) -> pa.Array:
@@ -143,10 +148,11 @@ def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes
     pyarrow.Table
         Columns ``CATALOG_COLUMNS``: path, blob, bands, height, width, dtype (numpy
         name), tile_height, tile_width, unit ("tile"/"cell"), epsg (null when the file
-        has no CRS), transform (6 floats, GDAL/affine order), left/bottom/right/top (in
-        the file's CRS), bbox (GeoParquet covering of the geometry), geometry (WKB
-        footprint), and from each file's PAM sidecar: nodata (the first band's, null
-        without), descriptions, scales, offsets and units (one entry per band; a spec
+        has no CRS), transform (6 floats, GDAL/affine order, of the pixel corners as
+        rasterio reads the file: a PixelIsPoint file's stored one moved half a pixel),
+        left/bottom/right/top (in the file's CRS, as rasterio's ``bounds``), bbox
+        (GeoParquet covering of the geometry), geometry (WKB footprint), and from each
+        file's PAM sidecar: nodata (the first band's, null without), descriptions, scales, offsets and units (one entry per band; a spec
         0.2 file's band texts are its descriptions); spec ("0.1" or "0.2"), time_count
         and, for spec 0.2 files, time (ISO strings, ``start/end`` for intervals; null for
         spec 0.1).  The schema carries GeoParquet 1.1 metadata.
