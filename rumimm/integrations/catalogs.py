@@ -146,16 +146,16 @@ def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes
     Returns
     -------
     pyarrow.Table
-        Columns ``CATALOG_COLUMNS``: path, blob, bands, height, width, dtype (numpy
-        name), tile_height, tile_width, unit ("tile"/"cell"), epsg (null when the file
-        has no CRS), transform (6 floats, GDAL/affine order, of the pixel corners as
-        rasterio reads the file: a PixelIsPoint file's stored one moved half a pixel),
-        left/bottom/right/top (in the file's CRS, as rasterio's ``bounds``), bbox
-        (GeoParquet covering of the geometry), geometry (WKB footprint), and from each
-        file's PAM sidecar: nodata (the first band's, null without), descriptions, scales, offsets and units (one entry per band; a spec
-        0.2 file's band texts are its descriptions); spec ("0.1" or "0.2"), time_count
-        and, for spec 0.2 files, time (ISO strings, ``start/end`` for intervals; null for
-        spec 0.1).  The schema carries GeoParquet 1.1 metadata.
+        Columns ``CATALOG_COLUMNS``: path, blob, bands, height, width, dtype (numpy name),
+        tile_height, tile_width, unit ("tile"/"cell"), epsg (null when the file has no CRS),
+        transform (6 floats, GDAL/affine order, of the pixel corners as rasterio reads the file: a
+        PixelIsPoint file's stored one moved half a pixel), left/bottom/right/top (in the file's
+        CRS, as rasterio's ``bounds``), bbox (GeoParquet covering of the geometry), geometry (WKB
+        footprint), and from each file's PAM sidecar: nodata (the first band's, null without),
+        descriptions, scales, offsets and units (one entry per band; a spec 0.2 file's band texts
+        are its descriptions); spec ("0.1" or "0.2"), time_count and, for spec 0.2 files, time (ISO
+        strings, ``start/end`` for intervals; null for spec 0.1). The schema carries GeoParquet 1.1
+        metadata.
     """
     from rumimm.progress import Progress
 
