@@ -86,3 +86,40 @@ def test_a_cell_file_claiming_four_billion_steps_is_refused_before_anything_is_s
     assert not rep.ok
 
 
+
+
+def test_spare_bytes_of_an_inline_value_must_be_zero_in_spec_02_only(tmp_path):
+    """Spec 0.2 (as rumi-eo 0.26.1 reads it) requires the bytes of an inline value field after the value
+    to be zero; a file that breaks it is refused with or without its blob, and the blob is not blamed."""
+    import numpy as np
+
+    a = np.arange(2 * 3 * 8 * 8, dtype="uint8").reshape(2, 3, 8, 8)
+    good = tmp_path / "ok.rumi"
+    blob = rumimm.write(good, a, spec="0.2", tile=8, descriptions=["a", "b", "c"], time=["2020-01-01", "2020-01-02"])
+    raw = good.read_bytes()
+    tried = 0
+    for i in range(struct.unpack_from("<Q", raw, 16)[0]):
+        at = 24 + 20 * i
+        tag, typ, count = struct.unpack_from("<HHQ", raw, at)
+        used = count * {3: 2, 4: 4, 12: 8, 16: 8}[typ]
+        if used >= 8:
+            continue
+        bad = bytearray(raw)
+        bad[at + 19] = 0x5A  # the last byte of the value field
+        path = tmp_path / f"t{tag}.rumi"
+        path.write_bytes(bytes(bad))
+        rule = "spare bytes of an inline value to be zero"
+        with pytest.raises(FormatError, match=rf"tag {tag} .*fills {used} of its 8 inline bytes.*{rule}"):
+            rumimm.open(path)
+        with pytest.raises(FormatError, match=rule):
+            rumimm.open(path, blob)
+        assert not rumimm.validate(path).ok
+        tried += 1
+    assert tried == 9
+    v01 = tmp_path / "v01.rumi"  # spec 0.1 leaves them open
+    rumimm.write(v01, a[0], tile=8)
+    raw = bytearray(v01.read_bytes())
+    raw[24 + 20 * 3 + 19] = 0x5A  # SamplesPerPixel, a SHORT
+    v01.write_bytes(bytes(raw))
+    with rumimm.open(v01) as img:
+        assert img.shape == (3, 8, 8)

@@ -150,6 +150,7 @@ def _check_file_v2(buf: FileBytes, size: int, f: Findings, rep: Parsed, tail: Ta
     check_rumi_header(buf, size, f)
     by_tag = check_ifd(buf, size, f, PROFILE_V2)
     grid = check_image_v2(by_tag, f)
+    check_inline_spare_bytes(by_tag, f)
     values = check_placement(buf, size, by_tag, grid, f, PROFILE_V2)
     enc = check_sample_encoding(values, f, spec=V02.name)
     rep.georef = check_georeferencing(values, f)
@@ -241,6 +242,20 @@ def check_ifd(buf: FileBytes, size: int, f: Findings, profile: Profile = PROFILE
             f.add(f"tag {_tag_name(tag)} has type {e.type} and count {e.count}, expected {typ.name} ({int(typ)}) and 1",
                   stop=True)
     return by_tag
+
+
+def check_inline_spare_bytes(by_tag: dict[int, IfdEntry], f: Findings) -> None:
+    """Spec 0.2: the bytes of an inline value field after the value are zero (0.1 leaves them open)."""
+    for tag, e in by_tag.items():
+        try:
+            used = e.count * TiffType(e.type).size
+        except ValueError:
+            continue  # a type rumi does not use: the tag's own check says so
+        rest = e.field[used:] if used < 8 else b""
+        if any(rest):
+            at = used + next(i for i, v in enumerate(rest) if v)
+            f.add(f"tag {_tag_name(tag)} fills {used} of its 8 inline bytes and byte {at} of the field is "
+                  f"{rest[at - used]:#04x}; spec 0.2 requires the spare bytes of an inline value to be zero")
 
 
 def check_dimensions(f: Findings, width: int, length: int, tw: int, tl: int, bands: int) -> None:

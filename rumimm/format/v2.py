@@ -483,6 +483,12 @@ def _explain(head: bytes, want: bytes, hdr: Header2, path: StrPath | None) -> No
                         "the header blob belongs to another file")
     for i, tag in enumerate(PROFILE_V2.tags):
         at = entry_offset(i)
+        typ, count = struct.unpack_from("<HQ", want, at + 2)
+        used = 12 + min(count * {3: 2, 4: 4, 12: 8, 16: 8}.get(typ, 8), 8)
+        if head[at:at + used] == want[at:at + used] and head[at + used:at + 20] != want[at + used:at + 20]:
+            raise FormatError(f"{where(path)}IFD entry {i} (tag {int(tag)}) fills {used - 12} of its 8 inline bytes "
+                              f"and the rest are {head[at + used:at + 20].hex()}; spec 0.2 requires the spare bytes "
+                              "of an inline value to be zero")
         if head[at:at + 20] != want[at:at + 20]:
             got = (*struct.unpack_from("<HHQ", head, at), head[at + 12:at + 20].hex())
             exp = (*struct.unpack_from("<HHQ", want, at), want[at + 12:at + 20].hex())
