@@ -209,6 +209,27 @@ def test_a_failed_export_leaves_an_existing_file_untouched(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.rumi", "a.tif"]
 
 
+@pytest.mark.parametrize("cog", [False, True])
+def test_an_export_over_a_geotiff_takes_away_the_sidecar_that_described_it(tmp_path, cog):
+    """GDAL keeps nodata and descriptions in ``NAME.aux.xml``; replacing NAME must not leave the old one to
+    describe the new file (every pixel of it read as nodata), and a failed export keeps both."""
+    a = np.ones((1, 16, 16), np.uint8)
+    rumimm.write(tmp_path / "a.rumi", a, tile=16)
+    side = tmp_path / "a.tif.aux.xml"
+    old = ('<PAMDataset><PAMRasterBand band="1"><Description>stale</Description><NoDataValue>1</NoDataValue>'
+           '</PAMRasterBand></PAMDataset>')
+    (tmp_path / "a.tif").write_bytes(b"old")
+    side.write_text(old)
+    with pytest.raises(ValueError, match="compress"):
+        to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", compress="no-such-codec", cog=cog)
+    assert side.read_text() == old
+    to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif", cog=cog)
+    assert not side.exists()
+    with rasterio.open(tmp_path / "a.tif") as ds:
+        assert ds.nodata is None and ds.descriptions == (None,) and ds.read_masks(1).all()
+    assert sorted(os.listdir(tmp_path)) == ["a.rumi", "a.tif"]
+
+
 def test_cog_export_writes_a_cloud_optimized_geotiff(tmp_path):
     data = sample("uint16", (2, 300, 260))
     rumimm.write(tmp_path / "a.rumi", data, tile=128, transform=NORTH_UP, crs=32633)

@@ -193,26 +193,45 @@ def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = Non
         src = src.path
     threads = resolve_threads(threads)
     remote_src = isinstance(src, str) and is_remote(src)
-    with open_image(src, header=header, cache_bytes=0, storage_options=storage_options if remote_src else None) \
-            as img, replacing(dst) as tmp:
-        _one_step(img)
-        profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
-                                bigtiff=bigtiff)
-        profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
-        with _env(rasterio):
-            if not cog:
-                _write_gtiff(rasterio, img, tmp, profile, progress)
-                return
-            staged = temp_path(dst)  # GDAL's COG driver copies from a finished dataset
-            try:
-                _write_gtiff(rasterio, img, staged, profile, progress)
-                opts = {k.upper(): v for k, v in profile.items()
-                        if k in ("compress", "predictor", "bigtiff", "num_threads")}
-                opts.setdefault("COMPRESS", "NONE")  # the COG driver's own default is LZW, not "none"
-                opts["BLOCKSIZE"] = max(profile["blockxsize"], profile["blockysize"])
-                require("rasterio.shutil").copy(staged, tmp, driver="COG", **opts)
-            finally:
-                _remove(staged)
+    own = None
+    try:
+        with open_image(src, header=header, cache_bytes=0,
+                        storage_options=storage_options if remote_src else None) as img, replacing(dst) as tmp:
+            own = tmp + ".aux.xml"  # what GDAL keeps beside the GeoTIFF it writes, if anything
+            _one_step(img)
+            profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
+                                    bigtiff=bigtiff)
+            profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
+            with _env(rasterio):
+                if not cog:
+                    _write_gtiff(rasterio, img, tmp, profile, progress)
+                else:
+                    _write_cog(rasterio, img, dst, tmp, profile, progress)
+    except BaseException:
+        if own is not None:
+            _remove(own)
+        raise
+    # the GeoTIFF replaced: a sidecar of the file it replaced (nodata, descriptions) must not describe it
+    side = os.fspath(dst) + ".aux.xml"
+    if os.path.exists(own):
+        os.replace(own, side)
+    else:
+        _remove(side)
+
+
+def _write_cog(rasterio: ModuleType, img: Image, dst: StrPath, tmp: str, profile: dict[str, Any],
+               progress: ProgressArg) -> None:
+    """A Cloud Optimized GeoTIFF at ``tmp``: GDAL's COG driver copies from a finished GeoTIFF."""
+    staged = temp_path(dst)
+    try:
+        _write_gtiff(rasterio, img, staged, profile, progress)
+        opts = {k.upper(): v for k, v in profile.items() if k in ("compress", "predictor", "bigtiff", "num_threads")}
+        opts.setdefault("COMPRESS", "NONE")  # the COG driver's own default is LZW, not "none"
+        opts["BLOCKSIZE"] = max(profile["blockxsize"], profile["blockysize"])
+        require("rasterio.shutil").copy(staged, tmp, driver="COG", **opts)
+    finally:
+        _remove(staged)
+        _remove(staged + ".aux.xml")
 
 
 def _write_gtiff(rasterio: ModuleType, img: Image, path: str, profile: dict[str, Any], progress: ProgressArg,
