@@ -373,6 +373,11 @@ def _convert_many(args: argparse.Namespace) -> int:
     result = convert_into(args.source, args.to, times=args.time, tile=args.tile, unit=args.unit, codec=args.codec,
                           spec=args.format, jobs=args.jobs, progress=_progress())
     for source, error in result.errors:
+        if "spec='0.2' labels every time step" in error:  # the Python API's words: the command's option instead
+            from rumimm.integrations.conversion import _TIME_HINT
+
+            error = f"RumiError: spec 0.2 labels every time step and a spec 0.1 file has none: {_TIME_HINT}, " \
+                    "or --format 0.1 to keep its spec"
         print(f"rumimm convert: {source}: {error}", file=sys.stderr)
     catalog = f"; catalog {result.catalog}" if result.catalog else ""
     print(f"{args.to}: {len(result.written)} written, {len(result.skipped)} kept, {len(result.errors)} failed{catalog}")

@@ -203,6 +203,8 @@ def convert_many(sources: Any, dest_dir: str | os.PathLike, *, tile: int | tuple
     from rumimm.writer.atomic import clean
 
     folder = os.fspath(dest_dir)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise NotADirectoryError(20, "the destination is a file, not a directory", folder)
     if not os.path.isdir(folder):
         raise FileNotFoundError(2, "destination directory does not exist; create it first", folder)
     paths = _sources(sources)

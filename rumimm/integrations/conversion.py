@@ -9,6 +9,7 @@ The command line only parses arguments and renders :class:`Conversion`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from rumimm.integrations.bulk import BulkResult
 
 __all__ = [
-    "SMALL_TILE", "Conversion", "convert_any", "convert_into", "parse_times", "rumi_target", "small_tile_warning",
+    "SMALL_TILE", "Conversion", "convert_any", "convert_into", "not_the_source", "parse_times", "rumi_target",
+    "small_tile_warning",
 ]
 
 #: Tiles below this size make frames whose overhead outweighs compression (warned about).
@@ -84,6 +86,9 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
 
     found = classify(source)
     check_destination(dest)
+    if header_out is not None:  # checked before anything is written: a failure leaves no output
+        check_destination(header_out)
+    not_the_source(source, dest)
     source_spec = found.spec if found is not None else remote_spec(source)
     time = parse_times(times)
     if source_spec is not None:
@@ -95,6 +100,11 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
             raise RumiError(f"spec 0.2 labels every time step and a spec 0.1 file has none: {_TIME_HINT}")
         blob = convert(source, dest, spec=target, codec=codec, descriptions=descriptions, time=time,
                        progress=progress if codec else None)
+        if header_out is not None:
+            from rumimm.writer.atomic import replacing
+
+            with replacing(header_out) as tmp, open(tmp, "wb") as fh:
+                fh.write(bytes(blob))
         return Conversion(bytes(blob), source_spec, target, bool(codec))
     from rumimm.integrations.geotiff import from_geotiff
 
@@ -119,6 +129,23 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
             raise refusal from None
         raise
     return Conversion(bytes(blob), None, fmt or "0.1", bool(codec))
+
+
+def not_the_source(source: StrPath, dest: StrPath) -> None:
+    """A conversion writes a new file: ``dest`` must not be ``source`` (replacing it would lose the input)."""
+    from rumimm.store import is_remote
+
+    src, dst = os.fspath(source), os.fspath(dest)
+    if is_remote(src) or is_remote(dst):
+        if src == dst:
+            raise RumiError(f"{dst}: convert writes a new file; dest must not be the source")
+        return
+    try:
+        same = os.path.samefile(src, dst)
+    except OSError:  # one of them does not exist (or is a GDAL virtual path)
+        same = False
+    if same:
+        raise RumiError(f"{dst}: convert writes a new file; dest must not be the source")
 
 
 def convert_into(sources: Sequence[StrPath], dest_dir: StrPath, *, times: Sequence[str] | None = None,

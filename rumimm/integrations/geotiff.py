@@ -475,11 +475,17 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
     units, colour maps and tags go into the PAM sidecar ``dst + ".aux.xml"`` (see
     :func:`rumimm.write`); :func:`to_geotiff` puts them back.
     """
+    from rumimm.integrations.conversion import not_the_source
     from rumimm.progress import Progress
     from rumimm.writer.writer import Writer
 
     spec = renamed_keyword("from_geotiff", "format", "spec", format, spec)
     descriptions = renamed_keyword("from_geotiff", "bands", "descriptions", bands, descriptions)
+    not_the_source(src, dst)
+    if header_out is not None:  # before anything is written: a failure leaves no output
+        from rumimm.reader.inputs import check_destination
+
+        check_destination(header_out)
     rasterio = require("rasterio")
     with _env(rasterio):
         with warnings.catch_warnings():

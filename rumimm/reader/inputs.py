@@ -135,12 +135,15 @@ def gdal_refusal(path: StrPath, exc: BaseException) -> RumiError | None:
 
 
 def check_destination(path: StrPath) -> None:
-    """FileNotFoundError naming the output when the directory to write it into does not exist."""
+    """FileNotFoundError naming the output when the directory to write it into does not exist;
+    IsADirectoryError when the output names a directory."""
     from rumimm.store import is_remote
 
     if is_remote(path):  # an object store has no directories; a missing bucket fails the upload
         return
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory; name the file to write", path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(errno.ENOENT, "the directory to write into does not exist", path)
