@@ -66,8 +66,11 @@ def test_batches_and_chips_of_files_of_several_steps_have_a_time_axis():
     np.testing.assert_array_equal(got[1], c9[:, [1, 1, 0], 4:12, 3:11])
     got = rumimm.read_batch([_p("cube_u7")], np.array([[2, 2]]), size=(8, 8), bands=1)  # interleaved cells
     np.testing.assert_array_equal(got[0], c7[:, 1, 2:10, 2:10])
-    with pytest.raises(RumiError, match="one band-major and one time-major"):
-        rumimm.read_batch([_p("cube_u4"), _p("cube_u3")], np.array([[0, 0], [0, 0]]), size=(8, 8))
+    # one band-major and one time-major file: each read in its own (step, band) numbering, as a Cube reads them
+    c3 = make_fixtures.source("cube_u3")
+    got = rumimm.read_batch([_p("cube_u4"), _p("cube_u3")], np.array([[0, 0], [2, 1]]), size=(8, 8), bands=[1, 0])
+    np.testing.assert_array_equal(got[0], c4[:, [1, 0], :8, :8])
+    np.testing.assert_array_equal(got[1], c3[:, [1, 0], 2:10, 1:9])
     with pytest.raises(RumiError, match="has 1 time step"):
         rumimm.read_batch([_p("cube_u4"), _p("img_u0")], np.array([[0, 0], [0, 0]]), size=(8, 8))
     ds = rumimm.ChipDataset([_p("cube_u4"), _p("cube_u9")], size=8, n=5, seed=2)

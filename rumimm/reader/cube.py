@@ -154,9 +154,6 @@ def _common_steps(images: Sequence[Image]) -> int | None:
         if img.ndim != 4 or img.time_count != first.time_count:
             raise RumiError(f"image {i} ({img.path}) has {img.time_count} time step(s) but image 0 "
                             f"({first.path}) {first.time_count}; read_batch returns one array")
-        if cast(Grid2, img.header.grid).band_major != cast(Grid2, first.header.grid).band_major:  # both 0.2
-            raise RumiError(f"image {i} ({img.path}) orders its frames {img.frame_unit!r} and image 0 "
-                            f"{first.frame_unit!r}, one band-major and one time-major; batch them separately")
     return first.time_count
 
 
@@ -403,10 +400,10 @@ class Cube(RasterioSurface):
 
 def _virtual_groups(images: Sequence[Image], steps: int, bands: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """The images (indices) that share the grid bands holding ``bands`` of every step, with those bands."""
-    keys: dict[int, list[int]] = {}
-    for i, img in enumerate(images):  # all band-major or all time-major (_common_steps)
+    keys: dict[tuple[bool, int], list[int]] = {}
+    for i, img in enumerate(images):  # band-major grids number them by T alone, which all share
         grid = cast(Grid2, img.header.grid)
-        keys.setdefault(0 if grid.band_major else grid.bands, []).append(i)
+        keys.setdefault((grid.band_major, 0 if grid.band_major else grid.bands), []).append(i)
     return [(np.asarray(members, np.int64),
              cast(Grid2, images[members[0]].header.grid).virtual_bands(np.arange(steps), bands).reshape(-1))
             for members in keys.values()]
