@@ -359,20 +359,20 @@ def test_convert_checks_the_blob_path_first_writes_the_blob_of_a_rumi_source_and
     (tmp_path / "dir").mkdir()
     for blob, text in ((tmp_path / "nodir" / "b.blob", "the directory to write into does not exist"),
                        (tmp_path / "dir", "is a directory; name the file to write")):
-        code, out, err = run(capsys, "convert", src, tmp_path / "c.rumi", "--blob", blob)
+        code, _, err = run(capsys, "convert", src, tmp_path / "c.rumi", "--blob", blob)
         assert code == 2 and text in err and str(blob) in err, err
         assert not (tmp_path / "c.rumi").exists()  # refused before anything was written
     code, _, _ = run(capsys, "convert", src, tmp_path / "c.rumi", "--tile", "64")
     assert code == 0
-    code, out, err = run(capsys, "convert", tmp_path / "c.rumi", tmp_path / "d.rumi", "--codec", "fast", "--blob",
+    code, _, err = run(capsys, "convert", tmp_path / "c.rumi", tmp_path / "d.rumi", "--codec", "fast", "--blob",
                          tmp_path / "d.blob")
     assert code == 0 and (tmp_path / "d.blob").read_bytes() == rumimm.build_blob(tmp_path / "d.rumi"), err
     copy = tmp_path / "copy.tif"
     copy.write_bytes(Path(src).read_bytes())
-    code, out, err = run(capsys, "convert", copy, copy, "--tile", "64")
+    code, _, err = run(capsys, "convert", copy, copy, "--tile", "64")
     assert code == 2 and "dest must not be the source" in err
     assert copy.read_bytes() == Path(src).read_bytes()
-    code, out, err = run(capsys, "convert", tmp_path / "c.rumi", "--to", copy)
+    code, _, err = run(capsys, "convert", tmp_path / "c.rumi", "--to", copy)
     assert code == 2 and "the destination is a file, not a directory" in err, err
 
 
