@@ -562,6 +562,28 @@ def test_a_masked_stack_masks_each_image_by_its_band_nodata(described, tmp_path)
     assert np.array_equal(got[0, 5], a[1, 5, :8].astype(np.float32))
 
 
+@pytest.mark.parametrize("chunks", [None, {}])
+@pytest.mark.parametrize("kw", [{"masked": True}, {"mask_and_scale": True}])
+def test_a_masked_stack_decodes_each_item_with_its_own_files_nodata_and_scales(tmp_path, kw, chunks):
+    """Files whose nodata (and scales) differ: each item of the stack reads as its file alone does (-1 is
+    valid data in the second file, nodata in the first)."""
+    a = np.full((2, 16, 16), 5, np.int16)
+    a[:, 0, 0] = -1
+    b = np.full((2, 16, 16), -1, np.int16)
+    b[:, 0, 0] = 0
+    rumimm.write(tmp_path / "a.rumi", a, tile=16, transform=UTM, crs=32633, nodata=-1)
+    rumimm.write(tmp_path / "b.rumi", b, tile=16, transform=UTM, crs=32633, nodata=0, scales=[2.0, 0.5],
+                 offsets=[1.0, 0.0])
+    paths = [tmp_path / "a.rumi", tmp_path / "b.rumi", tmp_path / "a.rumi"]
+    alone = [open_da(p, **kw).values for p in paths]
+    stack = open_da(paths, chunks=chunks, **kw)
+    assert np.array_equal(stack.values, np.stack(alone), equal_nan=True)
+    for key in (dict(time=1), dict(time=[2, 1]), dict(time=[1, 0], band=1, x=[0, 3]), dict(time=slice(None, None, -1),
+                                                                                        y=0, x=0)):
+        want = xr.DataArray(np.stack(alone), dims=stack.dims).isel(key).values
+        assert np.array_equal(open_da(paths, chunks=chunks, **kw).isel(key).values, want, equal_nan=True), key
+
+
 def test_to_rumi_keeps_rioxarrays_nodata_scales_descriptions_and_units(described, tmp_path):
     _path, tif, a = described
     with warnings.catch_warnings():

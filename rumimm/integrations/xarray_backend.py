@@ -126,27 +126,43 @@ class Decode:
     As rioxarray: masking promotes the dtype as xarray does (``maybe_promote``: float32
     for 8 and 16-bit integers and float32, float64 otherwise) and puts NaN where a
     band's sample equals its nodata; scaling then multiplies each band by its scale and
-    adds its offset, in that dtype.
+    adds its offset, in that dtype.  A stack whose images differ in nodata, scales or
+    offsets has a row of them per image (``rows``) and ``item_rows`` giving each item
+    of the leading axis its row: every item is decoded as its own file would be.
     """
 
     def __init__(self, dtype: DTypeLike, nodatavals: Iterable[float | None], scales: Sequence[float],
-                 offsets: Sequence[float], scale: bool) -> None:
+                 offsets: Sequence[float], scale: bool, *, rows: Sequence[tuple] = (),
+                 item_rows: NDArray[np.int64] | None = None) -> None:
         from xarray.core.dtypes import maybe_promote
 
         self.dtype, self.fill = maybe_promote(np.dtype(dtype))
-        self.nodata = list(nodatavals)
-        self.scales = np.asarray(scales, np.float64)
-        self.offsets = np.asarray(offsets, np.float64)
+        table = [(list(nodatavals), scales, offsets), *rows]
+        self.nodata = [list(n) for n, _, _ in table]
+        self.scales = np.asarray([s for _, s, _ in table], np.float64)
+        self.offsets = np.asarray([o for _, _, o in table], np.float64)
+        self.item_rows = item_rows
         self.scale = scale and bool(np.any(self.scales != 1) or np.any(self.offsets != 0))
 
     def apply(self, block: NDArray[Any], key: tuple[Any, ...], band_axis: int) -> NDArray[Any]:
-        bands = np.arange(len(self.nodata))[key[band_axis]]
+        if self.item_rows is None or band_axis == 0:
+            return self._apply_row(0, block, key, band_axis)
+        rows = self.item_rows[key[0]]
+        if np.ndim(rows) == 0 or np.unique(rows).size == 1:
+            return self._apply_row(int(np.ravel(rows)[0]) if np.size(rows) else 0, block, key, band_axis)
+        rest = (slice(None), *key[1:])  # each item alone, its leading axis kept
+        return np.concatenate([self._apply_row(int(r), block[i:i + 1], rest, band_axis)
+                               for i, r in enumerate(rows)], axis=0)
+
+    def _apply_row(self, row: int, block: NDArray[Any], key: tuple[Any, ...], band_axis: int) -> NDArray[Any]:
+        nodata = self.nodata[row]
+        bands = np.arange(len(nodata))[key[band_axis]]
         # where the band axis is in the block: the axes before it that an integer did not drop
         axis = sum(1 for k in key[:band_axis] if not isinstance(k, (int, np.integer)))
         trailing = sum(1 for k in key[band_axis + 1:] if not isinstance(k, (int, np.integer)))
         out = block.astype(self.dtype)
         for j, b in enumerate(np.atleast_1d(bands)):
-            nod = self.nodata[int(b)]
+            nod = nodata[int(b)]
             if nod is None:
                 continue
             at = () if np.ndim(bands) == 0 else (slice(None),) * axis + (j,)  # band j's samples (maybe just one)
@@ -155,8 +171,8 @@ class Decode:
             out[at] = np.where(hit, self.fill, out[at])
         if self.scale:
             shape = () if np.ndim(bands) == 0 else (len(bands),) + (1,) * trailing
-            scales = self.scales[bands].reshape(shape).astype(self.dtype)
-            offsets = self.offsets[bands].reshape(shape).astype(self.dtype)
+            scales = self.scales[row][bands].reshape(shape).astype(self.dtype)
+            offsets = self.offsets[row][bands].reshape(shape).astype(self.dtype)
             out = out * scales + offsets
         return out
 
@@ -308,8 +324,13 @@ def metadata_attrs(img: Image) -> dict[str, Any]:
 
 
 def _decoding(img: Image, attrs: dict[str, Any], encoding: dict[str, Any], masked: bool, mask_and_scale: bool,
-              ) -> Decode | None:
-    """The Decode of ``masked``/``mask_and_scale``; moves the attributes it applies to ``encoding``, as rioxarray."""
+              source: Source | None = None) -> Decode | None:
+    """The Decode of ``masked``/``mask_and_scale``; moves the attributes it applies to ``encoding``, as rioxarray.
+
+    For a stack (``source`` a Cube), each image's own nodata, scales and offsets decode its items.
+    """
+    from rumimm.reader.cube import Cube
+
     masked = masked or mask_and_scale
     if not masked:
         return None
@@ -319,7 +340,21 @@ def _decoding(img: Image, attrs: dict[str, Any], encoding: dict[str, Any], maske
                 encoding[name] = attrs.pop(name)
     if "_FillValue" in attrs:
         encoding["_FillValue"] = attrs.pop("_FillValue")
+    if isinstance(source, Cube):
+        images = source.images
+        keys = [(tuple(_nodata_key(v) for v in im.nodatavals), tuple(im.scales), tuple(im.offsets)) for im in images]
+        if len(set(keys)) > 1:  # rows: image 0's (row 0), then each other distinct one
+            distinct = list(dict.fromkeys(keys))
+            of_image = np.array([distinct.index(k) for k in keys], np.int64)
+            rows = [(images[keys.index(k)].nodatavals, k[1], k[2]) for k in distinct[1:]]
+            return Decode(img.dtype, img.nodatavals, img.scales, img.offsets, mask_and_scale, rows=rows,
+                          item_rows=of_image[source.item_images])
     return Decode(img.dtype, img.nodatavals, img.scales, img.offsets, mask_and_scale)
+
+
+def _nodata_key(v: float | None) -> Any:
+    """A nodata value as a dict key: NaN equal to NaN."""
+    return "nan" if isinstance(v, float) and v != v else v
 
 
 def _stack_times(images: Sequence[Image]) -> dict[str, NDArray[np.datetime64]] | None:
@@ -353,7 +388,7 @@ def open_rumi_dataset(obj: Openable, *, header: HeaderArg | Sequence[HeaderArg] 
         coords, attrs = spatial_coords(img.shape, geo.transform, geo.epsg, geo.pixel_is_point)
         attrs.update(metadata_attrs(img))
         decode_encoding: dict = {}
-        decode = _decoding(img, attrs, decode_encoding, masked, mask_and_scale)
+        decode = _decoding(img, attrs, decode_encoding, masked, mask_and_scale, source)
         lazy = indexing.LazilyIndexedArray(RumiBackendArray(source, decode))
         coords["band"] = xr.Variable("band", np.arange(1, img.count + 1))
         if img.trailer is not None and source is img:  # spec 0.2: band texts and time

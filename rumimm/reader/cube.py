@@ -238,6 +238,11 @@ class Cube(RasterioSurface):
 
     # -- container --------------------------------------------------------------------
     @property
+    def item_images(self) -> NDArray[np.int64]:
+        """For each item of the leading axis, the index in ``images`` of the file it comes from."""
+        return self._item_image
+
+    @property
     def images(self) -> list[Image]:
         return list(self._images)
 
