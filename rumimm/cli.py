@@ -203,6 +203,14 @@ def _destination(path: str) -> None:
     check_destination(path)
 
 
+def _shown(path: object) -> str:
+    """A path as the output names it: a URI without credentials or query string (``public_name``)."""
+    from rumimm.store.uri import is_remote, public_name
+
+    text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
+    return public_name(text) if is_remote(text) else text
+
+
 def _add_path(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH", help="the rumi file")
 
@@ -378,7 +386,7 @@ def _convert_many(args: argparse.Namespace) -> int:
 
             error = f"RumiError: spec 0.2 labels every time step and a spec 0.1 file has none: {_TIME_HINT}, " \
                     "or --format 0.1 to keep its spec"
-        print(f"rumimm convert: {source}: {error}", file=sys.stderr)
+        print(f"rumimm convert: {_shown(source)}: {error}", file=sys.stderr)
     catalog = f"; catalog {result.catalog}" if result.catalog else ""
     print(f"{args.to}: {len(result.written)} written, {len(result.skipped)} kept, {len(result.errors)} failed{catalog}")
     return 1 if result.errors else 0
@@ -405,13 +413,17 @@ def _convert(args: argparse.Namespace) -> int:
     size = _size(args.dest)
     if done.source_spec is not None:
         recoded = f", frames re-encoded with {args.codec!r}" if done.recoded else ""
-        print(f"{args.dest}: rumi spec {done.target_spec} from {args.source} (spec {done.source_spec}{recoded}), "
-              f"{size:,} bytes; header blob {len(done.blob)} bytes (rumimm index {args.dest} -o BLOB)")
+        print(f"{_shown(args.dest)}: rumi spec {done.target_spec} from {_shown(args.source)} (spec "
+              f"{done.source_spec}{recoded}), {size:,} bytes; header blob {len(done.blob)} bytes (rumimm index "
+              f"{_shown(args.dest)} -o BLOB)")
         return 0
-    where_blob = f"header blob in {args.blob}" if args.blob else f"header blob: rumimm index {args.dest} -o BLOB"
+    where_blob = f"header blob in {args.blob}" if args.blob else \
+        f"header blob: rumimm index {_shown(args.dest)} -o BLOB"
     # a GDAL virtual path (/vsizip/..., /vsicurl/...) has no size on this file system
-    source = f"{args.source} ({os.path.getsize(args.source):,} bytes)" if os.path.isfile(args.source) else args.source
-    print(f"{args.dest}: {size:,} bytes from {source} in {seconds:.2f} s; {where_blob} ({len(done.blob)} bytes)")
+    source = f"{args.source} ({os.path.getsize(args.source):,} bytes)" if os.path.isfile(args.source) else \
+        _shown(args.source)
+    print(f"{_shown(args.dest)}: {size:,} bytes from {source} in {seconds:.2f} s; {where_blob} ({len(done.blob)} "
+          "bytes)")
     return 0
 
 
@@ -434,7 +446,7 @@ def _export(args: argparse.Namespace) -> int:
     to_geotiff(args.source, args.dest, header=_read_blob(args.header), compress=args.compress, tile=args.tile,
                cog=args.cog, progress=_progress())
     kind = "Cloud Optimized GeoTIFF" if args.cog else "GeoTIFF"
-    print(f"{args.dest}: {kind}, {_size(args.dest):,} bytes from {args.source} "
+    print(f"{_shown(args.dest)}: {kind}, {_size(args.dest):,} bytes from {_shown(args.source)} "
           f"in {time.perf_counter() - t0:.2f} s")
     return 0
 
@@ -470,7 +482,7 @@ def _quicklook(args: argparse.Namespace) -> int:
                             header=_read_blob(args.header))
     except BandNumberError as exc:
         raise UsageError(f"argument --bands: {exc}") from None
-    print(f"{args.dest}: {w} x {h} {kind} of {args.path}")
+    print(f"{args.dest}: {w} x {h} {kind} of {_shown(args.path)}")
     return 0
 
 

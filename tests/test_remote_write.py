@@ -371,6 +371,19 @@ def test_convert_bucket_to_bucket(s3, tmp_path, spec):
         rumimm.convert("s3://wrt/in/src.rumi", "s3://wrt/out/dst.rumi", spec=spec, overwrite=False)
     with pytest.raises(ValueError, match="dest must not be the source"):
         rumimm.convert("s3://wrt/in/src.rumi", "s3://wrt/in/src.rumi")
+    with pytest.raises(ValueError, match="dest must not be the source"):  # one key to the store's client
+        rumimm.convert("s3://wrt/in/src.rumi", "s3://wrt//in//src.rumi", spec=spec)
+    assert _body(s3, "in/src.rumi") == (tmp_path / "src.rumi").read_bytes()
+
+
+def test_storage_options_of_a_local_to_bucket_convert_go_to_the_bucket(s3, moto, tmp_path):
+    a = np.random.default_rng(19).integers(0, 4000, (1, 200, 300), dtype=np.uint16)
+    rumimm.write(tmp_path / "src.rumi", a, tile=128)
+    opts = {"endpoint": moto.endpoint, "allow_http": True, "region": "us-east-1", "access_key_id": "testing",
+            "secret_access_key": "testing"}
+    blob = rumimm.convert(tmp_path / "src.rumi", "s3://wrt/opts.rumi", time=["2024-01-01"], storage_options=opts)
+    assert blob == rumimm.convert(tmp_path / "src.rumi", tmp_path / "dst.rumi", time=["2024-01-01"])
+    assert _body(s3, "opts.rumi") == (tmp_path / "dst.rumi").read_bytes()
 
 
 def test_a_cog_in_a_bucket_to_a_rumi_file_in_a_bucket(s3, moto, monkeypatch, tmp_path):
@@ -436,6 +449,15 @@ def test_the_cli_converts_to_a_uri(s3, tmp_path, capsys):
     s3.put_object(Bucket="wrt", Key="in.rumi", Body=(tmp_path / "in.rumi").read_bytes())
     assert main(["convert", "s3://wrt/in.rumi", "s3://wrt/out.rumi", "--codec", "fast"]) == 0
     np.testing.assert_array_equal(rumimm.open("s3://wrt/out.rumi")[:], a)
+    capsys.readouterr()
+    # every line the command prints names the URIs without their query strings
+    assert main(["convert", "s3://wrt/in.rumi?X-Amz-Signature=SECRET", "s3://wrt/out2.rumi?X-Amz-Signature=SECRET",
+                 "--codec", "fast"]) == 0
+    assert main(["export", "s3://wrt/in.rumi?X-Amz-Signature=SECRET", "s3://wrt/out.tif?X-Amz-Signature=SECRET"]) == 0
+    assert main(["convert", "s3://wrt/missing.rumi?X-Amz-Signature=SECRET", "--to", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "s3://wrt/out2.rumi: rumi spec 0.1 from s3://wrt/in.rumi " in out and "s3://wrt/out.tif: GeoTIFF" in out
+    assert "missing.rumi" in err and "SECRET" not in out + err
 
 
 def test_the_cli_exports_a_geotiff_to_a_uri(s3, tmp_path, capsys):

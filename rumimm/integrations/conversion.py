@@ -137,8 +137,10 @@ def not_the_source(source: StrPath, dest: StrPath) -> None:
 
     src, dst = os.fspath(source), os.fspath(dest)
     if is_remote(src) or is_remote(dst):
-        if src == dst:
-            raise RumiError(f"{dst}: convert writes a new file; dest must not be the source")
+        from rumimm.store.uri import public_name, same_object
+
+        if is_remote(src) and is_remote(dst) and same_object(src, dst):
+            raise RumiError(f"{public_name(dst)}: convert writes a new object; dest must not be the source")
         return
     try:
         same = os.path.samefile(src, dst)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from rumimm.errors import RumiError
 
@@ -52,6 +52,17 @@ def public_name(uri: str) -> str:
     if port is not None:
         host = f"{host}:{port}"
     return f"{parts.scheme}://{host}{parts.path}"
+
+
+def same_object(a: str, b: str) -> bool:
+    """Whether two URIs name one object: scheme and host alike (case aside), and paths alike once empty
+    segments are dropped (``s3://b//k`` is key ``k`` to the store client); credentials and query aside."""
+    pa, pb = urlsplit(public_name(a)), urlsplit(public_name(b))
+
+    def key(p: SplitResult) -> tuple[str, str, str]:
+        return (p.scheme.lower(), p.netloc.lower(), "/".join(seg for seg in p.path.split("/") if seg))
+
+    return key(pa) == key(pb)
 
 
 def sibling(uri: str, suffix: str) -> str:
