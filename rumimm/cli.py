@@ -382,9 +382,9 @@ def _convert_many(args: argparse.Namespace) -> int:
                           spec=args.format, jobs=args.jobs, progress=_progress())
     for source, error in result.errors:
         if "spec='0.2' labels every time step" in error:  # the Python API's words: the command's option instead
-            from rumimm.integrations.conversion import _TIME_HINT
+            from rumimm.integrations.conversion import TIME_HINT
 
-            error = f"RumiError: spec 0.2 labels every time step and a spec 0.1 file has none: {_TIME_HINT}, " \
+            error = f"RumiError: spec 0.2 labels every time step and a spec 0.1 file has none: {TIME_HINT}, " \
                     "or --format 0.1 to keep its spec"
         print(f"rumimm convert: {_shown(source)}: {error}", file=sys.stderr)
     catalog = f"; catalog {result.catalog}" if result.catalog else ""

@@ -139,6 +139,9 @@ def test_from_catalog_never_parses_an_ifd(scenes, tmp_path, monkeypatch):
         assert [img.path for img in coll] == [scenes[1][0]]
     with rumimm.ImageCollection.from_catalog(table, where=np.array([True, False, True])) as coll:
         assert [img.path for img in coll] == [scenes[0][0], scenes[2][0]]
+    four = table.take([0, 1, 2, 0])
+    with rumimm.ImageCollection.from_catalog(four, where=(False, True, True, False)) as coll:  # a mask, not a bbox
+        assert [img.path for img in coll] == [scenes[1][0], scenes[2][0]]
     images = rumimm.ImageCollection.from_catalog(table).images
     assert not any(img.closed for img in images)
 

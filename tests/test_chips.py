@@ -365,6 +365,51 @@ def test_an_unsafe_cast_saturates_instead_of_wrapping(tmp_path):
     assert int(signed[0]["image"].max()) == 127
 
 
+@pytest.mark.parametrize(("src", "dst"), [("float32", "int32"), ("float32", "uint32"), ("float64", "int64"),
+                                          ("float64", "uint64"), ("float32", "int16")])
+def test_an_unsafe_cast_of_floats_saturates_at_the_integer_bounds(tmp_path, src, dst):
+    """float(2**31 - 1) is 2**31 in float32, so clipping to it and casting wrapped to the minimum."""
+    info = np.iinfo(dst)
+    values = np.array([3e9, -3e9, 1e10, 1e20, -1e20, 5.0, np.nan, float(info.max)], src)
+    path = tmp_path / "f.rumi"
+    rumimm.write(path, np.resize(values, (1, 16, 16)), tile=16)
+    got = rumimm.ChipDataset([str(path)], 16, grid=True, dtype=dst, casting="unsafe")[0].reshape(-1)[:values.size]
+    want = [0 if np.isnan(v) else int(info.max) if v >= float(info.max) else int(info.min) if v <= float(info.min)
+            else int(v) for v in values.astype(np.float64)]
+    assert got.tolist() == want and want[-1] == info.max
+
+
+def test_files_of_several_steps_fill_scale_and_mask_by_band_across_every_step(tmp_path):
+    """Chips of a spec 0.2 file of T steps are (T, bands, h, w): nodata, scale and the valid mask go by band."""
+    a = np.full((3, 2, 32, 32), 7, np.uint16)
+    a[:, 1, :4] = 0
+    path = tmp_path / "t.rumi"
+    rumimm.write(path, a, tile=32, spec="0.2", descriptions=["a", "b"], nodata=[None, 0],
+                 time=["2026-01-01", "2026-01-02", "2026-01-03"])
+    s = rumimm.ChipDataset([str(path)], 32, grid=True, dtype="float32", fill_nodata=np.nan, scale=[2.0, 3.0],
+                           output="sample")[0]
+    assert s["image"].shape == s["valid"].shape == (3, 2, 32, 32)
+    assert np.isnan(s["image"][:, 1, :4]).all() and not np.isnan(s["image"][:, 1, 4:]).any()
+    assert (s["image"][:, 0] == 14).all() and (s["image"][:, 1, 4:] == 21).all()
+    assert not s["valid"][:, 1, :4].any() and s["valid"][:, 0].all() and s["valid"][:, 1, 4:].all()
+    one = rumimm.ChipDataset([str(path)], 32, grid=True, bands=1, dtype="float32", fill_nodata=-1.0,
+                             output="sample")[0]
+    assert one["image"].shape == (3, 32, 32) and (one["image"][:, :4] == -1).all() and not one["valid"][:, :4].any()
+
+
+def test_point_files_give_the_same_chips_from_paths_and_a_catalog_and_area_bounds(tmp_path):
+    a = np.ones((1, 100, 50), np.uint16)
+    path = tmp_path / "p.rumi"
+    rumimm.write(path, a, tile=32, transform=(10, 0, 1000, 0, -10, 2000), crs=32633, pixel_is_point=True)
+    box = (1000, 1000, 1500, 2000)
+    by_path = rumimm.ChipDataset([str(path)], 10, grid=True, bounds=box, output="sample")
+    by_catalog = rumimm.ChipDataset(rumimm.catalog([str(path)]), 10, grid=True, bounds=box, output="sample")
+    assert np.array_equal(by_path.chips, by_catalog.chips)
+    whole = rumimm.ChipDataset([str(path)], (100, 50), grid=True, output="sample")[0]
+    with rumimm.open(path) as img:
+        assert tuple(whole["bounds"]) == img.bounds == (995.0, 1005.0, 1495.0, 2005.0)
+
+
 def test_a_safe_cast_needs_no_casting_argument(nodata_files):
     ds = _dataset(nodata_files, size=16, n=2, dtype="int32")
     assert ds[0].dtype == np.int32

@@ -154,6 +154,26 @@ def test_samples_equal_the_mosaic_and_torchgeo_raster_dataset_on_a_grid(world):
         assert torch.equal(got["bounds"], want["bounds"]) and torch.equal(got["transform"], want["transform"])
 
 
+@pytest.mark.parametrize("nodata", [float("nan"), -9999.0, 0.5, -1])
+def test_pixels_no_file_covers_hold_the_nodata_asked_for_in_the_samples_dtype(world, nodata):
+    """The files are uint16 and the samples float32: nodata is the samples' value, not the files' (NaN, a
+    negative or a fraction were cast into uint16 first: 0, 55537, 0, an error)."""
+    ds = RumiDataset(world["catalog"], nodata=nodata)
+    q = (slice(X0 - 640, X0 + 640), slice(Y0 - 640, Y0 + 640))  # half of it west and north of every scene
+    got = ds[q]["image"].numpy()
+    want = _expected(world, q).astype(np.float32)
+    y0, y1, x0, x1 = _window(q)
+    outside = np.ones(want.shape[-2:], bool)
+    outside[max(0, -y0):, max(0, -x0):] = False
+    want[:, outside] = nodata
+    assert np.array_equal(got, want, equal_nan=True)
+    if float(nodata).is_integer():  # an integer sample dtype holds it
+        assert RumiDataset(world["catalog"], dtype=torch.int16, nodata=nodata).nodata == nodata
+    else:
+        with pytest.raises(ValueError, match="cannot be held by the samples"):
+            RumiDataset(world["catalog"], dtype=torch.int16, nodata=nodata)
+
+
 def _query(bounds):
     """The (x, y) slices of a sample's 9-value bounds tensor."""
     return slice(float(bounds[0]), float(bounds[1])), slice(float(bounds[3]), float(bounds[4]))

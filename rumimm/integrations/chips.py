@@ -97,9 +97,15 @@ def _sources(sources: ChipSources, headers: Iterable[bytes] | None,
 
 
 def _coefficients(img: Image) -> tuple[float, ...] | None:
-    """An image's six affine coefficients (a, b, c, d, e, f), or None without georeferencing."""
+    """An image's six affine coefficients (a, b, c, d, e, f) of its pixel areas, or None without georeferencing.
+
+    A PixelIsPoint file's stored transform is moved half a pixel to the corners, as rasterio reads it
+    (and as a catalog stores it), so chips and bounds are the same whether built from paths or a catalog.
+    """
+    from rumimm.reader.rasterio_surface import area_coefficients
+
     t = img.transform
-    return None if t is None else tuple(t)[:6]
+    return None if t is None else area_coefficients(t, img.pixel_is_point)
 
 
 def _align_labels(labels: ChipSources, label_headers: Iterable[bytes] | None, paths: Sequence[str],
@@ -218,9 +224,13 @@ def _cast(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype.kind in "iu" and block.dtype.kind in "iuf" and not np.can_cast(block.dtype, dtype, "safe"):
         info = np.iinfo(dtype)
         if block.dtype.kind == "f":
-            block = np.nan_to_num(block, nan=0.0)
-            lo, hi = float(info.min), float(info.max)
-            return np.clip(block, lo, hi).astype(dtype)
+            # the bounds as floats may round outward (float(2**31 - 1) in float32 is 2**31, which wraps):
+            # values at or past them are set to the integer bounds after the cast
+            high, low = block >= float(info.max), block <= float(info.min)
+            out = np.where(high | low | np.isnan(block), 0, block).astype(dtype)
+            out[high] = info.max
+            out[low] = info.min
+            return out
         src = np.iinfo(block.dtype)
         lo, hi = max(int(info.min), int(src.min)), min(int(info.max), int(src.max))
         return np.clip(block, np.asarray(lo, block.dtype), np.asarray(hi, block.dtype)).astype(dtype)
@@ -559,20 +569,23 @@ class ChipDataset:
         for k, (f, _, _) in enumerate(rows):
             img = self._image(int(f))
             bands = self._band_list(img.count)
-            chip, raw = out[k], block[k]
-            if squeeze:
-                chip, raw = chip[np.newaxis], raw[np.newaxis]
+            # (bands, h, w), or (T, bands, h, w) for a file of T steps: the band axis is the third from the end
+            chip, raw, ok = out[k], block[k], None if valid is None else valid[k]
+            if squeeze:  # one band, its axis dropped: views with it back
+                chip, raw = np.expand_dims(chip, -3), np.expand_dims(raw, -3)
+                ok = None if ok is None else np.expand_dims(ok, -3)
             for j, b in enumerate(bands):
-                if valid is not None:  # need_valid
+                if ok is not None:  # need_valid
                     nod = img.nodatavals[b]
                     if nod is not None:
-                        bad = np.isnan(raw[j]) if isinstance(nod, float) and nod != nod else raw[j] == nod
-                        (valid[k] if not squeeze else valid[k][np.newaxis])[j] = ~bad
+                        r = raw[..., j, :, :]
+                        bad = np.isnan(r) if isinstance(nod, float) and nod != nod else r == nod
+                        ok[..., j, :, :] = ~bad
                 if self.scale is not None:
                     sc, off = (img.scales[b], img.offsets[b]) if isinstance(self.scale, str) else \
                         (self.scale[j if self.scale.size > 1 else 0], 0.0)
                     if sc != 1 or off != 0:
-                        chip[j] = chip[j] * np.asarray(sc, out_dtype) + np.asarray(off, out_dtype)
+                        chip[..., j, :, :] = chip[..., j, :, :] * np.asarray(sc, out_dtype) + np.asarray(off, out_dtype)
         if self.fill_nodata is not None and valid is not None:  # fill_nodata makes valid
             out[~valid] = self.fill_nodata
         if self.output == "array":

@@ -9,7 +9,6 @@ The command line only parses arguments and renders :class:`Conversion`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from rumimm.integrations.bulk import BulkResult
 
 __all__ = [
-    "SMALL_TILE", "Conversion", "convert_any", "convert_into", "not_the_source", "parse_times", "rumi_target",
+    "SMALL_TILE", "TIME_HINT", "Conversion", "convert_any", "convert_into", "parse_times", "rumi_target",
     "small_tile_warning",
 ]
 
@@ -62,7 +61,7 @@ def rumi_target(source_spec: SpecName, codec: str | Codec | None, spec: SpecName
     return spec or (source_spec if codec else spec_named(source_spec).other.name)
 
 
-_TIME_HINT = "pass --time ISO (a date or datetime, or START/END for an interval), e.g. --time 2026-01-01"
+TIME_HINT = "pass --time ISO (a date or datetime, or START/END for an interval), e.g. --time 2026-01-01"
 
 
 def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, codec: str | Codec | None = None,
@@ -82,7 +81,7 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
     FileNotFoundError
         No such source, or no directory for ``dest``.
     """
-    from rumimm.reader.inputs import check_destination, classify, remote_spec
+    from rumimm.reader.inputs import check_destination, classify, not_the_source, remote_spec
 
     found = classify(source)
     check_destination(dest)
@@ -97,7 +96,7 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
 
         target = rumi_target(source_spec, codec, spec)
         if spec_named(target).has_time and not spec_named(source_spec).has_time and time is None:
-            raise RumiError(f"spec 0.2 labels every time step and a spec 0.1 file has none: {_TIME_HINT}")
+            raise RumiError(f"spec 0.2 labels every time step and a spec 0.1 file has none: {TIME_HINT}")
         blob = convert(source, dest, spec=target, codec=codec, descriptions=descriptions, time=time,
                        progress=progress if codec else None)
         if header_out is not None:
@@ -110,7 +109,7 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
 
     fmt = spec or ("0.2" if descriptions or times else None)
     if fmt == "0.2" and time is None:
-        raise RumiError(f"spec 0.2 labels the image's time step: {_TIME_HINT}")
+        raise RumiError(f"spec 0.2 labels the image's time step: {TIME_HINT}")
     small = small_tile_warning(tile)
     if small:
         import warnings
@@ -129,25 +128,6 @@ def convert_any(source: StrPath, dest: StrPath, *, spec: SpecName | None = None,
             raise refusal from None
         raise
     return Conversion(bytes(blob), None, fmt or "0.1", bool(codec))
-
-
-def not_the_source(source: StrPath, dest: StrPath) -> None:
-    """A conversion writes a new file: ``dest`` must not be ``source`` (replacing it would lose the input)."""
-    from rumimm.store import is_remote
-
-    src, dst = os.fspath(source), os.fspath(dest)
-    if is_remote(src) or is_remote(dst):
-        from rumimm.store.uri import public_name, same_object
-
-        if is_remote(src) and is_remote(dst) and same_object(src, dst):
-            raise RumiError(f"{public_name(dst)}: convert writes a new object; dest must not be the source")
-        return
-    try:
-        same = os.path.samefile(src, dst)
-    except OSError:  # one of them does not exist (or is a GDAL virtual path)
-        same = False
-    if same:
-        raise RumiError(f"{dst}: convert writes a new file; dest must not be the source")
 
 
 def convert_into(sources: Sequence[StrPath], dest_dir: StrPath, *, times: Sequence[str] | None = None,

@@ -475,8 +475,8 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
     units, colour maps and tags go into the PAM sidecar ``dst + ".aux.xml"`` (see
     :func:`rumimm.write`); :func:`to_geotiff` puts them back.
     """
-    from rumimm.integrations.conversion import not_the_source
     from rumimm.progress import Progress
+    from rumimm.reader.inputs import not_the_source
     from rumimm.writer.writer import Writer
 
     spec = renamed_keyword("from_geotiff", "format", "spec", format, spec)

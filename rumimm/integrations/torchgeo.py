@@ -79,7 +79,9 @@ def _table(catalog: pa.Table | StrPath, where: Where) -> pa.Table:
         table = catalog
     if where is None:
         return table
-    if isinstance(where, tuple) and len(where) == 4:
+    from rumimm.reader.catalog_table import is_bbox
+
+    if is_bbox(where):
         return rumimm.select_bbox(table, where)
     return table.filter(where)
 
@@ -310,6 +312,12 @@ class RumiDataset(GeoDataset):
         self.is_image = bool(is_image)
         self.dtype = dtype if dtype is not None else (torch.float32 if self.is_image else torch.long)
         self.nodata = nodata
+        held = np.dtype(_NUMPY_OF.get(self.dtype, self.sample_dtype))  # where samples are assembled
+        lo, hi = (0, 1) if held.kind == "b" else (np.iinfo(held).min, np.iinfo(held).max) if held.kind in "iu" \
+            else (-np.inf, np.inf)
+        if held.kind in "iub" and not (np.isfinite(nodata) and float(nodata).is_integer() and lo <= nodata <= hi):
+            raise ValueError(f"nodata {nodata!r} cannot be held by the samples ({held}); pass a value of their "
+                             "range, or dtype=torch.float32")
         self.transforms = transforms
         self.cache_bytes = cache_bytes
         self.verify = bool(verify)
@@ -420,10 +428,9 @@ class RumiDataset(GeoDataset):
         nb = len(self.band_list)
         tensors: list[Any] = list(self._outputs([(nb, h, w) for _, h, w, _ in plans]))
         outs = [t.numpy() if isinstance(t, torch.Tensor) else t for t in tensors]
-        fill = np.full((), self.nodata, self.sample_dtype)  # nodata as the file's samples hold it
         for out, (_, h, w, pieces) in zip(outs, plans, strict=True):
             if not any(py[:2] == (0, h) and px[:2] == (0, w) for _, py, px in pieces):
-                out[...] = fill
+                out[...] = np.array(self.nodata).astype(out.dtype)  # as the sample holds it (checked at init)
         groups: dict[tuple[int, int], list] = {}  # one read_batch call per window size
         for n, (_, _, _, pieces) in enumerate(plans):
             for order, (f, py, px) in enumerate(pieces):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from rumimm.errors import RumiError
 
-__all__ = ["catalog_images", "check_rows", "read_catalog", "select_bbox"]
+__all__ = ["catalog_images", "check_rows", "is_bbox", "read_catalog", "select_bbox"]
 
 
 def read_catalog(path, *, columns=None, bbox=None):
@@ -54,11 +56,17 @@ def select_bbox(table, bbox):
     return table.filter(_bbox_expression(bbox))
 
 
+def is_bbox(where) -> bool:
+    """Whether ``where`` is a bbox: a tuple of four numbers (four booleans are a row mask)."""
+    return isinstance(where, tuple) and len(where) == 4 and all(
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in where)
+
+
 def _where(table, where):
     """Apply ``where``: None, a bbox 4-tuple, a pyarrow Expression or a boolean mask."""
     if where is None:
         return table
-    if isinstance(where, tuple) and len(where) == 4:
+    if is_bbox(where):
         return select_bbox(table, where)
     return table.filter(where)
 

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from rumimm._typing import SpecName, StrPath
 
 __all__ = [
-    "Input", "check_clean_target", "check_destination", "classify", "gdal_refusal", "remote_spec", "require_rumi",
+    "Input", "check_clean_target", "check_destination", "classify", "gdal_refusal", "not_the_source", "remote_spec",
+    "require_rumi",
 ]
 
 #: The tags of rumi 0.1.0's one IFD, in order (spec: Fixed IFD).
@@ -147,6 +148,25 @@ def check_destination(path: StrPath) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(errno.ENOENT, "the directory to write into does not exist", path)
+
+
+def not_the_source(source: StrPath, dest: StrPath) -> None:
+    """A conversion writes a new file: ``dest`` must not be ``source`` (replacing it would lose the input)."""
+    from rumimm.store import is_remote
+
+    src, dst = os.fspath(source), os.fspath(dest)
+    if is_remote(src) or is_remote(dst):
+        from rumimm.store.uri import public_name, same_object
+
+        if is_remote(src) and is_remote(dst) and same_object(src, dst):
+            raise RumiError(f"{public_name(dst)}: convert writes a new object; dest must not be the source")
+        return
+    try:
+        same = os.path.samefile(src, dst)
+    except OSError:  # one of them does not exist (or is a GDAL virtual path)
+        same = False
+    if same:
+        raise RumiError(f"{dst}: convert writes a new file; dest must not be the source")
 
 
 def check_clean_target(path: StrPath) -> None:

@@ -7,7 +7,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from rumimm.errors import RumiError
 
-__all__ = ["HTTP_SCHEMES", "OBJECT_SCHEMES", "is_remote", "plain_parts", "public_name", "sibling"]
+__all__ = ["HTTP_SCHEMES", "OBJECT_SCHEMES", "is_remote", "plain_parts", "public_name", "same_object", "sibling"]
 
 OBJECT_SCHEMES = frozenset({"s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl"})
 HTTP_SCHEMES = frozenset({"http", "https"})
