@@ -162,7 +162,7 @@ def test_pixels_no_file_covers_hold_the_nodata_asked_for_in_the_samples_dtype(wo
     q = (slice(X0 - 640, X0 + 640), slice(Y0 - 640, Y0 + 640))  # half of it west and north of every scene
     got = ds[q]["image"].numpy()
     want = _expected(world, q).astype(np.float32)
-    y0, y1, x0, x1 = _window(q)
+    y0, _, x0, _ = _window(q)
     outside = np.ones(want.shape[-2:], bool)
     outside[max(0, -y0):, max(0, -x0):] = False
     want[:, outside] = nodata
