@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pyproj
 import pytest
+from conftest import affine_times
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -275,7 +276,7 @@ def point_file_and_geotiff(tmp_path):
 
     data = np.arange(20 * 30, dtype=np.uint16).reshape(1, 20, 30)
     rumimm.write(tmp_path / "p.rumi", data, tile=16, transform=UTM, crs=32633, pixel_is_point=True)
-    corners = Affine(*UTM) @ Affine.translation(-0.5, -0.5)  # GDAL's transform of the file: the pixel corners
+    corners = affine_times(Affine(*UTM), Affine.translation(-0.5, -0.5))  # GDAL's transform: the pixel corners
     with rasterio.open(tmp_path / "p.tif", "w", driver="GTiff", count=1, height=20, width=30, dtype="uint16",
                        crs="EPSG:32633", transform=corners) as dst:
         dst.update_tags(AREA_OR_POINT="Point")

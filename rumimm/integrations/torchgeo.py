@@ -83,6 +83,8 @@ def _table(catalog: pa.Table | StrPath, where: Where) -> pa.Table:
 
     if is_bbox(where):
         return rumimm.select_bbox(table, where)
+    if isinstance(where, (tuple, list)):  # a mask as a sequence: older pyarrow filters only arrays
+        where = np.asarray(where, bool)
     return table.filter(where)
 
 

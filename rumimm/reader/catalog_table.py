@@ -68,6 +68,8 @@ def _where(table, where):
         return table
     if is_bbox(where):
         return select_bbox(table, where)
+    if isinstance(where, (tuple, list)):  # a mask as a sequence: older pyarrow filters only arrays
+        where = np.asarray(where, bool)
     return table.filter(where)
 
 
