@@ -71,6 +71,21 @@ def test_gdal_reads_the_sidecar_rumimm_writes(tmp_path):
         assert ds.colormap(1)[2] == (0, 0, 255, 128)
 
 
+def test_text_and_nodata_read_back_as_gdal_reads_the_same_sidecar(tmp_path):
+    """A carriage return survives (written as a reference: a raw one reads back as a line feed), leading
+    whitespace goes as GDAL drops it, and a float band's integer nodata beyond 2**53 is its nearest float."""
+    import rumimm
+
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, np.zeros((2, 16, 16), np.float64), tile=16, nodata=2**53 + 1,
+                 descriptions=["a\rb", "  red"], units=["\tm", "s"], tags={"k": "x\r\ny", "lead": "  v"})
+    with rumimm.open(path) as img, rasterio.open(path) as ds:  # GDAL reads the rumi file's PAM sidecar
+        assert img.descriptions == ds.descriptions == ("a\rb", "red")
+        assert img.units == ds.units == ("m", "s")
+        assert img.tags()["k"] == ds.tags()["k"] == "x\r\ny" and img.tags()["lead"] == ds.tags()["lead"] == "v"
+        assert img.nodata == ds.nodata == 9007199254740992.0 and isinstance(img.nodata, float)
+
+
 def test_a_sidecar_gdal_writes_is_read(tmp_path):
     from rasterio.enums import ColorInterp
     from rasterio.transform import from_origin

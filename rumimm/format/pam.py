@@ -329,7 +329,8 @@ def build_pam(meta: Metadata, blob: bytes | None = None, binding: dict[str, str]
                 ET.SubElement(table, "Entry", {"c1": str(r), "c2": str(g), "c3": str(bl), "c4": str(a)})
         _metadata_element(el, b.tags)
     ET.indent(root, "  ")
-    return ET.tostring(root, encoding="unicode").encode("utf-8") + b"\n"
+    # a raw CR in text reads back as LF (XML's line-end rule): written as a reference, as GDAL reads it
+    return ET.tostring(root, encoding="unicode").replace("\r", "&#13;").encode("utf-8") + b"\n"
 
 
 # -- parsing -----------------------------------------------------------------------------
@@ -414,8 +415,13 @@ def _mdi(md, name) -> dict[str, str]:
         key = item.get("key")
         if key is None:
             raise FormatError(f"{name}sidecar: an <MDI> element has no key")
-        out[key] = item.text or ""
+        out[key] = _gdal_text(item.text)
     return out
+
+
+def _gdal_text(text: str | None) -> str:
+    """An element's text as GDAL reads it: whitespace before it dropped (a CR written as ``&#13;`` kept)."""
+    return (text or "").lstrip(" \t\n")
 
 
 # C's isspace, then what strtod reads in the C locale: ASCII digits only, no "_" separators
@@ -470,9 +476,9 @@ def _band(el, b: int, name: str) -> BandMetadata:
     for child in el:
         tag = child.tag
         if tag == "Description":
-            values["description"] = child.text or None
+            values["description"] = _gdal_text(child.text) or None
         elif tag == "UnitType":
-            values["unit"] = child.text or None
+            values["unit"] = _gdal_text(child.text) or None
         elif tag == "Offset":
             values["offset"] = _float(child, "Offset", name, b)
         elif tag == "Scale":

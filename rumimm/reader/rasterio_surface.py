@@ -102,9 +102,11 @@ def _apply(t: tuple[float, ...], u: Any, v: Any) -> tuple[Any, Any]:
     return a * u + b * v + c, d * u + e * v + f
 
 
-def _nodata_number(v: float) -> float:
-    """A nodata value as rasterio gives it: a float, unless an integer a float cannot hold exactly."""
-    return v if isinstance(v, int) and abs(v) > 2**53 else float(v)
+def _nodata_number(v: float, dtype: Any) -> float:
+    """A nodata value as rasterio gives it: a float, unless an integer a float cannot hold exactly for
+    64-bit integer samples (a float band's is the float nearest it, as GDAL reads it)."""
+    wide = np.dtype(dtype).kind in "iu" and np.dtype(dtype).itemsize == 8
+    return v if wide and isinstance(v, int) and abs(v) > 2**53 else float(v)
 
 
 def _band_index(bidx: object, count: int) -> int:
@@ -159,6 +161,8 @@ class RasterioSurface:
         @property
         def tile(self) -> tuple[int, int]: ...
         @property
+        def dtype(self) -> np.dtype: ...
+        @property
         def crs(self) -> str | None: ...
         @property
         def transform(self) -> Affine | None: ...
@@ -210,7 +214,7 @@ class RasterioSurface:
     @property
     def nodatavals(self) -> tuple[float | None, ...]:
         """Each band's nodata value (a float, an int beyond 2**53 for 64-bit integers), or None."""
-        return tuple(None if b.nodata is None else _nodata_number(b.nodata) for b in self.metadata.bands)
+        return tuple(None if b.nodata is None else _nodata_number(b.nodata, self.dtype) for b in self.metadata.bands)
 
     @property
     def nodata(self) -> float | None:
