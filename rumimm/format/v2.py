@@ -40,7 +40,7 @@ from rumimm.format.georef import GEOREF_BYTES
 from rumimm.format.grid import FrameUnit, Grid, ceildiv
 from rumimm.format.packing import pack_residuals, residual_extent
 from rumimm.format.spec import V02, Spec, parse_any, register_header_type, spec_of
-from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, build_prefix, layout_ifd
+from rumimm.format.tiff import OPENZL_MAGIC, PROFILE_V2, Tag, TagV2, TiffType, build_prefix, layout_ifd
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -484,7 +484,7 @@ def _explain(head: bytes, want: bytes, hdr: Header2, path: StrPath | None) -> No
     for i, tag in enumerate(PROFILE_V2.tags):
         at = entry_offset(i)
         typ, count = struct.unpack_from("<HQ", want, at + 2)
-        used = 12 + min(count * {3: 2, 4: 4, 12: 8, 16: 8}.get(typ, 8), 8)
+        used = 12 + min(count * TiffType(typ).size, 8)  # the blob's own entry: a type rumi writes
         if head[at:at + used] == want[at:at + used] and head[at + used:at + 20] != want[at + used:at + 20]:
             raise FormatError(f"{where(path)}IFD entry {i} (tag {int(tag)}) fills {used - 12} of its 8 inline bytes "
                               f"and the rest are {head[at + used:at + 20].hex()}; spec 0.2 requires the spare bytes "

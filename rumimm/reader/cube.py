@@ -651,13 +651,14 @@ def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterab
         block = out if direct and out is not None else np.empty(shape, dtype)
         if block.size:
             flat = block.reshape(n, -1, h, w).view(np.uint8)
-            if len(groups) == 1:
+            if len(groups) == 1:  # the usual batch: straight into the block
                 _read_stack(images, groups[0][1], y0, x0, Run(0, 1, h), Run(0, 1, w), flat)
-            for members, vbands in groups if len(groups) > 1 else ():
-                part = np.empty((members.size, *flat.shape[1:]), np.uint8)
-                _read_stack([images[i] for i in members], vbands, y0[members], x0[members], Run(0, 1, h),
-                            Run(0, 1, w), part)
-                flat[members] = part
+            else:
+                for members, vbands in groups:
+                    part = np.empty((members.size, *flat.shape[1:]), np.uint8)
+                    _read_stack([images[i] for i in members], vbands, y0[members], x0[members], Run(0, 1, h),
+                                Run(0, 1, w), part)
+                    flat[members] = part
         result = block if remap is None else block[remap]
         if out is not None and not direct:
             out[...] = result

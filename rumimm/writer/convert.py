@@ -36,7 +36,7 @@ from rumimm.format.spec import V02, Spec, spec_named
 from rumimm.format.trailer import build_trailer
 from rumimm.format.v2 import Grid2
 from rumimm.store import open_writer
-from rumimm.store.uri import is_remote, public_name, same_object
+from rumimm.store.uri import is_remote
 from rumimm.writer.args import resolve_descriptions, resolve_path, resolve_spec, resolve_time
 
 if TYPE_CHECKING:
@@ -115,6 +115,7 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
     >>> rumimm.convert("scene.rumi", "scene_fast.rumi", codec="delta")        # doctest: +SKIP
     """
     from rumimm.reader.image import Image, frame_source
+    from rumimm.reader.inputs import not_the_source
 
     if codec is None and (threads is not None or progress is not None):
         raise ValueError("threads= and progress= apply to re-encoding; pass codec= too, or leave them unset")
@@ -128,10 +129,7 @@ def convert(source: StrPath, dest: StrPath, *, spec: SpecName | None = None, cod
     dest = cast(str, dest) if dest_remote else resolve_path(dest)
     out_options = (dest_storage_options if dest_storage_options is not None else storage_options) \
         if dest_remote else None
-    if remote and dest_remote and same_object(cast(str, source), dest):
-        raise ValueError(f"{public_name(dest)}: convert writes a new object; dest must not be the source")
-    if not remote and not dest_remote and os.path.exists(dest) and os.path.samefile(src_path, dest):
-        raise ValueError(f"{where(dest)}convert writes a new file; dest must not be the source")
+    not_the_source(src_path, dest)
     # storage_options are a remote source's (and a remote dest's unless dest_storage_options): a local
     # source takes none
     with Image(src_path, header, cache_bytes=0, storage_options=storage_options if remote else None) as img:
