@@ -192,6 +192,67 @@ def test_read_batch_refuses_windows_that_leave_an_image_or_differ_in_size(stack)
         rumimm.read_batch(paths[:2], np.array([[0.0, 0.0], [1.5, 2.0]]), size=(4, 4), headers=blobs[:2])
 
 
+def test_read_batch_takes_open_windows_and_one_rasterio_window_per_image(stack):
+    paths, blobs, arrays = stack
+    whole = rumimm.read_batch(paths, (slice(None), slice(None)), headers=blobs)
+    assert same(whole, arrays)
+    tail = rumimm.read_batch(paths, (slice(20, None), slice(None, 5)), headers=blobs)
+    assert same(tail, arrays[:, :, 20:, :5])
+    rasterio = pytest.importorskip("rasterio")
+    got = rumimm.read_batch(paths, rasterio.windows.Window(3, 2, 5, 4), headers=blobs)
+    assert same(got, arrays[:, :, 2:6, 3:8])
+    with pytest.raises(WindowError, match=r"outside the image \(0 to 29\)"):  # the image's size, not a placeholder
+        rumimm.read_batch(paths, ((-1, 3), (0, 4)), headers=blobs)
+
+
+def test_read_batch_refuses_bands_that_count_from_the_end_of_images_of_other_band_counts(tmp_path, stack):
+    paths, blobs, arrays = stack
+    three = eo_scene(3, 29, 41, dtype="int16", seed=3)
+    blob3 = rumimm.write(tmp_path / "three.rumi", three, tile=TILE, transform=TRANSFORM, crs=32633, threads=1)
+    sources, headers = [tmp_path / "three.rumi", paths[0]], [blob3, blobs[0]]
+    for bands in (-1, [0, -1]):
+        with pytest.raises(WindowError, match="other bands in images of 2 and of 3 bands"):
+            rumimm.read_batch(sources, ((0, 4), (0, 4)), headers=headers, bands=bands)
+    for mask in ([True, False], [True, False, True]):  # a mask fits one band count, as numpy's does
+        with pytest.raises(WindowError, match="boolean index did not match axis 0"):
+            rumimm.read_batch(sources, ((0, 4), (0, 4)), headers=headers, bands=mask)
+    got = rumimm.read_batch(sources, ((0, 4), (0, 4)), headers=headers, bands=[1, 0])  # the same bands of each
+    assert same(got, np.stack([three[[1, 0], :4, :4], arrays[0][[1, 0], :4, :4]]))
+
+
+def test_read_batch_names_the_multi_step_image_a_single_step_one_does_not_batch_with(tmp_path, stack):
+    paths, blobs, _ = stack
+    steps = np.stack([eo_scene(*SHAPE, dtype="int16", seed=s) for s in (1, 2)])
+    rumimm.write(tmp_path / "steps.rumi", steps, tile=TILE, spec="0.2", descriptions=["a", "b"],
+                 time=["2026-01-01", "2026-01-02"], threads=1)
+    with pytest.raises(RumiError, match=r"image 0 \(.*t0.rumi\) has 1 time step\(s\) but image 1 \(.*steps.rumi\) 2"):
+        rumimm.read_batch([paths[0], tmp_path / "steps.rumi"], ((0, 4), (0, 4)), headers=[blobs[0], None])
+
+
+def test_an_empty_read_batch_fills_out_and_counts_a_mask(stack):
+    out = np.zeros((0, 1, 4, 4), np.int16)
+    assert rumimm.read_batch([], ((0, 4), (0, 4)), out=out, bands=[True, False]) is out
+    assert rumimm.read_batch([], ((0, 4), (0, 4)), bands=[True, False, True]).shape == (0, 2, 4, 4)
+    with pytest.raises(ValueError, match="out must have shape"):
+        rumimm.read_batch([], ((0, 4), (0, 4)), out=np.zeros((5, 5)))
+
+
+def test_an_unpickled_cube_or_collection_closes_the_images_it_opened(stack):
+    paths, blobs, _ = stack
+    for kind in (rumimm.Cube, rumimm.ImageCollection):
+        with kind(paths, blobs) as original:
+            clone = pickle.loads(pickle.dumps(original))
+        clone.close()
+        assert all(img.closed for img in clone.images if isinstance(img, rumimm.Image)) or \
+            all(img.closed for img in clone)
+    images = [rumimm.open(p, b) for p, b in zip(paths, blobs, strict=True)]
+    clone = pickle.loads(pickle.dumps(rumimm.Cube(images)))  # images the caller gave stay the caller's
+    clone.close()
+    assert not any(img.closed for img in clone.images)
+    for img in images + clone.images:
+        img.close()
+
+
 def test_read_batch_names_the_corrupt_frame(tmp_path, stack):
     paths, blobs, _ = stack
     data = bytearray(paths[0].read_bytes())

@@ -147,12 +147,13 @@ def _georef_block(img: Image, block: bytes | None = None) -> bytes | None:
 
 def _common_steps(images: Sequence[Image]) -> int | None:
     """T when the images are spec 0.2 files of T > 1 steps that one read can batch, None for (B, Y, X) images."""
-    first = images[0]
-    if all(img.ndim == 3 for img in images):
+    ref = next((j for j, img in enumerate(images) if img.ndim == 4), None)
+    if ref is None:
         return None
+    first = images[ref]
     for i, img in enumerate(images):
         if img.ndim != 4 or img.time_count != first.time_count:
-            raise RumiError(f"image {i} ({img.path}) has {img.time_count} time step(s) but image 0 "
+            raise RumiError(f"image {i} ({img.path}) has {img.time_count} time step(s) but image {ref} "
                             f"({first.path}) {first.time_count}; read_batch returns one array")
     return first.time_count
 
@@ -276,8 +277,8 @@ class Cube(RasterioSurface):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __reduce__(self) -> tuple[type[Cube], tuple[list[Image]]]:
-        return (Cube, (self._images,))
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (_rebuild, (Cube, self._images, self._owned))
 
     def __repr__(self) -> str:
         n, b, y, x = self.shape
@@ -478,8 +479,8 @@ class ImageCollection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __reduce__(self) -> tuple[type[ImageCollection], tuple[list[Image]]]:
-        return (ImageCollection, (self._images,))
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (_rebuild, (ImageCollection, self._images, self._owned))
 
     def __repr__(self) -> str:
         return f"<rumimm.ImageCollection of {len(self._images)} images>"
@@ -516,9 +517,21 @@ class ImageCollection:
         return coll
 
 
-def _parse_windows(windows: Any, n: int, size: Sequence[int] | None
+_UNBOUNDED = 1 << 62  # an image size no window end reaches: a window read against no image
+
+
+def _rebuild(cls: type[Cube] | type[ImageCollection], images: list[Image], owned: list[bool]
+             ) -> Cube | ImageCollection:
+    """An unpickled Cube or ImageCollection: it closes the images it opened, as the original did."""
+    obj = cls(images)
+    obj._owned = list(owned)
+    return obj
+
+
+def _parse_windows(windows: Any, images: Sequence[Image], size: Sequence[int] | None
                    ) -> tuple[NDArray[np.int64], NDArray[np.int64], int, int]:
-    """(y0 array, x0 array, h, w) from N windows (or one window for all)."""
+    """(y0 array, x0 array, h, w) from N windows (or one window for all), each inside its image."""
+    n = len(images)
     if isinstance(windows, np.ndarray) and windows.ndim == 2 and windows.shape[1] == 2:
         if size is None:
             raise ValueError("an (N, 2) array of window origins needs size=(h, w)")
@@ -531,17 +544,29 @@ def _parse_windows(windows: Any, n: int, size: Sequence[int] | None
         if h < 0 or w < 0:
             raise WindowError(f"window size must be >= 0, got {size}")
         return np.ascontiguousarray(starts[:, 0]), np.ascontiguousarray(starts[:, 1]), h, w
-    wins = [windows] if hasattr(windows, "row_off") else list(windows)
-    if wins and not _looks_like_many(wins):
+    if hasattr(windows, "row_off"):  # one rasterio Window
         wins = [windows] * n
+    else:
+        wins = list(windows)
+        if wins and not _looks_like_many(wins):
+            wins = [windows] * n
+    if n == 0 and not wins and size is None:  # one window, no image: its size where its ends say it
+        try:
+            ya, yb, xa, xb = window_bounds(windows, _UNBOUNDED, _UNBOUNDED)
+        except WindowError:
+            ya = yb = xa = xb = 0
+        if max(yb, xb) < _UNBOUNDED:
+            return np.empty(0, np.int64), np.empty(0, np.int64), yb - ya, xb - xa
     if len(wins) != n:
         raise ValueError(f"got {n} images but {len(wins)} windows")
     y0 = np.empty(n, np.int64)
     x0 = np.empty(n, np.int64)
     hw: tuple[int, ...] | None = None
-    big = 1 << 62
-    for i, w in enumerate(wins):
-        ya, yb, xa, xb = window_bounds(w, big, big, name=f"window {i}")  # image bounds are checked later
+    for i, w in enumerate(wins):  # an open end (slice(2, None)) is the image's own
+        try:
+            ya, yb, xa, xb = window_bounds(w, images[i].height, images[i].width, name=f"window {i}")
+        except WindowError as exc:
+            raise WindowError(f"window {i}, of image {i} ({images[i].path}): {exc}") from None
         cur = (ya, xa, yb - ya, xb - xa)
         if hw is None:
             hw = cur[2:]
@@ -566,6 +591,43 @@ def _looks_like_many(wins: Sequence[Any]) -> bool:
     except (TypeError, IndexError):
         return False
     return not isinstance(inner, (int, np.integer))
+
+
+def _batch_bands(bands: Any, images: Sequence[Image]) -> tuple[NDArray[np.int64], tuple | None]:
+    """``band_selection`` of ``bands`` for every image: it must pick the same bands of each.
+
+    As ``Image.read`` takes it: an int (axis dropped), ints, negatives from the end, a
+    boolean mask.  A negative index or a mask means other bands in images of other band
+    counts, so it is refused there rather than read against one image's count.
+    """
+    counts = sorted({img.count for img in images})
+    if bands is None and len(counts) > 1:
+        raise WindowError("images have different band counts; pass bands=")
+    blist, picked = band_selection(bands, counts[0])
+    for c in counts[1:]:
+        other, other_picked = band_selection(bands, c)
+        same = np.array_equal(other, blist) and (picked is None) == (other_picked is None) and (
+            picked is None or all(np.array_equal(a, b) for a, b in zip(picked, other_picked, strict=True)))
+        if not same:
+            raise WindowError(f"bands={bands!r} picks other bands in images of {counts[0]} and of {c} bands "
+                              "(negatives and masks count by each image's bands); name the bands by 0-based "
+                              "number")
+    return blist, picked
+
+
+def _empty_batch(bands: Any, h: int, w: int, out: NDArray[Any] | None) -> NDArray[Any]:
+    """``read_batch`` of no images: (0, n_bands, h, w), or (0, h, w) for an int band; into ``out`` when given."""
+    if bands is None:
+        shape: tuple[int, ...] = (0, 0, h, w)
+    elif isinstance(bands, (int, np.integer)):
+        shape = (0, h, w)
+    else:
+        picked = np.asarray(bands)
+        shape = (0, int(np.count_nonzero(picked)) if picked.dtype == bool else len(picked), h, w)
+    if out is None:
+        return np.empty(shape, np.uint8)
+    _check_out(out, shape, out.dtype)
+    return out
 
 
 def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterable[BlobArg | None] | None = None, *,
@@ -615,10 +677,9 @@ def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterab
     images, owned = _open_all(sources, headers, cache_bytes, verify, storage_options)
     try:
         n = len(images)
-        y0, x0, h, w = _parse_windows(windows, n, size)
+        y0, x0, h, w = _parse_windows(windows, images, size)
         if n == 0:
-            nb = 0 if bands is None else (1 if isinstance(bands, (int, np.integer)) else len(bands))
-            return np.empty((0, nb, h, w) if not isinstance(bands, (int, np.integer)) else (0, h, w), np.uint8)
+            return _empty_batch(bands, h, w, out)
         dtype = images[0].dtype
         steps = _common_steps(images)  # spec 0.2 files of T > 1 steps: (N, T, n_bands, h, w)
         for i, img in enumerate(images):
@@ -629,11 +690,7 @@ def read_batch(sources: Iterable[Image | StrPath], windows: Any, headers: Iterab
             if not (y0[i] >= 0 and y0[i] + h <= ny and x0[i] >= 0 and x0[i] + w <= nx):
                 raise WindowError(f"window {i} [{y0[i]}:{y0[i] + h}, {x0[i]}:{x0[i] + w}] leaves image {i} "
                                   f"({img.path}) of {ny} x {nx} pixels")
-        nbands = min(img.count for img in images)
-        if bands is None and any(img.count != images[0].count for img in images):
-            raise WindowError("images have different band counts; pass bands=")
-        # as Image.read takes it: an int (axis dropped), ints, negatives from the end, a boolean mask
-        blist, picked = band_selection(bands, nbands)
+        blist, picked = _batch_bands(bands, images)
         remap: tuple | None = None if picked is None else (slice(None), *picked)
         shape: tuple[int, ...] = (n, blist.size, h, w)
         groups = [(np.arange(n), blist)]
