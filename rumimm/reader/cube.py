@@ -606,8 +606,11 @@ def _batch_bands(bands: Any, images: Sequence[Image]) -> tuple[NDArray[np.int64]
     blist, picked = band_selection(bands, counts[0])
     for c in counts[1:]:
         other, other_picked = band_selection(bands, c)
-        same = np.array_equal(other, blist) and (picked is None) == (other_picked is None) and (
-            picked is None or all(np.array_equal(a, b) for a, b in zip(picked, other_picked, strict=True)))
+        if picked is None or other_picked is None:
+            same = picked is other_picked and np.array_equal(other, blist)
+        else:
+            same = np.array_equal(other, blist) and all(
+                np.array_equal(a, b) for a, b in zip(picked, other_picked, strict=True))
         if not same:
             raise WindowError(f"bands={bands!r} picks other bands in images of {counts[0]} and of {c} bands "
                               "(negatives and masks count by each image's bands); name the bands by 0-based "
