@@ -426,3 +426,25 @@ def test_a_safe_cast_needs_no_casting_argument(nodata_files):
 def test_a_fill_value_outside_the_chips_dtype_is_refused_when_the_dataset_is_made(nodata_files, kwargs, match):
     with pytest.raises(rumimm.RumiError, match=match):
         _dataset(nodata_files, size=16, n=2, **kwargs)
+
+
+def test_stac_item_dicts_are_taken_as_pystac_items_are(files, tmp_path):
+    """``item.to_dict()`` and a stac-geoparquet read give Item dicts: the chips are those of the pystac Items."""
+    pytest.importorskip("pystac")
+    import datetime as dt
+
+    from rumimm import stac
+
+    items = stac.items([p for p, _, _ in files], blobs=[b for _, b, _ in files],
+                       datetime=dt.datetime(2024, 5, 1, tzinfo=dt.UTC))
+    dicts = [it.to_dict() for it in items]
+    sources = [dicts, {"type": "FeatureCollection", "features": dicts}]
+    if __import__("importlib").util.find_spec("stac_geoparquet") is not None:
+        stac.to_stac_geoparquet(items, tmp_path / "items.parquet")
+        sources.append(stac.read_stac_geoparquet(tmp_path / "items.parquet"))
+    want = rumimm.ChipDataset(items, 48, n=6, seed=3)
+    for src in sources:
+        ds = rumimm.ChipDataset(src, 48, n=6, seed=3)
+        for i in range(len(ds)):
+            assert ds.locate(i) == want.locate(i)
+            np.testing.assert_array_equal(ds[i], _expected(ds, files, i))

@@ -17,6 +17,7 @@ import pytest
 
 import rumimm
 from rumimm import stac
+from rumimm.integrations import stac as stac_impl
 from rumimm.synthetic import eo_scene
 
 pystac = pytest.importorskip("pystac")  # the "stac" extra; the test extra installs it, CI runs these
@@ -530,3 +531,224 @@ def test_a_point_files_item_and_catalog_row_give_rasterios_transform_and_load_at
     with xr.open_dataset(path, engine="rumimm") as direct:
         assert np.array_equal(loaded.x.values, direct.x.values) and np.array_equal(loaded.y.values, direct.y.values)
     np.testing.assert_array_equal(loaded.values[0], array)
+
+
+# -- reviewed bugs: hrefs, bbox cuts, nodata, time arguments, messages ----------------------------------
+
+def _static_catalog(root):
+    """Two Items in their own folders, each beside its asset with href './B04.rumi' (pystac's relative layout);
+    the pixels are the day of the month."""
+    paths = []
+    for day in (1, 2):
+        folder = root / f"s{day}"
+        folder.mkdir()
+        rumimm.write(folder / "B04.rumi", np.full((1, 32, 32), day, np.uint8), tile=32,
+                     transform=_transform(0), crs=32633)
+        it = stac.item(folder / "B04.rumi", datetime=T0.replace(day=day), id=f"s{day}")
+        it.set_self_href(str(folder / "item.json"))
+        it.make_asset_hrefs_relative()
+        it.save_object(include_self_link=True)
+        paths.append(str(folder / "item.json"))
+    return paths
+
+
+def test_relative_asset_hrefs_resolve_against_the_items_location_not_the_working_directory(tmp_path, monkeypatch):
+    paths = _static_catalog(tmp_path)
+    monkeypatch.chdir(tmp_path / "s1")  # where './B04.rumi' is the first Item's file: the second must not read it
+    items = [pystac.Item.from_file(p) for p in paths]
+    assert [it.assets["data"].href for it in items] == ["./B04.rumi", "./B04.rumi"]
+    want = [it.assets["data"].get_absolute_href() for it in items]
+    assert want == [str(tmp_path / "s1" / "B04.rumi"), str(tmp_path / "s2" / "B04.rumi")]
+    ds = stac.load(items)
+    assert ds.band_data.values[:, 0, 0, 0].tolist() == [1, 2]
+    assert stac.from_items(items).column("path").to_pylist() == want
+    dicts = [json.loads(Path(p).read_text()) for p in paths]  # the Item dicts: their "self" link
+    assert stac.load(dicts).band_data.values[:, 0, 0, 0].tolist() == [1, 2]
+    assert stac.from_items(dicts).column("path").to_pylist() == want
+    bare = [it.to_dict(include_self_link=False, transform_hrefs=False) for it in items]  # no self link: as given
+    assert stac.load(bare).band_data.values[:, 0, 0, 0].tolist() == [1, 1]
+    assert stac.from_items(bare).column("path").to_pylist() == ["./B04.rumi", "./B04.rumi"]
+
+
+def test_an_item_of_a_relative_path_gets_an_absolute_href(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rumimm.write("a.rumi", np.ones((1, 16, 16), np.uint8), tile=16, transform=_transform(0), crs=32633)
+    it = stac.item("a.rumi", datetime=T0)
+    assert it.assets["data"].href == str(tmp_path / "a.rumi")
+    it.save_object(dest_href=str(tmp_path / "out" / "a" / "item.json"), include_self_link=True)
+    back = pystac.Item.from_file(str(tmp_path / "out" / "a" / "item.json"))
+    assert back.assets["data"].get_absolute_href() == str(tmp_path / "a.rumi")
+    assert stac.load([back]).band_data.values.sum() == 256
+    remote = "https://example.com/data/a.rumi"
+    assert stac_impl._hrefs([remote, "a.rumi"]) == [remote, str(tmp_path / "a.rumi")]
+
+
+PROJ = "https://stac-extensions.github.io/projection/v2.0.0/schema.json"
+_BIG = (1000.0, 0.0, 300000.0, 0.0, -1000.0, 4400000.0)  # UTM 33N, 400 x 400 km around 15E, ~36N..40N
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "big.rumi"
+    rumimm.write(path, np.arange(400 * 400, dtype=np.uint32).reshape(1, 400, 400), tile=128, transform=_BIG,
+                 crs=32633)
+    return stac.item(path, datetime=T0)
+
+
+def _touched(bbox, transform, epsg, shape):
+    """The rows and columns of the pixels a WGS 84 bbox touches, by brute force: the bbox's outline at 2,000
+    points per edge, projected, its bounds in pixels."""
+    import pyproj
+
+    t = np.linspace(0, 1, 2000)
+    w, s, e, n = bbox
+    lon = np.concatenate([w + (e - w) * t, np.full_like(t, e), e - (e - w) * t, np.full_like(t, w)])
+    lat = np.concatenate([np.full_like(t, s), s + (n - s) * t, np.full_like(t, n), n - (n - s) * t])
+    x, y = pyproj.Transformer.from_crs(4326, epsg, always_xy=True).transform(lon, lat)
+    cols = (np.asarray(x) - transform[2]) / transform[0]
+    rows = (np.asarray(y) - transform[5]) / transform[4]
+    return (range(max(0, int(np.floor(rows.min()))), min(shape[0], int(np.floor(rows.max())) + 1)),
+            range(max(0, int(np.floor(cols.min()))), min(shape[1], int(np.floor(cols.max())) + 1)))
+
+
+def test_a_bbox_keeps_every_pixel_it_touches_not_only_those_inside_its_projected_corners(big):
+    import pyproj
+
+    bbox = (13.0, 37.0, 17.0, 39.0)  # its south edge bends 1.9 km below its corners at 15E
+    ds = stac.load([big], bbox=bbox)
+    rows, cols = _touched(bbox, _BIG, 32633, (400, 400))
+    xs = _BIG[2] + _BIG[0] * (np.array(cols) + 0.5)
+    ys = _BIG[5] + _BIG[4] * (np.array(rows) + 0.5)
+    np.testing.assert_array_equal(ds.x.values, xs)
+    np.testing.assert_array_equal(ds.y.values, ys)
+    # every pixel centre inside the bbox is kept (the old cut dropped 538 of them)
+    X, Y = np.meshgrid(_BIG[2] + _BIG[0] * (np.arange(400) + 0.5), _BIG[5] + _BIG[4] * (np.arange(400) + 0.5))
+    lon, lat = pyproj.Transformer.from_crs(32633, 4326, always_xy=True).transform(X, Y)
+    inside = (lon >= 13) & (lon <= 17) & (lat >= 37) & (lat <= 39)
+    assert Y[inside].min() >= ys.min() and X[inside].min() >= xs.min() and X[inside].max() <= xs.max()
+    assert Y[inside].min() < 4096000  # below the corners' projection: the old cut's lowest row
+    np.testing.assert_array_equal(ds.band_data.values[0, 0],
+                                  np.arange(400 * 400).reshape(400, 400)[rows.start:rows.stop, cols.start:cols.stop])
+
+
+def test_a_bbox_inside_one_pixel_gives_that_pixel_as_odc_stac_does(big):
+    import pyproj
+
+    to = pyproj.Transformer.from_crs(32633, 4326, always_xy=True)
+    x0, y0 = 300000 + 100 * 1000 + 50, 4400000 - 100 * 1000 - 50  # 200 m in the corner of pixel (100, 100)
+    lo, hi = to.transform(x0, y0 - 200), to.transform(x0 + 200, y0)
+    ds = stac.load([big], bbox=(lo[0], lo[1], hi[0], hi[1]))
+    assert ds.x.values.tolist() == [400500.0] and ds.y.values.tolist() == [4299500.0]  # odc-stac's answer
+    assert int(ds.band_data.values[0, 0, 0, 0]) == 100 * 400 + 100
+    lon, lat = to.transform(400500.0, 4299500.0)  # a point bbox: its pixel
+    ds = stac.load([big], bbox=(lon, lat, lon, lat))
+    assert ds.x.values.tolist() == [400500.0] and ds.y.values.tolist() == [4299500.0]
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # odc-geo's own Affine use
+def test_a_small_bbox_cuts_as_odc_stac_cuts_the_same_grid_as_a_geotiff(big, tmp_path):
+    odc_stac = pytest.importorskip("odc.stac")
+    import pyproj
+    import rasterio
+    from rasterio.transform import Affine
+
+    tif = tmp_path / "big.tif"
+    with rasterio.open(tif, "w", driver="GTiff", width=400, height=400, count=1, dtype="uint8", crs="EPSG:32633",
+                       transform=Affine(*_BIG)) as dst:
+        dst.write(np.ones((1, 400, 400), np.uint8))
+    it = pystac.Item("big", geometry=None, bbox=None, datetime=T0, properties={
+        "proj:code": "EPSG:32633", "proj:shape": [400, 400], "proj:transform": list(_BIG)}, stac_extensions=[PROJ])
+    it.add_asset("data", pystac.Asset(str(tif), media_type="image/tiff; application=geotiff"))
+    to = pyproj.Transformer.from_crs(32633, 4326, always_xy=True)
+    for x0, y0, size in [(400050, 4299950, 200), (350000, 4350000, 3000), (420700, 4200300, 10)]:
+        lo, hi = to.transform(x0, y0 - size), to.transform(x0 + size, y0)
+        bbox = (lo[0], lo[1], hi[0], hi[1])
+        want = odc_stac.load([it], bbox=bbox)
+        got = stac.load([big], bbox=bbox)
+        np.testing.assert_array_equal(got.x.values, want.x.values)
+        np.testing.assert_array_equal(got.y.values, want.y.values)
+
+
+def test_an_item_wholly_inside_the_bbox_is_selected_though_the_bboxs_corners_miss_it(tmp_path):
+    import pyproj
+
+    bbox = (13.0, 37.0, 17.0, 39.0)
+    _, ys = pyproj.Transformer.from_crs(4326, 32633, always_xy=True).transform([13, 17], [37, 37])
+    top = min(ys) - 100  # below the corners' lowest y, above the bbox's south edge at 15E
+    path = tmp_path / "edge.rumi"
+    rumimm.write(path, np.ones((1, 10, 10), np.uint8), tile=16, transform=(100.0, 0, 499500.0, 0, -100.0, top),
+                 crs=32633)
+    it = stac.item(path, datetime=T0)
+    assert bbox[0] < it.bbox[0] and bbox[1] < it.bbox[1] and it.bbox[2] < bbox[2] and it.bbox[3] < bbox[3]
+    assert stac.load([it], bbox=bbox).band_data.shape == (1, 1, 10, 10)
+
+
+def test_a_rotated_grid_is_cut_to_the_pixels_holding_the_bbox(tmp_path):
+    import pyproj
+
+    tr = (10.0, 5.0, 500000.0, 5.0, -10.0, 4200000.0)
+    path = tmp_path / "rot.rumi"
+    rumimm.write(path, np.arange(32 * 32, dtype=np.uint16).reshape(1, 32, 32), tile=32, transform=tr, crs=32633)
+    it = stac.item(path, datetime=T0)
+    assert stac.load([it], bbox=it.bbox).band_data.shape == (1, 1, 32, 32)  # was (1, 1, 0, 0)
+    x, y = tr[2] + tr[0] * 10.5 + tr[1] * 20.5, tr[5] + tr[3] * 10.5 + tr[4] * 20.5  # pixel (row 20, col 10)
+    lon, lat = pyproj.Transformer.from_crs(32633, 4326, always_xy=True).transform(x, y)
+    ds = stac.load([it], bbox=(lon, lat, lon, lat))
+    assert ds.band_data.shape == (1, 1, 1, 1) and int(ds.band_data.values.item()) == 20 * 32 + 10
+
+
+def test_each_band_gets_its_own_nodata_and_64_bit_ones_stay_exact(tmp_path):
+    a = np.arange(2 * 16 * 16, dtype=np.uint16).reshape(2, 16, 16)
+    rumimm.write(tmp_path / "nd2.rumi", a, tile=16, transform=_transform(0), crs=32633, nodata=[0, 65535])
+    paths = [str(tmp_path / "nd2.rumi")]
+    for k in ("int64", "uint64"):
+        p = tmp_path / f"{k}.rumi"
+        rumimm.write(p, np.full((1, 16, 16), 5, k), tile=16, transform=_transform(0), crs=32633,
+                     nodata=np.iinfo(k).max)
+        paths.append(str(p))
+    want = []
+    for p in paths:
+        with rumimm.open(p) as img:
+            want.append(list(img.nodatavals))
+    assert want == [[0, 65535], [2**63 - 1], [2**64 - 1]]
+    items = stac.items(paths, datetime=T0)
+    got = [[b["nodata"] for b in it.assets["data"].extra_fields["raster:bands"]] for it in items]
+    assert got == want and all(type(v) is int for g in got for v in g)
+    table = stac.from_items(items)  # and back: each band's nodata, exact
+    assert table.column("nodatavals").to_pylist() == [["0", "65535"], [str(2**63 - 1)], [str(2**64 - 1)]]
+    again = stac.to_items(table, datetime=T0)
+    assert [[b["nodata"] for b in it.assets["data"].extra_fields["raster:bands"]] for it in again] == want
+    assert rumimm.catalog(paths).column("nodatavals").to_pylist()[1:] == [[str(2**63 - 1)], [str(2**64 - 1)]]
+
+
+def test_time_takes_dates_and_datetime64_as_the_writer_does(scenes):
+    items = _items(scenes[:2])  # T0 and T0 + 1 day, 10:30 UTC
+    day = T0.date()
+    for time, n in [(day, 1), ((day, day + dt.timedelta(days=1)), 2), (np.datetime64("2024-05-01T10:30"), 1),
+                    (np.datetime64("2024-05-02"), 1), ((np.datetime64("2024-05-01T11:00"), None), 1),
+                    ((None, day), 1)]:
+        assert stac.load(items, time=time).sizes["time"] == n, time
+    for bad in (np.datetime64("NaT"), np.datetime64("2024-05"), 12):
+        with pytest.raises(rumimm.RumiError, match="time"):
+            stac.load(items, time=bad)
+
+
+def test_redact_drops_a_urls_user_and_password(scenes):
+    assert stac.redact("https://alice:PW@data.example.com/a.rumi?sig=S") == "https://data.example.com/a.rumi"
+    assert stac.redact("http://bob@h:8080/x@y.rumi") == "http://h:8080/x@y.rumi"
+    assert stac.redact("s3://bucket/k@v.rumi") == "s3://bucket/k@v.rumi"
+    d = _dict(scenes)
+    d["assets"]["data"]["href"] = "https://alice:S3CRET@data.example.com/s0.rumi?sig=SIGSECRET"
+    d["properties"]["proj:shape"] = [1, 1]
+    with pytest.raises(rumimm.RumiError) as err:
+        stac.load([d])
+    assert "S3CRET" not in str(err.value) and "alice" not in str(err.value) and "SIGSECRET" not in str(err.value)
+    assert "data.example.com/s0.rumi" in str(err.value)
+
+
+def test_is_items_knows_item_dicts_as_chip_and_torchgeo_datasets_take_them(scenes):
+    items = _items(scenes[:1])
+    dicts = [it.to_dict() for it in items]
+    assert stac_impl.is_items(items) and stac_impl.is_items(dicts)
+    assert stac_impl.is_items({"type": "FeatureCollection", "features": dicts})
+    assert not stac_impl.is_items([scenes[0][0]]) and not stac_impl.is_items(stac.from_items(items))

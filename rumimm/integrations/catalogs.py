@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from rumimm._typing import ProgressArg, StrPath
 
 #: One file's catalog entries, as ``_row`` gathers them for ``_table``: path, blob, (bands, height,
-#: width), dtype, tile, unit, epsg, transform, bounds, (nodata, descriptions, scales, offsets, units),
+#: width), dtype, tile, unit, epsg, transform, bounds, (nodatavals, descriptions, scales, offsets, units),
 #: (spec, time_count, time).
 _Row: TypeAlias = tuple[Any, ...]
 #: A GDAL-ordered affine transform (a, b, c, d, e, f).
@@ -44,7 +44,7 @@ __all__ = ["CATALOG_COLUMNS", "catalog", "catalog_from_rows", "catalog_images", 
 #: Columns of a catalog table, in order.
 CATALOG_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "tile_height", "tile_width", "unit",
                    "epsg", "transform", "left", "bottom", "right", "top", "bbox", "geometry", "nodata",
-                   "descriptions", "scales", "offsets", "units", "spec", "time_count", "time")
+                   "nodatavals", "descriptions", "scales", "offsets", "units", "spec", "time_count", "time")
 
 _CRS84 = "OGC:CRS84"
 _EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a UTM tile bend in degrees)
@@ -77,7 +77,7 @@ def _row(path: str, blob: bytes | None, storage_options: Mapping[str, Any] | Non
         blob = build_blob(path, storage_options=options)
     with Image(path, blob, cache_bytes=0, storage_options=options) as img:
         geo = img.georef
-        meta = (img.nodata, list(img.descriptions), list(img.scales), list(img.offsets), list(img.units))
+        meta = (img.nodatavals, list(img.descriptions), list(img.scales), list(img.offsets), list(img.units))
         time = None if img.time is None else [
             "/".join(v.isoformat() for v in t) if isinstance(t, tuple) else t.isoformat() for t in img.time]
         transform = geo.transform
@@ -87,6 +87,15 @@ def _row(path: str, blob: bytes | None, storage_options: Mapping[str, Any] | Non
             transform = area_coefficients(transform, True)
         return (path, bytes(img.header), (img.count, img.height, img.width), str(img.dtype), img.tile,
                 img.frame_unit, geo.epsg, transform, img.bounds, meta, (img.spec, img.time_count, time))
+
+
+def _number_text(v: float | int | None) -> str | None:
+    """A nodata value as the ``nodatavals`` column holds it: text, so a 64-bit integer stays exact."""
+    if v is None:
+        return None
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return str(int(v))
+    return repr(float(v))
 
 
 def _transform_column(pa: ModuleType, transforms: Sequence[_Transform | None]) -> pa.Array:
@@ -152,6 +161,7 @@ def catalog(paths_or_glob: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes
         PixelIsPoint file's stored one moved half a pixel), left/bottom/right/top (in the file's
         CRS, as rasterio's ``bounds``), bbox (GeoParquet covering of the geometry), geometry (WKB
         footprint), and from each file's PAM sidecar: nodata (the first band's, null without),
+        nodatavals (each band's, as text: exact for 64-bit integers, ``"nan"``; null without),
         descriptions, scales, offsets and units (one entry per band; a spec 0.2 file's band texts
         are its descriptions); spec ("0.1" or "0.2"), time_count and, for spec 0.2 files, time (ISO
         strings, ``start/end`` for intervals; null for spec 0.1). The schema carries GeoParquet 1.1
@@ -228,7 +238,9 @@ def _table(rows: list[_Row]) -> pa.Table:
         "top": pa.array(col(8, 3), pa.float64()),
         "bbox": pa.array(boxes, box_type),
         "geometry": pa.array(geoms, pa.binary()),
-        "nodata": pa.array([None if r[9][0] is None else float(r[9][0]) for r in rows], pa.float64()),
+        "nodata": pa.array([None if not r[9][0] or r[9][0][0] is None else float(r[9][0][0]) for r in rows],
+                           pa.float64()),
+        "nodatavals": pa.array([[_number_text(v) for v in r[9][0] or ()] for r in rows], pa.list_(pa.string())),
         "descriptions": pa.array([r[9][1] for r in rows], pa.list_(pa.string())),
         "scales": pa.array([r[9][2] for r in rows], pa.list_(pa.float64())),
         "offsets": pa.array([r[9][3] for r in rows], pa.list_(pa.float64())),

@@ -59,12 +59,10 @@ def _sources(sources: ChipSources, headers: Iterable[bytes] | None,
              storage_options: Mapping[str, Any] | None = None, transforms_needed: bool = True,
              ) -> tuple[list[str], list[bytes], list[tuple[float, ...] | None] | None]:
     """(paths, blobs, transforms) of a catalog table/file, an ImageCollection or a list of Images/paths."""
+    from rumimm.integrations.stac import from_items, is_items
     from rumimm.reader.image import Image
 
-    if type(sources).__module__.startswith("pystac") or (isinstance(sources, list) and sources
-                                                          and type(sources[0]).__module__.startswith("pystac")):
-        from rumimm.integrations.stac import from_items  # STAC Items of rumi files: their blobs, no header request
-
+    if is_items(sources):  # pystac Items or their dicts (a stac-geoparquet read): their blobs, no header request
         sources = from_items(sources)
     if isinstance(sources, (str, os.PathLike)) or type(sources).__module__.startswith("pyarrow"):
         from rumimm.integrations.catalogs import read_catalog

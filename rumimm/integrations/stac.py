@@ -65,6 +65,8 @@ EO = "https://stac-extensions.github.io/eo/v1.1.0/schema.json"
 FILE = "https://stac-extensions.github.io/file/v2.1.0/schema.json"
 
 _EDGE_POINTS = 8  # points per footprint edge when reprojecting to WGS 84 (a UTM tile's edges bend in degrees)
+_BBOX_POINTS = 101  # points per edge of a load bbox projected to a file's CRS (transform_bounds densifies too)
+_ALIGNED = 1e-6  # a bbox edge within this many pixels of a pixel edge is on it (float noise of the projection)
 _MAX_BLOB_CHARS = 1 << 27  # a base64 header longer than this (96 MiB of blob) is refused unread
 _MAX_BANDS = 1 << 16
 _RASTER_TYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
@@ -83,10 +85,16 @@ def _pystac() -> Any:
 
 
 def redact(href: str) -> str:
-    """``href`` (or an Item id) without its query string or fragment: a presigned URL's signature is never printed."""
+    """``href`` (or an Item id) without a URL's user:password, query string or fragment: a presigned URL's
+    signature and a URL's credentials are never printed."""
     text = str(href)
     for sep in ("?", "#"):
         text = text.split(sep, 1)[0]
+    if "://" in text:
+        scheme, rest = text.split("://", 1)
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:
+            text = f"{scheme}://{authority.rsplit('@', 1)[1]}{slash}{path}"
     return text
 
 
@@ -260,6 +268,8 @@ def _build_items(pystac: Any, table: pa.Table, datetime: dt.datetime | Sequence[
     fields) is built once and copied: every Item owns its lists and dicts."""
     cols = {name: table.column(name).to_pylist() for name in _ITEM_COLUMNS}
     n = table.num_rows
+    # each band's nodata, exact; a catalog written before the column holds only the first band's (for every band)
+    per_band = table.column("nodatavals").to_pylist() if "nodatavals" in table.column_names else [None] * n
     paths = cols["path"]
     if ids is not None and len(ids) != n:
         raise ValueError(f"got {n} rows but {len(ids)} ids")
@@ -277,14 +287,18 @@ def _build_items(pystac: Any, table: pa.Table, datetime: dt.datetime | Sequence[
     taken = [False] * len(outlines)  # whether an Item holds the grid's ring (later Items get copies)
     grid_of = grid_of.tolist()
     local = _local_files(paths)
+    hrefs = _hrefs(paths)
     layouts: dict[tuple[Any, ...], tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = {}
     base_extensions = [PROJECTION, RASTER]
     out = []
     for i in range(n):
         path = paths[i]
         time = _times(cols["time"][i], given[i], redact(path))
-        key = (cols["bands"][i], cols["dtype"][i], cols["nodata"][i], cols["scales"][i], cols["offsets"][i],
-               cols["units"][i], cols["descriptions"][i])
+        bands = cols["bands"][i]
+        texts = per_band[i]
+        nodata: list[Any] = texts if texts is not None and len(texts) == bands else [cols["nodata"][i]] * bands
+        key = (bands, cols["dtype"][i], nodata, cols["scales"][i], cols["offsets"][i], cols["units"][i],
+               cols["descriptions"][i])
         hashable = tuple(tuple(v) if isinstance(v, list) else v for v in key)
         layout = layouts.get(hashable)
         if layout is None:
@@ -321,21 +335,23 @@ def _build_items(pystac: Any, table: pa.Table, datetime: dt.datetime | Sequence[
             geometry={"type": "Polygon", "coordinates": [ring]},
             bbox=[lo[0], lo[1], hi[0], hi[1]],
             datetime=time["datetime"], properties=props, stac_extensions=extensions, collection=collection)
-        it.add_asset(ASSET_KEY, pystac.Asset(href=path, media_type=MEDIA_TYPE, roles=["data"],
+        it.add_asset(ASSET_KEY, pystac.Asset(href=hrefs[i], media_type=MEDIA_TYPE, roles=["data"],
                                              extra_fields=asset_fields))
         out.append(it)
     return out
 
 
-def _band_fields(bands: int, dtype: str, nodata: float | None, scales: list[float] | None,
+def _band_fields(bands: int, dtype: str, nodata: list[float | str | None], scales: list[float] | None,
                  offsets: list[float] | None, units: list[str] | None, descriptions: list[str] | None
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """An asset's ``raster:bands`` and ``eo:bands`` (None without descriptions) for one band layout."""
+    """An asset's ``raster:bands`` and ``eo:bands`` (None without descriptions) for one band layout; ``nodata``
+    holds each band's (a number, or the catalog's text of one)."""
     raster_bands = []
     for b in range(bands):
         band: dict[str, Any] = {"data_type": _raster_type(dtype)}
-        if nodata is not None:
-            band["nodata"] = _json_number(nodata)
+        value = nodata[b]
+        if value is not None:
+            band["nodata"] = _json_number(value)
         if scales and scales[b] != 1.0:
             band["scale"] = scales[b]
         if offsets and offsets[b] != 0.0:
@@ -349,13 +365,27 @@ def _band_fields(bands: int, dtype: str, nodata: float | None, scales: list[floa
     return raster_bands, eo_bands
 
 
-def _json_number(v: float) -> float | str:
-    """A nodata value as the raster extension writes it: NaN and infinities as strings."""
+def _json_number(v: float | str) -> float | str:
+    """A nodata value as the raster extension writes it: NaN and infinities as strings, an integer exact (a
+    64-bit one is not rounded through a float)."""
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            v = float(v)
     if v != v:
         return "nan"
     if v in (np.inf, -np.inf):
         return "inf" if v > 0 else "-inf"
     return int(v) if float(v).is_integer() else float(v)
+
+
+def _hrefs(paths: Sequence[str]) -> list[str]:
+    """Asset hrefs: a local path made absolute (a relative one would be read against the Item JSON's location,
+    not the working directory it was given in), a URI as given."""
+    from rumimm.store import is_remote
+
+    return [p if is_remote(p) or "://" in p else os.path.abspath(p) for p in paths]
 
 
 def _local_files(paths: Sequence[str]) -> dict[int, tuple[int, str | None]]:
@@ -452,6 +482,7 @@ class _Asset:
         d = obj.to_dict(include_self_link=False, transform_hrefs=False) if hasattr(obj, "to_dict") else obj
         if not isinstance(d, Mapping):
             raise RumiError(f"a STAC Item is a pystac.Item or a dict, got {type(obj).__name__}")
+        self_href = obj.get_self_href() if hasattr(obj, "get_self_href") else _self_link(d)
         self.id = _text(d.get("id"), "item", "id")
         name = f"item {redact(self.id)[:80]!r}"  # an id may hold a signed URL too
         assets = d.get("assets")
@@ -463,7 +494,7 @@ class _Asset:
             raise RumiError(f"{name}: no rumi asset (an asset with {HEADER_FIELD!r}); its assets "
                             f"({', '.join(hrefs[:3])}) are not rumi files: convert them with `rumimm convert`")
         asset = rumi[0]
-        self.href = _text(asset.get("href"), name, "href")
+        self.href = _absolute(_text(asset.get("href"), name, "href"), self_href)
         name = f"{name} ({redact(self.href)})"
         text = _text(asset.get(HEADER_FIELD), name, HEADER_FIELD, limit=_MAX_BLOB_CHARS)
         try:
@@ -524,6 +555,27 @@ class _Asset:
         self.spec = hdr.spec
         self.time_count = int(hdr.time_count)
         self.header = hdr  # the Image opens from the checked record: the blob is not parsed twice
+
+
+def _self_link(d: Mapping[str, Any]) -> str | None:
+    """The href of an Item dict's "self" link (what its relative asset hrefs are relative to), or None."""
+    links = d.get("links")
+    if isinstance(links, list):
+        for link in links:
+            if isinstance(link, Mapping) and link.get("rel") == "self" and isinstance(link.get("href"), str):
+                return cast("str", link["href"])
+    return None
+
+
+def _absolute(href: str, self_href: str | None) -> str:
+    """An asset href resolved as STAC and pystac do: a relative one against the Item's self href (the Item
+    JSON's location), not the process's working directory; relative with no self href, it stays as given."""
+    if self_href is None or "://" in href or os.path.isabs(href):
+        return href
+    from urllib.parse import unquote, urlsplit
+
+    out = str(_pystac().utils.make_absolute_href(href, self_href))
+    return unquote(urlsplit(out).path) if out.startswith("file://") else out  # a local file, as rumimm opens it
 
 
 @functools.lru_cache(maxsize=256)
@@ -607,6 +659,8 @@ def _select(assets: list[_Asset], bbox: Sequence[float] | None, time: Any) -> li
 
 
 def _time_range(time: Any) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """(start, end) in UTC of a ``time`` argument (None: open).  A date (text of 10 characters, a
+    ``datetime.date``, a day's ``numpy.datetime64``) is the whole day; naive times are UTC, as the writer has them."""
     if isinstance(time, str):
         parts = time.split("/") if "/" in time else [time, time]
         if len(parts) != 2:
@@ -616,32 +670,89 @@ def _time_range(time: Any) -> tuple[dt.datetime | None, dt.datetime | None]:
         lo, hi = time
     else:
         lo = hi = time
-    def conv(v: Any) -> dt.datetime | None:
+
+    def conv(v: Any, end: bool) -> dt.datetime | None:
         if v is None:
             return None
+        day = None
+        if isinstance(v, np.datetime64):
+            if np.isnat(v):
+                raise RumiError("time: NaT is not a time (give None for an open end)")
+            unit = np.datetime_data(v.dtype)[0]
+            if unit in ("Y", "M", "W"):
+                raise RumiError(f"time: {v} is a {unit} datetime64; give a day or a finer unit")
+            if unit == "D":
+                day = dt.date.fromisoformat(str(v))
+            else:
+                v = v.astype("datetime64[us]").astype(dt.datetime)  # naive: UTC
+        elif isinstance(v, str) and len(v) == 10:
+            try:
+                day = dt.date.fromisoformat(v)
+            except ValueError:
+                raise RumiError(f"time {_show(v)} is not an ISO 8601 date or datetime") from None
+        elif isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+            day = v
+        if day is not None:  # the whole day: from its first instant to its last
+            t = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+            return t + dt.timedelta(days=1) - dt.timedelta(microseconds=1) if end else t
         if isinstance(v, str):
-            if len(v) == 10:  # a date: the whole day
-                v = v + "T00:00:00"
             return _utc(v.replace("Z", "+00:00"), "time ")
+        if not isinstance(v, dt.datetime):
+            raise RumiError(f"time must be a datetime, a date, a numpy.datetime64 or ISO 8601 text, got "
+                            f"{type(v).__name__}")
         return _utc(v, "time ")
-    lo_t, hi_t = conv(lo), conv(hi)
-    if isinstance(hi, str) and len(hi) == 10 and hi_t is not None:
-        hi_t = hi_t + dt.timedelta(days=1) - dt.timedelta(microseconds=1)
-    return lo_t, hi_t
+
+    return conv(lo, False), conv(hi, True)
 
 
 def _meets(a: _Asset, bbox: Sequence[float]) -> bool:
+    return _window(a, bbox) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _bbox_outline(bbox: tuple[float, float, float, float], epsg: int) -> tuple[np.ndarray, np.ndarray]:
+    """A WGS 84 bbox's outline in the CRS ``epsg``, each edge densified (a parallel or meridian bends there:
+    its four corners alone miss the bulge), as rasterio's ``transform_bounds`` does; points with no image in
+    the CRS are dropped.  Cached: a search result's Items share a few CRSs."""
     import pyproj
 
-    xmin, ymin, xmax, ymax = (float(v) for v in bbox)
-    left, top = a.transform[2], a.transform[5]
+    w, s, e, n = bbox
+    t = np.linspace(0.0, 1.0, _BBOX_POINTS)
+    lon = np.concatenate([w + (e - w) * t, np.full(_BBOX_POINTS, e), e - (e - w) * t, np.full(_BBOX_POINTS, w)])
+    lat = np.concatenate([np.full(_BBOX_POINTS, s), s + (n - s) * t, np.full(_BBOX_POINTS, n), n - (n - s) * t])
+    if epsg == 4326:
+        return lon, lat
+    xs, ys = pyproj.Transformer.from_crs(4326, epsg, always_xy=True).transform(lon, lat)
+    xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    return xs[ok], ys[ok]
+
+
+def _window(a: _Asset, bbox: Sequence[float]) -> tuple[slice, slice] | None:
+    """The rows and columns of ``a``'s grid that a WGS 84 bbox meets, or None: every pixel the bbox touches
+    (snapped outward, so a bbox inside one pixel gives that pixel, as odc-stac does).  Worked out in pixel
+    space, so a rotated or sheared grid gets the window of pixels holding the bbox too."""
+    xs, ys = _bbox_outline(cast("tuple[float, float, float, float]", tuple(float(v) for v in bbox)), a.epsg)
+    if not xs.size:
+        return None
+    ga, gb, gc, gd, ge, gf = a.transform
+    det = ga * ge - gb * gd
+    if det == 0 or not math.isfinite(det):
+        raise RumiError(f"item {redact(a.id)[:80]!r} ({redact(a.href)}): proj:transform {list(a.transform)} is "
+                        "singular (no pixel maps back to it): the grid cannot be cut to a bbox")
+    dx, dy = xs - gc, ys - gf
+    cols = (ge * dx - gb * dy) / det  # the inverse affine: fractional column and row of each outline point
+    rows = (ga * dy - gd * dx) / det
     h, w = a.shape
-    tr = pyproj.Transformer.from_crs(4326, a.epsg, always_xy=True)
-    xs, ys = tr.transform([xmin, xmax, xmin, xmax], [ymin, ymin, ymax, ymax])
-    right, bottom = left + a.transform[0] * w, top + a.transform[4] * h
-    x0, x1 = sorted((left, right))
-    y0, y1 = sorted((top, bottom))
-    return min(xs) <= x1 and max(xs) >= x0 and min(ys) <= y1 and max(ys) >= y0
+    out = []
+    for frac, size in ((rows, h), (cols, w)):
+        first = math.floor(float(frac.min()) + _ALIGNED)
+        last = max(math.ceil(float(frac.max()) - _ALIGNED), first + 1)  # exclusive; a point still meets a pixel
+        lo, hi = max(first, 0), min(last, size)
+        if lo >= hi:
+            return None
+        out.append(slice(lo, hi))
+    return out[0], out[1]
 
 
 def load(items: Any, *, bands: Sequence[int | str] | None = None,
@@ -655,13 +766,16 @@ def load(items: Any, *, bands: Sequence[int | str] | None = None,
     Parameters
     ----------
     items : pystac Items or their dicts, or an ItemCollection
-        Items made by :func:`item` (any Item whose asset carries ``rumi:header``).
+        Items made by :func:`item` (any Item whose asset carries ``rumi:header``).  A relative
+        asset href is resolved against the Item's self link, as pystac resolves it.
     bands : sequence of int (1-based) or str (eo band names), optional
         Bands of the xarray output (default all).
     bbox : (west, south, east, north) in WGS 84, optional
-        Keep Items whose footprint meets it; the xarray output is also cut to it.
-    time : datetime, ISO text, ``"start/end"`` or a (start, end) pair, optional
-        Keep Items whose time meets it.
+        Keep Items whose grid meets it; the xarray output is also cut to every pixel it touches
+        (snapped outward, as odc-stac does).  Its edges are densified when projected to each
+        file's CRS: a parallel bends there, and four corners would miss pixels.
+    time : datetime, date, numpy.datetime64, ISO text, ``"start/end"`` or a (start, end) pair, optional
+        Keep Items whose time meets it.  A date is the whole day; naive times are UTC.
     output : {"xarray", "cube", "collection"}
         An ``xarray.Dataset`` (dims time, band, y, x; a rioxarray CRS; Dask-backed), a
         :class:`rumimm.Cube` (the Items must share a grid) or a :class:`rumimm.ImageCollection`.
@@ -747,16 +861,9 @@ def _dataset(cube: Cube, assets: list[_Asset], bands: Sequence[int | str] | None
     if bands is not None:
         ds = ds.isel(band=[_band_index(ds, b) for b in bands])
     if bbox is not None:
-        import pyproj
-
-        a = assets[0]
-        tr = pyproj.Transformer.from_crs(4326, a.epsg, always_xy=True)
-        xs, ys = tr.transform([bbox[0], bbox[2], bbox[0], bbox[2]], [bbox[1], bbox[1], bbox[3], bbox[3]])
-        x = ds["x"].values
-        y = ds["y"].values
-        xsel = (x >= min(xs)) & (x <= max(xs))
-        ysel = (y >= min(ys)) & (y <= max(ys))
-        ds = ds.isel(x=np.flatnonzero(xsel), y=np.flatnonzero(ysel))
+        window = _window(assets[0], bbox)  # the Items share one grid
+        rows, cols = window if window is not None else (slice(0, 0), slice(0, 0))
+        ds = ds.isel(y=rows, x=cols)
     return ds
 
 
@@ -775,15 +882,16 @@ def _band_index(ds: xr.Dataset, band: int | str) -> int:
 def from_items(items: Any) -> pa.Table:
     """A :func:`rumimm.catalog` table of STAC Items of rumi files (a search result becomes a catalog).
 
-    Built from the Items alone (paths are the asset hrefs, blobs their ``rumi:header``): no file is
-    read.  Band metadata comes from the raster and eo extensions; a spec 0.2 file's single time
-    from the Item's datetime (files of several time steps get none: their trailer holds them).
+    Built from the Items alone (paths are the asset hrefs, a relative one resolved against the Item's
+    self link; blobs their ``rumi:header``): no file is read.  Band metadata comes from the raster and
+    eo extensions; a spec 0.2 file's single time from the Item's datetime (files of several time
+    steps get none: their trailer holds them).
     """
     from rumimm.format.v2 import parse_header
     from rumimm.integrations.catalogs import catalog_from_rows
 
-    dicts = [it.to_dict(include_self_link=False, transform_hrefs=False) if hasattr(it, "to_dict") else it
-             for it in _item_list(items)]
+    dicts = [it.to_dict(include_self_link=True, transform_hrefs=False) if hasattr(it, "to_dict") else it
+             for it in _item_list(items)]  # the self link: relative hrefs are resolved against it
     assets = [_Asset(d) for d in dicts]
     rows = []
     for a, d in zip(assets, dicts, strict=True):
@@ -802,18 +910,13 @@ def from_items(items: Any) -> pa.Table:
         eo = asset.get("eo:bands")
         names = [b.get("name") if isinstance(b, Mapping) else None for b in eo] if isinstance(eo, list) else []
         names = names if len(names) == bands else []
-        nodata = raster[0].get("nodata") if isinstance(raster[0], Mapping) else None
-        try:
-            nodata = float(nodata) if isinstance(nodata, (int, float, str)) and not isinstance(nodata, bool) else None
-        except ValueError:
-            raise RumiError(f"item {redact(a.id)[:80]!r} ({redact(a.href)}): raster:bands nodata {_show(nodata)} "
-                            "is not a number") from None
+        nodata = [_nodata_of(b.get("nodata"), a) for b in raster]  # each band's; an integer stays exact
         meta = (nodata, [str(n or "") for n in names] or [""] * bands,
                 [float(b.get("scale", 1.0)) for b in raster], [float(b.get("offset", 0.0)) for b in raster],
                 [str(b.get("unit", "")) for b in raster])
-        if not any(meta[1]) and nodata is None and all(s == 1.0 for s in meta[2]) and not any(meta[3]) \
+        if not any(meta[1]) and all(v is None for v in nodata) and all(s == 1.0 for s in meta[2]) and not any(meta[3]) \
                 and not any(meta[4]):
-            meta = (None, [], [], [], [])  # as a file without a sidecar catalogues
+            meta = ([], [], [], [], [])  # as a file without a sidecar catalogues
         time = None
         if hdr.spec == "0.2" and hdr.time_count == 1 and a.start is not None and a.end is not None:
             time = [_naive(a.start)] if a.start == a.end else [f"{_naive(a.start)}/{_naive(a.end)}"]
@@ -828,6 +931,20 @@ def from_items(items: Any) -> pa.Table:
     for name, values in (("start_datetime", [a.start for a in assets]), ("end_datetime", [a.end for a in assets])):
         table = table.append_column(name, pa.array(values, pa.timestamp("us", tz="UTC")))
     return table.replace_schema_metadata(meta)
+
+
+def _nodata_of(value: Any, a: _Asset) -> int | float | None:
+    """A raster:bands nodata as a number: an integer as given (exact beyond 2**53), NaN and infinities from
+    their text."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise RumiError(f"item {redact(a.id)[:80]!r} ({redact(a.href)}): raster:bands nodata {_show(value)} "
+                        "is not a number") from None
 
 
 def to_stac_geoparquet(items: Iterable[pystac.Item | Mapping[str, Any]], path: StrPath) -> None:
@@ -855,6 +972,18 @@ def _bounds(transform: Sequence[float], shape: Sequence[int]) -> tuple[float, fl
     a, _, c, _, e, f = transform
     xs, ys = (c, c + a * shape[1]), (f, f + e * shape[0])
     return (min(xs), min(ys), max(xs), max(ys))
+
+
+def is_items(obj: Any) -> bool:
+    """Whether ``obj`` is STAC Items as :func:`load` and :func:`from_items` take them: pystac objects, a
+    FeatureCollection dict, or a list of pystac Items or Item dicts (what ``item.to_dict()`` and
+    :func:`read_stac_geoparquet` give), so the datasets taking Items take their dicts too."""
+    def one(x: Any) -> bool:
+        return type(x).__module__.startswith("pystac") or (
+            isinstance(x, Mapping) and ((x.get("type") == "Feature" and "assets" in x)
+                                        or (x.get("type") == "FeatureCollection" and "features" in x)))
+
+    return one(obj) or (isinstance(obj, (list, tuple)) and bool(obj) and one(obj[0]))
 
 
 def _item_list(items: Any) -> list[Any]:

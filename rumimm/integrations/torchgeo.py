@@ -66,10 +66,9 @@ _ALIGNED = 1e-6  # a query edge within this many pixels of a pixel edge is on it
 
 def _table(catalog: pa.Table | StrPath, where: Where) -> pa.Table:
     """The catalog's pyarrow table (read from GeoParquet if a path), rows selected by ``where``."""
-    if type(catalog).__module__.startswith("pystac") or (isinstance(catalog, list) and catalog
-                                                          and type(catalog[0]).__module__.startswith("pystac")):
-        from rumimm.integrations.stac import from_items  # STAC Items of rumi files: a catalog table, no file read
+    from rumimm.integrations.stac import from_items, is_items
 
+    if is_items(catalog):  # pystac Items or their dicts (a stac-geoparquet read): a catalog table, no file read
         catalog = from_items(catalog)
     if isinstance(catalog, (str, os.PathLike)):
         names = rumimm.read_catalog(catalog, columns=[]).schema.names
