@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pyproj
 import pytest
 
@@ -91,3 +93,27 @@ def test_projjson_text_and_dict_are_accepted():
     text = pyproj.CRS.from_epsg(3035).to_json()
     assert parse_crs(text).to_epsg() == 3035
     assert parse_crs(json.loads(text)).to_epsg() == 3035
+
+
+def test_the_code_with_the_sources_axis_order_is_preferred_and_the_others_described_truly():
+    """An easting-northing UTM on GRS80 fits EPSG:25833 and its northing-easting twin EPSG:3045 (same datum,
+    wider area of use): pyproj's own to_epsg says 25833, and the note says how each other fit differs."""
+    src = pyproj.CRS.from_user_input("+proj=tmerc +lat_0=0 +lon_0=15 +k=0.9996 +x_0=500000 +y_0=0 +ellps=GRS80 "
+                                     "+units=m +no_defs")
+    found = identify(src, (500000, 4600000))
+    assert found.epsg == src.to_epsg(min_confidence=20) == 25833 and not found.exact
+    best = pyproj.CRS.from_epsg(found.epsg)
+    assert [a.direction for a in best.axis_info] == [a.direction for a in src.axis_info]
+    listed = found.note.split("; ", 1)[1]
+    assert listed.endswith("also fit") and "other datums" not in listed
+    for code, why in re.findall(r"EPSG:(\d+) \(([^)]*)\)", listed):
+        other = pyproj.CRS.from_epsg(code)
+        assert ("another datum" in why) == (other.datum.name != best.datum.name)
+        assert ("N-E axes" in why) == ([a.direction for a in other.axis_info] == ["north", "east"])
+
+
+def test_an_axis_twin_on_the_same_datum_is_described_as_such():
+    from rumimm.format.crs_identify import _unlike
+
+    assert _unlike(pyproj.CRS.from_epsg(3045), pyproj.CRS.from_epsg(25833)) == "N-E axes"
+    assert _unlike(pyproj.CRS.from_epsg(3065), pyproj.CRS.from_epsg(25833)) == "another datum"

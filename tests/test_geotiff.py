@@ -656,3 +656,138 @@ def test_issue_24_a_tiff_tag_with_a_control_character_is_left_out_with_a_warning
     with rumimm.open(tmp_path / "out.rumi", blob) as img:
         assert np.array_equal(img[...], np.arange(12, dtype=np.uint8).reshape(1, 3, 4))
         assert img.tags().get("TIFFTAG_SOFTWARE") == "kept" and "TIFFTAG_ARTIST" not in img.tags()
+
+
+@pytest.mark.parametrize("cog", [False, True])
+def test_an_export_over_a_geotiff_takes_away_its_external_mask_and_overviews(tmp_path, cog):
+    """GDAL applies ``NAME.msk`` and ``NAME.ovr`` to whatever NAME is; replacing NAME must not leave the old
+    ones on the new file (half of it masked, overviews of other pixels), and a failed export keeps them."""
+    tif, msk, ovr = tmp_path / "a.tif", tmp_path / "a.tif.msk", tmp_path / "a.tif.ovr"
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False):
+        with rasterio.open(tif, "w", driver="GTiff", dtype="uint8", count=1, height=64, width=64, crs="EPSG:32633",
+                           transform=NORTH_UP) as ds:
+            ds.write(np.ones((1, 64, 64), np.uint8))
+            half = np.zeros((64, 64), np.uint8)
+            half[:, :32] = 255
+            ds.write_mask(half)
+    with warnings.catch_warnings():  # an external overview file, as gdaladdo -ro writes: the level as a TIFF
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(ovr, "w", driver="GTiff", dtype="uint8", count=1, height=32, width=32) as ds:
+            ds.write(np.ones((1, 32, 32), np.uint8))
+    with rasterio.open(tif) as ds:
+        assert ds.overviews(1) == [2] and not ds.read_masks(1).all()
+    assert msk.exists() and ovr.exists()
+    rumimm.write(tmp_path / "a.rumi", np.full((1, 64, 64), 200, np.uint8), tile=64, transform=NORTH_UP, crs=32633)
+    before = msk.read_bytes(), ovr.read_bytes()
+    with pytest.raises(ValueError, match="compress"):
+        to_geotiff(tmp_path / "a.rumi", tif, compress="no-such-codec", cog=cog)
+    assert (msk.read_bytes(), ovr.read_bytes()) == before
+    to_geotiff(tmp_path / "a.rumi", tif, cog=cog)
+    assert sorted(os.listdir(tmp_path)) == ["a.rumi", "a.tif"]
+    with rasterio.open(tif) as ds:
+        assert ds.read_masks(1).all() and ds.overviews(1) == ([] if not cog else ds.overviews(1))
+        assert (ds.read(1, out_shape=(32, 32)) == 200).all()  # any overview GDAL reads is of the new pixels
+
+
+def test_a_crs_without_a_geotransform_is_dropped_with_a_warning(tmp_path):
+    """rasterio gives a file without a geotransform the identity: no georeferencing, not a real transform."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(tmp_path / "c.tif", "w", driver="GTiff", dtype="uint8", count=1, height=20, width=30,
+                           crs="EPSG:32633") as ds:
+            ds.write(np.ones((1, 20, 30), np.uint8))
+    with pytest.warns(rasterio.errors.NotGeoreferencedWarning), rasterio.open(tmp_path / "c.tif") as ds:
+        assert ds.crs.to_epsg() == 32633 and ds.transform.is_identity  # GDAL: a CRS, no geotransform
+    with pytest.warns(RumiWarning, match=r"c.tif: the CRS \(.*zone=33.*\) is dropped: the file has no geotransform"):
+        blob = from_geotiff(tmp_path / "c.tif", tmp_path / "c.rumi", tile=16)
+    with rumimm.open(tmp_path / "c.rumi", header=blob) as img:
+        assert img.transform is None and img.crs is None and img.bounds is None
+    to_geotiff(tmp_path / "c.rumi", tmp_path / "out.tif")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(tmp_path / "out.tif") as ds:
+            assert ds.crs is None and ds.transform.is_identity
+
+
+@pytest.mark.parametrize(("dtype", "nodata"), [("int64", -2**63), ("int64", 2**62 + 1), ("uint64", 2**64 - 1)])
+def test_a_64_bit_nodata_gdal_would_read_back_as_another_value_is_left_out_with_a_warning(tmp_path, dtype, nodata):
+    data = np.arange(256, dtype=dtype).reshape(1, 16, 16)
+    data[0, 0, 0] = nodata
+    rumimm.write(tmp_path / "a.rumi", data, nodata=nodata, tile=16, transform=NORTH_UP, crs=32633)
+    with pytest.warns(RumiWarning, match=f"a.rumi: rasterio cannot write nodata {nodata} exactly .* none was written"):
+        to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif")
+    with rasterio.open(tmp_path / "a.tif") as ds:
+        assert ds.nodata is None and np.array_equal(ds.read(), data)
+
+
+@pytest.mark.parametrize("nodata", [-9999, 2**53, -2**53])
+def test_a_64_bit_nodata_a_float64_carries_is_written(tmp_path, nodata):
+    rumimm.write(tmp_path / "a.rumi", np.zeros((1, 16, 16), np.int64), nodata=nodata, tile=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RumiWarning)
+        to_geotiff(tmp_path / "a.rumi", tmp_path / "a.tif")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(tmp_path / "a.tif") as ds:
+            assert ds.nodata == nodata
+
+
+@pytest.mark.parametrize(("dtype", "nd"), [("int64", 2**62 + 1), ("uint64", 2**64 - 1), ("int64", -2**63 + 1)])
+def test_a_64_bit_nodata_beyond_2_53_is_imported_as_gdal_holds_it_not_rounded(tmp_path, dtype, nd):
+    # 2**62 + 1: a float64 holds 2**62; 2**64 - 1: rasterio reports None; GDAL masks the exact value only
+    data = np.arange(16, dtype=dtype).reshape(1, 4, 4)
+    data[0, 0, :2] = nd, nd - 1
+    src = make_tif(tmp_path / "s.tif", data, block=16)
+    (tmp_path / "s.tif.aux.xml").write_text(
+        f'<PAMDataset><PAMRasterBand band="1"><NoDataValue>{nd}</NoDataValue></PAMRasterBand></PAMDataset>')
+    with rasterio.open(src) as ds:
+        masks = ds.read_masks(1)
+    assert not masks[0, 0] and masks[0, 1]  # GDAL: the exact value is nodata, its float64 neighbour is not
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RumiWarning)
+        from_geotiff(src, tmp_path / "s.rumi", tile=16)
+    with rumimm.open(tmp_path / "s.rumi") as img:
+        assert img.nodata == nd and isinstance(img.nodata, int)
+        assert np.array_equal(img[0] != img.nodata, masks > 0)
+
+
+def test_a_missing_or_unreadable_source_is_refused_naming_it(tmp_path):
+    with pytest.raises(FileNotFoundError) as info:
+        from_geotiff(tmp_path / "missing.tif", tmp_path / "o.rumi")
+    assert info.value.filename == str(tmp_path / "missing.tif")
+    with pytest.raises(FileNotFoundError):
+        rumimm.open(tmp_path / "missing.tif")  # what rumimm.open says of the same path
+    (tmp_path / "notes.tif").write_text("hello\n")
+    with pytest.raises(RumiError, match=r"notes.tif: not a TIFF file .*nor a raster format GDAL reads"):
+        from_geotiff(tmp_path / "notes.tif", tmp_path / "o.rumi")
+    (tmp_path / "cut.tif").write_bytes(b"II*\x00" + bytes(20))
+    with pytest.raises(RumiError, match=r"cut.tif: GDAL cannot open it as a raster: "):
+        from_geotiff(tmp_path / "cut.tif", tmp_path / "o.rumi")
+    assert sorted(os.listdir(tmp_path)) == ["cut.tif", "notes.tif"]
+
+
+def test_a_crs_without_a_code_is_stored_as_the_code_with_its_axis_order(tmp_path):
+    """An easting-northing UTM on GRS80 is EPSG:25833 (as rasterio and pyproj say), not its N-E twin 3045."""
+    crs = rasterio.crs.CRS.from_proj4("+proj=tmerc +lat_0=0 +lon_0=15 +k=0.9996 +x_0=500000 +y_0=0 +ellps=GRS80 "
+                                      "+units=m +no_defs")
+    src = make_tif(tmp_path / "t.tif", sample("uint8", (1, 16, 16)), crs=crs,
+                   transform=Affine(10, 0, 500000, 0, -10, 4600000))
+    with rasterio.open(src) as ds:
+        expected = ds.crs.to_epsg(confidence_threshold=20)
+    with pytest.warns(RumiWarning, match=f"stored as EPSG:{expected}") as record:
+        from_geotiff(src, tmp_path / "t.rumi", tile=16)
+    assert "EPSG:3045 (other datums)" not in str(record[0].message)
+    with rumimm.open(tmp_path / "t.rumi") as img:
+        assert img.epsg == expected
+        assert [a.direction for a in img.pyproj_crs.axis_info] == ["east", "north"]
+
+
+def test_a_complex_nodata_left_out_is_not_said_to_be_one_gdal_lacks(tmp_path):
+    data = (np.arange(12).reshape(1, 3, 4) + 0j).astype(np.complex64)
+    src = make_tif(tmp_path / "c.tif", data, block=16, nodata=0)
+    with rasterio.open(src) as ds:
+        assert not ds.read_masks(1)[0, 0] and ds.read_masks(1).sum() == 11 * 255  # GDAL masks it
+    with pytest.warns(RumiWarning, match="rumi cannot hold nodata 0.0 of band 1: rumi keeps no nodata for complex64 "
+                                         "samples") as record:
+        from_geotiff(src, tmp_path / "c.rumi", tile=16)
+    assert "GDAL has no nodata" not in str(record[0].message)

@@ -8,9 +8,12 @@ same kind (projected or geographic), the same ellipsoid and prime meridian, the 
 projection method with the same parameter values and the same linear unit, and, when
 the CRS names a known datum, that datum.  The candidates are the codes PROJ's own
 identification proposes plus the EPSG CRSs whose area of use holds the image's centre;
-when several fit, the one with the widest area of use is taken (a UTM zone on the
-WGS 84 ellipsoid is WGS 84's, not a national datum's on the same ellipsoid), unless two
-are equally wide.  Nothing fits: :class:`rumimm.CRSError` listing the nearest codes
+when several fit, those with the CRS's own axis order come first (an easting-northing
+UTM on GRS80 is EPSG:25833, not its northing-easting twin EPSG:3045, as pyproj's
+``to_epsg`` says), and of those the one with the widest area of use is taken (a UTM zone
+on the WGS 84 ellipsoid is WGS 84's, not a national datum's on the same ellipsoid),
+unless two are equally wide.  The note names the others that fit and how each differs
+(datum, axis order).  Nothing fits: :class:`rumimm.CRSError` listing the nearest codes
 and why each differs.
 """
 
@@ -287,6 +290,31 @@ def _epsg_crs(code: str):
         return None
 
 
+def _axes(crs) -> tuple[str, ...]:
+    """The directions of a CRS's axes, in order (``("east", "north")``)."""
+    return tuple((a.direction or "").lower() for a in crs.axis_info)
+
+
+def _datum_key(crs) -> str:
+    try:
+        datum = crs.datum
+    except Exception:
+        return ""
+    return "" if datum is None else (_datum_code(crs) or datum.name or "")
+
+
+def _unlike(cand, best) -> str:
+    """How ``cand``, which fits too, differs from ``best``: its datum, its axis order, or its area of use."""
+    why = []
+    if _datum_key(cand) != _datum_key(best):
+        why.append("another datum")
+    if _axes(cand) != _axes(best):
+        why.append("-".join(d[:1].upper() for d in _axes(cand)) + " axes")
+    if why:
+        return ", ".join(why)
+    return "a narrower area of use" if _area(cand) < _area(best) else "ranked lower by PROJ"
+
+
 def _rank(ranked: list[str], code: str) -> int:
     return ranked.index(code) if code in ranked else len(ranked)
 
@@ -344,16 +372,19 @@ def _identify(src, lonlat) -> Identified:
                            f"use holds the image: {names}; pass crs=<code> with the one it is")
         fits = inside
     if fits:
-        # widest area of use first; among equally wide ones, PROJ's own ranking
-        fits.sort(key=lambda kc: (-_area(kc[1]), _rank(ranked, kc[0])))
+        # the source's axis order first (EPSG:25833 for an easting-northing UTM, not its northing-easting
+        # twin EPSG:3045), then the widest area of use; among equally wide ones, PROJ's own ranking
+        axes = _axes(src)
+        fits.sort(key=lambda kc: (_axes(kc[1]) != axes, -_area(kc[1]), _rank(ranked, kc[0])))
         (code, best), rest = fits[0], fits[1:]
-        ties = [(k, c) for k, c in rest if _area(c) == _area(best) and _rank(ranked, k) == _rank(ranked, code)]
+        ties = [(k, c) for k, c in rest if _area(c) == _area(best) and _rank(ranked, k) == _rank(ranked, code)
+                and _axes(c) == _axes(best)]
         if ties:
             names = ", ".join(f"EPSG:{k} ({c.name})" for k, c in [fits[0], *ties][:4])
             raise CRSError(f"the CRS ({name}) fits several EPSG codes equally: {names}; pass crs=<code> with the "
                            "one it is")
-        others = ", ".join(f"EPSG:{k}" for k, _ in rest[:3]) + (", ..." if len(rest) > 3 else "")
-        others = f"; {others} (other datums) also fit" if others else ""
+        others = ", ".join(f"EPSG:{k} ({_unlike(c, best)})" for k, c in rest[:3]) + (", ..." if len(rest) > 3 else "")
+        others = f"; {others} also fit" if others else ""
         return Identified(int(code), False, best.name,
                           f"it has EPSG:{code}'s projection, parameters and ellipsoid ({best.name}){others}")
     if near:

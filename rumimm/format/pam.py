@@ -111,7 +111,10 @@ class Metadata:
         return not self.tags and not self.domains and all(b.is_empty() for b in self.bands)
 
     def check_dtype(self, dtype) -> None:
-        """ValueError unless every band's nodata is a value of ``dtype`` (as GDAL and rasterio require)."""
+        """ValueError unless every band's nodata is a value of ``dtype`` (as GDAL and rasterio require).
+
+        rumi keeps none for complex samples (GDAL does mask those equal to a nodata).
+        """
         import numpy as np
 
         dtype = np.dtype(dtype)
@@ -128,7 +131,7 @@ class Metadata:
                         np.finfo(dtype).max)):
                     raise ValueError(f"nodata {v!r} of band {i} is beyond the range of {dtype}")
             else:
-                raise ValueError(f"nodata: GDAL has no nodata for {dtype} samples")
+                raise ValueError(f"nodata {v!r} of band {i}: rumi keeps no nodata for {dtype} samples")
 
     def without_bad_nodata(self, dtype) -> tuple[Metadata, list[str]]:
         """This metadata less each band's nodata that is not a value of ``dtype``, and why each was dropped."""

@@ -9,7 +9,10 @@ the code).  PixelIsPoint files are read and written with ``GTIFF_POINT_GEO_IGNOR
 their matrix is not shifted by half a pixel on the way.  Nodata, band descriptions,
 colour interpretation, scales, offsets, units, colour maps and tags go into the rumi
 file's PAM sidecar (``NAME.rumi.aux.xml``) and come back out on export; what neither
-holds (overviews, mask bands, GCPs, RPCs) is listed in one warning.
+holds (overviews, mask bands, GCPs, RPCs) is listed in one warning.  A file with a CRS
+but no geotransform (rasterio's identity) is stored without georeferencing, with a
+warning.  An export replaces what GDAL would read as part of the old file (its
+``.aux.xml``, ``.msk`` and ``.ovr``).
 
 Sample types map one to one where GDAL has them: the 8 to 64-bit integers, float32/64,
 complex64/128; rumi's bool, uint2 and uint4 are GDAL ``Byte`` with ``NBITS`` 1, 2, 4,
@@ -18,6 +21,8 @@ and float16 is ``Float32`` with ``NBITS=16`` (GDAL stores it as half floats).
 
 from __future__ import annotations
 
+import errno
+import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -53,6 +58,9 @@ if TYPE_CHECKING:
 
 #: larger cache only holds blocks that are never needed again (GDAL's default is 5 % of RAM).
 GDAL_CACHE_BYTES = 16 << 20
+#: Files GDAL reads as part of a GeoTIFF ``NAME``: ``NAME.msk`` (mask) and ``NAME.ovr`` (overviews), in
+#: either case (GDAL looks for ``.OVR``/``.MSK`` when the lower-case one is missing).
+ASSOCIATED = (".msk", ".MSK", ".ovr", ".OVR")
 
 
 def _env(rasterio: ModuleType, **options: object) -> Env:
@@ -139,7 +147,9 @@ def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = Non
     dst : str or os.PathLike
         The GeoTIFF to create or replace (atomically), or a URI (``s3://``, ``gs://``, ``az://``):
         GDAL writes a GeoTIFF out of order, so it is written to a local temporary file, then
-        uploaded (visible only once complete).
+        uploaded (visible only once complete).  A replaced file's ``.aux.xml``, ``.msk``
+        and ``.ovr``, which GDAL would read as part of the new one, are removed once it
+        is in place.
     header : bytes, optional
         ``src``'s header blob.
     storage_options, overwrite
@@ -164,6 +174,13 @@ def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = Non
         ``threads`` is not an int >= 1 (or None).
     ImportError
         rasterio is missing, or ``cog=True`` and GDAL has no COG driver.
+
+    Warns
+    -----
+    RumiWarning
+        Once, listing what the GeoTIFF does not get: per-band nodata, a colour map GDAL
+        refuses, or a 64-bit integer nodata beyond 2**53 (rasterio sets nodata as a
+        float64, which GDAL would read back as another value).
     """
     from rumimm.reader.image import Image
     from rumimm.reader.image import open as open_image
@@ -202,29 +219,47 @@ def to_geotiff(src: StrPath | Image, dst: StrPath, *, header: bytes | None = Non
             profile = gtiff_profile(img, compress=compress, predictor=predictor, tile=tile, interleave=interleave,
                                     bigtiff=bigtiff)
             profile["num_threads"] = threads  # a creation option: GDAL compresses blocks in parallel
+            lost = _inexact_nodata(profile)
             with _env(rasterio):
                 if not cog:
-                    _write_gtiff(rasterio, img, tmp, profile, progress)
+                    _write_gtiff(rasterio, img, tmp, profile, progress, lost)
                 else:
-                    _write_cog(rasterio, img, dst, tmp, profile, progress)
+                    _write_cog(rasterio, img, dst, tmp, profile, progress, lost)
     except BaseException:
         if own is not None:
             _remove(own)
         raise
-    # the GeoTIFF replaced: a sidecar of the file it replaced (nodata, descriptions) must not describe it
+    # the GeoTIFF replaced: a sidecar of the file it replaced (nodata, descriptions) must not describe it,
+    # nor may its external mask or overviews be applied to the new one (GDAL's Create deletes them too)
     side = os.fspath(dst) + ".aux.xml"
     if os.path.exists(own):
         os.replace(own, side)
     else:
         _remove(side)
+    for ext in ASSOCIATED:
+        _remove(os.fspath(dst) + ext)
+
+
+def _inexact_nodata(profile: dict[str, Any]) -> list[str]:
+    """Take out of ``profile`` a nodata GDAL would read back as another value; say so (for the warning).
+
+    rasterio sets nodata as a float64, whose text (``-9.2233720368547758e+18``) GDAL reads
+    for a 64-bit integer band with ``strtoll`` (-9): an integer beyond 2**53 is not carried.
+    """
+    v = profile.get("nodata")
+    if not (isinstance(v, int) and abs(v) > 2**53 and np.dtype(profile["dtype"]).kind in "iu"):
+        return []
+    profile["nodata"] = None
+    return [f"rasterio cannot write nodata {v} exactly (it sets a nodata as a float64, which GDAL reads back "
+            "as another value for an integer beyond 2**53): none was written"]
 
 
 def _write_cog(rasterio: ModuleType, img: Image, dst: StrPath, tmp: str, profile: dict[str, Any],
-               progress: ProgressArg) -> None:
+               progress: ProgressArg, lost: list[str]) -> None:
     """A Cloud Optimized GeoTIFF at ``tmp``: GDAL's COG driver copies from a finished GeoTIFF."""
     staged = temp_path(dst)
     try:
-        _write_gtiff(rasterio, img, staged, profile, progress)
+        _write_gtiff(rasterio, img, staged, profile, progress, lost)
         opts = {k.upper(): v for k, v in profile.items() if k in ("compress", "predictor", "bigtiff", "num_threads")}
         opts.setdefault("COMPRESS", "NONE")  # the COG driver's own default is LZW, not "none"
         opts["BLOCKSIZE"] = max(profile["blockxsize"], profile["blockysize"])
@@ -235,8 +270,8 @@ def _write_cog(rasterio: ModuleType, img: Image, dst: StrPath, tmp: str, profile
 
 
 def _write_gtiff(rasterio: ModuleType, img: Image, path: str, profile: dict[str, Any], progress: ProgressArg,
-                 ) -> None:
-    """Stream ``img`` into a GeoTIFF at ``path``, one row of blocks at a time."""
+                 lost: list[str]) -> None:
+    """Stream ``img`` into a GeoTIFF at ``path``, one row of blocks at a time; ``lost``: what to warn of."""
     from rumimm.progress import Progress
 
     height, width = img.shape[1:]
@@ -248,9 +283,10 @@ def _write_gtiff(rasterio: ModuleType, img: Image, path: str, profile: dict[str,
     with out, Progress(progress, len(rows), desc="export", unit="row") as bar:
         if img.pixel_is_point:
             out.update_tags(AREA_OR_POINT="Point")
-        lost = _restore_metadata(out, img)
-        if lost:
-            warnings.warn(f"{where(img.path)}a GeoTIFF cannot hold {'; '.join(lost)}", RumiWarning, stacklevel=3)
+        unheld = _restore_metadata(out, img)
+        said = lost + ([f"a GeoTIFF cannot hold {'; '.join(unheld)}"] if unheld else [])
+        if said:
+            warnings.warn(f"{where(img.path)}{'; '.join(said)}", RumiWarning, stacklevel=3)
         for y0 in rows:
             y1 = min(y0 + step, height)
             out.write(_to_gdal(img[:, y0:y1, :], profile["dtype"]),
@@ -315,9 +351,12 @@ def _source_georef(ds: DatasetReader, crs: CRSArg,
                                f"({short_name(ds.crs)}) is EPSG:{found.epsg} ({found.name}); drop crs= to keep it, "
                                "or reproject the file (gdalwarp -t_srs) if it is to be in another CRS")
         return tuple(ds.transform)[:6], code, None
+    if identity:  # rasterio's identity stands for no geotransform: a CRS alone places no pixel
+        note = None if ds.crs is None else (
+            f"{where(ds.name)}the CRS ({short_name(ds.crs)}) is dropped: the file has no geotransform, so "
+            "nothing places its pixels in it; stored without georeferencing")
+        return None, None, note
     if ds.crs is None:
-        if identity:
-            return None, None, None
         raise CRSError(f"{where(ds.name)}the file has a geotransform but no CRS; pass crs=<EPSG code> "
                        "(rumimm convert --crs EPSG:<code>) with the CRS it is in, or drop_georef=True "
                        "(--drop-georef) to convert the pixels without georeferencing")
@@ -345,9 +384,10 @@ def _source_metadata(ds: DatasetReader, dtype: np.dtype) -> tuple[Metadata, list
     from rumimm.format.pam import Metadata
 
     count = ds.count
-    lost = []
-    nodata: list | None = list(ds.nodatavals)
-    if any(v is not None for v in ds.nodatavals):
+    lost: list[str] = []
+    exact = _exact_nodata(ds, dtype, lost)
+    nodata: list | None = exact
+    if any(v is not None for v in exact):
         try:
             Metadata.from_args(count, nodata=nodata).check_dtype(dtype)
         except ValueError as exc:
@@ -388,6 +428,45 @@ def _source_metadata(ds: DatasetReader, dtype: np.dtype) -> tuple[Metadata, list
         units=units if any(units) else None, colormaps=maps or None, tags=tags,
         band_tags={i: t for i, t in band_tags.items() if t} or None)
     return meta, lost
+
+
+def _exact_nodata(ds: DatasetReader, dtype: np.dtype, lost: list[str]) -> list:
+    """The bands' nodata as GDAL holds them: a 64-bit integer one beyond 2**53 exactly, not rasterio's float.
+
+    rasterio rounds such a nodata through a float64 (and gives None for 2**64 - 1).  GDAL
+    gives its exact text to a copy: a VRT of ``ds`` (no pixels) lists each band's
+    ``NoDataValue`` as GDAL reads it, whichever of the TIFF tag or the PAM sidecar holds
+    it.  When that fails, rasterio's value is kept and said in ``lost``.
+    """
+    values = list(ds.nodatavals)
+    doubt = [i for i, v in enumerate(values) if v is None or (math.isfinite(v) and abs(v) > 2**53)]
+    if dtype.kind not in "iu" or dtype.itemsize != 8 or not doubt:
+        return values
+    import re
+    import tempfile
+    import xml.etree.ElementTree as ET
+
+    wide = [i for i in doubt if values[i] is not None]
+    try:
+        with tempfile.TemporaryDirectory(prefix="rumimm-nodata-") as folder:
+            vrt = os.path.join(folder, "nodata.vrt")
+            require("rasterio.shutil").copy(ds, vrt, driver="VRT")
+            root = ET.parse(vrt).getroot()
+        texts = [(el.findtext("NoDataValue") or "").strip() for el in root.findall("VRTRasterBand")]
+        if len(texts) != len(values):
+            raise ValueError("another band count")
+        exact = {i: int(texts[i]) for i in doubt if re.fullmatch(r"[+-]?[0-9]{1,20}", texts[i], re.ASCII)}
+        if any(i not in exact or float(exact[i]) != values[i] for i in wide):  # not the value rasterio rounded
+            raise ValueError("another nodata")
+    except Exception:
+        if wide:
+            lost.append(f"the exact nodata of band{'s' if len(wide) > 1 else ''} "
+                        f"{', '.join(str(i + 1) for i in wide)} (GDAL did not give its text; "
+                        f"{values[wide[0]]!r} is kept, which may be rounded)")
+        return values
+    for i, v in exact.items():
+        values[i] = v
+    return values
 
 
 def _unheld(ds: DatasetReader) -> list[str]:
@@ -454,26 +533,32 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
 
     Raises
     ------
+    FileNotFoundError
+        No such ``src`` (as :func:`rumimm.open`).
     CRSError
         No EPSG code has the file's projection, parameters and ellipsoid, or the file
         has a transform but no CRS, or ``crs`` contradicts the file's CRS or its
         coordinates; the message says what to pass or how to reproject.
     RumiError
-        Bands of different dtypes, a GDAL type rumi has no encoding for, or a block
-        GDAL cannot read (the message names the file, the rows and GDAL's reason).
+        A file GDAL cannot open, bands of different dtypes, a GDAL type rumi has no
+        encoding for, or a block GDAL cannot read (the message names the file, the
+        rows and GDAL's reason).
 
     Warns
     -----
     RumiWarning
         When the CRS has no EPSG code of its own but has one's projection, parameters
-        and ellipsoid (the warning names the code stored); and once listing what
-        neither rumi nor its sidecar holds (overviews, mask bands, GCPs, RPCs).
+        and ellipsoid (the warning names the code stored); when the file has a CRS but
+        no geotransform (stored without georeferencing: nothing places the pixels in
+        the CRS); and once listing what neither rumi nor its sidecar holds (overviews,
+        mask bands, GCPs, RPCs, a complex band's nodata).
 
     Notes
     -----
     Nodata, band descriptions, colour interpretation (alpha included), scales, offsets,
     units, colour maps and tags go into the PAM sidecar ``dst + ".aux.xml"`` (see
-    :func:`rumimm.write`); :func:`to_geotiff` puts them back.
+    :func:`rumimm.write`); :func:`to_geotiff` puts them back.  A 64-bit integer nodata
+    is taken as GDAL holds it, not as rasterio's float64 (which rounds one beyond 2**53).
     """
     from rumimm.progress import Progress
     from rumimm.reader.inputs import not_the_source
@@ -488,9 +573,7 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
         check_destination(header_out)
     rasterio = require("rasterio")
     with _env(rasterio):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
-            ds = rasterio.open(src)
+        ds = _open_source(rasterio, src)
         with ds:
             dtype = _source_dtype(ds)
             transform, epsg, crs_note = _source_georef(ds, crs, drop_georef)
@@ -525,6 +608,27 @@ def from_geotiff(src: StrPath, dst: StrPath, *, tile: Tile = 512, unit: Unit = "
         with replacing(header_out) as tmp, open(tmp, "wb") as fh:
             fh.write(blob)
     return blob
+
+
+def _open_source(rasterio: ModuleType, src: StrPath) -> DatasetReader:
+    """``src`` opened by rasterio; else FileNotFoundError (as ``rumimm.open``) or RumiError naming the file."""
+    from rumimm.reader.inputs import gdal_refusal
+    from rumimm.store import is_remote
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+            return rasterio.open(src)
+    except rasterio.errors.RasterioIOError as exc:
+        path = os.fspath(src)
+        local = not (is_remote(path) or path.startswith("/vsi"))
+        if local and not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path) from None
+        if local and os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, "is a directory; name the raster file to read", path) from None
+        refusal = gdal_refusal(path, exc) if local else None
+        why = " ".join(str(exc).split())
+        raise refusal or RumiError(f"{where(path)}GDAL cannot open it as a raster: {why}") from None
 
 
 def _read_rows(rasterio: ModuleType, ds: DatasetReader, window: Window) -> NDArray[Any]:
