@@ -42,15 +42,17 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
+from typing import TypeVar
 
 from rumimm import __version__
-from rumimm.errors import RumiWarning
+from rumimm.errors import FormatError, RumiWarning, where
 from rumimm.reader.describe import describe, recognise_preset
 
 __all__ = ["build_parser", "describe", "main", "recognise_preset", "register"]
 
 Configure = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
+_T = TypeVar("_T")
 
 #: name -> (one-line help, add arguments, run); filled by ``register`` below.
 COMMANDS: dict[str, tuple[str, Configure, Run]] = {}
@@ -62,7 +64,11 @@ def register(name: str, help: str, configure: Configure, run: Run) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line usage error that points to ``--help``."""
+    """argparse with a one-line usage error that points to ``--help``; ``commands`` holds the subcommands' parsers."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -77,14 +83,31 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
         configure(p)
         p.set_defaults(run=run)
+        parser.commands[name] = p
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parse_args``, with an unrecognised argument reported by the parser of the command it was given to.
+
+    ``rumimm info x --bogus`` is ``rumimm info``'s usage error (see ``rumimm info --help``), not ``rumimm``'s.
+    """
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        tokens = list(sys.argv[1:] if argv is None else argv)
+        command = getattr(args, "command", None)
+        before = tokens[:tokens.index(command)] if command in tokens else tokens  # rumimm's own options
+        commands = getattr(parser, "commands", {})
+        owner = commands[command] if command in commands and not set(extras) & set(before) else parser
+        owner.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status instead of exiting."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     except SystemExit as exc:  # --help, --version or a usage error (argparse printed it)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if getattr(args, "run", None) is None:
@@ -177,11 +200,44 @@ def _read_blob(path: str | None) -> bytes | None:
         return fh.read()
 
 
-def _readable(path: str, walk: bool = True):
-    """``reader.inputs.classify``: missing, directory, empty and broken rumi files refused alike."""
+def _readable(path: str, walk: bool = True, *, violations: bool = False, gdal: bool = False):
+    """``reader.inputs.classify``: missing, directory, FIFO, empty and broken rumi files refused alike.
+
+    A file shorter than the 16-byte header is refused as a longer one is: ``not a TIFF file``
+    unless it starts as a TIFF or rumi file does, else the IFD walk's truncated header.
+    ``violations``: left to ``validate``, which reports them as the file's; ``gdal``: a short
+    file that is no TIFF is returned, for ``convert`` to refuse as any file GDAL does not read.
+    """
     from rumimm.reader.inputs import classify
 
-    return classify(path, walk)
+    found = classify(path, walk)
+    short = None if violations else _short(found)
+    if short == "truncated":
+        from rumimm.reader.validate import build_blob
+
+        build_blob(path)  # raises: the walk's words for a header cut short
+    if short == "text" and not gdal:
+        raise FormatError(found.not_tiff())
+    return found
+
+
+def _short(found) -> str | None:
+    """``"text"`` for a file shorter than the 16-byte header that does not start as a TIFF (II, MM) or a rumi 0.2
+    file (RUMI) does (not a TIFF file, whatever its length), ``"truncated"`` for one that does, else None."""
+    if found is None or found.kind == "rumi" or len(found.head) >= 16:  # a rumi file's walk says what it lacks
+        return None
+    head = found.head
+    return "truncated" if any(head[:len(magic)] == magic[:len(head)] for magic in (b"II", b"MM", b"RUMI")) else "text"
+
+
+def _refused_as_everywhere(path: str, call: Callable[[], _T]) -> _T:
+    """``call()``; when it fails, the pre-check's message for ``path`` if it has one (a missing file, a FIFO, ...),
+    so that every command refuses a kind of bad input in the same words.  A readable file is opened once."""
+    try:
+        return call()
+    except (OSError, ValueError):
+        _readable(path, walk=False)
+        raise
 
 
 def _size(path: str) -> int:
@@ -227,18 +283,21 @@ def _info_args(p: argparse.ArgumentParser) -> None:
 
 
 def _info(args: argparse.Namespace) -> int:
-    d = describe(args.path, _read_blob(args.header))
+    d = _refused_as_everywhere(args.path, lambda: describe(args.path, _read_blob(args.header)))
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
+    from rumimm.format.units import is_tile
+
     kind = "" if d["geographic"] is None else (" (geographic)" if d["geographic"] else " (projected)")
     rows = [
         ("path", d["path"]),
-        ("spec", f"rumi {d.get('spec', '0.1')}"),
+        ("spec", f"rumi {d['spec']}"),
         ("shape", f"{tuple(d['shape'])} ({'time, ' if len(d['shape']) == 4 else ''}band, y, x)"),
         ("dtype", f"{d['dtype']} (sample_format {d['sample_format']}, bits_per_sample {d['bits_per_sample']})"),
         ("grid", f"{d['tile'][0]} x {d['tile'][1]} tiles (y x x), {d['tiles_down']} down x {d['tiles_across']} across"),
-        ("frame unit", f"{d['frame_unit']} ({d['frame_layout']})" if "frame_layout" in d else d["frame_unit"]),
+        ("frame unit", f"{d['frame_unit']} ({'tile' if is_tile(d['frame_unit_number']) else 'cell'} frames, "
+                       f"frame_unit {d['frame_unit_number']})" if "frame_unit_number" in d else d["frame_unit"]),
         *([("bands", "; ".join(d["bands"])), ("time", f"{d['time_kind']}: " + ", ".join(
             "/".join(t) if isinstance(t, list) else t for t in d["time"]))] if "bands" in d else []),
         ("frames", f"{d['frames']} from byte {d['base_frame_offset']} "
@@ -278,8 +337,11 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from rumimm.reader.validate import validate
 
-    _readable(args.path, walk=False)  # nothing to validate: missing, a directory, empty (exit 2, as everywhere)
+    # nothing to validate: missing, a directory, a FIFO, empty (exit 2, as everywhere)
+    found = _readable(args.path, walk=False, violations=True)
     rep = validate(args.path, header=_read_blob(args.header), decode=args.decode)
+    if _short(found) == "text" and rep.violations:  # a short text file: not a TIFF, as a longer one
+        rep.violations[0] = found.not_tiff().removeprefix(where(found.path))
     print(rep)  # "PATH: compliant", or one "PATH: violation" line each
     for what in rep.checked:  # what "compliant" covers: decoding every frame only with --decode
         print(f"  checked {what}")
@@ -301,11 +363,12 @@ def _index_args(p: argparse.ArgumentParser) -> None:
 def _index(args: argparse.Namespace) -> int:
     from rumimm.reader.index_output import blob_destination, write_index
 
-    where = blob_destination(args.output, args.hex, sys.stdout.isatty())
+    dest = blob_destination(args.output, args.hex, sys.stdout.isatty())
+    _readable(args.path, walk=False)  # missing, a directory, a FIFO, ...: the message every command gives
     done = write_index(args.path, args.output)
-    if where == "hex":
+    if dest == "hex":
         print(done.blob.hex())
-    elif where == "stdout":
+    elif dest == "stdout":
         sys.stdout.flush()
         sys.stdout.buffer.write(done.blob)
         sys.stdout.buffer.flush()
@@ -402,6 +465,7 @@ def _convert(args: argparse.Namespace) -> int:
     if len(args.source) != 2 or args.dest is not None:
         raise UsageError("convert takes one IN and one OUT, or any number of IN with --to DIR")
     args.source, args.dest = args.source
+    _readable(args.source, walk=False, gdal=True)  # missing, a FIFO, a header cut short, ...: as every command
     t0 = time.perf_counter()
     try:
         done = convert_any(args.source, args.dest, spec=args.format, codec=args.codec, descriptions=args.band_texts,
@@ -443,8 +507,9 @@ def _export(args: argparse.Namespace) -> int:
 
     _destination(args.dest)
     t0 = time.perf_counter()
-    to_geotiff(args.source, args.dest, header=_read_blob(args.header), compress=args.compress, tile=args.tile,
-               cog=args.cog, progress=_progress())
+    _refused_as_everywhere(args.source, lambda: to_geotiff(
+        args.source, args.dest, header=_read_blob(args.header), compress=args.compress, tile=args.tile,
+        cog=args.cog, progress=_progress()))
     kind = "Cloud Optimized GeoTIFF" if args.cog else "GeoTIFF"
     print(f"{_shown(args.dest)}: {kind}, {_size(args.dest):,} bytes from {_shown(args.source)} "
           f"in {time.perf_counter() - t0:.2f} s")
@@ -478,8 +543,8 @@ def _quicklook(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"argument OUT: {exc}") from None
     try:
-        h, w = preview_file(args.path, args.dest, bands=args.bands, max_size=args.max_size,
-                            header=_read_blob(args.header))
+        h, w = _refused_as_everywhere(args.path, lambda: preview_file(
+            args.path, args.dest, bands=args.bands, max_size=args.max_size, header=_read_blob(args.header)))
     except BandNumberError as exc:
         raise UsageError(f"argument --bands: {exc}") from None
     print(f"{args.dest}: {w} x {h} {kind} of {_shown(args.path)}")

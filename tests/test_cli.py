@@ -82,6 +82,32 @@ def test_info_json_is_one_object_with_every_field(capsys, files):
     assert info["blob_size"] == len(c.blob) and info["format_version"] == 24
 
 
+def test_info_json_has_the_spec_and_a_string_frame_unit_for_both_specs(capsys, tmp_path):
+    """The same keys and types for both specs: "spec" as the text row shows it, "frame_unit" as Image.frame_unit."""
+    arr = np.arange(2 * 3 * 32 * 32, dtype=np.uint16).reshape(2, 3, 32, 32)
+    rumimm.write(tmp_path / "a.rumi", arr[0], tile=16)
+    rumimm.write(tmp_path / "b.rumi", arr, tile=16, spec="0.2", time=["2026-06-01", "2026-06-11"],
+                 descriptions=["a", "b", "c"])
+    rumimm.write(tmp_path / "c.rumi", arr, tile=16, spec="0.2", unit="cell",
+                 time=["2026-06-01", "2026-06-11"], descriptions=["a", "b", "c"])
+    want = {"a.rumi": ("0.1", "tile", "tile"), "b.rumi": ("0.2", "h w", "h w (tile frames, frame_unit 0)"),
+            "c.rumi": ("0.2", "t b h w", "t b h w (cell frames, frame_unit 4)")}
+    for name, (spec, unit, row) in want.items():
+        path = tmp_path / name
+        code, out, _ = run(capsys, "info", path, "--json")
+        info = json.loads(out)
+        with rumimm.open(path) as img:
+            assert (info["spec"], info["frame_unit"]) == (img.spec, img.frame_unit) == (spec, unit)
+        assert cli.describe(path)["spec"] == spec and cli.describe(path)["frame_unit"] == unit
+        if spec == "0.2":
+            assert info["frame_layout"] == unit and isinstance(info["frame_unit_number"], int)
+        else:
+            assert "frame_layout" not in info and "frame_unit_number" not in info
+        code, out, _ = run(capsys, "info", path)
+        lines = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+        assert code == 0 and lines["spec"] == f"rumi {spec}" and lines["frame unit"] == row
+
+
 def test_info_opens_the_file_once(capsys, files, monkeypatch):
     d, paths, _ = files
     opened = []
@@ -193,6 +219,21 @@ def test_usage_errors_are_one_line_and_exit_2(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("rumimm") and "error: " in err and "--help)" in err
+
+
+@pytest.mark.parametrize(("argv", "prog", "extras"), [
+    (["info", "{geo}", "--bogus"], "rumimm info", "--bogus"),
+    (["info", "--bogus", "{geo}"], "rumimm info", "--bogus"),
+    (["info", "{geo}", "{geo}"], "rumimm info", "{geo}"),
+    (["validate", "{geo}", "--json"], "rumimm validate", "--json"),
+    (["demo", "--size", "16", "-x"], "rumimm demo", "-x"),
+    (["--bogus", "info", "{geo}"], "rumimm", "--bogus"),  # an option of rumimm itself, before the command
+])
+def test_an_unrecognised_argument_is_the_usage_error_of_the_command_it_was_given_to(capsys, files, argv, prog, extras):
+    _, paths, _ = files
+    code, out, err = run(capsys, *[a.format(geo=paths["geo"]) for a in argv])
+    assert (code, out) == (2, "")
+    assert err == f"{prog}: error: unrecognized arguments: {extras.format(geo=paths['geo'])} (see {prog} --help)\n"
 
 
 def test_help_and_version_exit_0(capsys):
@@ -440,8 +481,7 @@ def test_info_of_a_directory_or_a_fifo_says_what_it_is(capsys, tmp_path):
     assert code == 2 and err == f"rumimm: {tmp_path}: is a directory, not a rumi file\n"
     os.mkfifo(tmp_path / "pipe")
     code, _, err = run(capsys, "info", tmp_path / "pipe")  # opening it must not wait for a writer
-    assert code == 2 and err == f"rumimm: {tmp_path / 'pipe'}: not a regular file; a rumi file is read at offsets " \
-                                "and mapped\n"
+    assert code == 2 and err == f"rumimm: {tmp_path / 'pipe'}: not a regular file (a FIFO, socket or device)\n"
 
 
 def test_a_geographic_crs_on_a_metre_grid_is_refused(capsys, tmp_path):
@@ -622,23 +662,31 @@ def bad_inputs(tmp_path_factory):
     (d / "dir").mkdir()
     (d / "empty.rumi").write_bytes(b"")
     (d / "text.txt").write_text("hello world\n" * 10)
+    (d / "short.txt").write_bytes(b"hello\n")  # shorter than a BigTIFF header, and no TIFF either
+    (d / "short.tif").write_bytes(b"II+\x00\x08\x00")  # a TIFF's first bytes, cut short
+    os.mkfifo(d / "fifo.rumi")
     with rasterio.open(d / "classic.tif", "w", driver="GTiff", width=32, height=32, count=1, dtype="uint8") as ds:
         ds.write(np.ones((1, 32, 32), np.uint8))
     rumimm.write(d / "good.rumi", np.arange(2 * 64 * 64, dtype=np.uint16).reshape(2, 64, 64), tile=16)
     data = (d / "good.rumi").read_bytes()
     (d / "trunc.rumi").write_bytes(data[:-100])
     return {"missing": d / "missing.rumi", "directory": d / "dir", "empty": d / "empty.rumi", "text": d / "text.txt",
+            "short text": d / "short.txt", "short tiff": d / "short.tif", "fifo": d / "fifo.rumi",
             "classic": d / "classic.tif", "truncated": d / "trunc.rumi", "out": d}
 
 
-#: kind -> (the message's words, whether commands that take any raster accept it)
+#: kind -> (the whole message after the path, whether commands that take any raster accept it)
+NOT_TIFF = r": not a TIFF file \(starts with b'he', expected b'II'\)(, nor a raster format GDAL reads)?"
 BAD_INPUT = {
-    "missing": (r": No such file or directory$", False),
-    "directory": (r": is a directory, not a rumi file$", False),
-    "empty": (r": file is empty; expected a BigTIFF header$", False),
-    "text": (r": not a TIFF file \(starts with b'he', expected b'II'\)", False),
-    "classic": (r": file is classic TIFF \(version 42\); rumi files are BigTIFF \(version 43\)$", True),
-    "truncated": (r": last frame ends at byte \d+ but the file has \d+ bytes \(truncated\)$", False),
+    "missing": (r": No such file or directory", False),
+    "directory": (r": is a directory, not a rumi file", False),
+    "fifo": (r": not a regular file \(a FIFO, socket or device\)", False),
+    "empty": (r": file is empty; expected a BigTIFF header", False),
+    "text": (NOT_TIFF, False),
+    "short text": (NOT_TIFF, False),  # not a TIFF whatever its length
+    "short tiff": (r": file is 6 bytes, shorter than the 16-byte BigTIFF header", False),
+    "classic": (r": file is classic TIFF \(version 42\); rumi files are BigTIFF \(version 43\)", True),
+    "truncated": (r": last frame ends at byte \d+ but the file has \d+ bytes \(truncated\)", False),
 }
 COMMANDS = {
     "info": (lambda p, o: ["info", p], False),
@@ -663,14 +711,16 @@ def test_each_kind_of_bad_input_gets_one_message_and_exit_status_in_every_comman
     if raster_ok and takes_rasters:
         assert status == 0, err
         return
-    if command == "validate" and kind in ("text", "classic", "truncated"):  # violations of a file: exit 1, stdout
-        assert status == 1
-        assert re.search(words, out.splitlines()[0]), out
+    if command == "validate" and kind in ("text", "short text", "short tiff", "classic", "truncated"):
+        assert status == 1  # violations of a file: exit 1, on stdout
+        assert re.fullmatch(re.escape(path) + words.removesuffix("(, nor a raster format GDAL reads)?"),
+                            out.splitlines()[0]), out
         return
     assert status == 2
-    line = err.strip().splitlines()[-1]
-    assert line.startswith(f"rumimm: {path}"), line
-    assert re.search(words, line), line
+    assert err.count("\n") == 1, err  # one line, whatever warned before
+    line = err.strip()
+    assert re.fullmatch(re.escape(f"rumimm: {path}") + words, line), line  # the words exactly, nothing before
+    assert words.endswith("GDAL reads)?") or "GDAL" not in line, line  # only a file GDAL does not read names GDAL
     assert "not recognized as being in a supported file format" not in err  # GDAL's words never reach the user
     assert "Read error" not in err
 
@@ -718,7 +768,8 @@ def test_the_info_transcript_shows_every_row_info_prints(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("command", ["rumimm convert scene.rumi scene_transpose.rumi --codec fastest",
-                                     "rumimm demo --size 0", "rumimm info missing.rumi"])
+                                     "rumimm demo --size 0", "rumimm info missing.rumi",
+                                     "rumimm info s2.rumi --bogus"])
 def test_an_error_transcript_is_what_the_command_prints(tmp_path, monkeypatch, capsys, command):
     monkeypatch.chdir(tmp_path)
     rumimm.write("scene.rumi", np.zeros((1, 16, 16), np.uint16), tile=16)
@@ -739,10 +790,8 @@ def test_classify_tells_rumi_files_tiffs_and_other_files_apart(bad_inputs):
     assert classify("s3://bucket/x.rumi") is None  # a remote URI: left to the remote reader
     with pytest.raises(rumimm.FormatError, match="truncated"):
         classify(bad_inputs["truncated"])
-    fifo = bad_inputs["out"] / "fifo.rumi"
-    os.mkfifo(fifo)
     with pytest.raises(rumimm.FormatError, match="not a regular file"):
-        classify(fifo)  # refused without waiting for a writer
+        classify(bad_inputs["fifo"])  # refused without waiting for a writer
 
 
 @pytest.mark.parametrize(("spec", "codec", "fmt", "target"), [

@@ -111,7 +111,8 @@ def test_info_index_and_validate_commands_describe_02_files(tmp_path, capsys):
     path = DATA / "cube_interval.rumi"
     assert main(["info", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "rumi 0.2" in out and "(2, 2, 9, 7) (time, band, y, x)" in out and "frame unit     0 (h w)" in out
+    assert "rumi 0.2" in out and "(2, 2, 9, 7) (time, band, y, x)" in out
+    assert "frame unit     h w (tile frames, frame_unit 0)" in out
     assert "interval: 2026-01-01/2026-01-16, 2026-02-01/2026-02-15" in out
     assert f"file size      {path.stat().st_size:,} bytes" in out
     assert main(["info", "--json", str(DATA / "img_u0.rumi")]) == 0

@@ -1052,6 +1052,20 @@ def test_a_chip_read_copies_frames_out_and_never_maps_the_file(written, scene):
     assert _held_by_process(path, before) == (0, 0)
 
 
+def test_a_short_text_file_and_a_fifo_get_the_messages_every_command_gives(tmp_path):
+    (tmp_path / "short.txt").write_bytes(b"hello\n")
+    for call in (rumimm.open, rumimm.build_blob):
+        with pytest.raises(FormatError, match=r"not a TIFF file \(starts with b'he', expected b'II'\)"):
+            call(tmp_path / "short.txt")  # not "file is 6 bytes, shorter than the 16-byte BigTIFF header"
+    (tmp_path / "short.tif").write_bytes(b"II+\x00\x08\x00")
+    with pytest.raises(FormatError, match="file is 6 bytes, shorter than the 16-byte BigTIFF header"):
+        rumimm.open(tmp_path / "short.tif")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.rumi")
+        with pytest.raises(FormatError, match=r"not a regular file \(a FIFO, socket or device\)$"):
+            rumimm.open(tmp_path / "pipe.rumi")
+
+
 def test_a_file_truncated_after_open_fails_a_chip_read_with_a_clear_error(copy_of):
     path, blob, _ = copy_of
     with rumimm.open(path, blob, cache_bytes=0) as image:

@@ -424,6 +424,7 @@ class Header:
         """JSON-safe summary of the blob."""
         g = self.grid
         return {
+            "spec": "0.1",
             "shape": list(self.shape),
             "dtype": self.encoding.name,
             "sample_format": self.sample_format,

@@ -187,9 +187,11 @@ def check_rumi_header(buf: FileBytes, size: int, f: Findings) -> None:
 
 def check_bigtiff_header(buf: FileBytes, size: int, f: Findings) -> None:
     """File profile: a little-endian BigTIFF header whose first IFD is at byte 16."""
+    order = bytes(buf[:2])
+    if size >= 2 and order not in (b"II", b"MM"):  # a short text file is not a TIFF either, not a truncated one
+        f.add(f"not a TIFF file (starts with {order!r}, expected b'II')", stop=True)
     if size < 16:
         f.add(f"file is {size} bytes, shorter than the 16-byte BigTIFF header", stop=True)
-    order = bytes(buf[:2])
     if order == b"MM":
         f.add("byte order is big-endian (MM); rumi files are little-endian (II)", stop=True)
     if order != b"II":

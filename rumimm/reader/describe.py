@@ -22,6 +22,10 @@ __all__ = ["describe", "recognise_preset"]
 def describe(path: StrPath, header: bytes | None = None) -> dict[str, Any]:
     """JSON-safe summary of a compliant file (raises FormatError/BlobError otherwise).
 
+    ``spec`` is ``"0.1"`` or ``"0.2"`` and ``frame_unit`` a string, as ``Image.frame_unit``
+    gives it: ``"tile"`` or ``"cell"``, or a spec 0.2 file's decoded frame axes (``"t b h w"``,
+    also ``frame_layout``) with the registry number it stores as ``frame_unit_number``.
+
     The file is opened once, as one Image: opening it checks the whole file profile
     (the IFD walk of ``rumimm.build_blob``), ``header`` is then compared with the blob that
     walk rebuilt, and the codec is recognised from the Image's first frame.
@@ -44,7 +48,12 @@ def describe(path: StrPath, header: bytes | None = None) -> dict[str, Any]:
         codecs, readers = file_readers([raw_frame(img, k) for k in sampled], img.spec,
                                        [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
         geo = g.epsg is not None
-        out = {"path": img.path, **h.to_dict()}  # a URI without its query string
+        # the same keys and types for both specs: "spec" always, "frame_unit" a string (Image.frame_unit)
+        out: dict[str, Any] = {"path": img.path}  # a URI without its query string
+        out.update(h.to_dict())
+        out["frame_unit"] = img.frame_unit
+        if "frame_layout" in out:  # spec 0.2: the registry number the file stores (0 to 9)
+            out["frame_unit_number"] = h.format_spec.layout_number(h)
         if h.format_spec.has_trailer:  # band texts and time
             whole = img.to_dict()
             out.update(bands=whole["bands"], time_kind=whole["time_kind"], time=whole["time"])

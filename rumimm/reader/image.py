@@ -495,8 +495,11 @@ class Image(RasterioSurface):
         return (float(np.hypot(a, d)), float(np.hypot(b, e)))
 
     def to_dict(self) -> dict:
-        """JSON-safe summary: the blob's fields plus path, dtype name and georeferencing."""
-        out = self._header.to_dict()
+        """JSON-safe summary: the blob's fields (``spec`` always; ``frame_unit`` as :attr:`frame_unit` gives it, a
+        spec 0.2 file's stored number as ``frame_unit_number``) plus path, dtype name and georeferencing."""
+        out = {key: self.frame_unit if key == "frame_unit" else value for key, value in self._header.to_dict().items()}
+        if "frame_layout" in out:  # spec 0.2: the registry number the file stores (0 to 9)
+            out["frame_unit_number"] = self._header.format_spec.layout_number(self._header)
         out.update(path=self.path, crs=self.crs, epsg=self.epsg,
                    transform=None if self.georef.transform is None else list(self.georef.transform),
                    pixel_is_point=self.pixel_is_point)

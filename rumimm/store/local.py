@@ -79,7 +79,7 @@ class LocalStore(Store):
             if stat.S_ISDIR(st.st_mode):
                 raise IsADirectoryError(errno.EISDIR, "is a directory, not a rumi file", path)
             if not stat.S_ISREG(st.st_mode):  # a FIFO or device cannot be mapped or read at offsets
-                raise FormatError(f"{where(path)}not a regular file; a rumi file is read at offsets and mapped")
+                raise FormatError(f"{where(path)}not a regular file (a FIFO, socket or device)")
             self._size = st.st_size
         except BaseException:
             os.close(fd)
