@@ -182,6 +182,101 @@ def test_an_02_file_opened_with_xarray_writes_back_with_its_time_and_band_texts(
         assert (b.time, b.descriptions, b.crs, b.transform) == (a.time, a.descriptions, a.crs, a.transform)
 
 
+def _stack_of_02_files(tmp_path, texts=(["red", "nir"],) * 3, steps=(2, 1, 3)):
+    """Files of 2, 1 and 3 steps (a list of paths opens on their times end to end) and their pixels."""
+    rng = np.random.default_rng(7)
+    paths, parts, times = [], [], []
+    for i, (n, t) in enumerate(zip(steps, texts, strict=True)):
+        arr = rng.integers(0, 4000, (n, 2, 20, 18), dtype=np.uint16)
+        days = [np.datetime64("2026-01-01") + np.timedelta64(10 * i + k, "D") for k in range(n)]
+        paths.append(tmp_path / f"s{i}.rumi")
+        rumimm.write(paths[-1], arr if n > 1 else arr[0], spec="0.2", tile=8, time=days, descriptions=t,
+                     unit="cell" if i % 2 else "tile", transform=(10, 0, 500000, 0, -10, 4200000), crs=32633)
+        parts.append(arr)
+        times += days
+    return paths, np.concatenate(parts), times
+
+
+def test_to_rumi_takes_time_and_descriptions_passed_over_a_leading_coordinate_that_is_not_a_time(tmp_path):
+    """stack_dim="scene" numbers the items: with time= passed the numbers are not read as times; without
+    it, numbers and strings that are no dates are refused as a RumiError saying to pass time=."""
+    xr = pytest.importorskip("xarray")
+    paths, want, times = _stack_of_02_files(tmp_path)
+    da = xr.open_dataarray(paths, engine="rumimm", stack_dim="scene")
+    out = tmp_path / "out.rumi"
+    for d in (da, da.assign_coords(scene=list("abcdef")), da.drop_vars("description")):
+        rumimm.to_rumi(d, out, spec="0.2", tile=8, time=times, descriptions=["R", "N"])
+        with rumimm.open(out) as img:
+            np.testing.assert_array_equal(img[...], want)
+            assert np.array_equal(img.trailer.datetime64(), np.array(times, "datetime64[s]"))
+            assert img.descriptions == ("R", "N")
+    for d in (da, da.assign_coords(scene=list("abcdef")), da.assign_coords(scene=np.arange(6.0))):
+        with pytest.raises(RumiError, match=r"coordinate 'scene' .* is not a time.*pass time=\[\.\.\.\]"):
+            rumimm.to_rumi(d, out, spec="0.2", tile=8)
+    # dates as strings are times; a fraction of a second is refused, not cut off
+    rumimm.to_rumi(da.assign_coords(scene=[str(t) for t in times]), out, spec="0.2", tile=8)
+    with rumimm.open(out) as img:
+        assert np.array_equal(img.trailer.datetime64(), np.array(times, "datetime64[s]"))
+        assert img.descriptions == ("red", "nir")
+    late = xr.open_dataarray(paths, engine="rumimm")
+    late = late.assign_coords(time=late.time + np.timedelta64(500, "ms"))
+    with pytest.raises(ValueError, match="fraction of a second"):
+        rumimm.to_rumi(late, out, spec="0.2", tile=8)
+
+
+def test_to_rumi_of_one_band_of_a_file_of_several_steps_writes_steps_not_bands(tmp_path):
+    """isel(band=1) leaves (time, y, x) and a scalar description: one band of T steps, its text kept."""
+    xr = pytest.importorskip("xarray")
+    da = xr.open_dataarray(_p("cube_u4"), engine="rumimm")
+    rumimm.to_rumi(da.isel(band=1), tmp_path / "b.rumi", spec="0.2", tile=8)
+    with rumimm.open(_p("cube_u4")) as a, rumimm.open(tmp_path / "b.rumi") as b:
+        assert b.shape == (3, 1, 20, 18)
+        np.testing.assert_array_equal(b[...], a[:, 1:2])
+        assert (b.time, b.descriptions) == (a.time, ("y",))
+    # a stack's leading dim other than time: the scalar band coordinate says the band was selected away
+    paths, want, times = _stack_of_02_files(tmp_path)
+    scenes = xr.open_dataarray(paths, engine="rumimm", stack_dim="scene")
+    rumimm.to_rumi(scenes.isel(band=0), tmp_path / "s.rumi", spec="0.2", tile=8, time=times)
+    with rumimm.open(tmp_path / "s.rumi") as img:
+        np.testing.assert_array_equal(img[...], want[:, :1])
+        assert img.descriptions == ("red",) and len(img.time) == 6
+
+
+@pytest.mark.parametrize("name", ["cube_u4", "cube_interval", "cube_seconds"])
+def test_to_rumi_of_one_step_of_a_file_of_several_writes_that_steps_time(tmp_path, name):
+    xr = pytest.importorskip("xarray")
+    da = xr.open_dataarray(_p(name), engine="rumimm")
+    rumimm.to_rumi(da.isel(time=1), tmp_path / "x.rumi", spec="0.2", tile=8)
+    with rumimm.open(_p(name)) as a, rumimm.open(tmp_path / "x.rumi") as b:
+        np.testing.assert_array_equal(b[...], a[1])
+        assert (b.time, b.time_kind, b.descriptions) == ([a.time[1]], a.time_kind, a.descriptions)
+
+
+def test_a_stack_of_02_files_sharing_band_texts_writes_back_with_them(tmp_path):
+    """A list of paths or a Cube of 0.2 files gets their shared band texts as its description coordinate,
+    so to_rumi writes it back; files whose texts differ get none (pass descriptions=)."""
+    xr = pytest.importorskip("xarray")
+    paths, want, times = _stack_of_02_files(tmp_path)
+    for obj in (paths, rumimm.Cube(paths)):
+        with xr.open_dataarray(obj, engine="rumimm") as da:
+            assert da.description.values.tolist() == ["red", "nir"] and da.attrs["long_name"] == ("red", "nir")
+            rumimm.to_rumi(da, tmp_path / "out.rumi", spec="0.2", tile=8)
+        with rumimm.open(tmp_path / "out.rumi") as img:
+            np.testing.assert_array_equal(img[...], want)
+            assert np.array_equal(img.trailer.datetime64(), np.array(times, "datetime64[s]"))
+            assert img.descriptions == ("red", "nir") and img.epsg == 32633
+    other = tmp_path / "other"
+    other.mkdir()
+    paths, want, times = _stack_of_02_files(other, texts=(["red", "nir"], ["nir", "red"], ["red", "nir"]))
+    with xr.open_dataarray(paths, engine="rumimm") as da:
+        assert "description" not in da.coords
+        with pytest.raises(TypeError, match="pass descriptions="):
+            rumimm.to_rumi(da, tmp_path / "out.rumi", spec="0.2", tile=8)
+    # one 0.2 file without a sidecar: its band texts are also its long_name, as a sidecar's would be
+    with xr.open_dataarray(_p("img_u0"), engine="rumimm") as da:
+        assert da.attrs["long_name"] == ("B2, Blue", "B3, Green", "B4, Red")
+
+
 def test_time_values_of_every_datetime64_unit_are_whole_seconds_or_refused(tmp_path):
     arr = np.zeros((1, 4, 4), np.uint8)
     for t in (np.datetime64("2026-01-01T00:00:05.000", "ms"), np.datetime64("3000-01-01", "D"),

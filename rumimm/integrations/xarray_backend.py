@@ -298,12 +298,13 @@ def metadata_attrs(img: Image) -> dict[str, Any]:
 
     ``_FillValue`` (the first band's nodata, in the image's dtype), ``scale_factor`` and
     ``add_offset`` (or ``scales``/``offsets`` when bands differ), ``long_name`` (the
-    descriptions), ``units`` and the dataset and first band's tags.  Nothing for a file
-    without a sidecar.
+    descriptions), ``units`` and the dataset and first band's tags.  A file without a sidecar
+    has none of them but a spec 0.2 file's ``long_name``, its band texts.
     """
     meta = img.metadata
-    if meta.is_empty():
-        return {}
+    if meta.is_empty():  # a spec 0.2 file's band texts are in its trailer, sidecar or not
+        texts = img.descriptions if img.trailer is not None else ()
+        return {"long_name": texts[0] if len(texts) == 1 else texts} if texts else {}
     attrs: dict = {**meta.tags, **meta.bands[0].tags}
     if img.nodata is not None:
         attrs["_FillValue"] = np.dtype(img.dtype).type(img.nodata)
@@ -403,6 +404,12 @@ def open_rumi_dataset(obj: Openable, *, header: HeaderArg | Sequence[HeaderArg] 
             else:
                 first = cast("list[Any]", img.time)[0]  # a trailer holds the times
                 attrs = {**attrs, "time": str(first) if img.time_kind == "instant" else "/".join(str(v) for v in first)}
+        elif source is not img and all(im.trailer is not None for im in images):  # a stack of spec 0.2 files
+            texts = {tuple(im.descriptions) for im in images}
+            if len(texts) == 1:
+                coords["description"] = xr.Variable("band", np.array(texts.pop(), dtype=object))
+            else:  # the first file's texts as long_name would name every file's bands (and to_rumi write them)
+                attrs.pop("long_name", None)
         if leading is not None and not own_time:
             series = _stack_times(images) if stack_labels is None and leading == "time" else None
             if series is not None:  # spec 0.2 files, one time kind: their times end to end

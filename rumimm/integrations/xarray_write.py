@@ -200,28 +200,70 @@ def metadata_of(da: xr.DataArray, count: int) -> dict[str, Any]:
     return out
 
 
-def _spec02_labels(da: xr.DataArray, other: list[Hashable], out: dict[str, Any]) -> list[Hashable]:
-    """Band texts and time for a spec 0.2 write from the array's own labels; returns the (time, band) dims.
+def _times_of(da: xr.DataArray, name: Hashable) -> list[Any]:
+    """The values of coordinate ``name`` as times :func:`rumimm.write` takes, or a RumiError saying to pass ``time=``.
 
-    ``time`` comes from a ``time`` dimension's coordinate (``time_end`` too makes intervals)
-    or, for one step, a ``time`` attribute (``"start/end"`` for an interval), as the rumimm
-    backend gives them; band texts from a ``description`` coordinate on the band dimension.
+    datetime64 values go on unchanged (the writer refuses a fraction of a second; casting
+    to seconds here would drop it silently); strings and objects must each be a date numpy
+    reads.  Numbers are refused: ``0, 1, 2`` are stack positions (``stack_dim="scene"``),
+    not seconds since 1970.
+    """
+    from rumimm.errors import RumiError
+
+    values = np.atleast_1d(np.asarray(da.coords[name].values))
+    hint = (f"coordinate {name!r} ({values.dtype}) is not a time, and spec='0.2' labels every time step "
+            f"with one; pass time=[...] with one date per step")
+    if values.dtype.kind == "M":
+        return list(values)
+    if values.dtype.kind not in "OUS":
+        raise RumiError(hint)
+    try:
+        return [np.datetime64(v) for v in values]
+    except (TypeError, ValueError):
+        raise RumiError(hint) from None
+
+
+def _spec02_labels(da: xr.DataArray, other: list[Hashable], out: dict[str, Any], passed: dict[str, Any],
+                   ) -> tuple[xr.DataArray, list[Hashable]]:
+    """Band texts and time for a spec 0.2 write from the array's own labels; returns the array and its (time,
+    band) dims.
+
+    ``time`` comes from a ``time`` dimension's coordinate (``time_end`` too makes intervals),
+    a scalar ``time`` coordinate (``isel(time=0)`` of a file of several steps), or, for one
+    step, a ``time`` attribute (``"start/end"`` for an interval), as the rumimm backend gives
+    them; band texts from a ``description`` coordinate on the band dimension, or a scalar one
+    (``isel(band=1)``).  A (time, y, x) array (the band selected away: a ``time`` dimension,
+    or a scalar ``band`` coordinate) gets a band axis of length 1, so its steps are not written
+    as bands.  What ``passed`` (the caller's write keywords) holds is not read from the array.
     """
     tdim = "time" if "time" in other else (other[0] if len(other) == 2 else None)
+    if tdim is None and len(other) == 1 and other[0] != "band" and "band" in da.coords \
+            and da.coords["band"].ndim == 0:  # e.g. a scene stack's isel(band=0)
+        tdim = other[0]
     bdim = next((d for d in other if d != tdim), None)
-    if bdim is not None and "description" in da.coords and da.coords["description"].dims == (bdim,):
-        out["descriptions"] = [str(v) for v in da.coords["description"].values]
-    if tdim is not None and tdim in da.coords:
-        starts = [np.datetime64(v, "s") for v in da.coords[tdim].values]
-        if "time_end" in da.coords and da.coords["time_end"].dims == (tdim,):
-            ends = [np.datetime64(v, "s") for v in da.coords["time_end"].values]
-            out["time"] = list(zip(starts, ends, strict=True))
-        else:
-            out["time"] = starts
-    elif tdim is None and isinstance(da.attrs.get("time"), str):
-        t = da.attrs["time"]
-        out["time"] = [tuple(t.split("/", 1)) if "/" in t else t]
-    return [d for d in (tdim, bdim) if d is not None]
+    if tdim is not None and bdim is None:  # (time, y, x): one band
+        bdim = "band"
+        da = da.expand_dims(bdim, axis=da.dims.index(tdim) + 1)  # a scalar band coordinate becomes its 1-D one
+    if "descriptions" not in passed and "description" in da.coords:
+        texts = da.coords["description"]
+        if texts.dims == (bdim,) or (texts.ndim == 0 and bdim is not None and da.sizes[bdim] == 1):
+            out["descriptions"] = [str(v) for v in np.atleast_1d(texts.values)]
+    if "time" not in passed:
+        if tdim is not None and tdim in da.coords and da.coords[tdim].dims == (tdim,):
+            starts = _times_of(da, tdim)
+            if "time_end" in da.coords and da.coords["time_end"].dims == (tdim,):
+                out["time"] = list(zip(starts, _times_of(da, "time_end"), strict=True))
+            else:
+                out["time"] = starts
+        elif tdim is None and "time" in da.coords and da.coords["time"].ndim == 0:  # one step of several
+            start = _times_of(da, "time")[0]
+            end = _times_of(da, "time_end")[0] if "time_end" in da.coords and da.coords["time_end"].ndim == 0 \
+                else None
+            out["time"] = [start if end is None else (start, end)]
+        elif tdim is None and isinstance(da.attrs.get("time"), str):
+            t = da.attrs["time"]
+            out["time"] = [tuple(t.split("/", 1)) if "/" in t else t]
+    return da, [d for d in (tdim, bdim) if d is not None]
 
 
 def to_rumi(obj: xr.DataArray | NDArray[Any] | dask.array.Array, path: StrPath, **write_kwargs: Any) -> bytes:
@@ -233,10 +275,11 @@ def to_rumi(obj: xr.DataArray | NDArray[Any] | dask.array.Array, path: StrPath, 
         2-D ``(y, x)`` or 3-D with one non-spatial dim (``band``); the spatial dims
         are found by name (``x``/``y``, ``lon``/``lat``) or are the last two, and the
         array is transposed to ``(band, y, x)``.  With ``spec="0.2"`` also 4-D
-        ``(time, band, y, x)``; the time coordinate (and ``time_end``) and a
-        ``description`` coordinate on the band dim give ``time`` and ``descriptions``
-        unless they are passed.  A Dask-backed array is computed one row of tiles at a time, or,
-        on an active ``dask.distributed`` client, compressed on its workers chunk by chunk.
+        ``(time, band, y, x)`` and ``(time, y, x)`` (one band); the time coordinate (and
+        ``time_end``) and a ``description`` coordinate on the band dim give ``time`` and
+        ``descriptions`` unless they are passed, as do the scalar ones ``isel`` leaves
+        (``isel(time=0)``, ``isel(band=1)``).  A Dask-backed array is computed one row of tiles
+        at a time, or, on an active ``dask.distributed`` client, compressed on its workers chunk by chunk.
     path : str or os.PathLike
         The ``.rumi`` file to create or replace atomically.
     **write_kwargs
@@ -253,7 +296,8 @@ def to_rumi(obj: xr.DataArray | NDArray[Any] | dask.array.Array, path: StrPath, 
     Raises
     ------
     ValueError
-        More than 3 dims, irregular coordinates, or a transform without a CRS.
+        More than 3 dims (4 with ``spec="0.2"``), irregular coordinates, or a transform without a
+        CRS; a :class:`rumimm.RumiError` for a leading coordinate that is not a time (pass ``time=``).
     CRSError
         The array's CRS is not exactly an EPSG projected or geographic CRS.
 
@@ -278,7 +322,7 @@ def to_rumi(obj: xr.DataArray | NDArray[Any] | dask.array.Array, path: StrPath, 
         other = [d for d in da.dims if d not in (y, x)]
         labels: dict[str, Any] = {}
         if v2:
-            other = _spec02_labels(da, other, labels)
+            da, other = _spec02_labels(da, other, labels, write_kwargs)
         georef.update(metadata_of(da, da.sizes[other[-1]] if other else 1))
         georef.update(labels)  # a description coordinate's band texts, over the sidecar's long_name
         georef.update(write_kwargs)
