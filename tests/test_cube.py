@@ -202,7 +202,7 @@ def test_read_batch_takes_open_windows_and_one_rasterio_window_per_image(stack):
     got = rumimm.read_batch(paths, rasterio.windows.Window(3, 2, 5, 4), headers=blobs)
     assert same(got, arrays[:, :, 2:6, 3:8])
     with pytest.raises(WindowError, match=r"outside the image \(0 to 29\)"):  # the image's size, not a placeholder
-        rumimm.read_batch(paths, ((-1, 3), (0, 4)), headers=blobs)
+        rumimm.read_batch(paths, ((25, 31), (0, 4)), headers=blobs)
 
 
 def test_read_batch_refuses_bands_that_count_from_the_end_of_images_of_other_band_counts(tmp_path, stack):

@@ -151,6 +151,18 @@ def test_a_colour_map_round_trips(tmp_path):
         assert img.colorinterp == ("palette",)
 
 
+@pytest.mark.parametrize("colorinterp", [None, ["gray", "undefined", "undefined"]])
+def test_a_band_with_a_colour_map_is_palette_as_gdal_reports_it(tmp_path, colorinterp):
+    path = tmp_path / "x.rumi"
+    rumimm.write(path, np.zeros((3, 8, 8), np.uint8), tile=16, colorinterp=colorinterp,
+                 colormaps={2: {0: (0, 0, 0), 1: (255, 0, 0)}})
+    with rumimm.open(path) as img:
+        got = img.colorinterp
+    rasterio = pytest.importorskip("rasterio")
+    with rasterio.open(path) as ds:  # GDAL reads a rumi file as a GeoTIFF with its PAM sidecar
+        assert got == tuple(c.name for c in ds.colorinterp) == ("gray", "palette", "undefined")
+
+
 def test_a_geographic_crs_with_metre_coordinates_is_refused(tmp_path):
     with pytest.raises(CRSError, match=r"EPSG:4326 is geographic .* beyond longitudes"):
         rumimm.write(tmp_path / "x.rumi", scene(), tile=16, transform=UTM, crs=4326)

@@ -198,12 +198,31 @@ def test_read_with_repeated_bands_reads_each_once():
 
 
 @pytest.mark.parametrize(("bands", "window"), [
-    (3, None), ([0, 5], None), (None, ((0, 12), (0, 5))), (None, ((-1, 3), (0, 5))), (None, ((4, 2), (0, 1))),
-    (None, (slice(0, 4, 2), slice(0, 3))), (None, "nope"),
+    (3, None), ([0, 5], None), (None, ((0, 12), (0, 5))), (None, ((-12, 3), (0, 5))), (None, ((4, 20), (0, 1))),
+    (None, (slice(0, 4, 2), slice(0, 3))), (None, "nope"), (None, ((1, 2, 3), (0, 1))), (None, ((0.5, 2), (0, 1))),
 ])
 def test_read_rejects_bands_and_windows_outside_the_image(bands, window):
     with pytest.raises(WindowError):
         select_read(bands, window, SHAPE)
+
+
+ENDS = [None, -14, -11, -5, -1, 0, 1, 4, 10, 11, 12]
+
+
+@pytest.mark.parametrize("rows", [(a, b) for a in ENDS for b in ENDS])
+def test_a_window_resolves_none_and_negative_ends_as_rasterio_does(rows):
+    """None is the edge, a negative end counts from the end, a stop before the start is empty (rasterio's
+    Window.from_slices); what then leaves the image is refused, where rasterio would read outside it."""
+    windows = pytest.importorskip("rasterio.windows")
+    want = windows.Window.from_slices(rows, (0, 13), height=11, width=13)
+    y0, y1 = int(want.row_off), int(want.row_off + want.height)
+    for form in (rows, slice(*rows)):
+        if 0 <= y0 <= y1 <= 11:
+            sel = select_read(None, (form, (0, 13)), SHAPE)
+            assert (sel.y.start, sel.y.count) == (y0, y1 - y0)
+        else:
+            with pytest.raises(WindowError, match="outside the image"):
+                select_read(None, (form, (0, 13)), SHAPE)
 
 
 # -- the planner ----------------------------------------------------------------------

@@ -258,16 +258,26 @@ def select(key, shape: tuple[int, ...], names=None) -> Selection:
 
 
 def _window_range(w, n: int, axis: str) -> tuple[int, int]:
+    """(start, stop) of a window's range along an axis of ``n`` pixels, as rasterio's ``Window.from_slices``
+    resolves it: None is the image's edge, a negative index counts from the end, a stop before the start
+    gives an empty range; a range that leaves the image is refused (no clipping)."""
     if isinstance(w, slice):
         if w.step not in (None, 1):
             raise WindowError(f"window {axis} slice must have step 1, got {w.step}")
-        lo = 0 if w.start is None else operator.index(w.start)
-        hi = n if w.stop is None else operator.index(w.stop)
+        ends = (w.start, w.stop)
     else:
         try:
-            lo, hi = (operator.index(v) for v in w)
-        except (TypeError, ValueError):
-            raise WindowError(f"window {axis} range must be (start, stop) or a slice, got {w!r}") from None
+            ends = tuple(w)
+        except TypeError:
+            ends = ()
+        if len(ends) != 2:
+            raise WindowError(f"window {axis} range must be (start, stop) or a slice, got {w!r}")
+    try:
+        lo, hi = (default if v is None else operator.index(v) for v, default in zip(ends, (0, n), strict=True))
+    except TypeError:
+        raise WindowError(f"window {axis} range must be (start, stop) or a slice, got {w!r}") from None
+    lo, hi = (v + n if v < 0 else v for v in (lo, hi))
+    hi = max(hi, lo)
     if not 0 <= lo <= hi <= n:
         raise WindowError(f"window {axis} range [{lo}, {hi}) is outside the image (0 to {n})")
     return lo, hi

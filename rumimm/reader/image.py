@@ -474,7 +474,9 @@ class Image(RasterioSurface):
         """(left, bottom, right, top) of the image's corners in CRS units, or None.
 
         The corners of the pixel areas, as rasterio's ``bounds``: a PixelIsPoint file's
-        reach half a pixel beyond its outer pixels' points.
+        reach half a pixel beyond its outer pixels' points.  Always ``left < right`` and
+        ``bottom < top``: rasterio sorts them only for a rotated transform, so for a
+        south-up or east-left grid its ``bounds`` swaps two of them (rasterio issue 525).
         """
         t = self.georef.transform
         if t is None:
@@ -534,8 +536,9 @@ class Image(RasterioSurface):
             An int gives a 2-D (h, w) result, a list (n, h, w).  Default: every band.
         window : optional
             ``((y0, y1), (x0, x1))``, ``(slice(y0, y1), slice(x0, x1))`` or a
-            rasterio ``Window``.  Default: the whole image.  It must lie inside
-            the image (no clipping).
+            rasterio ``Window``.  Default: the whole image.  None and negative ends
+            resolve as rasterio's ``Window.from_slices`` does (``(-64, None)``: the last 64
+            rows); the window must then lie inside the image (no clipping).
         out : numpy.ndarray, optional
             Written in place and returned; must have the result's shape and this
             image's dtype.

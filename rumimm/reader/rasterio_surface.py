@@ -230,10 +230,13 @@ class RasterioSurface:
     def colorinterp(self) -> tuple[str, ...]:
         """Each band's colour interpretation as a rasterio ``ColorInterp`` name.
 
-        Unset: ``"gray"`` for band 1 and ``"undefined"`` for the others, what GDAL
-        reports for a rumi file (``ColorInterp[name]`` gives rasterio's member).
+        What GDAL reports for a rumi file (``ColorInterp[name]`` gives rasterio's member):
+        ``"palette"`` for a band with a colour map, whatever else is set (GDAL's GeoTIFF
+        driver says so for a band with a colour table); unset, ``"gray"`` for band 1 and
+        ``"undefined"`` for the others.
         """
-        return tuple(b.colorinterp or ("gray" if i == 0 else "undefined") for i, b in enumerate(self.metadata.bands))
+        return tuple("palette" if b.colormap else b.colorinterp or ("gray" if i == 0 else "undefined")
+                     for i, b in enumerate(self.metadata.bands))
 
     @property
     def scales(self) -> tuple[float, ...]:
