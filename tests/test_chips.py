@@ -142,6 +142,26 @@ def test_max_open_closes_least_recently_used(files):
     assert not ds._images
 
 
+@pytest.mark.parametrize("max_open", [1, 2])
+def test_threads_sharing_a_dataset_never_close_an_image_another_is_reading(files, max_open):
+    """Making room for one thread's files closed images another thread had taken and not yet read
+    ("image is closed" in 4 of 10 batches with max_open below the file count)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ds = _dataset(files, n=60, max_open=max_open, seed=5)
+    batches = [list(range(i, i + 6)) for i in range(0, 60, 6)] * 4
+
+    def read(idx):
+        return idx, ds.__getitems__(idx)
+
+    with ThreadPoolExecutor(4) as pool:
+        for idx, got in pool.map(read, batches):
+            for i, chip in zip(idx, got, strict=True):
+                assert np.array_equal(chip, _expected(ds, files, i))
+    assert len(ds._images) <= max_open and not ds._images._retired and not ds._images._holds
+    ds.close()
+
+
 def _threads_and_batch(ds, idx):
     batch = ds.__getitems__(idx)
     return rumimm.get_num_threads(), batch

@@ -418,6 +418,29 @@ def test_a_forked_child_starts_with_no_worker_images_even_if_their_lock_was_held
     assert worker_images.image_for((str(path), blob)) is parent  # the parent's stay open and kept
 
 
+def test_an_image_a_read_holds_is_not_closed_by_another_making_room(scene, tmp_path):
+    """A task reads inside worker_images.held: opening MAX_OPEN other files meanwhile (another thread's tasks)
+    leaves it open until the read lets go, then closes it; before, it was closed under the read
+    ("image is closed", 1 read in 3,000 with 40 files on 6 threads)."""
+    from rumimm.integrations import worker_images
+
+    files, a = scene
+    path, blob = files["tile"]
+    others = []
+    for i in range(worker_images.MAX_OPEN + 2):
+        p = tmp_path / f"o{i}.rumi"
+        others.append((str(p), rumimm.write(p, a[:, :16, :16], tile=16)))
+    worker_images.close_all()
+    with worker_images.held((str(path), blob)) as img:
+        for o in others:
+            with worker_images.held(o) as other:
+                assert same_bits(other[:, :4, :4], a[:, :4, :4])
+        assert worker_images.open_count(str(path)) == 0  # made room for: out of the pool
+        assert not img.closed and same_bits(img[:, :20, :30], a[:, :20, :30])
+    assert img.closed and not worker_images._retired and not worker_images._holds
+    worker_images.close_all()
+
+
 def _open_images(path):
     """Run on a worker: how many images of ``path`` it keeps open for read tasks."""
     from rumimm.integrations.worker_images import open_count

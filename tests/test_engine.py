@@ -299,6 +299,42 @@ def test_a_fork_while_the_kernels_compile_does_not_wait_and_the_child_reads_with
     assert codes[-1][0] == "ready", codes
 
 
+_FORK_AS_NUMBA_IMPORTS_NUMPY_MA = """
+    import os, signal, sys, time
+    import numpy as np
+    import rumimm
+    from rumimm.reader import jit
+    path, blob = {path!r}, bytes.fromhex("{blob}")
+    want = np.load({want!r})
+    imgs = [rumimm.open(path, blob, cache_bytes=0) for _ in range(3)]
+    first = np.array_equal(imgs[0][:, 100:400, 200:500], want)  # 12 frames: starts the kernels' loader
+    t0 = time.time()
+    while "numpy.ma" not in sys.modules and time.time() - t0 < 30:
+        pass  # the loader's numba imports numpy.ma: fork as it starts, holding the module's import lock
+    state = jit.state()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm({timeout})  # a deadlocked child dies of SIGALRM instead of hanging
+        got = rumimm.read_batch(imgs, np.array([[100, 200], [100, 200], [100, 200]]), size=(300, 300))
+        os._exit(0 if all(np.array_equal(g, want) for g in got) else 3)
+    print(first, state, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_as_the_kernels_loader_imports_numpy_ma_reads_a_batch(tmp_path, scene_file):
+    """numba imports numpy.ma lazily; np.unique on a batch's read path needs it: a child forked while the
+    loader held its import lock waited on it forever (5 forks of 5), until the engine imported it first."""
+    path, blob, a = scene_file
+    want = tmp_path / "want.npy"
+    np.save(want, a[:, 100:400, 200:500])
+    for _ in range(3):
+        code = _FORK_AS_NUMBA_IMPORTS_NUMPY_MA.format(path=str(path), blob=blob.hex(), want=str(want), timeout=60)
+        first, state, child = _run(code, env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")}, timeout=300).split()
+        assert (first, child) == ("True", "0"), state
+
+
 # -- opening --------------------------------------------------------------------------------
 def test_header_may_be_the_path_of_a_blob_file(tmp_path, scene_file):
     path, blob, a = scene_file

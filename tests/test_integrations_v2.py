@@ -204,7 +204,8 @@ def test_to_rumi_takes_time_and_descriptions_passed_over_a_leading_coordinate_th
     paths, want, times = _stack_of_02_files(tmp_path)
     da = xr.open_dataarray(paths, engine="rumimm", stack_dim="scene")
     out = tmp_path / "out.rumi"
-    for d in (da, da.assign_coords(scene=list("abcdef")), da.drop_vars("description")):
+    assert "description" not in da.coords  # stacked on other labels: no trailer is read for band texts
+    for d in (da, da.assign_coords(scene=list("abcdef"))):
         rumimm.to_rumi(d, out, spec="0.2", tile=8, time=times, descriptions=["R", "N"])
         with rumimm.open(out) as img:
             np.testing.assert_array_equal(img[...], want)
@@ -214,7 +215,8 @@ def test_to_rumi_takes_time_and_descriptions_passed_over_a_leading_coordinate_th
         with pytest.raises(RumiError, match=r"coordinate 'scene' .* is not a time.*pass time=\[\.\.\.\]"):
             rumimm.to_rumi(d, out, spec="0.2", tile=8)
     # dates as strings are times; a fraction of a second is refused, not cut off
-    rumimm.to_rumi(da.assign_coords(scene=[str(t) for t in times]), out, spec="0.2", tile=8)
+    rumimm.to_rumi(da.assign_coords(scene=[str(t) for t in times]), out, spec="0.2", tile=8,
+                   descriptions=["red", "nir"])
     with rumimm.open(out) as img:
         assert np.array_equal(img.trailer.datetime64(), np.array(times, "datetime64[s]"))
         assert img.descriptions == ("red", "nir")
@@ -236,7 +238,7 @@ def test_to_rumi_of_one_band_of_a_file_of_several_steps_writes_steps_not_bands(t
     # a stack's leading dim other than time: the scalar band coordinate says the band was selected away
     paths, want, times = _stack_of_02_files(tmp_path)
     scenes = xr.open_dataarray(paths, engine="rumimm", stack_dim="scene")
-    rumimm.to_rumi(scenes.isel(band=0), tmp_path / "s.rumi", spec="0.2", tile=8, time=times)
+    rumimm.to_rumi(scenes.isel(band=0), tmp_path / "s.rumi", spec="0.2", tile=8, time=times, descriptions=["red"])
     with rumimm.open(tmp_path / "s.rumi") as img:
         np.testing.assert_array_equal(img[...], want[:, :1])
         assert img.descriptions == ("red",) and len(img.time) == 6

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     HeaderArg: TypeAlias = bytes | Header | StrPath | None
 
 from rumimm.errors import RumiError, RumiWarning, where
-from rumimm.integrations.worker_images import image_for
+from rumimm.integrations.worker_images import held
 
 __all__ = ["auto_chunks", "frame_chunks", "resolve_chunks", "to_dask"]
 
@@ -131,18 +131,14 @@ def resolve_chunks(chunks: Any, shape: tuple[int, ...], dtype: Any, frame: tuple
 def _read_block(source: tuple = (), edges: tuple = (), block_id: tuple = ()) -> np.ndarray:
     """The task of chunk ``block_id``: its window, from the chunk ``edges`` of each axis, of the process's image."""
     window = tuple(slice(int(e[i]), int(e[i + 1])) for e, i in zip(edges, block_id, strict=True))
-    img = image_for(source)
-    try:
+    with held(source) as img:  # open until read, whatever other threads open meanwhile
         return img[window]
-    except RumiError:
-        if not img.closed:
-            raise
-        return image_for(source)[window]  # closed by another thread making room meanwhile: reopen
 
 
 def read_chunk(source: tuple, *bounds: tuple[int, int]) -> np.ndarray:
     """``[b0:b1, y0:y1, x0:x1]`` (one (start, stop) per axis) of ``source = (path, blob[, storage_options])``."""
-    return image_for(source)[tuple(slice(a, b) for a, b in bounds)]
+    with held(source) as img:
+        return img[tuple(slice(a, b) for a, b in bounds)]
 
 
 def _window_chunks(chunks: tuple[int, ...], start: int, stop: int) -> tuple[int, ...]:

@@ -437,14 +437,12 @@ class RumiDataset(GeoDataset):
             for order, (f, py, px) in enumerate(pieces):
                 groups.setdefault((py[3] - py[2], px[3] - px[2]), []).append((n, order, f, py, px))
         placed: list[tuple[int, int, NDArray[Any], _Span, _Span]] = []  # (sample, order, chip, py, px)
-        try:
+        with self._images.reading():  # the images held until read: another thread's read never closes them
             for (h, w), items in groups.items():
                 images = [self._image(f) for _, _, f, _, _ in items]
                 origins = np.array([(py[2], px[2]) for _, _, _, py, px in items], np.int64)
                 block = rumimm.read_batch(images, origins, size=(h, w), bands=self.band_list)
                 placed.extend((n, order, block[i], py, px) for i, (n, order, _, py, px) in enumerate(items))
-        finally:
-            self._images.trim()
         placed.sort(key=lambda item: (item[0], item[1]))  # per sample, last catalog row first
         for n, _, chip, py, px in placed:
             if py[4] is not None:

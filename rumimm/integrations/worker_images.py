@@ -8,24 +8,32 @@ least recently used closed first beyond :data:`MAX_OPEN`.  A local file is also 
 by its inode and modification time, so a file replaced at the same path (rumimm writes
 by rename) is opened again and the old image closed.  A forked child starts empty, with a
 new lock (an ``os.register_at_fork`` handler): the parent's descriptors are not its own, and
-a lock another thread held at the fork would stay held.
+a lock another thread held at the fork would stay held.  A task reads inside :func:`held`,
+which keeps its image open until the read returns: an image another thread makes room for
+meanwhile is closed when its last read lets go, never under one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["MAX_OPEN", "close_all", "image_for", "open_count"]
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["MAX_OPEN", "close_all", "held", "image_for", "open_count"]
 
 #: Open images a process keeps; a Dask computation over more files reopens the oldest.
 MAX_OPEN = 32
 
 _lock = threading.Lock()
 _images: OrderedDict[tuple, Any] = OrderedDict()
+_holds: dict[int, int] = {}  # id(image) -> reads holding it (held)
+_retired: dict[int, Any] = {}  # images made room for while held: closed when their last read lets go
 
 
 def _key(path: str, blob: bytes, options: dict | None) -> tuple:
@@ -40,19 +48,44 @@ def _key(path: str, blob: bytes, options: dict | None) -> tuple:
 
 
 def image_for(source: tuple) -> Any:
-    """The open image of ``source = (path, blob[, storage_options])`` in this process."""
+    """The open image of ``source = (path, blob[, storage_options])`` in this process (read it inside
+    :func:`held`, so that no other thread closes it meanwhile)."""
+    return _take(source, hold=False)
+
+
+@contextlib.contextmanager
+def held(source: tuple) -> Iterator[Any]:
+    """:func:`image_for`, kept open until the block ends: another thread making room never closes it under a read."""
+    img = _take(source, hold=True)
+    try:
+        yield img
+    finally:
+        closing = None
+        with _lock:
+            left = _holds.pop(id(img), 1) - 1
+            if left:
+                _holds[id(img)] = left
+            else:
+                closing = _retired.pop(id(img), None)
+        if closing is not None:
+            closing.close()
+
+
+def _take(source: tuple, hold: bool) -> Any:
     from rumimm.reader.image import open as open_image
 
     path, blob, *rest = source
     options = rest[0] if rest else None
     key = _key(path, blob, options)
-    stale = []
     with _lock:
         img = _images.get(key)
         if img is not None:
             _images.move_to_end(key)
+            if hold:
+                _holds[id(img)] = _holds.get(id(img), 0) + 1
             return img
     img = open_image(path, blob, cache_bytes=0, storage_options=options)
+    stale = []
     with _lock:
         other = _images.get(key)
         if other is not None:  # another thread opened it meanwhile: keep one
@@ -63,8 +96,16 @@ def image_for(source: tuple) -> Any:
             stale += [_images.pop(k) for k in [k for k in _images if k[0] == path and k != key]]
             while len(_images) > MAX_OPEN:
                 stale.append(_images.popitem(last=False)[1])
-    for old in stale:
-        old.close()  # an image still reading in another thread finishes first (Image.close waits)
+        if hold:
+            _holds[id(img)] = _holds.get(id(img), 0) + 1
+        closing = []
+        for old in stale:  # one a read holds is closed when that read lets go
+            if id(old) in _holds:
+                _retired[id(old)] = old
+            else:
+                closing.append(old)
+    for old in closing:
+        old.close()
     return img
 
 
@@ -86,8 +127,10 @@ def close_all() -> None:
 
 def _after_fork_in_child() -> None:
     """Forget the parent's images (the child's copies of their descriptors close as they are collected) and its lock."""
-    global _images, _lock
+    global _images, _lock, _holds, _retired
     _images = OrderedDict()
+    _holds = {}
+    _retired = {}
     _lock = threading.Lock()
 
 

@@ -27,7 +27,7 @@ from xarray.core import indexing
 
 from rumimm.errors import RumiError
 from rumimm.integrations.dask_array import auto_chunks, frame_chunks
-from rumimm.integrations.worker_images import image_for
+from rumimm.integrations.worker_images import held
 
 if TYPE_CHECKING:
     from affine import Affine
@@ -115,8 +115,11 @@ class RumiBackendArray(BackendArray):
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._raw)
 
     def _raw(self, key: tuple[Any, ...]) -> NDArray[Any]:
-        source = self.source if self.source is not None else image_for(self.graph_source)
-        block = _outer_read(source, key)
+        if self.source is not None:
+            block = _outer_read(self.source, key)
+        else:
+            with held(self.graph_source) as img:  # open until read, whatever other threads open meanwhile
+                block = _outer_read(img, key)
         return block if self.decode is None else self.decode.apply(block, key, len(self.shape) - 3)
 
 
@@ -404,16 +407,17 @@ def open_rumi_dataset(obj: Openable, *, header: HeaderArg | Sequence[HeaderArg] 
             else:
                 first = cast("list[Any]", img.time)[0]  # a trailer holds the times
                 attrs = {**attrs, "time": str(first) if img.time_kind == "instant" else "/".join(str(v) for v in first)}
-        elif source is not img and all(im.trailer is not None for im in images):  # a stack of spec 0.2 files
-            texts = {tuple(im.descriptions) for im in images}
-            if len(texts) == 1:
-                coords["description"] = xr.Variable("band", np.array(texts.pop(), dtype=object))
-            else:  # the first file's texts as long_name would name every file's bands (and to_rumi write them)
-                attrs.pop("long_name", None)
         if leading is not None and not own_time:
             series = _stack_times(images) if stack_labels is None and leading == "time" else None
             if series is not None:  # spec 0.2 files, one time kind: their times end to end
                 coords.update({k: xr.Variable("time", v) for k, v in series.items()})
+                # their trailers are read now: band texts every file shares label the band axis (differing
+                # ones would not, nor as long_name: to_rumi would write the first file's for all)
+                texts = {tuple(im.descriptions) for im in images}
+                if len(texts) == 1:
+                    coords["description"] = xr.Variable("band", np.array(texts.pop(), dtype=object))
+                else:
+                    attrs.pop("long_name", None)
             else:
                 labels = np.arange(source.shape[0]) if stack_labels is None else np.asarray(stack_labels)
                 if labels.shape != (source.shape[0],):

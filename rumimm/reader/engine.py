@@ -35,6 +35,7 @@ import os
 import threading
 
 import numpy as np
+import numpy.ma  # (imported before the kernels' loader can be importing it when a process forks)
 
 from rumimm.format.window import Run, segments
 from rumimm.reader import jit as _jit
