@@ -7,6 +7,7 @@ import base64
 import copy
 import datetime as dt
 import hashlib
+import itertools
 import json
 import os
 from pathlib import Path
@@ -752,3 +753,143 @@ def test_is_items_knows_item_dicts_as_chip_and_torchgeo_datasets_take_them(scene
     assert stac_impl.is_items(items) and stac_impl.is_items(dicts)
     assert stac_impl.is_items({"type": "FeatureCollection", "features": dicts})
     assert not stac_impl.is_items([scenes[0][0]]) and not stac_impl.is_items(stac.from_items(items))
+
+
+# -- the antimeridian and the poles (RFC 7946) ------------------------------------------------
+
+_AM_TILE = ((1000.0, 0, 640000.0, 0, -1000.0, 6000000.0), 32660)  # UTM 60N at ~54N: 179.1E .. 180.1E
+_NORTH_POLE_GRID = ((10000.0, 0, -320000.0, 0, -10000.0, 320000.0), 3413)  # polar stereographic, pole inside
+_SOUTH_POLE_GRID = ((10000.0, 0, -300000.0, 0, -10000.0, 340000.0), 3031)
+
+
+def _grid_item(folder, name, grid, size=64):
+    transform, crs = grid
+    path = folder / name
+    rumimm.write(path, np.arange(size * size, dtype=np.uint16).reshape(1, size, size), tile=64, transform=transform,
+                 crs=crs)
+    return stac.item(path, datetime=T0)
+
+
+def _gdal_bounds(grid, size=64):
+    from rasterio.warp import transform_bounds
+
+    (a, _, c, _, e, f), crs = grid
+    return transform_bounds(crs, 4326, c, f + e * size, c + a * size, f, densify_pts=21)
+
+
+def _ring_area(ring):
+    x, y = np.asarray(ring, float).T
+    return float(np.sum(x[:-1] * y[1:] - x[1:] * y[:-1])) / 2
+
+
+def _inside(ring, lon, lat):
+    """Ray casting: whether (lon, lat) lies inside the closed ring."""
+    x, y = np.asarray(ring, float).T
+    x0, y0, x1, y1 = x[:-1], y[:-1], x[1:], y[1:]
+    up = (y0 <= lat) != (y1 <= lat)
+    with np.errstate(all="ignore"):
+        at = x0 + (lat - y0) * (x1 - x0) / (y1 - y0)
+    return bool(np.count_nonzero(up & (lon < at)) % 2)
+
+
+def _simple(ring):
+    """No two non-adjacent edges of the closed ring cross or touch."""
+    p = np.asarray(ring, float)
+    edges = list(itertools.pairwise(p))
+    n = len(edges)
+
+    def orient(a, b, c):
+        return np.sign((b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]))
+
+    for i in range(n):
+        for j in range(i + 2, n):
+            if i == 0 and j == n - 1:
+                continue
+            (a, b), (c, d) = edges[i], edges[j]
+            if orient(a, b, c) * orient(a, b, d) <= 0 and orient(c, d, a) * orient(c, d, b) <= 0:
+                return False
+    return True
+
+
+def _pixel_centres_wgs84(grid, size=64, step=4):
+    import pyproj
+
+    (a, _, c, _, e, f), crs = grid
+    centres = (np.arange(0, size, step) + 0.5).astype(float)
+    cols, rows = np.meshgrid(centres, centres)
+    lon, lat = pyproj.Transformer.from_crs(crs, 4326, always_xy=True).transform(c + a * cols, f + e * rows)
+    return np.asarray(lon).ravel(), np.asarray(lat).ravel()
+
+
+def test_an_item_across_the_antimeridian_gets_rfc_7946_bbox_and_multipolygon(tmp_path, validate):
+    it = _grid_item(tmp_path, "am.rumi", _AM_TILE)
+    west, south, east, north = it.bbox
+    assert west > east  # RFC 7946 5.2; was [-179.92, 53.53, 179.998, 54.13], 360 degrees wide
+    np.testing.assert_allclose(it.bbox, _gdal_bounds(_AM_TILE), atol=1e-3)
+    geometry = it.geometry
+    assert geometry["type"] == "MultiPolygon" and len(geometry["coordinates"]) == 2  # RFC 7946 3.1.9
+    for polygon in geometry["coordinates"]:
+        assert len(polygon) == 1
+        ring = polygon[0]
+        assert ring[0] == ring[-1] and len(ring) >= 4
+        lons, lats = np.asarray(ring).T
+        assert lons.min() >= -180 and lons.max() <= 180 and south <= lats.min() and lats.max() <= north
+        assert _ring_area(ring) > 0 and _simple(ring)  # counter-clockwise, valid
+    spans = sorted((min(x for x, _ in p[0]), max(x for x, _ in p[0])) for p in geometry["coordinates"])
+    assert spans[0][0] == -180 and spans[1][1] == 180  # the parts meet at the antimeridian
+    lon, lat = _pixel_centres_wgs84(_AM_TILE)
+    assert (lon > 0).any() and (lon < 0).any()
+    for x, y in zip(lon, lat, strict=True):  # every pixel lies in one part
+        assert sum(_inside(p[0], x, y) for p in geometry["coordinates"]) == 1
+    assert validate(it.to_dict())
+
+
+def test_items_holding_a_pole_get_the_rfc_7946_polar_bbox(tmp_path, validate):
+    north = _grid_item(tmp_path, "np.rumi", _NORTH_POLE_GRID)
+    np.testing.assert_allclose(north.bbox, _gdal_bounds(_NORTH_POLE_GRID), atol=1e-3)
+    assert north.bbox[0] == -180 and north.bbox[2] == 180 and north.bbox[3] == 90  # was [-180, 85.8, 171.9, 87.0]
+    south = _grid_item(tmp_path, "sp.rumi", _SOUTH_POLE_GRID)
+    np.testing.assert_allclose(south.bbox, _gdal_bounds(_SOUTH_POLE_GRID), atol=1e-3)
+    assert south.bbox[:3] == [-180, -90, 180]
+    for it, grid in ((north, _NORTH_POLE_GRID), (south, _SOUTH_POLE_GRID)):
+        assert it.geometry["type"] == "Polygon"  # the cap, cut at the antimeridian and closed along the pole
+        ring = it.geometry["coordinates"][0]
+        lons, lats = np.asarray(ring).T
+        assert lons.min() == -180 and lons.max() == 180 and it.bbox[3 if it is north else 1] in lats
+        assert _ring_area(ring) > 0 and _simple(ring)
+        lon, lat = _pixel_centres_wgs84(grid)
+        assert all(_inside(ring, x, y) for x, y in zip(lon, lat, strict=True))
+        assert validate(it.to_dict())
+
+
+def test_a_geographic_grid_past_180_gets_longitudes_within_180(tmp_path):
+    it = _grid_item(tmp_path, "ll360.rumi", ((20 / 64, 0, 170.0, 0, -20 / 64, 10.0), 4326))
+    assert it.bbox == [170.0, -10.0, -170.0, 10.0] and it.geometry["type"] == "MultiPolygon"
+    ds = stac.load([it], bbox=(-175.0, -5.0, -172.0, 5.0))  # was "no Item meets the bbox"
+    assert ds.band_data.shape == (1, 1, 32, 10)
+    np.testing.assert_allclose(ds.x.values[[0, -1]], [170 + 48.5 * 20 / 64, 170 + 57.5 * 20 / 64])  # 185E .. 188E
+
+
+def test_a_bbox_on_either_side_of_180_or_across_it_selects_the_antimeridian_item(tmp_path):
+    it = _grid_item(tmp_path, "am.rumi", _AM_TILE)
+    other = _grid_item(tmp_path, "far.rumi", ((1000.0, 0, 400000.0, 0, -1000.0, 6000000.0), 32660))
+    east_side = stac.load([it, other], bbox=(-179.95, 53.6, -179.90, 53.7))
+    west_side = stac.load([it, other], bbox=(179.5, 53.6, 179.6, 53.7))
+    assert east_side.band_data.shape[-2:] == (12, 3) and west_side.band_data.shape[-2:] == (13, 8)
+    assert east_side.x.values.min() > west_side.x.values.max()  # the east side's pixels, further east in UTM
+    west, south, east, north = it.bbox  # each side of the Item's own bbox selects it alone (was: both Items)
+    assert stac.load([it, other], bbox=(west, south, 180.0, north)).band_data.shape[-1] < 64
+    assert stac.load([it, other], bbox=(-180.0, south, east, north)).band_data.shape[-1] < 64
+    with pytest.raises(ValueError, match="across the antimeridian"):  # the whole of it, west > east: refused
+        stac.load([it], bbox=it.bbox)
+
+
+def test_a_collection_of_items_across_the_antimeridian_spans_it(tmp_path):
+    am = _grid_item(tmp_path, "am.rumi", _AM_TILE)
+    west_of_it = _grid_item(tmp_path, "w.rumi", ((1000.0, 0, 600000.0, 0, -1000.0, 6000000.0), 32660))
+    col = stac.collection([am, west_of_it], id="am")
+    (w, s, e, n), = col.extent.spatial.bboxes
+    assert w == west_of_it.bbox[0] and e == am.bbox[2] and w > e
+    assert s == min(am.bbox[1], west_of_it.bbox[1]) and n == max(am.bbox[3], west_of_it.bbox[3])
+    north = _grid_item(tmp_path, "np.rumi", _NORTH_POLE_GRID)
+    assert stac.collection([am, north], id="np").extent.spatial.bboxes[0][::2] == [-180, 180]

@@ -25,6 +25,7 @@ import contextlib
 import datetime as dt
 import functools
 import gc
+import itertools
 import math
 import os
 import sys
@@ -149,10 +150,11 @@ def items(paths: StrPath | Iterable[StrPath], *, blobs: Iterable[bytes] | None =
 
 
 def _wgs84_footprints(epsgs: Sequence[int], transforms: Sequence[Sequence[float]], heights: Sequence[int],
-                      widths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+                      widths: Sequence[int]) -> tuple[np.ndarray, np.ndarray, dict[int, _Footprint]]:
     """(G, 4 * _EDGE_POINTS + 1, 2) outlines in longitude/latitude, counter-clockwise, one per distinct grid,
-    and each row's grid index: one pyproj call per CRS, over the distinct grids only (a time series of one
-    tile has one footprint)."""
+    each row's grid index, and the RFC 7946 footprint of every grid the plain outline misdescribes (one
+    crossing the antimeridian, lying past it, or holding a pole), by grid index: one pyproj call per CRS,
+    over the distinct grids only (a time series of one tile has one footprint)."""
     import pyproj
 
     grids = np.column_stack([np.asarray(epsgs, np.float64), np.asarray(transforms, np.float64).reshape(-1, 6),
@@ -174,10 +176,133 @@ def _wgs84_footprints(epsgs: Sequence[int], transforms: Sequence[Sequence[float]
         rows = codes == epsg
         lon, lat = pyproj.Transformer.from_crs(int(epsg), 4326, always_xy=True).transform(x[rows], y[rows])
         x[rows], y[rows] = lon, lat
+    poles = _poles_inside(grids)
+    special: dict[int, _Footprint] = {}
+    odd = poles.any(axis=1) | (np.abs(np.diff(x, axis=1)) > 180.0).any(axis=1) | (x.min(axis=1) < -180.0) \
+        | (x.max(axis=1) > 180.0)
+    odd &= np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1)  # an outline leaving the CRS's area: as before
+    for g in np.flatnonzero(odd).tolist():
+        fp = _rfc7946_footprint(x[g], y[g], poles[g])
+        if fp is not None:
+            special[g] = fp
     rings = np.stack([x, y], axis=-1)
     area = np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
     rings[area < 0] = rings[area < 0, ::-1]  # GeoJSON's exterior ring is counter-clockwise
-    return rings, inverse.reshape(-1)
+    return rings, inverse.reshape(-1), special
+
+
+# (geometry type, parts: each a list of rings of [lon, lat], bbox): a footprint that is not one plain ring
+_Footprint = tuple[str, list[list[list[list[float]]]], list[float]]
+
+
+def _poles_inside(grids: np.ndarray) -> np.ndarray:
+    """(G, 2) whether each grid (rows of EPSG code, 6 affine coefficients, height, width) holds the North and the
+    South Pole strictly inside: the pole projected to the grid's CRS, mapped back to fractional pixels.  A grid
+    in a geographic CRS holds none (its top or bottom edge at most runs along a pole)."""
+    import pyproj
+
+    out = np.zeros((grids.shape[0], 2), bool)
+    codes = grids[:, 0].astype(np.int64)
+    for epsg in np.unique(codes):
+        crs = pyproj.CRS.from_epsg(int(epsg))
+        if crs.is_geographic:
+            continue
+        rows = np.flatnonzero(codes == epsg)
+        px, py = pyproj.Transformer.from_crs(4326, crs, always_xy=True).transform([0.0, 0.0], [90.0, -90.0])
+        a, b, c, d, e, f = (grids[rows, k] for k in range(1, 7))
+        h, w = grids[rows, 7], grids[rows, 8]
+        det = a * e - b * d
+        with np.errstate(all="ignore"):
+            for k in range(2):
+                dx, dy = px[k] - c, py[k] - f
+                col, row = (e * dx - b * dy) / det, (a * dy - d * dx) / det
+                out[rows, k] = (col > 0) & (col < w) & (row > 0) & (row < h)  # False for a non-finite pole
+    return out
+
+
+def _rfc7946_footprint(lon: np.ndarray, lat: np.ndarray, poles: np.ndarray) -> _Footprint | None:
+    """A closed outline's (longitudes, latitudes) geometry and bbox as RFC 7946 has them, or None for an
+    outline that crosses nothing (its plain ring and bounds are right).  An outline holding a pole gets the
+    bbox from -180 to 180 reaching 90 or -90 (section 5.3) and a Polygon cut at the antimeridian, closed along
+    the pole's parallel; one crossing the antimeridian (consecutive longitudes more than 180 degrees apart) or
+    lying past it (a geographic grid in 0..360 longitudes) gets a bbox with west > east (section 5.2) and a
+    MultiPolygon of its parts on either side, each within -180..180 (section 3.1.9)."""
+    south, north = float(lat.min()), float(lat.max())
+    if poles[0] and poles[1]:
+        world = _box_ring(-180.0, -90.0, 180.0, 90.0)
+        return "Polygon", [[world]], [-180.0, -90.0, 180.0, 90.0]
+    if poles[0] or poles[1]:
+        pole = 90.0 if poles[0] else -90.0
+        bbox = [-180.0, south, 180.0, 90.0] if poles[0] else [-180.0, -90.0, 180.0, north]
+        return "Polygon", [[_pole_cap(lon, lat, pole, south, north)]], bbox
+    jumps = np.abs(np.diff(lon)) > 180.0
+    if not jumps.any() and lon.min() >= -180.0 and lon.max() <= 180.0:
+        return None
+    x = np.unwrap(lon, period=360.0)  # continuous across the antimeridian, net change 0 (no pole inside)
+    lo, hi = float(x.min()), float(x.max())
+    if hi - lo >= 360.0:
+        return "Polygon", [[_box_ring(-180.0, south, 180.0, north)]], [-180.0, south, 180.0, north]
+    west = lo - 360.0 * math.floor((lo + 180.0) / 360.0)  # in [-180, 180)
+    east = hi - 360.0 * math.ceil((hi - 180.0) / 360.0)  # in (-180, 180]
+    parts = []
+    for k in range(math.floor((lo + 180.0) / 360.0), math.ceil((hi - 180.0) / 360.0) + 1):
+        ring = _clip_strip(x - 360.0 * k, lat)
+        if ring is not None:
+            parts.append([ring])
+    if len(parts) == 1:
+        return "Polygon", parts, [west, south, east, north]
+    return "MultiPolygon", parts, [west, south, east, north]
+
+
+def _box_ring(w: float, s: float, e: float, n: float) -> list[list[float]]:
+    return [[w, s], [e, s], [e, n], [w, n], [w, s]]
+
+
+def _pole_cap(lon: np.ndarray, lat: np.ndarray, pole: float, south: float, north: float) -> list[list[float]]:
+    """The ring of an outline around a pole, in longitudes from -180 to 180: the outline cut where it crosses
+    the antimeridian, closed along the antimeridian and the pole's parallel."""
+    x = np.unwrap(lon, period=360.0)
+    if x[-1] < x[0]:  # make the outline run eastwards
+        lon, lat = lon[::-1], lat[::-1]
+        x = np.unwrap(lon, period=360.0)
+    if abs(x[-1] - x[0] - 360.0) > 1e-6:  # no single turn around the pole (too coarse an outline): its bbox
+        return _box_ring(-180.0, south, 180.0, 90.0) if pole > 0 else _box_ring(-180.0, -90.0, 180.0, north)
+    jump = int(np.flatnonzero(np.diff(lon) < -180.0)[0])  # the step crossing 180 eastwards
+    n = lon.size - 1
+    order = (np.arange(n) + jump + 1) % n  # the open outline from the first point past the antimeridian
+    px, py = np.unwrap(lon[order], period=360.0), lat[order]
+    px = px - 360.0 * math.floor((px[0] + 180.0) / 360.0)  # starts in [-180, 180)
+    x0, y0, x1, y1 = px[-1] - 360.0, py[-1], px[0], py[0]  # the crossing step, shifted to end at the start
+    yc = y1 if x1 == x0 else y0 + (y1 - y0) * (-180.0 - x0) / (x1 - x0)
+    xs = np.concatenate([[-180.0], px, [180.0, 180.0, -180.0, -180.0]])
+    ys = np.concatenate([[yc], py, [yc, pole, pole, yc]])
+    ring = _clip_strip(xs, ys)
+    assert ring is not None
+    return ring
+
+
+def _clip_strip(x: np.ndarray, y: np.ndarray) -> list[list[float]] | None:
+    """The part of the closed ring (x, y) with -180 <= x <= 180, counter-clockwise and closed, or None when
+    nothing of it (no area) is there: Sutherland-Hodgman, the strip being convex."""
+    pts = list(zip(x[:-1].tolist(), y[:-1].tolist(), strict=True))
+    for edge, sign in ((-180.0, 1.0), (180.0, -1.0)):
+        out: list[tuple[float, float]] = []
+        for i, (cx, cy) in enumerate(pts):
+            qx, qy = pts[i - 1]
+            cur, prev = sign * (cx - edge) >= 0, sign * (qx - edge) >= 0
+            if cur != prev:
+                out.append((edge, qy + (cy - qy) * (edge - qx) / (cx - qx)))
+            if cur:
+                out.append((cx, cy))
+        pts = [p for i, p in enumerate(out) if p != out[i - 1]] if len(out) > 1 else out
+    if len(pts) < 3:
+        return None
+    area = sum(pts[i - 1][0] * p[1] - p[0] * pts[i - 1][1] for i, p in enumerate(pts))
+    if area == 0:
+        return None
+    if area < 0:
+        pts.reverse()
+    return [list(p) for p in pts] + [list(pts[0])]
 
 
 _gc_lock = threading.Lock()
@@ -281,7 +406,7 @@ def _build_items(pystac: Any, table: pa.Table, datetime: dt.datetime | Sequence[
     if missing:
         raise RumiError(f"{redact(paths[missing[0]])}: the file has no georeferencing (EPSG code and transform); "
                         "a STAC Item needs a footprint")
-    rings, grid_of = _wgs84_footprints(cols["epsg"], cols["transform"], cols["height"], cols["width"])
+    rings, grid_of, special = _wgs84_footprints(cols["epsg"], cols["transform"], cols["height"], cols["width"])
     lows, highs = rings.min(axis=1).tolist(), rings.max(axis=1).tolist()
     outlines = rings.tolist()
     taken = [False] * len(outlines)  # whether an Item holds the grid's ring (later Items get copies)
@@ -327,13 +452,21 @@ def _build_items(pystac: Any, table: pa.Table, datetime: dt.datetime | Sequence[
             props["start_datetime"] = time["start"].isoformat().replace("+00:00", "Z")
             props["end_datetime"] = time["end"].isoformat().replace("+00:00", "Z")
         g = grid_of[i]
-        lo, hi = lows[g], highs[g]
-        ring = [[x, y] for x, y in outlines[g]] if taken[g] else outlines[g]
-        taken[g] = True
+        fp = special.get(g)
+        if fp is None:
+            lo, hi = lows[g], highs[g]
+            ring = [[x, y] for x, y in outlines[g]] if taken[g] else outlines[g]
+            taken[g] = True
+            geometry: dict[str, Any] = {"type": "Polygon", "coordinates": [ring]}
+            bbox = [lo[0], lo[1], hi[0], hi[1]]
+        else:  # crossing the antimeridian or holding a pole: RFC 7946's shapes, a copy for each Item
+            parts = [[[list(p) for p in r] for r in part] for part in fp[1]]
+            geometry = {"type": fp[0], "coordinates": parts[0] if fp[0] == "Polygon" else parts}
+            bbox = list(fp[2])
         it = pystac.Item(
             id=ids[i] if ids is not None else _stem(path),
-            geometry={"type": "Polygon", "coordinates": [ring]},
-            bbox=[lo[0], lo[1], hi[0], hi[1]],
+            geometry=geometry,
+            bbox=bbox,
             datetime=time["datetime"], properties=props, stac_extensions=extensions, collection=collection)
         it.add_asset(ASSET_KEY, pystac.Asset(href=hrefs[i], media_type=MEDIA_TYPE, roles=["data"],
                                              extra_fields=asset_fields))
@@ -441,13 +574,19 @@ def to_item_collection(table: pa.Table | StrPath, **kwargs: Any) -> pystac.ItemC
 
 def collection(items: Iterable[pystac.Item], *, id: str, description: str | None = None,
                license: str = "other", title: str | None = None) -> pystac.Collection:
-    """A ``pystac.Collection`` holding ``items``, its extent their bbox union and time span."""
+    """A ``pystac.Collection`` holding ``items``, its extent their bbox union and time span.
+
+    When an Item's bbox crosses the antimeridian (west > east, as RFC 7946 has it), the extent is the
+    narrowest span of longitudes holding every Item's, west > east when it crosses too.
+    """
     pystac = _pystac()
     members = list(items)
     if not members:
         raise ValueError("a collection needs at least one Item")
     boxes = np.array([it.bbox for it in members], dtype=float)
     bbox = [float(boxes[:, 0].min()), float(boxes[:, 1].min()), float(boxes[:, 2].max()), float(boxes[:, 3].max())]
+    if (boxes[:, 0] > boxes[:, 2]).any():
+        bbox[0], bbox[2] = _longitude_span(boxes[:, 0], boxes[:, 2])
     starts: list[dt.datetime] = []
     ends: list[dt.datetime] = []
     for it in members:
@@ -647,6 +786,32 @@ def _assets(items: Any) -> list[_Asset]:
     return [_Asset(it) for it in _item_list(items)]
 
 
+def _longitude_span(wests: np.ndarray, easts: np.ndarray) -> tuple[float, float]:
+    """(west, east) of the narrowest span of longitudes holding every (west, east) one (west > east: across
+    the antimeridian): the circle less the widest gap between them, (-180, 180) when there is none."""
+    starts = (wests + 180.0) % 360.0  # degrees east of the antimeridian
+    widths = np.where(easts - wests >= 360.0, 360.0, (easts - wests) % 360.0)
+    # the circle unrolled three times (a span wraps into the middle lap); each span keeps its own west and east
+    spans = sorted((float(s) + k, float(s + w) + k, float(wv), float(ev))
+                   for s, w, wv, ev in zip(starts, widths, wests, easts, strict=True) for k in (-360.0, 0.0, 360.0))
+    merged = [list(spans[0])]
+    for lo, hi, wv, ev in spans[1:]:
+        if lo > merged[-1][1]:
+            merged.append([lo, hi, wv, ev])
+        elif hi > merged[-1][1]:
+            merged[-1][1], merged[-1][3] = hi, ev
+    # gaps (from, to, east before, west after) clipped to the middle lap
+    gaps = [[max(m0[1], 0.0), min(m1[0], 360.0), m0[3], m1[2]] for m0, m1 in itertools.pairwise(merged)
+            if min(m1[0], 360.0) > max(m0[1], 0.0)]
+    if not gaps:
+        return -180.0, 180.0
+    if len(gaps) > 1 and gaps[0][0] == 0.0 and gaps[-1][1] == 360.0:  # one gap across the antimeridian
+        first = gaps.pop(0)
+        gaps[-1][1], gaps[-1][3] = 360.0 + first[1], first[3]
+    _, _, east, west = max(gaps, key=lambda g: g[1] - g[0])
+    return west, east
+
+
 def _select(assets: list[_Asset], bbox: Sequence[float] | None, time: Any) -> list[_Asset]:
     """The assets whose footprint meets ``bbox`` (WGS 84) and whose time meets ``time``."""
     if bbox is not None:
@@ -731,8 +896,19 @@ def _bbox_outline(bbox: tuple[float, float, float, float], epsg: int) -> tuple[n
 def _window(a: _Asset, bbox: Sequence[float]) -> tuple[slice, slice] | None:
     """The rows and columns of ``a``'s grid that a WGS 84 bbox meets, or None: every pixel the bbox touches
     (snapped outward, so a bbox inside one pixel gives that pixel, as odc-stac does).  Worked out in pixel
-    space, so a rotated or sheared grid gets the window of pixels holding the bbox too."""
-    xs, ys = _bbox_outline(cast("tuple[float, float, float, float]", tuple(float(v) for v in bbox)), a.epsg)
+    space, so a rotated or sheared grid gets the window of pixels holding the bbox too.  A bbox missing a grid
+    in EPSG:4326 is tried a turn east and west too (a grid in 0..360 longitudes)."""
+    w, s, e, n = (float(v) for v in bbox)
+    for turn in (0.0, 360.0, -360.0) if a.epsg == 4326 else (0.0,):
+        win = _window_part(a, (w + turn, s, e + turn, n))
+        if win is not None:
+            return win
+    return None
+
+
+def _window_part(a: _Asset, bbox: tuple[float, float, float, float]) -> tuple[slice, slice] | None:
+    """:func:`_window` of one bbox as given."""
+    xs, ys = _bbox_outline(bbox, a.epsg)
     if not xs.size:
         return None
     ga, gb, gc, gd, ge, gf = a.transform
@@ -773,7 +949,9 @@ def load(items: Any, *, bands: Sequence[int | str] | None = None,
     bbox : (west, south, east, north) in WGS 84, optional
         Keep Items whose grid meets it; the xarray output is also cut to every pixel it touches
         (snapped outward, as odc-stac does).  Its edges are densified when projected to each
-        file's CRS: a parallel bends there, and four corners would miss pixels.
+        file's CRS: a parallel bends there, and four corners would miss pixels.  West > east (a
+        bbox across the antimeridian, as an Item's may be) is refused: load each side.  A grid
+        in 0..360 longitudes is met a turn east too.
     time : datetime, date, numpy.datetime64, ISO text, ``"start/end"`` or a (start, end) pair, optional
         Keep Items whose time meets it.  A date is the whole day; naive times are UTC.
     output : {"xarray", "cube", "collection"}
@@ -799,7 +977,9 @@ def load(items: Any, *, bands: Sequence[int | str] | None = None,
     if bbox is not None and (not isinstance(bbox, (list, tuple)) or len(bbox) != 4
                              or not all(isinstance(v, (int, float)) and np.isfinite(v) for v in bbox)
                              or bbox[0] > bbox[2] or bbox[1] > bbox[3]):
-        raise ValueError(f"bbox must be (west, south, east, north) in degrees, got {_show(bbox)}")
+        across = " (one across the antimeridian, west > east, is not taken: load each side, up to 180 and from " \
+            "-180)" if isinstance(bbox, (list, tuple)) and len(bbox) == 4 and bbox[1] <= bbox[3] else ""
+        raise ValueError(f"bbox must be (west, south, east, north) in degrees, got {_show(bbox)}{across}")
     assets = _select(_assets(items), bbox, time)
     if not assets:
         raise RumiError("no Item meets the bbox and time asked for")
