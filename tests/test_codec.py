@@ -11,6 +11,7 @@ import rumi
 from openzl.ext import graphs as G
 from openzl.ext import nodes as N
 
+import rumimm
 from rumimm.codec import (
     DEFAULT_FORMAT_VERSION,
     DEFAULT_PRESETS,
@@ -576,6 +577,18 @@ def test_a_recipe_of_frame_format_27_needs_format_version_27():
         FrameEncoder("geozl:planar>zigzag>pivco", "uint16").encode(frame)
     blob = FrameEncoder("geozl:planar>zigzag>pivco", "uint16", 27).encode(frame)
     assert frame_format_version(blob) == 27
+
+
+@pytest.mark.parametrize("version", [25, 26, 27])
+def test_a_recipe_refuses_a_format_version_its_frames_would_not_carry(tmp_path, version):
+    """fast writes frame format 24 whatever is asked: a file asked to pin 25-27 was written at 24 (and the
+    same write through Dask refused its own frames); now it is refused, and nothing is left behind."""
+    scene = eo_scene(1, 32, 32, "uint16")
+    with pytest.raises(CodecError, match=f"writes OpenZL frame format 24, not the frame_format_version {version}"):
+        rumimm.write(tmp_path / "f.rumi", scene, tile=32, codec="fast", frame_format_version=version)
+    assert not list(tmp_path.iterdir())
+    rumimm.write(tmp_path / "f.rumi", scene, tile=32, codec="fast", frame_format_version=24)
+    assert rumimm.validate(tmp_path / "f.rumi").frame_format_version == 24
 
 
 def test_an_unknown_recipe_is_a_codec_error_naming_it():

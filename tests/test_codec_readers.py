@@ -143,6 +143,25 @@ def test_fast_and_portable_decode_in_every_reader_for_every_measured_dtype():
         assert not resolve_codec("portable", enc).requires_geozl
 
 
+def test_rumi_eo_016_is_not_named_a_reader_of_the_sample_types_it_cannot_decode(tmp_path):
+    """complex128 (a Numeric output of width 16 it expects, which OpenZL cannot make) and complex integers: no
+    preset makes rumi-eo 0.16.0 a reader, and validate and info do not list it (they did, from the codecs alone)."""
+    import rumi
+
+    from rumimm.format.dtypes import ENCODINGS
+
+    for name in ("complex128", "complex_int16", "complex_int32"):
+        enc = next(e for e in ENCODINGS.values() if e.name == name)
+        for preset, codec in PRESETS.items():
+            if codec.supports(enc):
+                assert READER_RUMI_016 not in codec.readers_for(enc), (preset, name)
+    scene = (np.arange(2 * 16 * 16) * (1 + 2j)).astype(np.complex128).reshape(2, 16, 16)
+    blob = rumimm.write(tmp_path / "c.rumi", scene, tile=16)
+    with pytest.raises(OSError, match="unexpected frame output"):
+        rumi.read(str(tmp_path / "c.rumi"), blob)
+    assert rumimm.validate(tmp_path / "c.rumi").readers == (READER_RUMIMM,)
+
+
 # the codecs a recipe's name says it references are the ones its frames cannot be decoded without
 RECIPES = sorted({c.recipe for p in PRESETS.values() if p.members for c in p.members.values() if c.recipe}
                  | {"planar>zigzag>entropy", "planar>zigzag>pfor", "wp_static>zigzag>entropy", "id>pfor",

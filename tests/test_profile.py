@@ -127,6 +127,19 @@ def test_every_sample_type_gets_its_presets_and_frames_that_decode_exactly(dtype
     assert p.recommended is not None and p.recommended.kind == "preset"
 
 
+def test_a_spec_02_file_is_profiled_with_its_default_and_the_readers_that_open_it(tmp_path):
+    """A spec 0.2 file's default is fast and rumi-eo 0.16.0 opens no spec 0.2 file: it was marked delta and
+    listed 0.16.0, so require=("rumi-eo 0.16.0",) recommended a preset for a file that reader cannot open."""
+    path = tmp_path / "s02.rumi"
+    rumimm.write(path, eo_scene(2, 64, 64, "uint16", seed=1), tile=32, spec="0.2", descriptions=["a", "b"],
+                 time=["2026-01-01"])
+    p = profile_codecs(path, samples=2, geozl=False, reps=1)
+    assert [r.name for r in p.rows if r.note == "default"] == ["fast"]
+    assert all(RUMI_EO_016 not in r.readers for r in p.rows)
+    assert p["fast"].readers == (RUMIMM, RUMI_EO_026)
+    assert profile_codecs(path, samples=2, geozl=False, reps=1, require=[RUMI_EO_016]).recommended is None
+
+
 def test_a_cell_frame_is_measured_as_one_frame_of_every_band(scene):
     cell = np.ascontiguousarray(scene[:, :48, :48])
     p = measure([cell], presets=["delta", "geozl-average"], geozl=False, reps=1)

@@ -20,7 +20,9 @@ __all__ = [
     "RECIPE_PREFIX",
     "REFERENCE_CODECS",
     "REFERENCE_MAX_FORMAT_VERSION",
+    "UNREAD_SAMPLE_TYPES",
     "readers_of",
+    "reads_sample_type",
     "recipe_codecs",
 ]
 
@@ -52,6 +54,19 @@ REFERENCE_CODECS: dict[str, frozenset] = {
     READER_RUMI_026: frozenset({"delta_w", "delta_n", "average", "wp_static", "pfor", "planar_zigzag",
                                 "planar_zigzag_pfor", "med_zigzag"}),
 }
+
+
+#: Sample types (encoding names) a reader decodes with no codec (measured, docs/interop.md):
+#: rumi-eo 0.16.0 expects a ``Numeric`` output of width 16 for complex128, which OpenZL cannot
+#: make ("unexpected frame output (type 2, width 16 ...)"), and has no complex integers.
+UNREAD_SAMPLE_TYPES: dict[str, frozenset] = {
+    READER_RUMI_016: frozenset({"complex128", "complex_int16", "complex_int32"}),
+}
+
+
+def reads_sample_type(reader: str, name: str) -> bool:
+    """Whether ``reader`` decodes samples of the encoding named ``name`` at all, whatever their frames' codecs."""
+    return name not in UNREAD_SAMPLE_TYPES.get(reader, frozenset())
 
 
 def readers_of(codecs: Iterable[str], format_version: int) -> frozenset:

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import openzl.ext as zl
 
-from rumimm.codec.compat import EVERY_READER, RECIPE_PREFIX, REFERENCE_MAX_FORMAT_VERSION, readers_of, recipe_codecs
+from rumimm.codec.compat import (
+    EVERY_READER,
+    RECIPE_PREFIX,
+    REFERENCE_MAX_FORMAT_VERSION,
+    readers_of,
+    reads_sample_type,
+    recipe_codecs,
+)
 from rumimm.codec.frames import STRUCT_WIDTH, as_encoding
 from rumimm.codec.graphs import (
     ALL_WIDTHS,
@@ -108,8 +115,10 @@ class Codec:
         return member if member is not None else _default_for(enc)  # a dtype the table has not listed
 
     def readers_for(self, encoding: Encoding | DTypeLike) -> frozenset[str]:
-        """Which of :data:`READERS` decode frames of ``encoding`` written with this codec."""
-        return self.for_encoding(encoding).readers
+        """Which of :data:`READERS` decode frames of ``encoding`` written with this codec (and read that sample
+        type at all: :data:`~rumimm.codec.compat.UNREAD_SAMPLE_TYPES`)."""
+        name = as_encoding(encoding).name
+        return frozenset(r for r in self.for_encoding(encoding).readers if reads_sample_type(r, name))
 
     def supports(self, encoding: Encoding) -> bool:
         """Whether frames of ``encoding`` can go through this codec."""

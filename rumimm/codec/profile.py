@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rumimm.codec import geozl_lib
+from rumimm.codec.compat import READER_SPECS, reads_sample_type
 from rumimm.codec.frames import STRUCT_WIDTH, as_encoding, check_frame_header
-from rumimm.codec.presets import PRESETS, Codec, resolve_codec
+from rumimm.codec.presets import DEFAULT_PRESET_BY_SPEC, PRESETS, Codec, resolve_codec
 from rumimm.codec.wrapper import FrameEncoder
 from rumimm.errors import CodecError
 from rumimm.format.dtypes import Encoding
@@ -273,13 +274,13 @@ def preset_readers(codec: Codec, encoding: Encoding | DTypeLike) -> tuple[str, .
     declared = next((d for d in (getattr(codec, a, None) for a in ("readers", "compatibility")) if d is not None),
                     None)
     if declared is None:
-        return (RUMIMM, RUMI_EO_016) if codec.portable else (RUMIMM,)
+        return (RUMIMM, RUMI_EO_016) if codec.portable and reads_sample_type(RUMI_EO_016, enc.name) else (RUMIMM,)
     value = declared(enc) if callable(declared) else declared
     if isinstance(value, Mapping) and not _reader_flags(value):
         value = value.get(enc.name, ())  # per encoding name
     if isinstance(value, Mapping):
         value = [k for k, ok in value.items() if ok]  # reader -> bool
-    return _ordered([_reader_name(str(n)) for n in value])
+    return _ordered([n for n in (_reader_name(str(n)) for n in value) if reads_sample_type(n, enc.name)])
 
 
 def _ordered(found: list[str]) -> tuple[str, ...]:
@@ -378,7 +379,7 @@ class _Tally:
 def measure(frames: Sequence[np.ndarray], encoding: Encoding | DTypeLike | None = None, *,
             presets: Iterable[str] | None = None, geozl: bool = True, reps: int = 3, budget: float | None = None,
             tolerance: float = DEFAULT_TOLERANCE, require: Iterable[str] = (), verify: bool = True,
-            clock: Callable[[], float] = time.perf_counter) -> Profile:
+            clock: Callable[[], float] = time.perf_counter, spec: str | None = None) -> Profile:
     """Measure every candidate recipe on ``frames``.
 
     Frame by frame: each candidate encodes the frame, each frame is decoded once and
@@ -410,6 +411,11 @@ def measure(frames: Sequence[np.ndarray], encoding: Encoding | DTypeLike | None 
         (``verify=True``); False times reads opened with ``verify=False``.
     clock : callable
         The timer (seconds).
+    spec : {"0.1", "0.2"}, optional
+        The specification of the file the frames are in: it decides the default preset,
+        and a row lists only the readers that open such a file (``READER_SPECS``: rumi-eo
+        0.16.0 opens spec 0.1 files only, rumi-eo 0.26.1 spec 0.2 ones).  None: the
+        frames alone (every reader that decodes them; spec 0.1's default).
 
     Returns
     -------
@@ -445,7 +451,9 @@ def measure(frames: Sequence[np.ndarray], encoding: Encoding | DTypeLike | None 
         names = list(presets)
         for n in names:
             resolve_codec(n, enc)  # an unknown name or an unsupported dtype: ValueError naming the choices
-    default = resolve_codec(None, enc).name
+    default = DEFAULT_PRESET_BY_SPEC[spec or "0.1"]  # "auto" marks the dtype's default preset (delta, ...)
+    if default == "auto":
+        default = resolve_codec(None, enc).name
     geo = _import_geozl() if geozl and enc.storage_dtype.itemsize != STRUCT_WIDTH else None  # 16-byte: no geozl
     storage = [_storage(f, enc) for f in frames]
     decoder = _Decoder(max(s.nbytes for s in storage), clock, bool(verify))
@@ -492,6 +500,8 @@ def measure(frames: Sequence[np.ndarray], encoding: Encoding | DTypeLike | None 
         twin = first.setdefault(key, t)
         if twin is not t and t.readers:  # the same bytes: whoever reads the twin's frames reads these
             t.readers = tuple(r for r in READERS if r in (*twin.readers, *t.readers))
+        if spec is not None:  # a reader of the file too
+            t.readers = tuple(r for r in t.readers if spec in READER_SPECS.get(r, (spec,)))
         rows.append(t.row(raw, None if twin is t else twin.name))
     out = Profile(rows=rows, dtype=enc.name,
                   frame_shape=tuple(frames[0].shape), raw_bytes=raw, tolerance=float(tolerance), require=require,

@@ -46,7 +46,8 @@ def describe(path: StrPath, header: bytes | None = None) -> dict[str, Any]:
         frame0 = raw_frame(img, 0)  # as stored: a preset must re-make these bytes
         sampled = sample_frames(h.n_frames)  # which readers decode it: the codecs of a few frames
         codecs, readers = file_readers([raw_frame(img, k) for k in sampled], img.spec,
-                                       [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled])
+                                       [h.grid.frame_samples(k) * h.encoding.itemsize for k in sampled],
+                                       h.encoding.name)
         geo = g.epsg is not None
         # the same keys and types for both specs: "spec" always, "frame_unit" a string (Image.frame_unit)
         out: dict[str, Any] = {"path": img.path}  # a URI without its query string

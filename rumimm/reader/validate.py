@@ -321,7 +321,8 @@ def _check_frames(buf: FileBytes, f: Findings, rep: Report, frames: FrameChecks)
         sampled = buf.store.get_ranges(spans) if isinstance(buf, _Spans) else [buf[a:a + n] for a, n in spans]
         rep.codecs, rep.readers = file_readers(sampled,
                                                hdr.spec,
-                                               [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks])
+                                               [hdr.grid.frame_samples(k) * hdr.encoding.itemsize for k in ks],
+                                               hdr.encoding.name)
         rep.sampled_frames = tuple(ks)
 
 
@@ -335,17 +336,18 @@ def sample_frames(n_frames: int) -> list[int]:
 
 
 def file_readers(frames: Iterable[bytes | memoryview | np.ndarray], spec: str,
-                 frame_bytes: Iterable[int]) -> tuple[frozenset[str], tuple[str, ...]]:
+                 frame_bytes: Iterable[int], encoding: str | None = None) -> tuple[frozenset[str], tuple[str, ...]]:
     """(geozl codecs referenced, readers that decode a file of ``spec``) from some of its frames.
 
     Each frame's codecs are found by trial decodes (``rumimm.codec.frame_codecs``, ~1-30 ms a
     frame), none declaring more than its ``frame_bytes`` entry; a reader is listed when it
-    opens files of ``spec`` and decodes every frame given.
+    opens files of ``spec``, reads the ``encoding`` (its name) at all and decodes every frame given.
     """
     from rumimm.codec import READER_SPECS, READERS, frame_codecs
+    from rumimm.codec.compat import reads_sample_type
 
     codecs: set[str] = set()
-    ok = {r for r in READERS if spec in READER_SPECS[r]}
+    ok = {r for r in READERS if spec in READER_SPECS[r] and (encoding is None or reads_sample_type(r, encoding))}
     for frame, nbytes in zip(frames, frame_bytes, strict=True):
         found = frame_codecs(frame, max_bytes=int(nbytes))
         codecs |= found.codecs

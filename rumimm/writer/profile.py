@@ -227,6 +227,7 @@ def profile_codecs(source: StrPath | ArrayLike | FrameSource, *, tile: Tile | No
     >>> rumimm.convert("scene.rumi", "fast.rumi", codec=p.recommended.name)   # doctest: +SKIP
     """
     array, label, file_tile, file_unit, close = _open_source(source, storage_options)
+    spec = getattr(array, "spec", None)  # a rumi file's: its default preset and the readers that open it
     try:
         frames, places = sample_frames(array, tile if tile is not None else (file_tile or 512),
                                        unit if unit is not None else (file_unit or "tile"), samples, seed)
@@ -239,7 +240,7 @@ def profile_codecs(source: StrPath | ArrayLike | FrameSource, *, tile: Tile | No
             close()
     t0 = time.perf_counter()
     result = measure(frames, presets=presets, geozl=geozl, reps=reps, budget=budget, tolerance=tolerance,
-                     require=require, verify=verify)
+                     require=require, verify=verify, spec=spec)
     result.seconds = time.perf_counter() - t0
     result.frames = places[:len(places) - result.frames_skipped]
     result.source = label

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from rumimm._deprecation import UNSET, renamed_keyword
-from rumimm.errors import RumiError, RumiWarning, where
+from rumimm.errors import CodecError, RumiError, RumiWarning, where
 from rumimm.format.grid import FrameUnit, Grid, frame_unit
 from rumimm.format.spec import spec_named
 from rumimm.format.trailer import build_trailer
@@ -294,6 +294,7 @@ class Writer:
         components = self._components = spec_obj.component_frames(self.enc.itemsize)
         self.codec = resolve_codec(codec, resolve_encoding(np.float64) if components else self.enc, spec=self.spec)
         self.format_version = resolve_format_version(frame_format_version)
+        _check_recipe_version(self.codec, self.format_version, self.path)
         self.threads = resolve_threads(threads)
         self.verify = bool(verify)
         # the encoder this process compresses with; building it checks the codec and version
@@ -577,6 +578,23 @@ def _source(array: ArrayLike | SliceableArray) -> SliceableArray:
         return cast("SliceableArray", array)
     return np.asarray(array)
 
+
+
+def _check_recipe_version(codec: Any, format_version: int, path: str) -> None:
+    """A geozl recipe's frames carry the frame format geozl writes it at (24, or 27 for geozl 0.19's newer
+    codecs): a file asked to pin another is refused, not written at that one (a pin its frames would belie)."""
+    from rumimm.codec.compat import recipe_codecs
+
+    recipe = getattr(codec, "recipe", None)
+    if recipe is None:
+        return
+    version = recipe_codecs(recipe)[1]
+    if version != format_version:
+        where_ = "above" if version > format_version else "not"
+        raise CodecError(f"{where(path)}codec {codec.name!r} writes OpenZL frame format {version}, {where_} the "
+                         f"frame_format_version {format_version} asked for (geozl writes a recipe at its own "
+                         f"version); pass frame_format_version={version}, or a codec of OpenZL's built-ins "
+                         "(\"portable\"), which writes any version")
 
 def write(path: StrPath, array: ArrayLike | SliceableArray, *, tile: Tile = 512, unit: Unit | int = "tile",
           transform: Sequence[float] | None = None, crs: CRSArg = None, pixel_is_point: bool = False,
