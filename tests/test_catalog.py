@@ -233,3 +233,171 @@ def test_a_catalog_of_remote_uris_takes_storage_options_as_every_entry_point_doe
     with pytest.raises(ValueError, match=r"storage options \['no_such_option'\] do not apply"):
         rumimm.catalog([url], storage_options={"no_such_option": 1})
     assert rumimm.catalog(url, storage_options=fast)["path"].to_pylist() == [url]  # a URI is never globbed
+
+
+def _grid(tmp_path, name, epsg, transform, size=64):
+    path = tmp_path / name
+    rumimm.write(path, np.zeros((1, size, size), np.uint8), tile=size, transform=transform, crs=f"EPSG:{epsg}")
+    return str(path)
+
+
+@pytest.fixture
+def odd_grids(tmp_path):
+    """A mixed-CRS catalog (OGC:CRS84 footprints) of grids a plain outline misdescribes, and two ordinary ones."""
+    return {
+        "arctic": _grid(tmp_path, "arctic.rumi", 3413, (31250, 0, -1000000, 0, -31250, 1000000)),  # holds the pole
+        "antarctic": _grid(tmp_path, "antarctic.rumi", 3031, (31250, 0, -1000000, 0, -31250, 1000000)),
+        "geo360": _grid(tmp_path, "geo360.rumi", 4326, (0.1, 0, 190, 0, -0.1, 50)),  # 190..196.4 E
+        "utm60": _grid(tmp_path, "utm60.rumi", 32660, (2500, 0, 600000, 0, -2500, 6700000)),  # across 180
+        # not holding the pole: its northernmost point (0, 300 km) is mid-edge, between the outline's samples
+        "polar": _grid(tmp_path, "polar.rumi", 3413, (10000, 0, -300000, 0, -10000, 1300000), size=100),
+        "utm33": _grid(tmp_path, "utm33.rumi", 32633, (1000, 0, 400000, 0, -1000, 5600000)),
+        "geo": _grid(tmp_path, "geo.rumi", 4326, (0.1, 0, 10, 0, -0.1, 50)),
+    }
+
+
+def test_mixed_crs_footprints_follow_rfc7946(odd_grids, tmp_path):
+    import json
+
+    import pyproj
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.warp import transform_bounds
+
+    table = rumimm.catalog(list(odd_grids.values()))
+    boxes = dict(zip(odd_grids, ([b[k] for k in ("xmin", "ymin", "xmax", "ymax")]
+                                 for b in table["bbox"].to_pylist()), strict=True))
+    for name in ("arctic", "antarctic", "utm60", "utm33", "geo"):
+        with rasterio.open(odd_grids[name]) as ds:
+            assert boxes[name] == pytest.approx(transform_bounds(ds.crs, "EPSG:4326", *ds.bounds, densify_pts=21),
+                                                abs=1e-6), name
+    assert boxes["arctic"][3] == 90.0 and boxes["antarctic"][1] == -90.0  # was 80.8 N: the pole missed
+    assert boxes["geo360"] == pytest.approx([-170.0, 43.6, -163.6, 50.0])  # longitudes within 180
+    assert boxes["utm60"][0] > boxes["utm60"][2]  # across the antimeridian: west > east (was 359.8 degrees wide)
+    top = pyproj.Transformer.from_crs(3413, 4326, always_xy=True).transform(0.0, 300000.0)[1]
+    assert boxes["polar"][3] >= top - 1e-9  # rasterio's 21 points stop short of it too
+    geo = json.loads(table.schema.metadata[b"geo"])["columns"]["geometry"]
+    assert set(geo["geometry_types"]) == {"Polygon", "MultiPolygon"}
+    assert geo["bbox"][0] == -180.0 and geo["bbox"][2] == 180.0
+
+    gpd = pytest.importorskip("geopandas")
+    shapely = pytest.importorskip("shapely")
+    rumimm.write_catalog(table, tmp_path / "mixed.parquet", row_group_size=1)
+    frame = gpd.read_parquet(tmp_path / "mixed.parquet")
+    assert frame.geometry.is_valid.all()
+    assert frame.geometry.iloc[3].geom_type == "MultiPolygon"
+    names = np.array(list(odd_grids))
+
+    def meets(geom):
+        return sorted(names[frame.geometry.intersects(geom).to_numpy()])
+
+    assert meets(shapely.Point(0, 89.9)) == ["arctic"]
+    assert meets(shapely.Point(179.95, 59.7)) == ["utm60"]
+    assert meets(shapely.box(90, 59.4, 91, 59.6)) == []  # the 359.8-degree polygon met this
+    assert meets(shapely.Point(135.0, top - 1e-4)) == ["arctic", "polar"]  # the point of the file's edge
+
+    for query, want in [((-10, 89, 10, 90), ["arctic"]), ((-10, -90, 10, -89), ["antarctic"]),
+                        ((-170, 45, -160, 50), ["geo360"]), ((-179.5, 59, -179, 60), ["utm60"]),
+                        ((179.5, 59, 179.9, 60), ["utm60"]), ((0, 59, 1, 59.5), []),
+                        ((179, 59, -179, 60), ["utm60"]),  # a query across the antimeridian
+                        ((170, 45, -160, 60), ["geo360", "utm60"]),
+                        ((134.99, top - 1e-3, 135.01, top - 1e-4), ["arctic", "polar"])]:
+        with rumimm.ImageCollection.from_catalog(table, where=query) as coll:
+            opened = [img.path for img in coll]
+        for got in (rumimm.select_bbox(table, query)["path"].to_pylist(),
+                    rumimm.read_catalog(tmp_path / "mixed.parquet", bbox=query)["path"].to_pylist(), opened):
+            assert sorted(names[np.isin(list(odd_grids.values()), got)]) == want, query
+    with pytest.raises(rumimm.RumiError, match="min <= max"):
+        rumimm.select_bbox(table, (10, 50, 0, 40))  # south > north
+    with pytest.raises(rumimm.RumiError, match="min <= max"):
+        rumimm.select_bbox(table, (190, 0, 170, 1))  # west > east, but not a longitude
+
+
+def test_single_crs_catalog_refuses_west_past_east(scenes):
+    table = rumimm.catalog([p for p, _, _ in scenes])
+    with pytest.raises(rumimm.RumiError, match="min <= max"):
+        rumimm.select_bbox(table, (10.0, 0.0, -10.0, 1.0))  # metres: no antimeridian to cross
+
+
+def test_where_takes_a_bbox_list_and_a_bool_list_as_a_mask(odd_grids):
+    paths = [odd_grids[k] for k in ("utm33", "geo", "arctic", "utm60")]
+    table = rumimm.catalog(paths)
+    for where in ([13.0, 49.0, 15.0, 51.0], (13.0, 49.0, 15.0, 51.0), np.array([13.0, 49.0, 15.0, 51.0]),
+                  [13, 49, 15, 51]):
+        coll = rumimm.ImageCollection.from_catalog(table, where=where)
+        assert sorted(img.path for img in coll) == sorted(paths[:2]), where
+        coll.close()
+    coll = rumimm.ImageCollection.from_catalog(table, where=[False, True, True, False])  # 4 booleans: a mask
+    assert [img.path for img in coll] == paths[1:3]
+    coll.close()
+    small = rumimm.catalog(paths[:3])
+    coll = rumimm.ImageCollection.from_catalog(small, where=[0.0, 0.0, 15.0, 51.0])  # 3 rows: still a bbox
+    assert sorted(img.path for img in coll) == sorted(paths[:2])
+    coll.close()
+
+
+def test_a_bbox_needs_the_bbox_column(scenes, tmp_path):
+    rumimm.write_catalog(rumimm.catalog([p for p, _, _ in scenes]), tmp_path / "cat.parquet")
+    table = rumimm.read_catalog(tmp_path / "cat.parquet", columns=["path", "blob"])
+    with pytest.raises(rumimm.RumiError, match="no 'bbox' column"):
+        rumimm.ImageCollection.from_catalog(table, where=(0, 0, 1e7, 1e7))
+    with pytest.raises(rumimm.RumiError, match="no 'bbox' column"):
+        rumimm.select_bbox(table, (0, 0, 1e7, 1e7))
+    # reading it with its bbox column but only some columns out still works
+    assert rumimm.read_catalog(tmp_path / "cat.parquet", columns=["path"], bbox=(0, 0, 1e7, 1e7)).num_rows == 3
+
+
+def test_a_catalog_reads_back_from_http_and_s3(http, tmp_path, monkeypatch):
+    pytest.importorskip("obstore")
+    from servers import MotoS3
+
+    fast = {"max_retries": 2, "retry_timeout": 3, "timeout": 2, "connect_timeout": 1, "init_backoff": 0.01,
+            "max_backoff": 0.05}
+    path = tmp_path / "r.rumi"
+    rumimm.write(path, eo_scene(bands=1, height=40, width=50, dtype="uint16", seed=3), tile=16, **UTM33)
+    url = http.put("back/r.rumi", path.read_bytes())
+    table = rumimm.catalog([url], storage_options=fast)
+    rumimm.write_catalog(table, tmp_path / "cat.parquet", row_group_size=1)
+    cat_url = http.put("back/cat.parquet", (tmp_path / "cat.parquet").read_bytes())
+    assert rumimm.read_catalog(cat_url, storage_options=fast).equals(table)
+    assert rumimm.read_catalog(cat_url, bbox=(500000, 4199000, 500100, 4200000), storage_options=fast).num_rows == 1
+    with rumimm.ImageCollection.from_catalog(cat_url, storage_options=fast) as coll:
+        assert [img.path for img in coll] == [url]
+    with pytest.raises(Exception) as info:  # neither credentials nor a query string in the message
+        rumimm.read_catalog(http.url.replace("http://", "http://user:s3cret@") + "/back/none.parquet?sig=TOKEN",
+                            storage_options=fast)
+    assert "s3cret" not in str(info.value) and "TOKEN" not in str(info.value)
+    from rumimm.integrations.chips import _sources
+
+    assert _sources(cat_url, None, fast)[0] == [url]
+
+    moto = MotoS3().start()
+    try:
+        moto.client().create_bucket(Bucket="cat")
+        so = {"endpoint": moto.endpoint, "access_key_id": "testing", "secret_access_key": "testing",
+              "region": "us-east-1", "allow_http": True, **fast}
+        moto.client().put_object(Bucket="cat", Key="r.rumi", Body=path.read_bytes())
+        on_s3 = rumimm.catalog(["s3://cat/r.rumi"], storage_options=so)
+        rumimm.write_catalog(on_s3, "s3://cat/catalog.parquet", storage_options=so)
+        assert rumimm.read_catalog("s3://cat/catalog.parquet", storage_options=so).equals(on_s3)
+        with rumimm.ImageCollection.from_catalog("s3://cat/catalog.parquet", storage_options=so) as coll:
+            assert [img.path for img in coll] == ["s3://cat/r.rumi"]  # the options reach the catalog and its files
+            assert coll[0].read().shape == (1, 40, 50)
+    finally:
+        moto.stop()
+
+
+def test_stac_items_of_an_old_catalog_keep_nodata_within_the_dtype(tmp_path):
+    pytest.importorskip("pystac")
+    import datetime as dt
+
+    from rumimm import stac
+
+    rows = []
+    for name, dtype, nodata in (("u64.rumi", "uint64", np.iinfo(np.uint64).max),
+                                ("i64.rumi", "int64", np.iinfo(np.int64).min), ("u8.rumi", "uint8", 255)):
+        rumimm.write(tmp_path / name, np.zeros((1, 16, 16), dtype), tile=16, nodata=nodata, **UTM33)
+        rows.append(str(tmp_path / name))
+    old = rumimm.catalog(rows).drop_columns(["nodatavals"])  # a catalog written before the column
+    items = stac.to_items(old, datetime=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
+    got = [it.assets["data"].extra_fields["raster:bands"][0]["nodata"] for it in items]
+    assert got == [int(np.iinfo(np.uint64).max), int(np.iinfo(np.int64).min), 255]

@@ -4,7 +4,9 @@ A catalog is a ``pyarrow.Table`` written as GeoParquet, so ``geopandas.read_parq
 reads it with its CRS, and a data loader opens any row's file with its blob, without
 reading the file's header.  The footprint geometry is in the files' own CRS when all
 georeferenced files share one, else in OGC:CRS84 (longitude, latitude) with each file's
-own EPSG code in the ``epsg`` column.
+own EPSG code in the ``epsg`` column; those footprints follow RFC 7946 as STAC Items do
+(a pole cap's bbox reaches 90, a grid across the antimeridian is a MultiPolygon with a bbox
+west > east), or searches miss the file or match it on every longitude.
 
 Needs pyarrow (``pip install rumimm[catalog]``); pyarrow is imported only here.
 """
@@ -47,7 +49,6 @@ CATALOG_COLUMNS = ("path", "blob", "bands", "height", "width", "dtype", "tile_he
                    "nodatavals", "descriptions", "scales", "offsets", "units", "spec", "time_count", "time")
 
 _CRS84 = "OGC:CRS84"
-_EDGE_POINTS = 8  # points per footprint edge when reprojecting (the edges of a UTM tile bend in degrees)
 
 
 def _paths(paths_or_glob: StrPath | Iterable[StrPath]) -> list[str]:
@@ -124,6 +125,10 @@ def _wkb_polygon(ring: NDArray[np.float64]) -> bytes:
     return struct.pack("<BIII", 1, 3, 1, ring.shape[0]) + np.ascontiguousarray(ring, "<f8").tobytes()
 
 
+def _box(xmin: float, ymin: float, xmax: float, ymax: float) -> dict[str, float]:
+    return {"xmin": float(xmin), "ymin": float(ymin), "xmax": float(xmax), "ymax": float(ymax)}
+
+
 def _projjson(crs: str) -> dict[str, Any]:
     import pyproj
 
@@ -193,28 +198,32 @@ def _table(rows: list[_Row]) -> pa.Table:
     n = len(rows)
     epsgs = {r[6] for r in rows if r[6] is not None}
     crs = f"EPSG:{next(iter(epsgs))}" if len(epsgs) == 1 else _CRS84
-    transformers: dict[int, Any] = {}  # pyproj.Transformer per EPSG code
-    geoms: list[bytes | None] = []
-    boxes: list[dict[str, float] | None] = []
-    for r in rows:
-        epsg, transform, (_, height, width) = r[6], r[7], r[2]
-        if epsg is None:
-            geoms.append(None)
-            boxes.append(None)
-            continue
-        if crs == _CRS84:
-            import pyproj
+    geoms: list[bytes | None] = [None] * n
+    boxes: list[dict[str, float] | None] = [None] * n
+    georef = [i for i, r in enumerate(rows) if r[6] is not None]
+    if crs == _CRS84 and georef:  # RFC 7946's shapes, as STAC Items have them (GeoParquet 1.1 follows it)
+        from rumimm.integrations.footprints import wgs84_footprints
 
-            tr = transformers.get(epsg)
-            if tr is None:
-                tr = transformers[epsg] = pyproj.Transformer.from_crs(epsg, 4326, always_xy=True)
-            ring = _corners(transform, height, width, _EDGE_POINTS)
-            ring = np.column_stack(tr.transform(ring[:, 0], ring[:, 1]))
-        else:
-            ring = _corners(transform, height, width)
-        geoms.append(_wkb_polygon(ring))
+        rings, grid_of, special = wgs84_footprints(
+            [rows[i][6] for i in georef], [rows[i][7] for i in georef], [rows[i][2][1] for i in georef],
+            [rows[i][2][2] for i in georef], nearest=True)
+        lows, highs = rings.min(axis=1), rings.max(axis=1)
+        for i, g in zip(georef, grid_of.tolist(), strict=True):
+            fp = special.get(g)
+            if fp is None:
+                geoms[i] = _wkb_polygon(rings[g])
+                boxes[i] = _box(lows[g][0], lows[g][1], highs[g][0], highs[g][1])
+            else:  # crossing the antimeridian (bbox west > east), lying past it, or holding a pole
+                polygons = [_wkb_polygon(np.asarray(part[0], np.float64)) for part in fp[1]]
+                geoms[i] = polygons[0] if fp[0] == "Polygon" else \
+                    struct.pack("<BII", 1, 6, len(polygons)) + b"".join(polygons)
+                boxes[i] = _box(*fp[2])
+    for i in georef if crs != _CRS84 else ():
+        r = rows[i]
+        ring = _corners(r[7], r[2][1], r[2][2])
+        geoms[i] = _wkb_polygon(ring)
         lo, hi = ring.min(axis=0), ring.max(axis=0)
-        boxes.append({"xmin": float(lo[0]), "ymin": float(lo[1]), "xmax": float(hi[0]), "ymax": float(hi[1])})
+        boxes[i] = _box(lo[0], lo[1], hi[0], hi[1])
 
     def col(i: int, j: int | None = None) -> list[Any]:
         return [r[i] if j is None else (None if r[i] is None else r[i][j]) for r in rows]
@@ -259,11 +268,24 @@ def _geo_metadata(table: pa.Table, crs: str) -> dict[str, Any]:
     box = table.column("bbox")
     extent = [pc.min(pc.struct_field(box, [0])).as_py(), pc.min(pc.struct_field(box, [1])).as_py(),
               pc.max(pc.struct_field(box, [2])).as_py(), pc.max(pc.struct_field(box, [3])).as_py()]
-    column = {"encoding": "WKB", "geometry_types": ["Polygon"], "crs": _projjson(crs),
+    types = ["Polygon"]
+    if pc.any(pc.greater(pc.struct_field(box, [0]), pc.struct_field(box, [2]))).as_py():
+        extent[0], extent[2] = -180.0, 180.0  # a row across the antimeridian: all longitudes, conservatively
+    if any(g is not None and g[1] == 6 for g in _wkb_types(table.column("geometry"))):
+        types = ["MultiPolygon", "Polygon"]
+    column = {"encoding": "WKB", "geometry_types": types, "crs": _projjson(crs),
               "covering": {"bbox": {k: ["bbox", k] for k in ("xmin", "ymin", "xmax", "ymax")}}}
     if None not in extent:
         column["bbox"] = extent
     return {"version": "1.1.0", "primary_column": "geometry", "columns": {"geometry": column}}
+
+
+def _wkb_types(column: Any) -> list[tuple[int, int] | None]:
+    """(byte order, geometry type) of each WKB value (None for a null), read from its first 5 bytes."""
+    out: list[tuple[int, int] | None] = []
+    for v in column.to_pylist():
+        out.append(None if v is None or len(v) < 5 else (v[0], struct.unpack("<I" if v[0] == 1 else ">I", v[1:5])[0]))
+    return out
 
 
 def write_catalog(table: pa.Table, path: StrPath, *, row_group_size: int | None = None,

@@ -67,8 +67,10 @@ def _sources(sources: ChipSources, headers: Iterable[bytes] | None,
     if isinstance(sources, (str, os.PathLike)) or type(sources).__module__.startswith("pyarrow"):
         from rumimm.integrations.catalogs import read_catalog
         from rumimm.reader.catalog_table import check_rows
+        from rumimm.store import is_remote
 
-        table: pa.Table = read_catalog(sources, columns=["path", "blob", "transform"]) \
+        table: pa.Table = read_catalog(sources, columns=["path", "blob", "transform"],
+                                       storage_options=storage_options if is_remote(sources) else None) \
             if isinstance(sources, (str, os.PathLike)) else sources
         paths, blobs, _ = check_rows(table)  # the same RumiErrors as from_catalog, before anything is sized
         transforms = table.column("transform").to_pylist() if "transform" in table.column_names else None

@@ -16,49 +16,108 @@ from rumimm.errors import RumiError
 __all__ = ["catalog_images", "check_rows", "is_bbox", "read_catalog", "select_bbox"]
 
 
-def read_catalog(path, *, columns=None, bbox=None):
+def read_catalog(path, *, columns=None, bbox=None, storage_options=None):
     """Read a catalog written by :func:`write_catalog` (optionally only rows meeting ``bbox``).
 
     Parameters
     ----------
     path : str or os.PathLike
-        The Parquet file.
+        The Parquet file, or its URI (``s3://``, ``gs://``, ``az://``, ``http(s)://``): read
+        whole into memory through rumimm's store, as the catalog's files are.
     columns : sequence of str, optional
         Columns to read (default all).
     bbox : (xmin, ymin, xmax, ymax), optional
         Keep rows whose footprint's bounding box intersects it, in the catalog's CRS
         (see :func:`select_bbox`); row groups outside it are skipped unread.
+    storage_options : dict, optional
+        For a URI, as in :func:`rumimm.open`.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    filters = None if bbox is None else _bbox_expression(bbox)
-    return pq.read_table(os.fspath(path), columns=columns, filters=filters)
+    from rumimm.store import is_remote, open_store
+
+    name = os.fspath(path)
+    if is_remote(name):
+        store = open_store(name, storage_options)  # pyarrow's own clients would take neither options nor http
+        try:
+            data = store.read(0, store.size)
+        finally:
+            store.close()
+
+        def source():
+            return pa.BufferReader(data)
+    else:
+        if storage_options:
+            raise RumiError(f"storage_options apply to remote URIs only, got a local path {name!r}")
+
+        def source():
+            return name
+    if bbox is None:
+        return pq.read_table(source(), columns=columns)
+    schema = pq.read_schema(source())
+    if "bbox" not in schema.names:
+        raise RumiError("the catalog has no 'bbox' column, so bbox= cannot select its rows")
+    return pq.read_table(source(), columns=columns, filters=_bbox_expression(bbox, _geographic(schema)))
 
 
-def _bbox_expression(bbox):
+def _geographic(schema) -> bool:
+    """Whether a catalog's footprints are in longitude/latitude (GeoParquet metadata; without it, maybe)."""
+    import json
+
+    geo = (schema.metadata or {}).get(b"geo")
+    if geo is None:
+        return True
+    try:
+        meta = json.loads(geo)
+        crs = meta["columns"][meta.get("primary_column", "geometry")].get("crs")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return True
+    return not isinstance(crs, dict) or crs.get("type") == "GeographicCRS"
+
+
+def _bbox_expression(bbox, geographic=True):
+    """The filter of rows whose bbox meets ``bbox``.  In longitude/latitude either bbox may cross the
+    antimeridian (west > east, as RFC 7946 has it): then it spans west..180 and -180..east."""
     import pyarrow.compute as pc
 
-    xmin, ymin, xmax, ymax = (float(v) for v in bbox)
-    if not (xmin <= xmax and ymin <= ymax):
-        raise ValueError(f"bbox must be (xmin, ymin, xmax, ymax) with min <= max, got {tuple(bbox)}")
+    try:
+        xmin, ymin, xmax, ymax = (float(v) for v in bbox)
+    except (TypeError, ValueError):
+        raise RumiError(f"bbox must be four numbers (xmin, ymin, xmax, ymax), got {bbox!r}") from None
+    wraps = geographic and xmin > xmax and xmax >= -180.0 and xmin <= 180.0
+    if not ((xmin <= xmax or wraps) and ymin <= ymax):
+        raise RumiError(f"bbox must be (xmin, ymin, xmax, ymax) with min <= max (in longitude/latitude, west > east "
+                        f"within -180..180 crosses the antimeridian), got {tuple(bbox)}")
     f = pc.field
-    return ((f("bbox", "xmin") <= xmax) & (f("bbox", "xmax") >= xmin)
-            & (f("bbox", "ymin") <= ymax) & (f("bbox", "ymax") >= ymin))
+    west, east = f("bbox", "xmin"), f("bbox", "xmax")
+    rows_wrap = west > east
+    if wraps:
+        x_ok = rows_wrap | (east >= xmin) | (west <= xmax)
+    else:
+        x_ok = ((west <= xmax) & (east >= xmin)) | (rows_wrap & ((west <= xmax) | (east >= xmin)))
+    return x_ok & (f("bbox", "ymin") <= ymax) & (f("bbox", "ymax") >= ymin)
 
 
 def select_bbox(table, bbox):
     """Rows of a catalog whose footprint's bounding box intersects ``bbox``.
 
     ``bbox`` is (xmin, ymin, xmax, ymax) in the catalog's CRS (the geometry column's:
-    the files' CRS when they share one, else longitude/latitude).  Files without
+    the files' CRS when they share one, else longitude/latitude, where a bbox with
+    xmin > xmax crosses the antimeridian, as a row's may).  Files without
     georeferencing never match.
     """
-    return table.filter(_bbox_expression(bbox))
+    if "bbox" not in table.column_names:
+        raise RumiError("the catalog has no 'bbox' column, so a bbox cannot select its rows; "
+                        "read it with its bbox column")
+    return table.filter(_bbox_expression(bbox, _geographic(table.schema)))
 
 
 def is_bbox(where) -> bool:
-    """Whether ``where`` is a bbox: a tuple of four numbers (four booleans are a row mask)."""
-    return isinstance(where, tuple) and len(where) == 4 and all(
+    """Whether ``where`` is a bbox: a tuple, list or 1-d array of four numbers (booleans are a row mask)."""
+    if isinstance(where, np.ndarray):
+        return where.ndim == 1 and where.size == 4 and where.dtype.kind in "iuf"
+    return isinstance(where, (tuple, list)) and len(where) == 4 and all(
         isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in where)
 
 
@@ -71,6 +130,12 @@ def _where(table, where):
     if isinstance(where, (tuple, list)):  # a mask as a sequence: older pyarrow filters only arrays
         where = np.asarray(where, bool)
     return table.filter(where)
+
+
+def _is_remote(path) -> bool:
+    from rumimm.store import is_remote
+
+    return is_remote(path)
 
 
 def check_rows(table):
@@ -121,15 +186,16 @@ def check_rows(table):
 def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool = True, storage_options=None):
     """(paths, blobs, Images) of a catalog's rows, opened with their blobs (no IFD is read).
 
-    ``where`` selects rows first: a bbox ``(xmin, ymin, xmax, ymax)``, a pyarrow compute
+    ``where`` selects rows first: a bbox ``(xmin, ymin, xmax, ymax)`` (four numbers), a pyarrow compute
     expression (``pc.field("epsg") == 32633``) or a boolean mask.  Every blob is checked
-    by one :func:`rumimm.parse_blobs` call before any file is opened.  Paths may be remote
-    URIs (``storage_options`` as for :func:`rumimm.open`): opened with their blobs, they
-    cost no request.
+    by one :func:`rumimm.parse_blobs` call before any file is opened.  The catalog and its
+    paths may be remote URIs (``storage_options`` as for :func:`rumimm.open`): opened with
+    their blobs, the paths cost no request.
     """
     from rumimm.reader.image import Image
 
-    table = read_catalog(table_or_path) if isinstance(table_or_path, (str, os.PathLike)) else table_or_path
+    table = read_catalog(table_or_path, storage_options=storage_options if _is_remote(table_or_path) else None) \
+        if isinstance(table_or_path, (str, os.PathLike)) else table_or_path
     table = _where(table, where)
     paths, blobs, _ = check_rows(table)
     images = []
