@@ -8,7 +8,8 @@ searches miss it (or match it everywhere on its latitudes).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,19 +70,12 @@ def _with_nearest(grids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     their place along it, the outline's points nearest each pole in the grid's CRS (furthest north or south in
     a polar or conic projection, where distance from the pole grows with colatitude); the middle of the top
     and bottom edges for a grid in a geographic CRS or one whose CRS cannot hold the pole."""
-    import pyproj
 
     # an outline point's place: edge k (top, right, bottom, left) plus the fraction along it, in [0, 4)
     places = np.tile(np.arange(4 * n, dtype=np.float64) / n, (grids.shape[0], 1))
     extra = np.tile([0.5 / n, 2.0 + 0.5 / n], (grids.shape[0], 1))
-    codes = grids[:, 0].astype(np.int64)
     corners = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]])
-    for epsg in np.unique(codes):
-        crs = pyproj.CRS.from_epsg(int(epsg))
-        if crs.is_geographic:
-            continue
-        rows = np.flatnonzero(codes == epsg)
-        px, py = pyproj.Transformer.from_crs(4326, crs, always_xy=True).transform([0.0, 0.0], [90.0, -90.0])
+    for rows, px, py in _projected_poles(grids[:, 0].astype(np.int64)):
         a, b, c, d, e, f = (grids[rows, k][:, None] for k in range(1, 7))
         h, w = grids[rows, 7][:, None], grids[rows, 8][:, None]
         cx = c + a * corners[:, 0] * w + b * corners[:, 1] * h  # (R, 5) corners in CRS units, closed
@@ -106,6 +100,19 @@ def _with_nearest(grids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([fx, close], axis=1), np.concatenate([fy, close], axis=1)
 
 
+def _projected_poles(codes: np.ndarray) -> Iterator[tuple[np.ndarray, Any, Any]]:
+    """(rows, x, y of the North and South Pole) for each projected CRS among the grids' EPSG ``codes``: where
+    each pole is in that CRS's coordinates (non-finite where the CRS cannot hold it)."""
+    import pyproj
+
+    for epsg in np.unique(codes):
+        crs = pyproj.CRS.from_epsg(int(epsg))
+        if crs.is_geographic:
+            continue
+        px, py = pyproj.Transformer.from_crs(4326, crs, always_xy=True).transform([0.0, 0.0], [90.0, -90.0])
+        yield np.flatnonzero(codes == epsg), px, py
+
+
 # (geometry type, parts: each a list of rings of [lon, lat], bbox): a footprint that is not one plain ring
 Footprint = tuple[str, list[list[list[list[float]]]], list[float]]
 
@@ -114,16 +121,8 @@ def poles_inside(grids: np.ndarray) -> np.ndarray:
     """(G, 2) whether each grid (rows of EPSG code, 6 affine coefficients, height, width) holds the North and the
     South Pole strictly inside: the pole projected to the grid's CRS, mapped back to fractional pixels.  A grid
     in a geographic CRS holds none (its top or bottom edge at most runs along a pole)."""
-    import pyproj
-
     out = np.zeros((grids.shape[0], 2), bool)
-    codes = grids[:, 0].astype(np.int64)
-    for epsg in np.unique(codes):
-        crs = pyproj.CRS.from_epsg(int(epsg))
-        if crs.is_geographic:
-            continue
-        rows = np.flatnonzero(codes == epsg)
-        px, py = pyproj.Transformer.from_crs(4326, crs, always_xy=True).transform([0.0, 0.0], [90.0, -90.0])
+    for rows, px, py in _projected_poles(grids[:, 0].astype(np.int64)):
         a, b, c, d, e, f = (grids[rows, k] for k in range(1, 7))
         h, w = grids[rows, 7], grids[rows, 8]
         det = a * e - b * d
