@@ -206,6 +206,17 @@ def test_read_rejects_bands_and_windows_outside_the_image(bands, window):
         select_read(bands, window, SHAPE)
 
 
+def test_a_rasterio_window_with_a_negative_offset_is_outside_the_image():
+    """Window offsets are positions, not ends counted back: Window(0, -10, ...) starts above the image (a
+    version that resolved it as ends read rows from wrong offsets, silently)."""
+    windows = pytest.importorskip("rasterio.windows")
+    for w in (windows.Window(0, -10, 5, 8), windows.Window(-5, 0, 5, 5), windows.Window(0, -11, 13, 11)):
+        with pytest.raises(WindowError, match="outside the image"):
+            select_read(None, w, SHAPE)
+    sel = select_read(None, windows.Window(2, 3, 4, 5), SHAPE)
+    assert (sel.y.start, sel.y.count, sel.x.start, sel.x.count) == (3, 5, 2, 4)
+
+
 ENDS = [None, -14, -11, -5, -1, 0, 1, 4, 10, 11, 12]
 
 

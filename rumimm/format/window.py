@@ -293,8 +293,9 @@ def window_bounds(window, ny: int, nx: int, name: str = "window") -> tuple[int, 
         y1, x1 = y0 + int(window.height), x0 + int(window.width)
         if y0 != window.row_off or x0 != window.col_off or y1 - y0 != window.height or x1 - x0 != window.width:
             raise WindowError(f"{name} {window!r} is not on whole pixels")
-        _window_range((y0, y1), ny, "y")
-        _window_range((x0, x1), nx, "x")
+        for lo, hi, n, axis in ((y0, y1, ny, "y"), (x0, x1, nx, "x")):  # offsets as given: no end counts back
+            if not 0 <= lo <= hi <= n:
+                raise WindowError(f"window {axis} range [{lo}, {hi}) is outside the image (0 to {n})")
         return y0, y1, x0, x1
     try:
         wy, wx = window

@@ -517,8 +517,9 @@ class ChipDataset:
 
     def __getitem__(self, i: int | np.integer) -> Any:
         idx = np.array([self._index(i)])
-        block = self._read(idx)
-        return self._finish(self._with_labels(self._sample(block, idx, single=True), idx, single=True), single=True)
+        with self._images.reading():  # every image the chip needs (pixels, nodata, bounds) held until done
+            chip = self._with_labels(self._sample(self._read(idx), idx, single=True), idx, single=True)
+        return self._finish(chip, single=True)
 
     def __getitems__(self, indices: Iterable[int | np.integer]) -> Any:
         """Chips ``indices`` read in one batch: an (N, bands, h, w) array (a list with a transform).
@@ -527,8 +528,9 @@ class ChipDataset:
         views of arrays read in one batch, which torch's default collate stacks.
         """
         idx = np.array([self._index(i) for i in indices], np.int64)
-        return self._finish(self._with_labels(self._sample(self._read(idx), idx, single=False), idx, single=False),
-                            single=False)
+        with self._images.reading():  # every image the batch needs (pixels, nodata, bounds) held until done
+            chips = self._with_labels(self._sample(self._read(idx), idx, single=False), idx, single=False)
+        return self._finish(chips, single=False)
 
     def _with_labels(self, chips: np.ndarray | dict[str, Any], idx: np.ndarray, single: bool) -> Chips:
         """Add the label chips: ``(image, label)`` for arrays, a ``"mask"`` entry for samples."""
