@@ -404,18 +404,20 @@ def test_a_forked_child_starts_with_no_worker_images_even_if_their_lock_was_held
 
     files, a = scene
     path, blob = files["tile"]
-    parent = worker_images.image_for((str(path), blob))
+    with worker_images.held((str(path), blob)) as parent:
+        pass
     assert worker_images.open_count(str(path)) == 1
 
     def child():
         assert worker_images.open_count() == 0
-        img = worker_images.image_for((str(path), blob))
-        assert img is not parent and same_bits(img[:, :20, :30], a[:, :20, :30])
+        with worker_images.held((str(path), blob)) as img:
+            assert img is not parent and same_bits(img[:, :20, :30], a[:, :20, :30])
 
     with worker_images._lock:
         code = exit_code_in_fork(child)
     assert code == 0, "the forked child hung on the worker images' lock" if code < 0 else code
-    assert worker_images.image_for((str(path), blob)) is parent  # the parent's stay open and kept
+    with worker_images.held((str(path), blob)) as again:
+        assert again is parent  # the parent's stay open and kept
 
 
 def test_an_image_a_read_holds_is_not_closed_by_another_making_room(scene, tmp_path):

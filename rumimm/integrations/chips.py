@@ -539,10 +539,9 @@ class ChipDataset:
         from rumimm.reader.cube import read_batch
 
         rows = self.chips[idx]
-        with self._images.reading():  # the images held until read: another thread's read never closes them
-            images = [self._label_image(int(f)) for f in rows[:, 0]]
-            origins = rows[:, 1:] + self.label_offsets[rows[:, 0]]
-            labels = read_batch(images, origins, size=self.size)
+        images = [self._label_image(int(f)) for f in rows[:, 0]]  # held by the caller's reading() block
+        origins = rows[:, 1:] + self.label_offsets[rows[:, 0]]
+        labels = read_batch(images, origins, size=self.size)
         if single:
             labels = labels[0]
         if isinstance(chips, dict):
@@ -615,9 +614,8 @@ class ChipDataset:
         from rumimm.reader.cube import read_batch
 
         rows = self.chips[idx]
-        with self._images.reading():  # the images held until read: another thread's read never closes them
-            images = [self._image(int(f)) for f in rows[:, 0]]
-            return read_batch(images, rows[:, 1:], bands=self.bands, size=self.size)
+        images = [self._image(int(f)) for f in rows[:, 0]]  # held by the caller's reading() block
+        return read_batch(images, rows[:, 1:], bands=self.bands, size=self.size)
 
     def _finish(self, block: Chips, single: bool) -> Any:
         """Apply ``transform``; a batch of samples or pairs becomes a list of them (what DataLoader collates)."""

@@ -372,9 +372,7 @@ def _json_number(v: float | str) -> float | str:
 def _hrefs(paths: Sequence[str]) -> list[str]:
     """Asset hrefs: a local path made absolute (a relative one would be read against the Item JSON's location,
     not the working directory it was given in), a URI as given."""
-    from rumimm.store import is_remote
-
-    return [p if is_remote(p) or "://" in p else os.path.abspath(p) for p in paths]
+    return [p if "://" in p else os.path.abspath(p) for p in paths]
 
 
 def _local_files(paths: Sequence[str]) -> dict[int, tuple[int, str | None]]:

@@ -76,15 +76,9 @@ def _table(catalog: pa.Table | StrPath, where: Where) -> pa.Table:
         table = rumimm.read_catalog(catalog, columns=_COLUMNS + extra)
     else:
         table = catalog
-    if where is None:
-        return table
-    from rumimm.reader.catalog_table import is_bbox
+    from rumimm.reader.catalog_table import select_rows
 
-    if is_bbox(where):
-        return rumimm.select_bbox(table, where)
-    if isinstance(where, (tuple, list)):  # a mask as a sequence: older pyarrow filters only arrays
-        where = np.asarray(where, bool)
-    return table.filter(where)
+    return select_rows(table, where)
 
 
 def _times(table: pa.Table, time: TimeRange, n: int) -> list[tuple[pd.Timestamp, pd.Timestamp]]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["MAX_OPEN", "close_all", "held", "image_for", "open_count"]
+__all__ = ["MAX_OPEN", "close_all", "held", "open_count"]
 
 #: Open images a process keeps; a Dask computation over more files reopens the oldest.
 MAX_OPEN = 32
@@ -47,16 +47,11 @@ def _key(path: str, blob: bytes, options: dict | None) -> tuple:
     return (path, digest, opts, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size))
 
 
-def image_for(source: tuple) -> Any:
-    """The open image of ``source = (path, blob[, storage_options])`` in this process (read it inside
-    :func:`held`, so that no other thread closes it meanwhile)."""
-    return _take(source, hold=False)
-
-
 @contextlib.contextmanager
 def held(source: tuple) -> Iterator[Any]:
-    """:func:`image_for`, kept open until the block ends: another thread making room never closes it under a read."""
-    img = _take(source, hold=True)
+    """The open image of ``source = (path, blob[, storage_options])`` in this process, kept open until the block
+    ends: another thread making room never closes it under a read."""
+    img = _take(source)
     try:
         yield img
     finally:
@@ -71,7 +66,8 @@ def held(source: tuple) -> Iterator[Any]:
             closing.close()
 
 
-def _take(source: tuple, hold: bool) -> Any:
+def _take(source: tuple) -> Any:
+    """The image of ``source``, opened if this process has none, with one more hold on it."""
     from rumimm.reader.image import open as open_image
 
     path, blob, *rest = source
@@ -81,8 +77,7 @@ def _take(source: tuple, hold: bool) -> Any:
         img = _images.get(key)
         if img is not None:
             _images.move_to_end(key)
-            if hold:
-                _holds[id(img)] = _holds.get(id(img), 0) + 1
+            _holds[id(img)] = _holds.get(id(img), 0) + 1
             return img
     img = open_image(path, blob, cache_bytes=0, storage_options=options)
     stale = []
@@ -96,8 +91,7 @@ def _take(source: tuple, hold: bool) -> Any:
             stale += [_images.pop(k) for k in [k for k in _images if k[0] == path and k != key]]
             while len(_images) > MAX_OPEN:
                 stale.append(_images.popitem(last=False)[1])
-        if hold:
-            _holds[id(img)] = _holds.get(id(img), 0) + 1
+        _holds[id(img)] = _holds.get(id(img), 0) + 1
         closing = []
         for old in stale:  # one a read holds is closed when that read lets go
             if id(old) in _holds:

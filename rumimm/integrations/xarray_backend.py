@@ -28,6 +28,7 @@ from xarray.core import indexing
 from rumimm.errors import RumiError
 from rumimm.integrations.dask_array import auto_chunks, frame_chunks
 from rumimm.integrations.worker_images import held
+from rumimm.reader.rasterio_surface import nodata_key
 
 if TYPE_CHECKING:
     from affine import Affine
@@ -346,7 +347,7 @@ def _decoding(img: Image, attrs: dict[str, Any], encoding: dict[str, Any], maske
         encoding["_FillValue"] = attrs.pop("_FillValue")
     if isinstance(source, Cube):
         images = source.images
-        keys = [(tuple(_nodata_key(v) for v in im.nodatavals), tuple(im.scales), tuple(im.offsets)) for im in images]
+        keys = [(tuple(nodata_key(v) for v in im.nodatavals), tuple(im.scales), tuple(im.offsets)) for im in images]
         if len(set(keys)) > 1:  # rows: image 0's (row 0), then each other distinct one
             distinct = list(dict.fromkeys(keys))
             of_image = np.array([distinct.index(k) for k in keys], np.int64)
@@ -354,11 +355,6 @@ def _decoding(img: Image, attrs: dict[str, Any], encoding: dict[str, Any], maske
             return Decode(img.dtype, img.nodatavals, img.scales, img.offsets, mask_and_scale, rows=rows,
                           item_rows=of_image[source.item_images])
     return Decode(img.dtype, img.nodatavals, img.scales, img.offsets, mask_and_scale)
-
-
-def _nodata_key(v: float | None) -> Any:
-    """A nodata value as a dict key: NaN equal to NaN."""
-    return "nan" if isinstance(v, float) and v != v else v
 
 
 def _stack_times(images: Sequence[Image]) -> dict[str, NDArray[np.datetime64]] | None:

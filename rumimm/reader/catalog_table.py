@@ -13,7 +13,7 @@ import numpy as np
 
 from rumimm.errors import RumiError
 
-__all__ = ["catalog_images", "check_rows", "is_bbox", "read_catalog", "select_bbox"]
+__all__ = ["catalog_images", "check_rows", "is_bbox", "read_catalog", "select_bbox", "select_rows"]
 
 
 def read_catalog(path, *, columns=None, bbox=None, storage_options=None):
@@ -121,7 +121,7 @@ def is_bbox(where) -> bool:
         isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in where)
 
 
-def _where(table, where):
+def select_rows(table, where):
     """Apply ``where``: None, a bbox 4-tuple, a pyarrow Expression or a boolean mask."""
     if where is None:
         return table
@@ -130,12 +130,6 @@ def _where(table, where):
     if isinstance(where, (tuple, list)):  # a mask as a sequence: older pyarrow filters only arrays
         where = np.asarray(where, bool)
     return table.filter(where)
-
-
-def _is_remote(path) -> bool:
-    from rumimm.store import is_remote
-
-    return is_remote(path)
 
 
 def check_rows(table):
@@ -193,10 +187,11 @@ def catalog_images(table_or_path, where=None, *, cache_bytes=None, verify: bool 
     their blobs, the paths cost no request.
     """
     from rumimm.reader.image import Image
+    from rumimm.store import is_remote
 
-    table = read_catalog(table_or_path, storage_options=storage_options if _is_remote(table_or_path) else None) \
+    table = read_catalog(table_or_path, storage_options=storage_options if is_remote(table_or_path) else None) \
         if isinstance(table_or_path, (str, os.PathLike)) else table_or_path
-    table = _where(table, where)
+    table = select_rows(table, where)
     paths, blobs, _ = check_rows(table)
     images = []
     try:
